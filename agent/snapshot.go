@@ -1,0 +1,234 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/lifeboat-dev/lifeboat/snapshot"
+	"github.com/lifeboat-dev/lifeboat/uploader"
+	"github.com/lifeboat-dev/lifeboat/verify"
+)
+
+// SnapshotJob is one backup: take a snapshot from etcd, verify it, encode
+// it and store it, then commit it with its manifest.
+type SnapshotJob struct {
+	// Etcd is how to reach the cluster.
+	Etcd snapshot.Config
+	// Options tune the stream (stall timeout, writeback).
+	Options snapshot.Options
+	// SpoolDir holds the raw snapshot while it is verified (0700; the file
+	// is always removed afterwards).
+	SpoolDir string
+	// Backups is where the backup goes.
+	Backups *uploader.Backups
+	// Encoding is how the object is compressed and encrypted.
+	Encoding uploader.Encoding
+	// LockMode, LockRetain and LegalHold request Object Lock retention.
+	LockMode   string
+	LockRetain time.Duration
+	LegalHold  bool
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// Version is lifeboat's version, recorded in the manifest.
+	Version string
+}
+
+// ErrVerify is wrapped when a snapshot was taken but failed verification:
+// nothing was kept.
+var ErrVerify = errors.New("snapshot failed verification")
+
+// Snapshot runs the job. It returns the committed manifest; on any error
+// nothing is kept: the upload is aborted, no manifest is written and the
+// spool file is removed.
+//
+// The work overlaps: bytes from etcd go to the spool file and, as they
+// arrive, through the encoder into the store. The store sees the end of
+// the object only once the spool file has been verified; if verification
+// fails, the store's Put is failed and aborts.
+func Snapshot(ctx context.Context, job SnapshotJob, lg *slog.Logger) (*uploader.Manifest, error) {
+	now := job.Now
+	if now == nil {
+		now = time.Now
+	}
+	start := now()
+	if err := snapshot.PrepareSpoolDir(job.SpoolDir); err != nil {
+		return nil, err
+	}
+	// The id needs a revision before the first byte arrives (the object's
+	// key contains it): the highest revision the members report now. The
+	// manifest records the snapshot's exact revision.
+	members, err := snapshot.Members(ctx, job.Etcd)
+	if err != nil {
+		return nil, err
+	}
+	var rev int64
+	for _, m := range members {
+		if m.Err == nil && m.Revision > rev {
+			rev = m.Revision
+		}
+	}
+	id := uploader.NewID(start, rev)
+	key := job.Backups.ObjectKey(id, job.Encoding)
+	spool := filepath.Join(job.SpoolDir, "lifeboat-"+id+"-"+randomSuffix()+".db.part")
+	defer os.Remove(spool)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	pr, pw := io.Pipe()
+	gate := newGate(pr)
+	opts := uploader.PutOptions{ContentType: "application/octet-stream", LockMode: job.LockMode, LegalHold: job.LegalHold}
+	if job.LockMode != "" {
+		opts.RetainUntil = start.Add(job.LockRetain).UTC().Truncate(time.Second)
+	}
+	var (
+		wg     sync.WaitGroup
+		obj    uploader.ObjectInfo
+		putErr error
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		obj, putErr = job.Backups.Store.Put(ctx, key, gate, opts)
+		// Unblock the writer if Put stopped reading early.
+		pr.CloseWithError(fmt.Errorf("store stopped reading: %v", putErr))
+	}()
+	fail := func(err error) (*uploader.Manifest, error) {
+		gate.decide(err)
+		pw.CloseWithError(err)
+		cancel()
+		wg.Wait()
+		return nil, err
+	}
+
+	enc, err := uploader.NewEncoder(pw, job.Encoding)
+	if err != nil {
+		return fail(err)
+	}
+	info, err := snapshot.Take(ctx, job.Etcd, spool, enc, job.Options, lg)
+	if err != nil {
+		if putErr != nil && ctx.Err() == nil {
+			err = fmt.Errorf("%w (store: %v)", err, putErr)
+		}
+		return fail(err)
+	}
+	if err := enc.Close(); err != nil {
+		return fail(fmt.Errorf("encode snapshot: %w", err))
+	}
+	pw.Close() // the store now has every byte but waits at the gate
+	lg.Info("snapshot received", "endpoint", info.Endpoint, "member", info.MemberName, "bytes", info.Size, "sha256", info.SHA256)
+
+	st, err := verify.File(ctx, spool)
+	if err != nil {
+		return fail(fmt.Errorf("%w: %w", ErrVerify, err))
+	}
+	liveHash, liveCompact, err := snapshot.LiveHashKV(ctx, job.Etcd, info.Endpoint, st.Revision)
+	hashStatus := ""
+	if err != nil {
+		// The member may have compacted past the snapshot's revision in
+		// the meantime: that makes the hashes incomparable, not wrong.
+		hashStatus = "not comparable: live HashKV: " + err.Error()
+	} else if hashStatus, err = verify.CompareHashKV(st, liveHash, liveCompact); err != nil {
+		return fail(fmt.Errorf("%w: %w", ErrVerify, err))
+	}
+	lg.Info("snapshot verified", "revision", st.Revision, "total_keys", st.TotalKeys, "hash_kv", hashStatus)
+
+	gate.decide(nil)
+	wg.Wait()
+	if putErr != nil {
+		return nil, fmt.Errorf("store backup %s: %w", id, putErr)
+	}
+	m := &uploader.Manifest{
+		Format:          uploader.ManifestFormat,
+		ID:              id,
+		Cluster:         job.Backups.Cluster,
+		EtcdClusterID:   fmt.Sprintf("%x", info.ClusterID),
+		EtcdMemberID:    fmt.Sprintf("%x", info.MemberID),
+		EtcdMemberName:  info.MemberName,
+		Endpoint:        info.Endpoint,
+		EtcdVersion:     info.EtcdVersion,
+		StorageVersion:  st.StorageVersion,
+		CreatedAt:       start.UTC(),
+		Revision:        st.Revision,
+		CompactRevision: st.CompactRevision,
+		TotalKeys:       st.TotalKeys,
+		DBSize:          st.Size,
+		SnapshotSHA256:  info.SHA256,
+		BoltHash:        st.BoltHash,
+		HashKV:          st.HashKV,
+		HashKVLive:      liveHash,
+		HashKVStatus:    hashStatus,
+		Object:          key,
+		ObjectSize:      obj.Size,
+		ObjectSHA256:    obj.SHA256,
+		Compression:     job.Encoding.CompressionName(),
+		Encryption:      job.Encoding.EncryptionName(),
+		Recipients:      job.Encoding.RecipientKeys,
+		LockMode:        job.LockMode,
+		LegalHold:       job.LegalHold,
+		AgentVersion:    job.Version,
+	}
+	if job.LockMode != "" {
+		t := opts.RetainUntil
+		m.RetainUntil = &t
+	}
+	m.DurationSeconds = now().Sub(start).Seconds()
+	if err := job.Backups.PutManifest(ctx, m); err != nil {
+		// The object stays as an orphan for prune to collect; the
+		// backup does not exist.
+		return nil, fmt.Errorf("commit backup %s: %w", id, err)
+	}
+	lg.Info("backup stored", "backup_id", id, "object", key, "bytes", obj.Size, "seconds", strconv.FormatFloat(m.DurationSeconds, 'f', 2, 64))
+	return m, nil
+}
+
+func randomSuffix() string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// gate passes reads through until the underlying reader's io.EOF, then
+// blocks until decide is called: with nil it returns io.EOF (the store
+// commits the object), with an error it returns that error (the store
+// aborts).
+type gate struct {
+	r    io.Reader
+	once sync.Once
+	done chan struct{}
+	err  error
+}
+
+func newGate(r io.Reader) *gate { return &gate{r: r, done: make(chan struct{})} }
+
+func (g *gate) decide(err error) {
+	g.once.Do(func() {
+		g.err = err
+		close(g.done)
+	})
+}
+
+func (g *gate) Read(p []byte) (int, error) {
+	n, err := g.r.Read(p)
+	if err != io.EOF {
+		return n, err
+	}
+	if n > 0 {
+		return n, nil
+	}
+	<-g.done
+	if g.err != nil {
+		return 0, g.err
+	}
+	return 0, io.EOF
+}

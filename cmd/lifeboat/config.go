@@ -1,0 +1,402 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/lifeboat-dev/lifeboat/snapshot"
+)
+
+// Config is lifeboat's configuration: the YAML file's shape. Every leaf key
+// can also be set by a LIFEBOAT_* environment variable (the key upper-cased,
+// dots as underscores: etcd.endpoints → LIFEBOAT_ETCD_ENDPOINTS) and by a
+// flag (see flagNames). Flags win over environment, environment over file.
+type Config struct {
+	// Cluster names the cluster inside the store; several can share one.
+	Cluster string `yaml:"cluster"`
+	Log     LogConfig
+	Etcd    EtcdConfig
+	// Snapshot tunes taking a snapshot.
+	Snapshot SnapshotConfig
+	Store    StoreConfig
+	// Encryption configures age encryption of stored objects.
+	Encryption EncryptionConfig
+}
+
+// LogConfig configures logging.
+type LogConfig struct {
+	// Level is debug, info, warn or error.
+	Level string `yaml:"level"`
+	// Format is auto (text on a terminal, JSON otherwise), text or json.
+	Format string `yaml:"format"`
+}
+
+// EtcdConfig is how to reach etcd (etcdctl's names).
+type EtcdConfig struct {
+	// Endpoints are client URLs of the members.
+	Endpoints []string `yaml:"endpoints"`
+	// CACert, Cert and Key are PEM file paths for TLS.
+	CACert string `yaml:"cacert"`
+	Cert   string `yaml:"cert"`
+	Key    string `yaml:"key"`
+	// User and Password authenticate with etcd auth.
+	User     string          `yaml:"user"`
+	Password snapshot.Secret `yaml:"password"`
+	// DialTimeout bounds connecting to each member.
+	DialTimeout time.Duration `yaml:"dial_timeout"`
+	// Member picks the member to snapshot: follower, leader, any, or a URL.
+	Member string `yaml:"member"`
+}
+
+// SnapshotConfig tunes taking snapshots.
+type SnapshotConfig struct {
+	// SpoolDir holds the raw snapshot during verification.
+	SpoolDir string `yaml:"spool_dir"`
+	// StallTimeout fails a stream that delivers no bytes for this long.
+	StallTimeout time.Duration `yaml:"stall_timeout"`
+	// Timeout bounds the whole backup (0: none).
+	Timeout time.Duration `yaml:"timeout"`
+	// WritebackChunk is how many bytes are written before they are pushed
+	// to disk (0: leave it to the kernel).
+	WritebackChunk int64 `yaml:"writeback_chunk"`
+}
+
+// StoreConfig says where backups go.
+type StoreConfig struct {
+	// URL is file:///path or s3://bucket/prefix.
+	URL string `yaml:"url"`
+	// Compression is zstd or none.
+	Compression string `yaml:"compression"`
+}
+
+// EncryptionConfig configures age encryption.
+type EncryptionConfig struct {
+	// Recipients are age X25519 public keys (age1…).
+	Recipients []string `yaml:"recipients"`
+	// RecipientsFile holds more recipients, one per line.
+	RecipientsFile string `yaml:"recipients_file"`
+	// IdentityFile holds the age secret key used to read backups.
+	IdentityFile string `yaml:"identity_file"`
+}
+
+// DefaultConfig returns the defaults: the one place they live.
+func DefaultConfig() Config {
+	return Config{
+		Cluster: "default",
+		Log:     LogConfig{Level: "info", Format: "auto"},
+		Etcd: EtcdConfig{
+			Endpoints:   []string{"http://127.0.0.1:2379"},
+			DialTimeout: 5 * time.Second,
+			Member:      "follower",
+		},
+		Snapshot: SnapshotConfig{
+			SpoolDir:       "/var/lib/lifeboat/spool",
+			StallTimeout:   30 * time.Second,
+			Timeout:        30 * time.Minute,
+			WritebackChunk: 8 << 20,
+		},
+		Store: StoreConfig{URL: "file:///var/lib/lifeboat/backups", Compression: "zstd"},
+	}
+}
+
+// ConfigError is a configuration mistake; it makes lifeboat exit 2.
+type ConfigError struct {
+	Key string
+	Err error
+}
+
+func (e *ConfigError) Error() string {
+	if e.Key == "" {
+		return "config: " + e.Err.Error()
+	}
+	return "config: " + e.Key + ": " + e.Err.Error()
+}
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+func cfgErr(key string, format string, a ...any) error {
+	return &ConfigError{Key: key, Err: fmt.Errorf(format, a...)}
+}
+
+// Validate checks values; the error names the key that is wrong.
+func (c *Config) Validate() error {
+	if c.Cluster == "" || strings.ContainsAny(c.Cluster, "/\\ ") || strings.HasPrefix(c.Cluster, ".") {
+		return cfgErr("cluster", "%q is not a valid cluster name (letters, digits, - _ ., no slashes)", c.Cluster)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		return cfgErr("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "auto", "text", "json":
+	default:
+		return cfgErr("log.format", "%q is not one of auto, text, json", c.Log.Format)
+	}
+	if len(c.Etcd.Endpoints) == 0 {
+		return cfgErr("etcd.endpoints", "empty: give at least one client URL")
+	}
+	for _, e := range c.Etcd.Endpoints {
+		if !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
+			return cfgErr("etcd.endpoints", "%q must be a URL starting with http:// or https://", e)
+		}
+	}
+	if (c.Etcd.Cert == "") != (c.Etcd.Key == "") {
+		return cfgErr("etcd.cert", "cert and key must be given together")
+	}
+	if c.Etcd.Password != "" && c.Etcd.User == "" {
+		return cfgErr("etcd.user", "password set without user")
+	}
+	if c.Etcd.DialTimeout <= 0 {
+		return cfgErr("etcd.dial_timeout", "must be positive")
+	}
+	switch m := c.Etcd.Member; {
+	case m == "follower" || m == "leader" || m == "any":
+	case strings.HasPrefix(m, "http://") || strings.HasPrefix(m, "https://"):
+	default:
+		return cfgErr("etcd.member", "%q is not follower, leader, any or an endpoint URL", m)
+	}
+	if c.Snapshot.SpoolDir == "" {
+		return cfgErr("snapshot.spool_dir", "empty")
+	}
+	if c.Snapshot.StallTimeout <= 0 {
+		return cfgErr("snapshot.stall_timeout", "must be positive")
+	}
+	if c.Snapshot.Timeout < 0 {
+		return cfgErr("snapshot.timeout", "must not be negative")
+	}
+	if c.Snapshot.WritebackChunk < 0 {
+		return cfgErr("snapshot.writeback_chunk", "must not be negative")
+	}
+	if _, _, err := parseStoreURL(c.Store.URL); err != nil {
+		return &ConfigError{Key: "store.url", Err: err}
+	}
+	switch c.Store.Compression {
+	case "zstd", "none":
+	default:
+		return cfgErr("store.compression", "%q is not zstd or none", c.Store.Compression)
+	}
+	return nil
+}
+
+// parseStoreURL splits a store URL into scheme and location.
+func parseStoreURL(u string) (scheme, rest string, err error) {
+	switch {
+	case strings.HasPrefix(u, "file://"):
+		p := strings.TrimPrefix(u, "file://")
+		if !strings.HasPrefix(p, "/") {
+			return "", "", fmt.Errorf("%q: a file URL needs an absolute path (file:///var/lib/lifeboat/backups)", u)
+		}
+		return "file", p, nil
+	case strings.HasPrefix(u, "s3://"):
+		if strings.TrimPrefix(u, "s3://") == "" {
+			return "", "", fmt.Errorf("%q: an s3 URL needs a bucket (s3://bucket/prefix)", u)
+		}
+		return "s3", strings.TrimPrefix(u, "s3://"), nil
+	default:
+		return "", "", fmt.Errorf("%q is not a file:///path or s3://bucket/prefix URL", u)
+	}
+}
+
+// option is one leaf key of Config, reached by reflection.
+type option struct {
+	key   string // yaml path, e.g. etcd.endpoints
+	field reflect.Value
+}
+
+// options lists every leaf key of c, in file order.
+func options(c *Config) []option {
+	var out []option
+	var walk func(prefix string, v reflect.Value)
+	walk = func(prefix string, v reflect.Value) {
+		t := v.Type()
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			name := yamlName(f)
+			key := name
+			if prefix != "" {
+				key = prefix + "." + name
+			}
+			fv := v.Field(i)
+			if fv.Kind() == reflect.Struct && fv.Type() != reflect.TypeOf(time.Time{}) {
+				walk(key, fv)
+				continue
+			}
+			out = append(out, option{key: key, field: fv})
+		}
+	}
+	walk("", reflect.ValueOf(c).Elem())
+	return out
+}
+
+func yamlName(f reflect.StructField) string {
+	if tag, ok := f.Tag.Lookup("yaml"); ok {
+		if n := strings.Split(tag, ",")[0]; n != "" {
+			return n
+		}
+	}
+	return strings.ToLower(f.Name)
+}
+
+// envName is the LIFEBOAT_* variable for a key.
+func envName(key string) string {
+	return "LIFEBOAT_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(key))
+}
+
+// etcdctlEnv maps keys to etcdctl's environment variables, read when the
+// LIFEBOAT_* variable is unset so existing scripts carry over.
+var etcdctlEnv = map[string]string{
+	"etcd.endpoints":    "ETCDCTL_ENDPOINTS",
+	"etcd.cacert":       "ETCDCTL_CACERT",
+	"etcd.cert":         "ETCDCTL_CERT",
+	"etcd.key":          "ETCDCTL_KEY",
+	"etcd.user":         "ETCDCTL_USER",
+	"etcd.password":     "ETCDCTL_PASSWORD",
+	"etcd.dial_timeout": "ETCDCTL_DIAL_TIMEOUT",
+}
+
+// set parses s into the option's field.
+func (o option) set(s string) error {
+	f := o.field
+	switch f.Interface().(type) {
+	case time.Duration:
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return cfgErr(o.key, "%q is not a duration (like 30s, 5m, 1h)", s)
+		}
+		f.SetInt(int64(d))
+		return nil
+	case []string:
+		var parts []string
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				parts = append(parts, p)
+			}
+		}
+		f.Set(reflect.ValueOf(parts))
+		return nil
+	}
+	switch f.Kind() {
+	case reflect.String:
+		f.SetString(s)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return cfgErr(o.key, "%q is not true or false", s)
+		}
+		f.SetBool(b)
+	case reflect.Int, reflect.Int64:
+		n, err := parseSize(s)
+		if err != nil {
+			return cfgErr(o.key, "%q is not a number", s)
+		}
+		f.SetInt(n)
+	default:
+		return cfgErr(o.key, "cannot be set from text")
+	}
+	return nil
+}
+
+// parseSize parses an integer with an optional KiB/MiB/GiB suffix.
+func parseSize(s string) (int64, error) {
+	mult := int64(1)
+	for _, u := range []struct {
+		suf string
+		m   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		if strings.HasSuffix(s, u.suf) {
+			s, mult = strings.TrimSuffix(s, u.suf), u.m
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	return n * mult, nil
+}
+
+// decodeConfigFile strictly decodes YAML into c: unknown keys and wrong
+// types are errors naming the key and line.
+func decodeConfigFile(data []byte, c *Config) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	err := dec.Decode(c)
+	if errors.Is(err, io.EOF) {
+		return nil // empty file
+	}
+	if err != nil {
+		return &ConfigError{Err: fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "yaml: "))}
+	}
+	return nil
+}
+
+// LoadConfig builds the effective configuration: defaults, then the file
+// (when path is not empty), then environment (getenv), then flags.
+func LoadConfig(path string, getenv func(string) string, flags map[string]string) (*Config, error) {
+	c := DefaultConfig()
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, &ConfigError{Err: fmt.Errorf("read config file: %w", err)}
+		}
+		if err := decodeConfigFile(data, &c); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	opts := options(&c)
+	for _, o := range opts {
+		v := getenv(envName(o.key))
+		if v == "" {
+			if alias, ok := etcdctlEnv[o.key]; ok {
+				v = getenv(alias)
+			}
+		}
+		if v == "" {
+			continue
+		}
+		if err := o.set(v); err != nil {
+			return nil, fmt.Errorf("environment %s: %w", envName(o.key), err)
+		}
+	}
+	byKey := map[string]option{}
+	for _, o := range opts {
+		byKey[o.key] = o
+	}
+	keys := make([]string, 0, len(flags))
+	for k := range flags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		o, ok := byKey[k]
+		if !ok {
+			return nil, cfgErr(k, "unknown key")
+		}
+		if err := o.set(flags[k]); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Redacted renders the configuration as YAML with secrets replaced.
+func (c *Config) Redacted() (string, error) {
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func envMap(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestLoadConfigPrecedence(t *testing.T) {
+	file := writeFile(t, "c.yaml", `
+cluster: from-file
+etcd:
+  endpoints: [http://file:2379]
+  user: alice
+  password: file-secret
+  dial_timeout: 3s
+snapshot:
+  stall_timeout: 10s
+store:
+  url: file:///srv/backups
+`)
+	tests := []struct {
+		name  string
+		env   map[string]string
+		flags map[string]string
+		check func(t *testing.T, c *Config)
+	}{
+		{
+			name: "file only",
+			check: func(t *testing.T, c *Config) {
+				if got, want := c.Cluster, "from-file"; got != want {
+					t.Errorf("cluster = %q, want %q", got, want)
+				}
+				if got, want := c.Etcd.DialTimeout, 3*time.Second; got != want {
+					t.Errorf("dial_timeout = %v, want %v", got, want)
+				}
+				if got, want := c.Snapshot.SpoolDir, DefaultConfig().Snapshot.SpoolDir; got != want {
+					t.Errorf("spool_dir = %q, want default %q", got, want)
+				}
+			},
+		},
+		{
+			name: "env over file",
+			env:  map[string]string{"LIFEBOAT_CLUSTER": "from-env", "ETCDCTL_ENDPOINTS": "http://a:2379,http://b:2379"},
+			check: func(t *testing.T, c *Config) {
+				if got, want := c.Cluster, "from-env"; got != want {
+					t.Errorf("cluster = %q, want %q", got, want)
+				}
+				if diff := cmp.Diff(c.Etcd.Endpoints, []string{"http://a:2379", "http://b:2379"}); diff != "" {
+					t.Errorf("endpoints (-got +want):\n%s", diff)
+				}
+			},
+		},
+		{
+			name: "LIFEBOAT_ env wins over ETCDCTL_ env",
+			env:  map[string]string{"LIFEBOAT_ETCD_ENDPOINTS": "http://l:2379", "ETCDCTL_ENDPOINTS": "http://e:2379"},
+			check: func(t *testing.T, c *Config) {
+				if diff := cmp.Diff(c.Etcd.Endpoints, []string{"http://l:2379"}); diff != "" {
+					t.Errorf("endpoints (-got +want):\n%s", diff)
+				}
+			},
+		},
+		{
+			name:  "flags over env",
+			env:   map[string]string{"LIFEBOAT_CLUSTER": "from-env", "LIFEBOAT_SNAPSHOT_STALL_TIMEOUT": "20s"},
+			flags: map[string]string{"cluster": "from-flag", "snapshot.writeback_chunk": "4MiB"},
+			check: func(t *testing.T, c *Config) {
+				if got, want := c.Cluster, "from-flag"; got != want {
+					t.Errorf("cluster = %q, want %q", got, want)
+				}
+				if got, want := c.Snapshot.StallTimeout, 20*time.Second; got != want {
+					t.Errorf("stall_timeout = %v, want %v", got, want)
+				}
+				if got, want := c.Snapshot.WritebackChunk, int64(4<<20); got != want {
+					t.Errorf("writeback_chunk = %d, want %d", got, want)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := LoadConfig(file, envMap(tt.env), tt.flags)
+			if err != nil {
+				t.Fatalf("LoadConfig: %v", err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestLoadConfigErrorsNameTheKey(t *testing.T) {
+	tests := []struct {
+		name    string
+		file    string
+		env     map[string]string
+		flags   map[string]string
+		wantKey string
+	}{
+		{name: "unknown top-level key", file: "clustr: x\n", wantKey: "clustr"},
+		{name: "unknown nested key", file: "etcd:\n  endpoint: [http://a:1]\n", wantKey: "endpoint"},
+		{name: "wrong type", file: "etcd:\n  dial_timeout: [1, 2]\n", wantKey: "dial_timeout"},
+		{name: "bad duration", file: "snapshot:\n  stall_timeout: soon\n", wantKey: "stall_timeout"},
+		{name: "bad endpoint", file: "etcd:\n  endpoints: [127.0.0.1:2379]\n", wantKey: "etcd.endpoints"},
+		{name: "cert without key", file: "etcd:\n  cert: /c.pem\n", wantKey: "etcd.cert"},
+		{name: "bad member", file: "etcd:\n  member: boss\n", wantKey: "etcd.member"},
+		{name: "bad store url", file: "store:\n  url: ftp://x\n", wantKey: "store.url"},
+		{name: "relative file store", file: "store:\n  url: file://backups\n", wantKey: "store.url"},
+		{name: "bad compression", file: "store:\n  compression: lz4\n", wantKey: "store.compression"},
+		{name: "bad log level", file: "log:\n  level: loud\n", wantKey: "log.level"},
+		{name: "bad cluster name", file: "cluster: a/b\n", wantKey: "cluster"},
+		{name: "bad env duration", env: map[string]string{"LIFEBOAT_ETCD_DIAL_TIMEOUT": "5 minutes"}, wantKey: "LIFEBOAT_ETCD_DIAL_TIMEOUT"},
+		{name: "bad flag size", flags: map[string]string{"snapshot.writeback_chunk": "lots"}, wantKey: "snapshot.writeback_chunk"},
+		{name: "not yaml", file: "etcd: [unclosed\n", wantKey: "line"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := ""
+			if tt.file != "" {
+				path = writeFile(t, "c.yaml", tt.file)
+			}
+			_, err := LoadConfig(path, envMap(tt.env), tt.flags)
+			if err == nil {
+				t.Fatal("LoadConfig succeeded, want an error")
+			}
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Errorf("error %q is not a *ConfigError (exit 2)", err)
+			}
+			if !strings.Contains(err.Error(), tt.wantKey) {
+				t.Errorf("error %q does not name %q", err, tt.wantKey)
+			}
+		})
+	}
+}
+
+func TestRedactedHidesSecrets(t *testing.T) {
+	c, err := LoadConfig("", envMap(map[string]string{"ETCDCTL_USER": "root", "ETCDCTL_PASSWORD": "hunter2-very-secret"}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.Redacted()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "hunter2") {
+		t.Errorf("redacted config shows the password:\n%s", out)
+	}
+	if !strings.Contains(out, "redacted") {
+		t.Errorf("redacted config does not mark the password as redacted:\n%s", out)
+	}
+	if got := c.Etcd.Password.Reveal(); got != "hunter2-very-secret" {
+		t.Errorf("password = %q after load", got)
+	}
+}
+
+func TestEveryKeyHasAnEnvVarAndTheFlagsMapToKeys(t *testing.T) {
+	c := DefaultConfig()
+	keys := map[string]bool{}
+	for _, o := range options(&c) {
+		keys[o.key] = true
+		if got := envName(o.key); !strings.HasPrefix(got, "LIFEBOAT_") || strings.ContainsAny(got, ".-") {
+			t.Errorf("env name %q for %s", got, o.key)
+		}
+	}
+	for flag, key := range flagKeys {
+		if !keys[key] {
+			t.Errorf("flag --%s maps to unknown key %q", flag, key)
+		}
+	}
+}
+
+// FuzzLoadConfig feeds arbitrary YAML to the loader: it must return a
+// config or an error, never panic.
+func FuzzLoadConfig(f *testing.F) {
+	seeds := []string{
+		"",
+		"cluster: prod\n",
+		"etcd:\n  endpoints: [https://10.0.0.1:2379]\n  cacert: /ca.pem\n  cert: /c.pem\n  key: /k.pem\n",
+		"snapshot:\n  stall_timeout: 30s\n  writeback_chunk: 8388608\n",
+		"store:\n  url: s3://bucket/prefix\n  compression: none\n",
+		"encryption:\n  recipients: [age1abc]\n",
+		"etcd: {endpoints: 5}\n",
+		"- a\n- b\n",
+		"log: &a {level: *a}\n",
+	}
+	for _, s := range seeds {
+		f.Add(s)
+	}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, s string) {
+		p := filepath.Join(dir, "fuzz.yaml")
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := LoadConfig(p, envMap(nil), nil)
+		if err == nil {
+			if verr := c.Validate(); verr != nil {
+				t.Fatalf("LoadConfig returned a config that does not validate: %v", verr)
+			}
+		}
+	})
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lifeboat-dev/lifeboat/uploader"
+)
+
+type listOptions struct {
+	output string
+}
+
+func newListCmd(a *app) *cobra.Command {
+	var o listOptions
+	c := &cobra.Command{
+		Use:   "list",
+		Short: "List the backups in the store, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.output != "table" && o.output != "json" {
+				return usagef("--output %q: use table or json", o.output)
+			}
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			return runList(cmd.Context(), cfg, o, a.stdout, time.Now())
+		},
+	}
+	c.Flags().StringVarP(&o.output, "output", "o", "table", "table or json")
+	return c
+}
+
+// listedBackup is one row of `lifeboat list -o json`.
+type listedBackup struct {
+	ID       string             `json:"id"`
+	State    string             `json:"state"`
+	Problem  string             `json:"problem,omitempty"`
+	Manifest *uploader.Manifest `json:"manifest"`
+}
+
+type listOutput struct {
+	Store      string         `json:"store"`
+	Cluster    string         `json:"cluster"`
+	Backups    []listedBackup `json:"backups"`
+	Orphans    []string       `json:"orphans"`
+	Unreadable []string       `json:"unreadable_manifests"`
+}
+
+func runList(ctx context.Context, cfg *Config, o listOptions, out io.Writer, now time.Time) error {
+	backups, err := openBackups(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	l, err := backups.List(ctx)
+	if err != nil {
+		return fmt.Errorf("list backups: %w", err)
+	}
+	if o.output == "json" {
+		res := listOutput{Store: backups.Store.String(), Cluster: cfg.Cluster, Backups: []listedBackup{}, Orphans: []string{}, Unreadable: []string{}}
+		for _, e := range l.Backups {
+			res.Backups = append(res.Backups, listedBackup{ID: e.Manifest.ID, State: e.State, Problem: e.Problem, Manifest: e.Manifest})
+		}
+		for _, o := range l.Orphans {
+			res.Orphans = append(res.Orphans, o.Key)
+		}
+		for _, o := range l.Unreadable {
+			res.Unreadable = append(res.Unreadable, o.Key)
+		}
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	if len(l.Backups) == 0 {
+		fmt.Fprintf(out, "no backups of cluster %q in %s\n", cfg.Cluster, backups.Store)
+	} else {
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tAGE\tREVISION\tKEYS\tDB SIZE\tSTORED\tENCRYPTED\tSTATE")
+		for _, e := range l.Backups {
+			m := e.Manifest
+			state := e.State
+			if e.Problem != "" {
+				state += ": " + e.Problem
+			}
+			enc := "no"
+			if m.Encryption != "none" {
+				enc = m.Encryption
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", m.ID, age(now.Sub(m.CreatedAt)), m.Revision, m.TotalKeys, humanBytes(m.DBSize), humanBytes(m.ObjectSize), enc, state)
+		}
+		tw.Flush()
+	}
+	if n := len(l.Orphans); n > 0 {
+		fmt.Fprintf(out, "%d data object(s) without a manifest (unfinished uploads; not backups; prune removes them)\n", n)
+	}
+	for _, u := range l.Unreadable {
+		fmt.Fprintf(out, "unreadable manifest: %s\n", u.Key)
+	}
+	return nil
+}
+
+// age renders a duration as a short human age.
+func age(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "future"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	default:
+		return fmt.Sprintf("%dd", int(d.Hours()/24))
+	}
+}

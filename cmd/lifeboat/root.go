@@ -1,0 +1,119 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// flagKeys maps each configuration flag to its config key. Flags keep
+// etcdctl's names for the etcd connection.
+var flagKeys = map[string]string{
+	"cluster":         "cluster",
+	"log-level":       "log.level",
+	"log-format":      "log.format",
+	"endpoints":       "etcd.endpoints",
+	"cacert":          "etcd.cacert",
+	"cert":            "etcd.cert",
+	"key":             "etcd.key",
+	"user":            "etcd.user",
+	"password":        "etcd.password",
+	"dial-timeout":    "etcd.dial_timeout",
+	"member":          "etcd.member",
+	"spool-dir":       "snapshot.spool_dir",
+	"stall-timeout":   "snapshot.stall_timeout",
+	"timeout":         "snapshot.timeout",
+	"writeback-chunk": "snapshot.writeback_chunk",
+	"store":           "store.url",
+	"compression":     "store.compression",
+	"recipient":       "encryption.recipients",
+	"recipients-file": "encryption.recipients_file",
+	"identity-file":   "encryption.identity_file",
+}
+
+// app carries what every command needs: output streams and the flag set
+// that becomes the configuration.
+type app struct {
+	stdout, stderr io.Writer
+	configFile     string
+	flags          *pflag.FlagSet
+	getenv         func(string) string
+}
+
+// config loads the effective configuration (file, env, flags).
+func (a *app) config() (*Config, error) {
+	set := map[string]string{}
+	a.flags.Visit(func(f *pflag.Flag) {
+		key, ok := flagKeys[f.Name]
+		if !ok {
+			return
+		}
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			set[key] = strings.Join(sv.GetSlice(), ",")
+		} else {
+			set[key] = f.Value.String()
+		}
+	})
+	file := a.configFile
+	if file == "" {
+		file = a.getenv("LIFEBOAT_CONFIG")
+	}
+	return LoadConfig(file, a.getenv, set)
+}
+
+func (a *app) logger(c *Config) *slog.Logger {
+	return newLogger(a.stderr, c.Log.Level, c.Log.Format)
+}
+
+func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
+	a := &app{stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	root := &cobra.Command{
+		Use:           "lifeboat",
+		Short:         "Verified etcd backups, shipped, retained and restore-drilled",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError{fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
+	})
+	pf := root.PersistentFlags()
+	a.flags = pf
+	pf.StringVar(&a.configFile, "config", "", "YAML config file (also LIFEBOAT_CONFIG)")
+	pf.String("cluster", "", "cluster name inside the store (default \"default\")")
+	pf.String("log-level", "", "debug, info, warn or error (default info)")
+	pf.String("log-format", "", "auto (text on a terminal, else JSON), text or json")
+	pf.StringSlice("endpoints", nil, "etcd client URLs (also ETCDCTL_ENDPOINTS)")
+	pf.String("cacert", "", "CA bundle for etcd's TLS (also ETCDCTL_CACERT)")
+	pf.String("cert", "", "client certificate for etcd (also ETCDCTL_CERT)")
+	pf.String("key", "", "client key for etcd (also ETCDCTL_KEY)")
+	pf.String("user", "", "etcd user (also ETCDCTL_USER)")
+	pf.String("password", "", "etcd password (prefer ETCDCTL_PASSWORD or the config file)")
+	pf.String("dial-timeout", "", "timeout to connect to each member (default 5s)")
+	pf.String("member", "", "member to snapshot: follower (default), leader, any, or an endpoint URL")
+	pf.String("spool-dir", "", "directory for the raw snapshot during verification (default /var/lib/lifeboat/spool)")
+	pf.String("stall-timeout", "", "fail when the snapshot stream stalls this long (default 30s)")
+	pf.String("timeout", "", "overall backup timeout (default 30m)")
+	pf.String("writeback-chunk", "", "bytes written before writeback starts, e.g. 8MiB (0: kernel default)")
+	pf.String("store", "", "backup store: file:///path or s3://bucket/prefix (default file:///var/lib/lifeboat/backups)")
+	pf.String("compression", "", "zstd (default) or none")
+	pf.StringSlice("recipient", nil, "age recipient (age1…) to encrypt backups to; repeatable")
+	pf.String("recipients-file", "", "file of age recipients, one per line")
+	pf.String("identity-file", "", "age identity file to decrypt backups (restore, drill, verify)")
+
+	root.AddCommand(
+		newVersionCmd(a),
+		newConfigCmd(a),
+		newSnapshotCmd(a),
+		newListCmd(a),
+		newVerifyCmd(a),
+		newDemoCmd(a),
+	)
+	return root
+}

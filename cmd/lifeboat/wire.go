@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"filippo.io/age"
+
+	"github.com/lifeboat-dev/lifeboat/snapshot"
+	"github.com/lifeboat-dev/lifeboat/uploader"
+)
+
+// openStore opens the store the configuration names.
+func openStore(ctx context.Context, cfg *Config) (uploader.Store, error) {
+	scheme, loc, err := parseStoreURL(cfg.Store.URL)
+	if err != nil {
+		return nil, &ConfigError{Key: "store.url", Err: err}
+	}
+	switch scheme {
+	case "file":
+		return uploader.NewDir(loc)
+	default:
+		return nil, cfgErr("store.url", "%s stores are not supported by this build", scheme)
+	}
+}
+
+func openBackups(ctx context.Context, cfg *Config) (*uploader.Backups, error) {
+	st, err := openStore(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &uploader.Backups{Store: st, Cluster: cfg.Cluster}, nil
+}
+
+func encodingFromConfig(cfg *Config) (uploader.Encoding, error) {
+	var files []string
+	if cfg.Encryption.RecipientsFile != "" {
+		files = append(files, cfg.Encryption.RecipientsFile)
+	}
+	rs, keys, err := uploader.ParseRecipients(cfg.Encryption.Recipients, files)
+	if err != nil {
+		return uploader.Encoding{}, &ConfigError{Key: "encryption.recipients", Err: err}
+	}
+	return uploader.Encoding{Compression: cfg.Store.Compression, Recipients: rs, RecipientKeys: keys}, nil
+}
+
+func identities(cfg *Config) ([]age.Identity, error) {
+	if cfg.Encryption.IdentityFile == "" {
+		return nil, nil
+	}
+	ids, err := uploader.ParseIdentityFile(cfg.Encryption.IdentityFile)
+	if err != nil {
+		return nil, &ConfigError{Key: "encryption.identity_file", Err: err}
+	}
+	return ids, nil
+}
+
+func etcdConfig(cfg *Config) snapshot.Config {
+	return snapshot.Config{
+		Endpoints:   cfg.Etcd.Endpoints,
+		CACert:      cfg.Etcd.CACert,
+		Cert:        cfg.Etcd.Cert,
+		Key:         cfg.Etcd.Key,
+		User:        cfg.Etcd.User,
+		Password:    cfg.Etcd.Password,
+		DialTimeout: cfg.Etcd.DialTimeout,
+		Member:      cfg.Etcd.Member,
+	}
+}
+
+func snapshotOptions(cfg *Config) snapshot.Options {
+	return snapshot.Options{
+		StallTimeout: cfg.Snapshot.StallTimeout,
+		Timeout:      cfg.Snapshot.Timeout,
+		Chunk:        cfg.Snapshot.WritebackChunk,
+	}
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,160 @@
+package retention
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Unlimited as a rule's count keeps one backup in every bucket (or, for
+// keep-last, every backup).
+const Unlimited = -1
+
+// Policy says which backups to keep. A count of 0 turns its rule off and
+// [Unlimited] (-1) keeps every bucket. The zero Policy keeps nothing and is
+// invalid.
+type Policy struct {
+	Last    int // keep-last N: the N newest backups
+	Hourly  int // keep-hourly N: the newest backup of each of the N most recent hours holding one
+	Daily   int // keep-daily N: likewise for days
+	Weekly  int // keep-weekly N: likewise for ISO 8601 weeks (Monday to Sunday)
+	Monthly int // keep-monthly N: likewise for months
+	Yearly  int // keep-yearly N: likewise for years
+
+	// Within keeps every backup younger than this (keep-within); 0 turns
+	// the rule off.
+	Within time.Duration
+
+	// Location is the time zone of the calendar buckets; nil means UTC. It
+	// is not part of the spec that ParsePolicy reads and String prints.
+	Location *time.Location
+}
+
+// countRules lists the count rules in their canonical order, the order of
+// String, of Validate's checks and of a decision's reasons.
+var countRules = [...]string{"last", "hourly", "daily", "weekly", "monthly", "yearly"}
+
+// counts returns pointers to the count fields, in countRules order.
+func (p *Policy) counts() [len(countRules)]*int {
+	return [...]*int{&p.Last, &p.Hourly, &p.Daily, &p.Weekly, &p.Monthly, &p.Yearly}
+}
+
+// Validate reports whether the policy can be applied. It names the rule that
+// is wrong. A policy that keeps nothing is an error: deleting every backup
+// but the newest is never what an operator means by leaving the policy empty.
+func (p Policy) Validate() error {
+	keeps := p.Within > 0
+	for i, n := range p.counts() {
+		switch {
+		case *n < Unlimited:
+			return fmt.Errorf("retention keep-%s %d: want a count >= 0, or -1 for unlimited", countRules[i], *n)
+		case *n != 0:
+			keeps = true
+		}
+	}
+	if p.Within < 0 {
+		return fmt.Errorf("retention keep-within %s: must not be negative", formatDuration(p.Within))
+	}
+	if !keeps {
+		return errors.New("retention policy keeps nothing: set at least one keep-* rule")
+	}
+	return nil
+}
+
+// String returns the policy as "keep-last 3, keep-daily 7, keep-within 2d",
+// listing the rules that are on in a fixed order. ParsePolicy reads it back.
+// The location is not included.
+func (p Policy) String() string {
+	var parts []string
+	for i, n := range p.counts() {
+		switch {
+		case *n == Unlimited:
+			parts = append(parts, "keep-"+countRules[i]+" unlimited")
+		case *n != 0:
+			parts = append(parts, "keep-"+countRules[i]+" "+strconv.Itoa(*n))
+		}
+	}
+	if p.Within != 0 {
+		parts = append(parts, "keep-within "+formatDuration(p.Within))
+	}
+	if len(parts) == 0 {
+		return "keep nothing"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// ParsePolicy reads a policy spec: comma-separated rules, each NAME=VALUE
+// or NAME VALUE, in any order, with optional spaces and an optional "keep-"
+// prefix: "last=3,daily=7,weekly=4,within=2d" or
+// "keep-last 3, keep-daily 7". A count is a number, or -1 or "unlimited".
+// within takes a duration as read by ParseDuration. The result is valid
+// (see Validate); its Location is nil (UTC).
+func ParsePolicy(spec string) (Policy, error) {
+	var p Policy
+	counts := p.counts()
+	seen := make(map[string]bool, len(countRules)+1)
+	for item := range strings.SplitSeq(spec, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, value, ok := strings.Cut(item, "=")
+		if !ok {
+			f := strings.Fields(item)
+			if len(f) != 2 {
+				return Policy{}, fmt.Errorf("retention rule %q: want NAME=VALUE, e.g. daily=7", item)
+			}
+			name, value = f[0], f[1]
+		}
+		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+		rule := strings.TrimPrefix(strings.ToLower(name), "keep-")
+		if seen[rule] {
+			return Policy{}, fmt.Errorf("retention keep-%s: given more than once", rule)
+		}
+		seen[rule] = true
+
+		if rule == "within" {
+			d, err := ParseDuration(value)
+			if err != nil {
+				return Policy{}, fmt.Errorf("retention keep-within: %w", err)
+			}
+			p.Within = d
+			continue
+		}
+		i := ruleIndex(rule)
+		if i < 0 {
+			return Policy{}, fmt.Errorf("unknown retention rule %q: want last, hourly, daily, weekly, monthly, yearly or within", name)
+		}
+		n, err := parseCount(value)
+		if err != nil {
+			return Policy{}, fmt.Errorf("retention keep-%s: %w", rule, err)
+		}
+		*counts[i] = n
+	}
+	if err := p.Validate(); err != nil {
+		return Policy{}, err
+	}
+	return p, nil
+}
+
+func ruleIndex(rule string) int {
+	for i, r := range countRules {
+		if r == rule {
+			return i
+		}
+	}
+	return -1
+}
+
+func parseCount(s string) (int, error) {
+	if strings.EqualFold(s, "unlimited") {
+		return Unlimited, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, fmt.Errorf("invalid count %q: want a number, or -1 or unlimited", s)
+	}
+	return n, nil
+}

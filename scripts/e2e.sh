@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# End-to-end: the built lifeboat binary against the real etcd binary, the
+# way an operator runs it. Exits non-zero on the first failed expectation.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=$PWD/.bin
+LB=$BIN/lifeboat
+work=$(mktemp -d)
+etcd_pid=""
+cleanup() {
+  [ -n "$etcd_pid" ] && kill "$etcd_pid" 2>/dev/null && wait "$etcd_pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+fail() { echo "e2e: FAIL: $*" >&2; exit 1; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+
+cport=$(free_port); pport=$(free_port)
+ep=http://127.0.0.1:$cport
+"$BIN/etcd" --name e2e --data-dir "$work/etcd" \
+  --listen-client-urls "$ep" --advertise-client-urls "$ep" \
+  --listen-peer-urls "http://127.0.0.1:$pport" --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
+  --initial-cluster "e2e=http://127.0.0.1:$pport" --log-level error >"$work/etcd.log" 2>&1 &
+etcd_pid=$!
+for _ in $(seq 100); do "$BIN/etcdctl" --endpoints "$ep" endpoint health >/dev/null 2>&1 && break; sleep 0.2; done
+"$BIN/etcdctl" --endpoints "$ep" endpoint health >/dev/null || fail "etcd did not start: $(cat "$work/etcd.log")"
+
+for i in $(seq 1 300); do echo "put /registry/configmaps/default/cm-$i value-$i-$(head -c 600 /dev/urandom | base64 -w0)"; done \
+  | sed 's/^put //' | while read -r k v; do "$BIN/etcdctl" --endpoints "$ep" put "$k" "$v" >/dev/null; done
+
+export ETCDCTL_ENDPOINTS=$ep
+store=file://$work/store
+common=(--store "$store" --spool-dir "$work/spool" --log-format json)
+
+echo "e2e: lifeboat snapshot"
+"$LB" snapshot "${common[@]}" >"$work/snap.out" 2>"$work/snap.err" || fail "snapshot exited $?: $(cat "$work/snap.err")"
+grep -q "backup .* stored" "$work/snap.out" || fail "no summary: $(cat "$work/snap.out")"
+[ -z "$(ls -A "$work/spool")" ] || fail "spool not empty: $(ls -A "$work/spool")"
+
+echo "e2e: lifeboat list -o json"
+"$LB" list "${common[@]}" -o json >"$work/list.json"
+python3 - "$work/list.json" <<'PY' || fail "list json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+b = d["backups"]
+assert len(b) == 1, b
+m = b[0]["manifest"]
+assert b[0]["state"] == "ok"
+assert m["total_keys"] == 300, m["total_keys"]
+assert m["hash_kv_status"] == "match", m["hash_kv_status"]
+PY
+
+echo "e2e: lifeboat verify latest"
+"$LB" verify latest "${common[@]}" >/dev/null || fail "verify latest"
+
+echo "e2e: modes are 0600/0700"
+find "$work/store" -type f ! -perm 0600 | grep . && fail "store file not 0600"
+find "$work/store" -mindepth 1 -type d ! -perm 0700 | grep . && fail "store dir not 0700"
+
+echo "e2e: a corrupted object fails verify with exit 1"
+obj=$(find "$work/store" -name '*.zst' | head -1)
+printf 'X' | dd of="$obj" bs=1 seek=100 conv=notrunc status=none
+set +e
+"$LB" verify latest "${common[@]}" >/dev/null 2>"$work/verify.err"; rc=$?
+set -e
+[ $rc = 1 ] || fail "verify of corrupt object exited $rc, want 1"
+grep -q "does not match its manifest" "$work/verify.err" || fail "verify error: $(cat "$work/verify.err")"
+
+echo "e2e: bad config exits 2"
+set +e
+"$LB" snapshot --store ftp://nowhere >/dev/null 2>&1; rc=$?
+set -e
+[ $rc = 2 ] || fail "bad store URL exited $rc, want 2"
+
+echo "e2e: etcd down exits 1, nothing stored"
+kill "$etcd_pid"; wait "$etcd_pid" 2>/dev/null || true; etcd_pid=""
+before=$(find "$work/store" -type f | wc -l)
+set +e
+"$LB" snapshot "${common[@]}" --dial-timeout 1s >/dev/null 2>"$work/down.err"; rc=$?
+set -e
+[ $rc = 1 ] || fail "snapshot with etcd down exited $rc, want 1"
+[ "$(wc -l <"$work/down.err")" = 1 ] || fail "want one error line, got: $(cat "$work/down.err")"
+[ "$(find "$work/store" -type f | wc -l)" = "$before" ] || fail "something was stored"
+[ -z "$(ls -A "$work/spool")" ] || fail "spool not empty"
+
+echo "e2e: lifeboat demo"
+(cd "$work" && "$LB" demo --objects 500 >"$work/demo.out" 2>&1) || fail "demo: $(cat "$work/demo.out")"
+grep -q "done: backup" "$work/demo.out" || fail "demo output: $(cat "$work/demo.out")"
+
+echo "e2e: ok"

@@ -1,0 +1,20 @@
+// Package snapshot takes online snapshots of an etcd cluster.
+//
+// It connects to etcd the way etcdctl does (endpoints, CA, client certificate,
+// user and password), asks every endpoint for its status and picks the member
+// to snapshot (by default a healthy, caught-up, voting follower, so the leader
+// keeps its disk to itself), then streams Maintenance.Snapshot from that one
+// member into a spool file and, byte for byte, into an optional tee such as a
+// compressor. The sha256 trailer etcd appends to the stream is checked as the
+// bytes arrive, memory stays constant whatever the database size, and the
+// spool file is written with incremental writeback (internal/writeback) so
+// the snapshot does not flood the disk etcd shares with dirty pages.
+//
+// A stream that stops delivering bytes is cut after a stall timeout; a failed
+// or canceled snapshot never leaves a spool file behind. Errors name the
+// endpoint and say what to check (endpoints, --cacert, --cert/--key,
+// --user/--password); passwords never appear in errors or logs (Secret).
+//
+// The package does not verify the snapshot's bbolt structure, compress,
+// encrypt or upload it: those are the verify and uploader packages.
+package snapshot

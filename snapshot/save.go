@@ -1,0 +1,287 @@
+package snapshot
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/lifeboat-dev/lifeboat/internal/writeback"
+)
+
+// Defaults for Options.
+const (
+	DefaultStallTimeout = 30 * time.Second
+	DefaultChunk        = writeback.DefaultChunk
+)
+
+// copyBufferSize is the read buffer: large enough that syscalls and hashing
+// run in big strides, small enough to keep memory constant and low.
+const copyBufferSize = 1 << 20
+
+// Options tune how a snapshot is streamed and spooled.
+type Options struct {
+	// StallTimeout fails the snapshot when no bytes arrive for this long,
+	// including the wait for the first message. Zero means
+	// DefaultStallTimeout.
+	StallTimeout time.Duration
+	// Timeout bounds the whole snapshot; zero means no limit beyond ctx.
+	Timeout time.Duration
+	// Chunk is the writeback chunk of the spool file (see
+	// internal/writeback): zero means DefaultChunk, negative disables
+	// incremental writeback (plain writes and one large final fsync).
+	Chunk int64
+}
+
+func (o Options) withDefaults() Options {
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = DefaultStallTimeout
+	}
+	if o.Chunk == 0 {
+		o.Chunk = DefaultChunk
+	}
+	if o.Chunk < 0 {
+		o.Chunk = 0
+	}
+	return o
+}
+
+// trailerError is an ErrTrailer with the details.
+type trailerError struct{ msg string }
+
+func (e *trailerError) Error() string        { return e.msg }
+func (e *trailerError) Is(target error) bool { return target == ErrTrailer }
+
+// streamError marks an error returned by the snapshot stream itself (as
+// opposed to the spool file or the tee), so callers can explain it.
+type streamError struct{ err error }
+
+func (e *streamError) Error() string { return "read snapshot stream: " + e.err.Error() }
+func (e *streamError) Unwrap() error { return e.err }
+
+// Save copies r, the raw snapshot stream of one etcd member (the database
+// followed by etcd's 32-byte sha256 trailer), into a new file at spoolPath
+// (created 0600 with O_EXCL) and, byte for byte, into tee (nil for none),
+// computing the sha256 as the bytes arrive and checking it against the
+// trailer. It returns the number of bytes copied, trailer included, and the
+// hex sha256 of the database. Memory use is constant.
+//
+// When no bytes arrive for opts.StallTimeout, or ctx ends, Save closes r if
+// it is an io.Closer to unblock the pending read (a reader that is not a
+// Closer must end its reads by itself) and fails with ErrStalled or the
+// context's error. A missing, short or mismatched trailer is ErrTrailer. On
+// any failure the spool file is removed. Save does not close r on success.
+func Save(ctx context.Context, r io.Reader, spoolPath string, tee io.Writer, opts Options) (size int64, sha string, err error) {
+	opts = opts.withDefaults()
+	if opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opts.Timeout)
+		defer cancel()
+	}
+	f, err := createSpool(spoolPath)
+	if err != nil {
+		return 0, "", err
+	}
+	size, sha, err = save(ctx, r, f, tee, opts)
+	if err != nil {
+		discardSpool(f)
+		return size, "", fmt.Errorf("save snapshot to %s: %w", spoolPath, err)
+	}
+	if err := f.Close(); err != nil {
+		_ = os.Remove(spoolPath)
+		return size, "", fmt.Errorf("close spool file %s: %w", spoolPath, err)
+	}
+	return size, sha, nil
+}
+
+// createSpool creates the spool file exclusively, 0600.
+func createSpool(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case errors.Is(err, os.ErrExist):
+		return nil, fmt.Errorf("create spool file %s: it already exists (another run may be in progress, or an interrupted one left it behind: remove it): %w", path, err)
+	case err != nil:
+		return nil, fmt.Errorf("create spool file %s (check --spool-dir): %w", path, err)
+	}
+	return f, nil
+}
+
+// discardSpool closes and removes a spool file after a failure.
+func discardSpool(f *os.File) {
+	_ = f.Close()           // the copy already failed; nothing to add
+	_ = os.Remove(f.Name()) // best effort; a leftover is reported by the next O_EXCL create
+}
+
+// save is the copy loop of Save on an open spool file, which it leaves open
+// (and fsynced on success). It returns the bytes read from r even on error,
+// so Take knows whether anything arrived.
+func save(ctx context.Context, r io.Reader, f *os.File, tee io.Writer, opts Options) (int64, string, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, "", err
+	}
+	wd := startWatchdog(ctx, r, opts.StallTimeout)
+	defer wd.stop()
+
+	w := writeback.NewWriter(f, opts.Chunk)
+	var h trailerHash
+	h.init()
+	buf := make([]byte, copyBufferSize)
+	var n int64
+	for {
+		wd.reading.Store(true)
+		nr, rerr := r.Read(buf)
+		wd.reading.Store(false)
+		if nr > 0 {
+			wd.progress.Add(1)
+			p := buf[:nr]
+			n += int64(nr)
+			h.Write(p)
+			if _, err := w.Write(p); err != nil {
+				return n, "", spoolWriteError(f.Name(), err)
+			}
+			if tee != nil {
+				if _, err := tee.Write(p); err != nil {
+					return n, "", fmt.Errorf("write snapshot to output after %d bytes: %w", n, err)
+				}
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			switch {
+			case wd.stalled.Load():
+				return n, "", fmt.Errorf("%w: no data for %s after %d bytes", ErrStalled, opts.StallTimeout, n)
+			case ctx.Err() != nil:
+				return n, "", fmt.Errorf("after %d bytes: %w", n, context.Cause(ctx))
+			}
+			return n, "", &streamError{err: fmt.Errorf("after %d bytes: %w", n, rerr)}
+		}
+	}
+	sum, err := h.check(n)
+	if err != nil {
+		return n, "", err
+	}
+	if err := w.Sync(); err != nil {
+		return n, "", spoolWriteError(f.Name(), err)
+	}
+	return n, sum, nil
+}
+
+func spoolWriteError(path string, err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return fmt.Errorf("write spool file %s: disk full (free space or point --spool-dir at a larger file system): %w", path, err)
+	}
+	return fmt.Errorf("write spool file %s: %w", path, err)
+}
+
+// trailerHash hashes everything written to it except the last 32 bytes,
+// which it holds back across writes of any size: at the end they are the
+// trailer to compare with.
+type trailerHash struct {
+	h    hash.Hash
+	tail [sha256.Size]byte
+	nt   int // bytes held in tail
+}
+
+func (t *trailerHash) init() { t.h = sha256.New() }
+
+func (t *trailerHash) Write(p []byte) {
+	if len(p) >= sha256.Size {
+		// Everything held back is now followed by at least 32 bytes.
+		t.h.Write(t.tail[:t.nt])
+		cut := len(p) - sha256.Size
+		t.h.Write(p[:cut])
+		t.nt = copy(t.tail[:], p[cut:])
+		return
+	}
+	// Keep the last 32 of tail+p; hash what falls out in front.
+	if over := t.nt + len(p) - sha256.Size; over > 0 {
+		t.h.Write(t.tail[:over])
+		t.nt = copy(t.tail[:], t.tail[over:t.nt])
+	}
+	t.nt += copy(t.tail[t.nt:], p)
+}
+
+// check verifies the trailer after n bytes in total and returns the hex
+// sha256.
+func (t *trailerHash) check(n int64) (string, error) {
+	// etcd databases are bolt files, a whole number of pages: with the
+	// trailer the size is 32 more than a multiple of 512 (etcdutl's
+	// hasChecksum).
+	if n < sha256.Size || n%512 != sha256.Size {
+		return "", &trailerError{msg: fmt.Sprintf("trailer sha256 missing: the stream ended after %d bytes, which is not a database plus a 32-byte trailer; the stream was cut short, retry", n)}
+	}
+	got := t.h.Sum(nil)
+	want := t.tail[:t.nt]
+	if !bytes.Equal(got, want) {
+		return "", &trailerError{msg: fmt.Sprintf("trailer sha256 mismatch: got %x want %x; the stream was corrupted in transit, retry", got, want)}
+	}
+	return hex.EncodeToString(want), nil
+}
+
+// watchdog cuts a stream that delivers nothing for the stall timeout, or
+// whose context ends, by closing the reader.
+type watchdog struct {
+	progress atomic.Int64 // reads that returned data
+	reading  atomic.Bool  // a Read is pending
+	stalled  atomic.Bool
+	done     chan struct{}
+	wg       sync.WaitGroup
+}
+
+// startWatchdog watches reads of r. Only time spent waiting inside Read
+// counts toward the stall: a slow disk or tee is not the stream's fault.
+func startWatchdog(ctx context.Context, r io.Reader, stall time.Duration) *watchdog {
+	wd := &watchdog{done: make(chan struct{})}
+	closeReader := func() {
+		if c, ok := r.(io.Closer); ok {
+			_ = c.Close() // only to unblock the pending Read
+		}
+	}
+	// Check four times per timeout: a stall is detected within 1.25x.
+	const ticksPerTimeout = 4
+	tick := max(stall/ticksPerTimeout, time.Millisecond)
+	wd.wg.Go(func() {
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		last, idle := wd.progress.Load(), 0
+		for {
+			select {
+			case <-wd.done:
+				return
+			case <-ctx.Done():
+				closeReader()
+				return
+			case <-t.C:
+			}
+			p := wd.progress.Load()
+			if p != last || !wd.reading.Load() {
+				last, idle = p, 0
+				continue
+			}
+			idle++
+			if idle >= ticksPerTimeout {
+				wd.stalled.Store(true)
+				closeReader()
+				return
+			}
+		}
+	})
+	return wd
+}
+
+// stop ends the watchdog and waits for it.
+func (wd *watchdog) stop() {
+	close(wd.done)
+	wd.wg.Wait()
+}

@@ -1,0 +1,232 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Info describes a snapshot taken by Take.
+type Info struct {
+	// Endpoint is the member the snapshot was streamed from.
+	Endpoint string
+	// MemberID, ClusterID and MemberName identify that member.
+	MemberID, ClusterID uint64
+	MemberName string
+	// EtcdVersion is the member's server version (from its status);
+	// StorageVersion is the storage schema version etcd reported in the
+	// snapshot stream (empty before etcd v3.6). Restores need an etcd at
+	// least that new.
+	EtcdVersion, StorageVersion string
+	// Size is the number of bytes streamed, trailer included: the size of
+	// the spool file.
+	Size int64
+	// SHA256 is the hex sha256 of the database bytes, equal to etcd's
+	// trailer.
+	SHA256 string
+	// Duration is how long streaming took, fallbacks included.
+	Duration time.Duration
+}
+
+// Take takes a snapshot of one etcd member. It asks the endpoints for their
+// status (Members), then streams Maintenance.Snapshot from the first member
+// in that order that can serve it into a new file at spoolPath (0600,
+// O_EXCL; its directory must exist, see PrepareSpoolDir) and, byte for byte,
+// into tee (nil for none; e.g. a compressor), checking etcd's sha256 trailer
+// as the bytes arrive (Save). If the stream cannot be started or fails
+// before the first byte, the next member is tried; once bytes have reached
+// the spool file and tee, a failure is final.
+//
+// On success the spool file holds the snapshot exactly as etcdctl snapshot
+// save would write it, fsynced. On any failure, including cancellation of
+// ctx, the spool file is removed and the error names the endpoint, the
+// cause and what to check. lg receives one line per fallback and one on
+// success; nil discards them.
+func Take(ctx context.Context, cfg Config, spoolPath string, tee io.Writer, opts Options, lg *slog.Logger) (Info, error) {
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	opts = opts.withDefaults()
+	if opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opts.Timeout)
+		defer cancel()
+	}
+	cc, err := cfg.ClientConfig()
+	if err != nil {
+		return Info{}, err
+	}
+	cfg = cfg.withDefaults()
+	members, err := Members(ctx, cfg)
+	if err != nil {
+		return Info{}, err
+	}
+	for _, m := range members {
+		if m.Err != nil {
+			lg.Warn("etcd member unreachable, not using it", "endpoint", m.Endpoint, "err", redact(m.Err, cfg.Password))
+		}
+	}
+	info, err := takeFirst(ctx, cfg, cc, members, spoolPath, tee, opts, lg)
+	return info, redact(err, cfg.Password)
+}
+
+func takeFirst(ctx context.Context, cfg Config, cc clientv3.Config, members []MemberStatus, spoolPath string, tee io.Writer, opts Options, lg *slog.Logger) (Info, error) {
+	f, err := createSpool(spoolPath)
+	if err != nil {
+		return Info{}, err
+	}
+	start := time.Now()
+	var errs []error
+	for _, m := range members {
+		if m.Err != nil {
+			continue
+		}
+		n, storageVersion, sha, err := takeFrom(ctx, cfg, cc, m.Endpoint, f, tee, opts)
+		if err == nil {
+			if err := f.Close(); err != nil {
+				_ = os.Remove(spoolPath)
+				return Info{}, fmt.Errorf("close spool file %s: %w", spoolPath, err)
+			}
+			info := Info{
+				Endpoint:       m.Endpoint,
+				MemberID:       m.ID,
+				ClusterID:      m.ClusterID,
+				MemberName:     m.Name,
+				EtcdVersion:    m.Version,
+				StorageVersion: storageVersion,
+				Size:           n,
+				SHA256:         sha,
+				Duration:       time.Since(start),
+			}
+			lg.Info("snapshot taken", "endpoint", m.Endpoint, "member", m.Name,
+				"leader", m.Leader, "bytes", n, "sha256", sha, "duration", info.Duration)
+			return info, nil
+		}
+		if n > 0 || ctx.Err() != nil {
+			discardSpool(f)
+			return Info{}, err
+		}
+		lg.Warn("snapshot from member failed before any data, trying the next member",
+			"endpoint", m.Endpoint, "err", redact(err, cfg.Password))
+		errs = append(errs, err)
+	}
+	discardSpool(f)
+	if len(errs) == 0 {
+		return Info{}, fmt.Errorf("no etcd member reachable at %v", cfg.Endpoints)
+	}
+	if len(errs) == 1 {
+		return Info{}, errs[0]
+	}
+	return Info{}, fmt.Errorf("snapshot failed on every reachable member: %w", errors.Join(errs...))
+}
+
+// streamReader is the snapshot stream; closing it cancels the stream's
+// context, which ends the client's receiving goroutine.
+type streamReader struct {
+	rc     io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (s *streamReader) Read(p []byte) (int, error) { return s.rc.Read(p) }
+
+func (s *streamReader) Close() error {
+	s.cancel()
+	return s.rc.Close()
+}
+
+// takeFrom streams a snapshot from one endpoint into f. n is the number of
+// bytes that arrived, also on error.
+func takeFrom(ctx context.Context, cfg Config, cc clientv3.Config, ep string, f *os.File, tee io.Writer, opts Options) (n int64, storageVersion, sha string, err error) {
+	streamCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cli, err := newClient(streamCtx, cc, ep)
+	if err != nil {
+		return 0, "", "", explain("connect to", ep, cfg, err)
+	}
+	defer cli.Close()
+
+	// Until the first message arrives the watchdog in save is not running:
+	// the stall timeout covers the start too.
+	startTimer := time.AfterFunc(opts.StallTimeout, cancel)
+	resp, err := cli.SnapshotWithVersion(streamCtx)
+	if !startTimer.Stop() && ctx.Err() == nil {
+		if resp != nil {
+			_ = resp.Snapshot.Close()
+		}
+		err = fmt.Errorf("%w: the stream did not start within %s", ErrStalled, opts.StallTimeout)
+		return 0, "", "", explain("start snapshot stream from", ep, cfg, err)
+	}
+	if err != nil {
+		return 0, "", "", explain("start snapshot stream from", ep, cfg, err)
+	}
+	r := &streamReader{rc: resp.Snapshot, cancel: cancel}
+	defer r.Close()
+
+	n, sha, err = save(ctx, r, f, tee, opts)
+	if err != nil {
+		var se *streamError
+		if errors.As(err, &se) {
+			return n, "", "", explain("snapshot stream from", ep, cfg, err)
+		}
+		return n, "", "", fmt.Errorf("snapshot stream from %s: %w", ep, err)
+	}
+	return n, resp.Version, sha, nil
+}
+
+// LiveHashKV asks the member at endpoint for the hash of its key-value store
+// at revision rev (0 for its current revision) and returns the hash and the
+// member's compact revision. Hashes of two members, or of a member and a
+// restored snapshot, are comparable only when their compact revisions agree.
+func LiveHashKV(ctx context.Context, cfg Config, endpoint string, rev int64) (hash uint32, compactRev int64, err error) {
+	cc, err := cfg.ClientConfig()
+	if err != nil {
+		return 0, 0, err
+	}
+	cfg = cfg.withDefaults()
+	cli, err := newClient(ctx, cc, endpoint)
+	if err != nil {
+		return 0, 0, redact(explain("connect to", endpoint, cfg, err), cfg.Password)
+	}
+	defer cli.Close()
+	resp, err := cli.HashKV(ctx, endpoint, rev)
+	if err != nil {
+		return 0, 0, redact(explain(fmt.Sprintf("hashkv at revision %d from", rev), endpoint, cfg, err), cfg.Password)
+	}
+	return resp.Hash, resp.CompactRevision, nil
+}
+
+// PrepareSpoolDir makes sure dir exists (creating it 0700 if needed) and that
+// a file can be written in it. An existing directory keeps its mode.
+func PrepareSpoolDir(dir string) error {
+	if dir == "" {
+		return errors.New("spool dir: empty; set --spool-dir")
+	}
+	const hint = "choose a writable directory with --spool-dir"
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("spool dir %s (%s): %w", dir, hint, err)
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("spool dir %s (%s): %w", dir, hint, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("spool dir %s: not a directory (%s)", dir, hint)
+	}
+	f, err := os.CreateTemp(dir, ".lifeboat-probe-*")
+	if err != nil {
+		return fmt.Errorf("spool dir %s: not writable (%s): %w", dir, hint, err)
+	}
+	_, werr := f.Write([]byte{0})
+	cerr := f.Close()
+	rerr := os.Remove(f.Name())
+	if err := errors.Join(werr, cerr, rerr); err != nil {
+		return fmt.Errorf("spool dir %s: not writable (%s): %w", dir, hint, err)
+	}
+	return nil
+}

@@ -1,0 +1,264 @@
+package uploader
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"path"
+	"sort"
+	"strings"
+
+	"filippo.io/age"
+)
+
+// Backups is the backup layout of one cluster inside a Store:
+//
+//	<cluster>/snapshots/<id>.db[.zst][.age]   data object
+//	<cluster>/snapshots/<id>.json              manifest, written last
+//	<cluster>/drills/<id>/<time>.json          drill reports
+type Backups struct {
+	Store   Store
+	Cluster string
+}
+
+// Backup state values reported by List.
+const (
+	StateOK     = "ok"     // manifest and data object present
+	StateBroken = "broken" // manifest present, data object missing or of the wrong size
+)
+
+// Entry is one backup as listed.
+type Entry struct {
+	Manifest *Manifest
+	// State is StateOK or StateBroken.
+	State string
+	// Problem says what is wrong when State is StateBroken.
+	Problem string
+	// Object is the stored data object as listed (zero when missing).
+	Object ObjectInfo
+}
+
+// Listing is the content of a cluster's snapshot area.
+type Listing struct {
+	// Backups, newest first.
+	Backups []Entry
+	// Orphans are data objects without a manifest (unfinished or pruned
+	// half-way); they are never backups.
+	Orphans []ObjectInfo
+	// Unreadable are manifests that could not be read or parsed.
+	Unreadable []ObjectInfo
+}
+
+func (b *Backups) dir() string { return path.Join(b.Cluster, "snapshots") + "/" }
+
+// ManifestKey returns the key of backup id's manifest.
+func (b *Backups) ManifestKey(id string) string { return b.dir() + id + ".json" }
+
+// ObjectKey returns the key of backup id's data object for an encoding.
+func (b *Backups) ObjectKey(id string, e Encoding) string { return b.dir() + id + e.Suffix() }
+
+// ErrNoBackups is wrapped when the store holds no backup of the cluster.
+var ErrNoBackups = errors.New("no backups")
+
+// List reads the snapshot area: every manifest (parsed), with the state of
+// its data object, and the orphans.
+func (b *Backups) List(ctx context.Context) (*Listing, error) {
+	objects := map[string]ObjectInfo{}
+	var manifests []ObjectInfo
+	err := b.Store.List(ctx, b.dir(), func(o ObjectInfo) error {
+		if strings.HasSuffix(o.Key, ".json") {
+			manifests = append(manifests, o)
+		} else {
+			objects[o.Key] = o
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	l := &Listing{}
+	claimed := map[string]bool{}
+	for _, mo := range manifests {
+		m, err := b.readManifest(ctx, mo.Key)
+		if err != nil {
+			if errors.Is(err, ErrNotFound) {
+				continue // deleted while listing
+			}
+			l.Unreadable = append(l.Unreadable, mo)
+			continue
+		}
+		e := Entry{Manifest: m, State: StateOK}
+		o, ok := objects[m.Object]
+		switch {
+		case !ok:
+			e.State, e.Problem = StateBroken, "data object "+m.Object+" is missing"
+		case o.Size != m.ObjectSize:
+			e.State, e.Problem = StateBroken, fmt.Sprintf("data object %s has %d bytes, manifest says %d", m.Object, o.Size, m.ObjectSize)
+		}
+		e.Object = o
+		claimed[m.Object] = true
+		l.Backups = append(l.Backups, e)
+	}
+	for k, o := range objects {
+		if !claimed[k] {
+			l.Orphans = append(l.Orphans, o)
+		}
+	}
+	sort.Slice(l.Backups, func(i, j int) bool { return l.Backups[i].Manifest.ID > l.Backups[j].Manifest.ID })
+	sort.Slice(l.Orphans, func(i, j int) bool { return l.Orphans[i].Key < l.Orphans[j].Key })
+	return l, nil
+}
+
+func (b *Backups) readManifest(ctx context.Context, key string) (*Manifest, error) {
+	rc, err := b.Store.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read manifest %s: %w", key, err)
+	}
+	m, err := ParseManifest(data)
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", key, err)
+	}
+	return m, nil
+}
+
+// Manifest reads backup id's manifest.
+func (b *Backups) Manifest(ctx context.Context, id string) (*Manifest, error) {
+	if !ValidID(id) {
+		return nil, fmt.Errorf("%q is not a backup id (like 20261130T113800Z-r250001) nor \"latest\"", id)
+	}
+	m, err := b.readManifest(ctx, b.ManifestKey(id))
+	if errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("backup %s not found in %s (cluster %q): %w", id, b.Store, b.Cluster, ErrNotFound)
+	}
+	return m, err
+}
+
+// Resolve returns the manifest for ref: a backup id or "latest" (the
+// newest backup whose data object is present).
+func (b *Backups) Resolve(ctx context.Context, ref string) (*Manifest, error) {
+	if ref != "latest" {
+		return b.Manifest(ctx, ref)
+	}
+	l, err := b.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range l.Backups {
+		if e.State == StateOK {
+			return e.Manifest, nil
+		}
+	}
+	return nil, fmt.Errorf("%w of cluster %q in %s", ErrNoBackups, b.Cluster, b.Store)
+}
+
+// PutManifest writes m's manifest: the commit point of a backup.
+func (b *Backups) PutManifest(ctx context.Context, m *Manifest) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	data, err := m.Marshal()
+	if err != nil {
+		return err
+	}
+	_, err = b.Store.Put(ctx, b.ManifestKey(m.ID), strings.NewReader(string(data)), PutOptions{ContentType: "application/json"})
+	if err != nil {
+		return fmt.Errorf("write manifest: %w", err)
+	}
+	return nil
+}
+
+// ErrObjectMismatch is wrapped when a stored object's bytes do not match
+// its manifest (size or sha256).
+var ErrObjectMismatch = errors.New("stored object does not match its manifest")
+
+// Open returns a reader of backup m's raw snapshot (decrypted with ids and
+// decompressed). The stored bytes are hashed as they stream; at the end
+// the reader returns an error wrapping ErrObjectMismatch instead of io.EOF
+// if their size or sha256 differ from the manifest's.
+func (b *Backups) Open(ctx context.Context, m *Manifest, ids []age.Identity) (io.ReadCloser, error) {
+	rc, err := b.Store.Get(ctx, m.Object)
+	if err != nil {
+		return nil, err
+	}
+	cr := &checkedReader{r: rc, h: sha256.New(), m: m}
+	dec, err := NewDecoder(cr, m.Compression, m.Encryption, ids)
+	if err != nil {
+		rc.Close()
+		return nil, fmt.Errorf("backup %s: %w", m.ID, err)
+	}
+	return &openReader{dec: dec, cr: cr, rc: rc}, nil
+}
+
+type openReader struct {
+	dec io.ReadCloser
+	cr  *checkedReader
+	rc  io.Closer
+}
+
+func (o *openReader) Read(p []byte) (int, error) {
+	n, err := o.dec.Read(p)
+	if err == io.EOF {
+		// The decoder may stop before the object's end (e.g. trailing
+		// bytes): drain so the whole object is hashed and checked.
+		if _, derr := io.Copy(io.Discard, o.cr); derr != nil {
+			return n, derr
+		}
+		if cerr := o.cr.check(); cerr != nil {
+			return n, cerr
+		}
+	} else if err != nil {
+		if cerr := o.cr.check(); cerr != nil && o.cr.eof {
+			return n, fmt.Errorf("%w (%v)", cerr, err)
+		}
+		return n, fmt.Errorf("decode backup %s: %w", o.cr.m.ID, err)
+	}
+	return n, err
+}
+
+func (o *openReader) Close() error {
+	o.dec.Close()
+	return o.rc.Close()
+}
+
+type checkedReader struct {
+	r   io.Reader
+	h   hash.Hash
+	n   int64
+	m   *Manifest
+	eof bool
+}
+
+func (c *checkedReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.h.Write(p[:n])
+	c.n += int64(n)
+	if err == io.EOF {
+		c.eof = true
+		if cerr := c.check(); cerr != nil {
+			return n, cerr
+		}
+	}
+	return n, err
+}
+
+func (c *checkedReader) check() error {
+	if !c.eof {
+		return nil
+	}
+	if c.n != c.m.ObjectSize {
+		return fmt.Errorf("%w: %s has %d bytes, manifest says %d", ErrObjectMismatch, c.m.Object, c.n, c.m.ObjectSize)
+	}
+	if got := hex.EncodeToString(c.h.Sum(nil)); got != c.m.ObjectSHA256 {
+		return fmt.Errorf("%w: %s sha256 %s, manifest says %s", ErrObjectMismatch, c.m.Object, got, c.m.ObjectSHA256)
+	}
+	return nil
+}

@@ -1,0 +1,204 @@
+package uploader
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"filippo.io/age"
+	"github.com/klauspost/compress/zstd"
+)
+
+// Encoding says how a snapshot is turned into a stored object: compressed
+// with zstd, then encrypted with age when recipients are set.
+type Encoding struct {
+	// Compression is "zstd" (default) or "none".
+	Compression string
+	// Recipients encrypt the object; empty means no encryption.
+	Recipients []age.Recipient
+	// RecipientKeys are the recipients' public keys as written in the
+	// manifest (age1…), in the same order.
+	RecipientKeys []string
+}
+
+// Suffix returns the data object's file name suffix, e.g. ".db.zst.age".
+func (e Encoding) Suffix() string {
+	s := ".db"
+	if e.compress() {
+		s += ".zst"
+	}
+	if len(e.Recipients) > 0 {
+		s += ".age"
+	}
+	return s
+}
+
+func (e Encoding) compress() bool { return e.Compression != "none" }
+
+// CompressionName returns the manifest's compression value.
+func (e Encoding) CompressionName() string {
+	if e.compress() {
+		return "zstd"
+	}
+	return "none"
+}
+
+// EncryptionName returns the manifest's encryption value.
+func (e Encoding) EncryptionName() string {
+	if len(e.Recipients) > 0 {
+		return "age"
+	}
+	return "none"
+}
+
+// NewEncoder returns a writer that encodes what is written to it into w.
+// Close flushes the encoders (it does not close w). Memory is bounded by
+// the zstd window, independent of the object's size.
+func NewEncoder(w io.Writer, e Encoding) (io.WriteCloser, error) {
+	var closers []io.Closer
+	out := w
+	if len(e.Recipients) > 0 {
+		aw, err := age.Encrypt(w, e.Recipients...)
+		if err != nil {
+			return nil, fmt.Errorf("age encryption: %w", err)
+		}
+		closers = append(closers, aw)
+		out = aw
+	}
+	if e.compress() {
+		zw, err := zstd.NewWriter(out, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(2), zstd.WithLowerEncoderMem(true))
+		if err != nil {
+			return nil, fmt.Errorf("zstd: %w", err)
+		}
+		closers = append(closers, zw)
+		out = zw
+	}
+	return &encoder{w: out, closers: closers}, nil
+}
+
+type encoder struct {
+	w       io.Writer
+	closers []io.Closer // outermost first reversed: closed innermost (last added) first
+}
+
+func (e *encoder) Write(p []byte) (int, error) { return e.w.Write(p) }
+
+func (e *encoder) Close() error {
+	var errs []error
+	for i := len(e.closers) - 1; i >= 0; i-- {
+		errs = append(errs, e.closers[i].Close())
+	}
+	return errors.Join(errs...)
+}
+
+// ErrDecrypt is wrapped when no given identity can decrypt an object.
+var ErrDecrypt = errors.New("cannot decrypt with the given identity")
+
+// ErrNoIdentity is wrapped when an object is encrypted but no identity was given.
+var ErrNoIdentity = errors.New("backup is encrypted: an age identity is needed (--identity-file)")
+
+// NewDecoder returns a reader of the raw snapshot from r, an object encoded
+// as compression and encryption say ("zstd"/"none", "age"/"none").
+func NewDecoder(r io.Reader, compression, encryption string, ids []age.Identity) (io.ReadCloser, error) {
+	in := r
+	switch encryption {
+	case "none", "":
+	case "age":
+		if len(ids) == 0 {
+			return nil, ErrNoIdentity
+		}
+		dr, err := age.Decrypt(r, ids...)
+		if err != nil {
+			var nm *age.NoIdentityMatchError
+			if errors.As(err, &nm) {
+				return nil, ErrDecrypt
+			}
+			return nil, fmt.Errorf("age decryption: %w", err)
+		}
+		in = dr
+	default:
+		return nil, fmt.Errorf("unknown encryption %q", encryption)
+	}
+	switch compression {
+	case "none", "":
+		return io.NopCloser(in), nil
+	case "zstd":
+		zr, err := zstd.NewReader(in, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
+		if err != nil {
+			return nil, fmt.Errorf("zstd: %w", err)
+		}
+		return zstdReadCloser{zr}, nil
+	default:
+		return nil, fmt.Errorf("unknown compression %q", compression)
+	}
+}
+
+type zstdReadCloser struct{ d *zstd.Decoder }
+
+func (z zstdReadCloser) Read(p []byte) (int, error) { return z.d.Read(p) }
+func (z zstdReadCloser) Close() error               { z.d.Close(); return nil }
+
+// ParseRecipients parses age X25519 recipients (age1…) given inline and in
+// recipient files (one per line, # comments). It returns the recipients and
+// their canonical public keys.
+func ParseRecipients(keys []string, files []string) ([]age.Recipient, []string, error) {
+	var rs []age.Recipient
+	var names []string
+	add := func(s, where string) error {
+		s = strings.TrimSpace(s)
+		if s == "" || strings.HasPrefix(s, "#") {
+			return nil
+		}
+		r, err := age.ParseX25519Recipient(s)
+		if err != nil {
+			return fmt.Errorf("%s: not an age X25519 recipient (age1…): %w", where, err)
+		}
+		rs = append(rs, r)
+		names = append(names, r.String())
+		return nil
+	}
+	for i, k := range keys {
+		if err := add(k, fmt.Sprintf("recipient #%d", i+1)); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			return nil, nil, fmt.Errorf("recipients file: %w", err)
+		}
+		sc := bufio.NewScanner(fh)
+		line := 0
+		for sc.Scan() {
+			line++
+			if err := add(sc.Text(), fmt.Sprintf("recipients file %s line %d", f, line)); err != nil {
+				fh.Close()
+				return nil, nil, err
+			}
+		}
+		err = sc.Err()
+		fh.Close()
+		if err != nil {
+			return nil, nil, fmt.Errorf("recipients file %s: %w", f, err)
+		}
+	}
+	return rs, names, nil
+}
+
+// ParseIdentityFile reads age identities (AGE-SECRET-KEY-1…) from path.
+// Errors never include key material.
+func ParseIdentityFile(path string) ([]age.Identity, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("identity file: %w", err)
+	}
+	defer f.Close()
+	ids, err := age.ParseIdentities(f)
+	if err != nil {
+		return nil, fmt.Errorf("identity file %s: not a valid age identity file", path)
+	}
+	return ids, nil
+}

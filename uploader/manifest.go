@@ -1,0 +1,127 @@
+package uploader
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// ManifestFormat is the manifest format version this build writes and reads.
+const ManifestFormat = 1
+
+// Manifest describes one backup. It is written last, after the data object
+// is complete and verified: a backup exists exactly when its manifest does.
+// It is plaintext JSON and never holds secrets.
+type Manifest struct {
+	Format  int    `json:"format"`
+	ID      string `json:"id"`
+	Cluster string `json:"cluster"`
+
+	// Source: where and when the snapshot was taken.
+	EtcdClusterID  string    `json:"etcd_cluster_id"`
+	EtcdMemberID   string    `json:"etcd_member_id"`
+	EtcdMemberName string    `json:"etcd_member_name,omitempty"`
+	Endpoint       string    `json:"endpoint"`
+	EtcdVersion    string    `json:"etcd_version"`
+	StorageVersion string    `json:"storage_version,omitempty"`
+	CreatedAt      time.Time `json:"created_at"`
+	// DurationSeconds is how long taking, verifying and storing took.
+	DurationSeconds float64 `json:"duration_seconds"`
+
+	// Content of the snapshot, from the file itself (verify.Status).
+	Revision        int64  `json:"revision"`
+	CompactRevision int64  `json:"compact_revision"`
+	TotalKeys       int    `json:"total_keys"`
+	DBSize          int64  `json:"db_size"`
+	SnapshotSHA256  string `json:"snapshot_sha256"`
+	BoltHash        uint32 `json:"bolt_hash"`
+	// HashKV is etcd's HashKV at Revision computed from the snapshot;
+	// HashKVLive is what the live member answered; HashKVStatus says whether
+	// they were compared ("match") or why not ("not comparable: ...").
+	HashKV       uint32 `json:"hash_kv"`
+	HashKVLive   uint32 `json:"hash_kv_live,omitempty"`
+	HashKVStatus string `json:"hash_kv_status"`
+
+	// The stored data object.
+	Object       string     `json:"object"`
+	ObjectSize   int64      `json:"object_size"`
+	ObjectSHA256 string     `json:"object_sha256"`
+	Compression  string     `json:"compression"` // "zstd" or "none"
+	Encryption   string     `json:"encryption"`  // "age" or "none"
+	Recipients   []string   `json:"recipients,omitempty"`
+	LockMode     string     `json:"object_lock_mode,omitempty"`
+	RetainUntil  *time.Time `json:"object_lock_retain_until,omitempty"`
+	LegalHold    bool       `json:"object_lock_legal_hold,omitempty"`
+
+	AgentVersion string `json:"agent_version"`
+}
+
+var idPattern = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}Z-r[0-9]+$`)
+
+// NewID returns the backup id for a snapshot taken at t of revision rev:
+// UTC time then revision, so ids sort by time.
+func NewID(t time.Time, rev int64) string {
+	return fmt.Sprintf("%s-r%d", t.UTC().Format("20060102T150405Z"), rev)
+}
+
+// ValidID reports whether id has the shape NewID produces.
+func ValidID(id string) bool { return idPattern.MatchString(id) }
+
+// ErrBadManifest is wrapped by manifest decoding errors.
+var ErrBadManifest = errors.New("bad manifest")
+
+// ParseManifest decodes and validates a manifest. Unknown fields are
+// tolerated (newer writers may add some); a wrong format version, a missing
+// or malformed id, and inconsistent fields are errors wrapping ErrBadManifest.
+func ParseManifest(b []byte) (*Manifest, error) {
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadManifest, err)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// Validate checks the manifest's fields for consistency.
+func (m *Manifest) Validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrBadManifest, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case m.Format != ManifestFormat:
+		return bad("format %d, this build reads format %d", m.Format, ManifestFormat)
+	case !ValidID(m.ID):
+		return bad("id %q is not of the form 20060102T150405Z-r123", m.ID)
+	case m.Revision <= 0:
+		return bad("revision %d", m.Revision)
+	case m.Object == "" || strings.Contains(m.Object, ".."):
+		return bad("object key %q", m.Object)
+	case len(m.ObjectSHA256) != 64:
+		return bad("object_sha256 %q", m.ObjectSHA256)
+	case len(m.SnapshotSHA256) != 64:
+		return bad("snapshot_sha256 %q", m.SnapshotSHA256)
+	case m.ObjectSize < 0 || m.DBSize < 0:
+		return bad("negative size")
+	case m.Compression != "zstd" && m.Compression != "none":
+		return bad("compression %q", m.Compression)
+	case m.Encryption != "age" && m.Encryption != "none":
+		return bad("encryption %q", m.Encryption)
+	case m.Encryption == "age" && len(m.Recipients) == 0:
+		return bad("encryption age without recipients")
+	}
+	return nil
+}
+
+// Marshal encodes the manifest as indented JSON.
+func (m *Manifest) Marshal() ([]byte, error) {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}

@@ -1,0 +1,74 @@
+package uploader
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// ErrNotFound is returned (wrapped) by Store methods when the key does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ObjectInfo describes one stored object.
+type ObjectInfo struct {
+	// Key is the object's key relative to the store's root (slash separated).
+	Key string
+	// Size is the object's size in bytes.
+	Size int64
+	// ModTime is when the object was last written, as reported by the store.
+	ModTime time.Time
+	// SHA256 is the hex sha256 of the stored bytes when the store knows it
+	// (Put always computes it; List and Stat may leave it empty).
+	SHA256 string
+	// LockMode and RetainUntil describe Object Lock retention, empty when none.
+	LockMode    string
+	RetainUntil time.Time
+	// LegalHold is true when the object is under a legal hold.
+	LegalHold bool
+}
+
+// Locked reports whether the object may not be deleted at now.
+func (o ObjectInfo) Locked(now time.Time) bool {
+	return o.LegalHold || (o.LockMode != "" && now.Before(o.RetainUntil))
+}
+
+// PutOptions are per-object options for Put. Stores ignore what they do not support.
+type PutOptions struct {
+	// ContentType is recorded where the store supports it.
+	ContentType string
+	// LockMode (GOVERNANCE or COMPLIANCE) and RetainUntil request Object Lock retention.
+	LockMode    string
+	RetainUntil time.Time
+	// LegalHold requests a legal hold on the object.
+	LegalHold bool
+}
+
+// Store is a flat key/value object store: a local directory or an S3 bucket
+// prefix. Keys are slash-separated paths relative to the store's root.
+//
+// Contract, shared by every implementation and checked by one test suite
+// (storetest):
+//   - Put reads r to io.EOF and only then makes the object visible at key,
+//     atomically: a reader never sees a partial object. If r returns an error
+//     other than io.EOF, or ctx ends, Put aborts (temp file removed, multipart
+//     upload aborted), leaves whatever was at key untouched, and returns an
+//     error wrapping r's error. This lets a caller hold back EOF until the
+//     content has been verified and fail the upload otherwise.
+//   - Get returns a reader the caller must Close; a missing key gives an error
+//     wrapping ErrNotFound.
+//   - List calls fn for every object whose key starts with prefix, in
+//     lexical key order, paging internally; fn returning an error stops the
+//     listing and List returns that error.
+//   - Delete of a missing key is not an error (idempotent).
+//   - All methods are safe for concurrent use.
+//   - Errors name the object (key, bucket or path) but never credentials.
+type Store interface {
+	Put(ctx context.Context, key string, r io.Reader, opts PutOptions) (ObjectInfo, error)
+	Get(ctx context.Context, key string) (io.ReadCloser, error)
+	Stat(ctx context.Context, key string) (ObjectInfo, error)
+	List(ctx context.Context, prefix string, fn func(ObjectInfo) error) error
+	Delete(ctx context.Context, key string) error
+	// String describes the store for logs and errors (URL without secrets).
+	String() string
+}
