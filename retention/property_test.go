@@ -86,6 +86,10 @@ func randomCase(t testing.TB, rng *rand.Rand) ([]Backup, Policy, time.Time) {
 	if rng.Intn(4) == 0 && span > 0 {
 		now = start.Add(time.Duration(rng.Int63n(int64(span))))
 	}
+	// Now and then put a backup exactly on the keep-within boundary.
+	if p.Within > 0 && n > 0 && rng.Intn(4) == 0 {
+		now = backups[rng.Intn(n)].Time.Add(p.Within)
+	}
 	return backups, p, now
 }
 

@@ -2,7 +2,6 @@ package verify
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -52,17 +51,18 @@ func revKey(rev int64) []byte {
 	return k
 }
 
-// Field numbers and wire types of mvccpb.KeyValue.
-var kvFieldTypes = map[protowire.Number]protowire.Type{
-	1: protowire.BytesType,  // key
-	2: protowire.VarintType, // create_revision
-	3: protowire.VarintType, // mod_revision
-	4: protowire.VarintType, // version
-	5: protowire.BytesType,  // value
-	6: protowire.VarintType, // lease
+// kvFieldType returns the wire type of field num of mvccpb.KeyValue: key
+// (1) and value (5) are bytes, create_revision, mod_revision, version and
+// lease (2, 3, 4, 6) are varints.
+func kvFieldType(num protowire.Number) (protowire.Type, bool) {
+	switch num {
+	case 1, 5:
+		return protowire.BytesType, true
+	case 2, 3, 4, 6:
+		return protowire.VarintType, true
+	}
+	return 0, false
 }
-
-var errKVNoKey = errors.New("no key")
 
 // kvKey returns the key field of a marshalled mvccpb.KeyValue without
 // copying or allocating. Like proto.Unmarshal it keeps the last occurrence
@@ -70,14 +70,13 @@ var errKVNoKey = errors.New("no key")
 // fields of the wrong wire type.
 func kvKey(v []byte) ([]byte, error) {
 	var key []byte
-	found := false
 	for len(v) > 0 {
 		num, typ, n := protowire.ConsumeTag(v)
 		if n < 0 {
 			return nil, protowire.ParseError(n)
 		}
 		v = v[n:]
-		if want, known := kvFieldTypes[num]; known && want != typ {
+		if want, known := kvFieldType(num); known && want != typ {
 			return nil, fmt.Errorf("field %d has wire type %d", num, typ)
 		}
 		if num == 1 {
@@ -85,7 +84,7 @@ func kvKey(v []byte) ([]byte, error) {
 			if m < 0 {
 				return nil, protowire.ParseError(m)
 			}
-			key, found = b, true
+			key = b
 			v = v[m:]
 			continue
 		}
@@ -95,9 +94,7 @@ func kvKey(v []byte) ([]byte, error) {
 		}
 		v = v[m:]
 	}
-	if !found {
-		// etcdutl counts such a record as the empty key; etcd never writes one.
-		return nil, nil
-	}
+	// Without a key field, etcdutl counts the record as the empty key; etcd
+	// never writes one.
 	return key, nil
 }

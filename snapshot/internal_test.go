@@ -1,0 +1,192 @@
+package snapshot
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// snapshotBytes returns a fake snapshot stream: size database bytes followed
+// by their sha256.
+func snapshotBytes(size int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, 1))
+	b := make([]byte, size, size+sha256.Size)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	sum := sha256.Sum256(b)
+	return append(b, sum[:]...)
+}
+
+func TestTrailerHashSplits(t *testing.T) {
+	data := snapshotBytes(3*4096, 1)
+	want := hex.EncodeToString(data[len(data)-sha256.Size:])
+	tests := []struct {
+		name   string
+		splits func(r *rand.Rand) int
+	}{
+		{name: "one byte at a time", splits: func(*rand.Rand) int { return 1 }},
+		{name: "31 bytes", splits: func(*rand.Rand) int { return 31 }},
+		{name: "32 bytes", splits: func(*rand.Rand) int { return 32 }},
+		{name: "33 bytes", splits: func(*rand.Rand) int { return 33 }},
+		{name: "4096 bytes", splits: func(*rand.Rand) int { return 4096 }},
+		{name: "whole", splits: func(*rand.Rand) int { return len(data) }},
+		{name: "random small", splits: func(r *rand.Rand) int { return 1 + r.IntN(40) }},
+		{name: "random large", splits: func(r *rand.Rand) int { return 1 + r.IntN(9000) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(2, 3))
+			var h trailerHash
+			h.init()
+			for rest := data; len(rest) > 0; {
+				n := min(tt.splits(r), len(rest))
+				h.Write(rest[:n])
+				rest = rest[n:]
+			}
+			got, err := h.check(int64(len(data)))
+			if err != nil {
+				t.Fatalf("check: %v", err)
+			}
+			if got != want {
+				t.Errorf("sha256 = %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+func TestTrailerHashErrors(t *testing.T) {
+	good := snapshotBytes(4096, 4)
+	flipped := append([]byte(nil), good...)
+	flipped[100] ^= 1
+	badTrailer := append([]byte(nil), good...)
+	badTrailer[len(badTrailer)-1] ^= 0x80
+	tests := []struct {
+		name string
+		data []byte
+	}{
+		{name: "empty", data: nil},
+		{name: "shorter than a trailer", data: good[:20]},
+		{name: "no trailer", data: good[:4096]},
+		{name: "cut mid-way", data: good[:1000]},
+		{name: "cut at sector plus 32", data: good[:512+32]},
+		{name: "flipped data byte", data: flipped},
+		{name: "flipped trailer byte", data: badTrailer},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var h trailerHash
+			h.init()
+			h.Write(tt.data)
+			_, err := h.check(int64(len(tt.data)))
+			if !errors.Is(err, ErrTrailer) {
+				t.Fatalf("check error = %v, want ErrTrailer", err)
+			}
+		})
+	}
+}
+
+func FuzzTrailerHash(f *testing.F) {
+	f.Add([]byte("hello"), uint64(1))
+	f.Add(snapshotBytes(512, 5), uint64(7))
+	f.Add(snapshotBytes(1024, 6), uint64(31))
+	f.Fuzz(func(t *testing.T, data []byte, seed uint64) {
+		r := rand.New(rand.NewPCG(seed, seed))
+		var h trailerHash
+		h.init()
+		for rest := data; len(rest) > 0; {
+			n := min(1+r.IntN(70), len(rest))
+			h.Write(rest[:n])
+			rest = rest[n:]
+		}
+		got, err := h.check(int64(len(data)))
+		valid := len(data) >= sha256.Size && len(data)%512 == sha256.Size
+		if valid {
+			sum := sha256.Sum256(data[:len(data)-sha256.Size])
+			valid = string(sum[:]) == string(data[len(data)-sha256.Size:])
+		}
+		switch {
+		case valid && err != nil:
+			t.Fatalf("valid stream rejected: %v", err)
+		case !valid && !errors.Is(err, ErrTrailer):
+			t.Fatalf("invalid stream accepted (err %v)", err)
+		case valid && got != hex.EncodeToString(data[len(data)-sha256.Size:]):
+			t.Fatalf("sha256 = %s, want the trailer", got)
+		}
+	})
+}
+
+func TestOrderMembers(t *testing.T) {
+	down := errors.New("down")
+	follower := func(ep string) MemberStatus {
+		return MemberStatus{Endpoint: ep, RaftIndex: 5000, AppliedIndex: 5000}
+	}
+	leader := MemberStatus{Endpoint: "L", Leader: true, RaftIndex: 5000, AppliedIndex: 5000}
+	lagging := MemberStatus{Endpoint: "lag", RaftIndex: 5000, AppliedIndex: 5000 - maxApplyLag - 1}
+	slightlyBehind := MemberStatus{Endpoint: "behind", RaftIndex: 4990, AppliedIndex: 4980}
+	learner := MemberStatus{Endpoint: "learner", Learner: true, RaftIndex: 5000, AppliedIndex: 5000}
+	alarmed := MemberStatus{Endpoint: "alarm", RaftIndex: 5000, AppliedIndex: 5000, Alarms: []string{"NOSPACE"}}
+	failed := MemberStatus{Endpoint: "failed", Err: down}
+	all := []MemberStatus{failed, leader, lagging, alarmed, learner, follower("F1"), slightlyBehind, follower("F2")}
+	tests := []struct {
+		name string
+		in   []MemberStatus
+		pref string
+		want []string
+	}{
+		{name: "default prefers caught-up voting followers", in: all, pref: "",
+			want: []string{"F1", "behind", "F2", "L", "learner", "lag", "alarm", "failed"}},
+		{name: "follower", in: all, pref: MemberFollower,
+			want: []string{"F1", "behind", "F2", "L", "learner", "lag", "alarm", "failed"}},
+		{name: "leader first", in: all, pref: MemberLeader,
+			want: []string{"L", "F1", "behind", "F2", "learner", "lag", "alarm", "failed"}},
+		{name: "any keeps endpoint order, failed last", in: all, pref: MemberAny,
+			want: []string{"L", "lag", "alarm", "learner", "F1", "behind", "F2", "failed"}},
+		{name: "url first", in: all, pref: "F2",
+			want: []string{"F2", "F1", "behind", "L", "learner", "lag", "alarm", "failed"}},
+		{name: "failed url stays last", in: all, pref: "failed",
+			want: []string{"F1", "behind", "F2", "L", "learner", "lag", "alarm", "failed"}},
+		{name: "only the leader", in: []MemberStatus{failed, leader}, pref: "",
+			want: []string{"L", "failed"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, st := range orderMembers(tt.in, tt.pref) {
+				got = append(got, st.Endpoint)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("order (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDiagnose(t *testing.T) {
+	cfg := Config{User: "backup", CACert: "/etc/etcd/ca.pem"}
+	tests := []struct {
+		err  string
+		want string
+	}{
+		{err: `rpc error: code = Unavailable desc = connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:1: connect: connection refused"`, want: "check --endpoints"},
+		{err: `tls: failed to verify certificate: x509: certificate signed by unknown authority`, want: "check --cacert"},
+		{err: `remote error: tls: unknown certificate authority`, want: "check --cert/--key"},
+		{err: `remote error: tls: certificate required`, want: "set --cert and --key"},
+		{err: `etcdserver: authentication failed, invalid user ID or password`, want: `authentication failed for user "backup"; check --user/--password`},
+		{err: `etcdserver: permission denied`, want: "root role"},
+		{err: `something odd`, want: "check --endpoints, TLS and credentials"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			if got := diagnose(cfg, errors.New(tt.err)); !strings.Contains(got, tt.want) {
+				t.Errorf("diagnose(%q) = %q, want it to contain %q", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
