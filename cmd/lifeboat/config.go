@@ -14,7 +14,9 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/lifeboat-dev/lifeboat/retention"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
+	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
 // Config is lifeboat's configuration: the YAML file's shape. Every leaf key
@@ -31,6 +33,46 @@ type Config struct {
 	Store    StoreConfig
 	// Encryption configures age encryption of stored objects.
 	Encryption EncryptionConfig
+	// Retention is the policy prune applies.
+	Retention RetentionConfig
+}
+
+// RetentionConfig is the GFS retention policy (restic's forget semantics:
+// a backup is kept when any rule keeps it). All zero is an error for
+// prune, never "delete everything".
+type RetentionConfig struct {
+	// KeepLast keeps the N newest backups.
+	KeepLast int `yaml:"keep_last"`
+	// KeepHourly … KeepYearly keep the newest backup of each of the N most
+	// recent hours, days, ISO weeks, months, years that have one (-1: all).
+	KeepHourly  int `yaml:"keep_hourly"`
+	KeepDaily   int `yaml:"keep_daily"`
+	KeepWeekly  int `yaml:"keep_weekly"`
+	KeepMonthly int `yaml:"keep_monthly"`
+	KeepYearly  int `yaml:"keep_yearly"`
+	// KeepWithin keeps every backup younger than this (e.g. 7d).
+	KeepWithin Duration `yaml:"keep_within"`
+	// TimeZone places the calendar buckets (IANA name; default UTC).
+	TimeZone string `yaml:"time_zone"`
+	// OrphanGrace is how old a data object without a manifest, or an
+	// incomplete multipart upload, must be before prune removes it.
+	OrphanGrace Duration `yaml:"orphan_grace"`
+}
+
+// Policy returns the retention policy; an all-zero policy is an error.
+func (r RetentionConfig) Policy() (retention.Policy, error) {
+	loc, err := time.LoadLocation(r.TimeZone)
+	if err != nil {
+		return retention.Policy{}, cfgErr("retention.time_zone", "%q is not a known time zone (like UTC or Europe/Berlin)", r.TimeZone)
+	}
+	p := retention.Policy{
+		Last: r.KeepLast, Hourly: r.KeepHourly, Daily: r.KeepDaily, Weekly: r.KeepWeekly,
+		Monthly: r.KeepMonthly, Yearly: r.KeepYearly, Within: time.Duration(r.KeepWithin), Location: loc,
+	}
+	if err := p.Validate(); err != nil {
+		return retention.Policy{}, &ConfigError{Key: "retention", Err: err}
+	}
+	return p, nil
 }
 
 // LogConfig configures logging.
@@ -77,6 +119,49 @@ type StoreConfig struct {
 	URL string `yaml:"url"`
 	// Compression is zstd or none.
 	Compression string `yaml:"compression"`
+	// S3 configures s3:// stores.
+	S3 S3StoreConfig `yaml:"s3"`
+	// ObjectLock requests S3 Object Lock retention for every data object.
+	ObjectLock ObjectLockConfig `yaml:"object_lock"`
+}
+
+// S3StoreConfig configures s3:// stores. Credentials come from the AWS
+// SDK's standard chain (environment, shared config and profiles, web
+// identity / IRSA, instance roles), never from this file.
+type S3StoreConfig struct {
+	// Endpoint is an S3-compatible service's URL (MinIO, Ceph, versitygw…);
+	// empty uses AWS_ENDPOINT_URL_S3 or AWS.
+	Endpoint string `yaml:"endpoint"`
+	// Region signs requests; empty uses the SDK chain, then us-east-1.
+	Region string `yaml:"region"`
+	// PathStyle addresses buckets as host/bucket (most non-AWS servers).
+	PathStyle bool `yaml:"path_style"`
+	// SSE is "", AES256 or aws:kms; SSEKMSKeyID names the KMS key.
+	SSE         string `yaml:"sse"`
+	SSEKMSKeyID string `yaml:"sse_kms_key_id"`
+	// StorageClass of new objects (e.g. STANDARD_IA).
+	StorageClass string `yaml:"storage_class"`
+	// PartSize is the multipart part size in bytes (5MiB…5GiB).
+	PartSize int64 `yaml:"part_size"`
+	// Concurrency is how many parts upload at once.
+	Concurrency int `yaml:"concurrency"`
+	// CreateBucket creates a missing bucket instead of failing.
+	CreateBucket bool `yaml:"create_bucket"`
+	// Profile selects a shared config profile.
+	Profile string `yaml:"profile"`
+	// MaxAttempts is how often one request is tried.
+	MaxAttempts int `yaml:"max_attempts"`
+}
+
+// ObjectLockConfig requests per-object retention at upload.
+type ObjectLockConfig struct {
+	// Mode is GOVERNANCE or COMPLIANCE; empty: no per-object retention
+	// (a bucket's default retention still applies).
+	Mode string `yaml:"mode"`
+	// Retain is how long each object is locked (e.g. 30d).
+	Retain Duration `yaml:"retain"`
+	// LegalHold puts a legal hold on each object.
+	LegalHold bool `yaml:"legal_hold"`
 }
 
 // EncryptionConfig configures age encryption.
@@ -105,7 +190,8 @@ func DefaultConfig() Config {
 			Timeout:        30 * time.Minute,
 			WritebackChunk: 8 << 20,
 		},
-		Store: StoreConfig{URL: "file:///var/lib/lifeboat/backups", Compression: "zstd"},
+		Store:     StoreConfig{URL: "file:///var/lib/lifeboat/backups", Compression: "zstd"},
+		Retention: RetentionConfig{TimeZone: "UTC", OrphanGrace: Duration(24 * time.Hour)},
 	}
 }
 
@@ -185,8 +271,69 @@ func (c *Config) Validate() error {
 	default:
 		return cfgErr("store.compression", "%q is not zstd or none", c.Store.Compression)
 	}
+	if _, err := time.LoadLocation(c.Retention.TimeZone); err != nil {
+		return cfgErr("retention.time_zone", "%q is not a known time zone (like UTC or Europe/Berlin)", c.Retention.TimeZone)
+	}
+	for key, n := range map[string]int{"retention.keep_last": c.Retention.KeepLast, "retention.keep_hourly": c.Retention.KeepHourly,
+		"retention.keep_daily": c.Retention.KeepDaily, "retention.keep_weekly": c.Retention.KeepWeekly,
+		"retention.keep_monthly": c.Retention.KeepMonthly, "retention.keep_yearly": c.Retention.KeepYearly} {
+		if n < -1 {
+			return cfgErr(key, "%d: use a count, 0 for off or -1 for unlimited", n)
+		}
+	}
+	if c.Retention.KeepWithin < 0 || c.Retention.OrphanGrace < 0 {
+		return cfgErr("retention.keep_within", "must not be negative")
+	}
+	if m := c.Store.ObjectLock.Mode; m != "" {
+		if m != "GOVERNANCE" && m != "COMPLIANCE" {
+			return cfgErr("store.object_lock.mode", "%q is not GOVERNANCE or COMPLIANCE", m)
+		}
+		if c.Store.ObjectLock.Retain <= 0 {
+			return cfgErr("store.object_lock.retain", "must be set (e.g. 30d) when store.object_lock.mode is set")
+		}
+	} else if c.Store.ObjectLock.Retain != 0 {
+		return cfgErr("store.object_lock.mode", "must be set (GOVERNANCE or COMPLIANCE) when store.object_lock.retain is set")
+	}
+	if scheme, _, _ := parseStoreURL(c.Store.URL); scheme == "file" && (c.Store.ObjectLock.Mode != "" || c.Store.ObjectLock.LegalHold) {
+		return cfgErr("store.object_lock.mode", "Object Lock needs an s3:// store")
+	}
+	if scheme, loc, _ := parseStoreURL(c.Store.URL); scheme == "s3" {
+		if err := c.s3Config(loc).Validate(); err != nil {
+			return &ConfigError{Key: "store", Err: err}
+		}
+	}
 	return nil
 }
+
+// s3Config builds the S3 store's configuration for location bucket/prefix.
+func (c *Config) s3Config(loc string) uploader.S3Config {
+	bucket, prefix, _ := strings.Cut(loc, "/")
+	s := c.Store.S3
+	return uploader.S3Config{
+		Bucket: bucket, Prefix: prefix,
+		Endpoint: s.Endpoint, Region: s.Region, PathStyle: s.PathStyle,
+		SSE: s.SSE, SSEKMSKeyID: s.SSEKMSKeyID, StorageClass: s.StorageClass,
+		PartSize: s.PartSize, Concurrency: s.Concurrency, CreateBucket: s.CreateBucket,
+		Profile: s.Profile, MaxAttempts: s.MaxAttempts,
+	}
+}
+
+// Duration is a time.Duration that also accepts days, weeks and years
+// ("30d", "2w", "1y") in the file, environment and flags.
+type Duration time.Duration
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := retention.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration (like 36h, 30d, 2w)", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML implements yaml.Marshaler.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
 
 // parseStoreURL splits a store URL into scheme and location.
 func parseStoreURL(u string) (scheme, rest string, err error) {
@@ -268,6 +415,13 @@ var etcdctlEnv = map[string]string{
 func (o option) set(s string) error {
 	f := o.field
 	switch f.Interface().(type) {
+	case Duration:
+		d, err := retention.ParseDuration(s)
+		if err != nil {
+			return cfgErr(o.key, "%q is not a duration (like 36h, 30d, 2w)", s)
+		}
+		f.SetInt(int64(d))
+		return nil
 	case time.Duration:
 		d, err := time.ParseDuration(s)
 		if err != nil {

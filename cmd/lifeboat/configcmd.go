@@ -3,6 +3,10 @@ package main
 import (
 	"fmt"
 
+	"filippo.io/age"
+
+	"github.com/lifeboat-dev/lifeboat/uploader"
+
 	"github.com/spf13/cobra"
 )
 
@@ -27,7 +31,12 @@ func runConfigCheck(a *app) error {
 	if err != nil {
 		return err
 	}
-	if _, err := encodingFromConfig(cfg); err != nil {
+	enc, err := encodingFromConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ids, err := identities(cfg)
+	if err != nil {
 		return err
 	}
 	out, err := cfg.Redacted()
@@ -35,5 +44,29 @@ func runConfigCheck(a *app) error {
 		return err
 	}
 	fmt.Fprint(a.stdout, "# effective configuration (secrets redacted)\n"+out)
+	for _, w := range encryptionWarnings(enc, ids) {
+		fmt.Fprintln(a.stderr, "WARNING: "+w)
+	}
 	return nil
+}
+
+// encryptionWarnings reports encryption set up so that this host cannot
+// read its own backups back (verify, restore and drills would fail).
+func encryptionWarnings(enc uploader.Encoding, ids []age.Identity) []string {
+	if len(enc.Recipients) == 0 {
+		return nil
+	}
+	if len(ids) == 0 {
+		return []string{"backups are encrypted but encryption.identity_file is not set: verify, restore and drills cannot read them on this host; keep the identity somewhere safe and set it where they run"}
+	}
+	want := map[string]bool{}
+	for _, k := range enc.RecipientKeys {
+		want[k] = true
+	}
+	for _, id := range ids {
+		if x, ok := id.(*age.X25519Identity); ok && want[x.Recipient().String()] {
+			return nil
+		}
+	}
+	return []string{"encryption.identity_file matches none of encryption.recipients: backups written with this configuration cannot be decrypted with it"}
 }

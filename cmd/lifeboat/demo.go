@@ -97,12 +97,12 @@ func runDemo(ctx context.Context, a *app, o demoOptions) error {
 	}
 
 	fmt.Fprintln(out, "4/5 listing the store (lifeboat list)")
-	if err := runList(ctx, cfg, listOptions{output: "table"}, out, time.Now()); err != nil {
+	if err := runList(ctx, cfg, lg, listOptions{output: "table"}, out, time.Now()); err != nil {
 		return err
 	}
 
 	fmt.Fprintln(out, "5/5 verifying the stored backup offline (lifeboat verify latest)")
-	if err := runVerify(ctx, cfg, m.ID, out); err != nil {
+	if err := runVerify(ctx, cfg, lg, m.ID, out); err != nil {
 		return err
 	}
 	printDemoSummary(out, cfg, m.ID, lg)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"text/tabwriter"
 	"time"
 
@@ -31,7 +32,7 @@ func newListCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return runList(cmd.Context(), cfg, o, a.stdout, time.Now())
+			return runList(cmd.Context(), cfg, a.logger(cfg), o, a.stdout, time.Now())
 		},
 	}
 	c.Flags().StringVarP(&o.output, "output", "o", "table", "table or json")
@@ -54,8 +55,8 @@ type listOutput struct {
 	Unreadable []string       `json:"unreadable_manifests"`
 }
 
-func runList(ctx context.Context, cfg *Config, o listOptions, out io.Writer, now time.Time) error {
-	backups, err := openBackups(ctx, cfg)
+func runList(ctx context.Context, cfg *Config, lg *slog.Logger, o listOptions, out io.Writer, now time.Time) error {
+	backups, err := openBackups(ctx, cfg, lg)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -22,12 +23,12 @@ func newVerifyCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return runVerify(cmd.Context(), cfg, args[0], a.stdout)
+			return runVerify(cmd.Context(), cfg, a.logger(cfg), args[0], a.stdout)
 		},
 	}
 }
 
-func runVerify(ctx context.Context, cfg *Config, ref string, out io.Writer) error {
+func runVerify(ctx context.Context, cfg *Config, lg *slog.Logger, ref string, out io.Writer) error {
 	if isFileRef(ref) {
 		digest, err := verify.Trailer(ctx, ref)
 		if err != nil {
@@ -41,7 +42,7 @@ func runVerify(ctx context.Context, cfg *Config, ref string, out io.Writer) erro
 		printStatus(out, digest, st)
 		return nil
 	}
-	backups, err := openBackups(ctx, cfg)
+	backups, err := openBackups(ctx, cfg, lg)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"filippo.io/age"
 
@@ -11,7 +12,7 @@ import (
 )
 
 // openStore opens the store the configuration names.
-func openStore(ctx context.Context, cfg *Config) (uploader.Store, error) {
+func openStore(ctx context.Context, cfg *Config, lg *slog.Logger) (uploader.Store, error) {
 	scheme, loc, err := parseStoreURL(cfg.Store.URL)
 	if err != nil {
 		return nil, &ConfigError{Key: "store.url", Err: err}
@@ -19,13 +20,19 @@ func openStore(ctx context.Context, cfg *Config) (uploader.Store, error) {
 	switch scheme {
 	case "file":
 		return uploader.NewDir(loc)
+	case "s3":
+		st, err := uploader.NewS3(ctx, cfg.s3Config(loc), lg)
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
 	default:
 		return nil, cfgErr("store.url", "%s stores are not supported by this build", scheme)
 	}
 }
 
-func openBackups(ctx context.Context, cfg *Config) (*uploader.Backups, error) {
-	st, err := openStore(ctx, cfg)
+func openBackups(ctx context.Context, cfg *Config, lg *slog.Logger) (*uploader.Backups, error) {
+	st, err := openStore(ctx, cfg, lg)
 	if err != nil {
 		return nil, err
 	}

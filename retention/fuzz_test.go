@@ -1,0 +1,69 @@
+package retention
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func FuzzParseDuration(f *testing.F) {
+	for _, s := range []string{
+		"36h", "7d", "2w", "1y2d", "1.5d", ".5w", "0", "-0", "+1d", "-2h30m", "1µs", "1μs", "300ms",
+		"106751d23h47m16.854775807s", "-106751d23h47m16.854775808s", "293y", "1.0000000000000000000001y",
+		"", "d", ".d", "1d.", "7", "2days", "1e3s", "9223372036854775807ns", "9223372036854775808ns",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParseDuration(s)
+		// Everything Go accepts is read the same.
+		if want, goErr := time.ParseDuration(s); goErr == nil {
+			if err != nil {
+				t.Fatalf("ParseDuration(%q): %v; time.ParseDuration reads it as %v", s, err, want)
+			}
+			if d != want {
+				t.Fatalf("ParseDuration(%q) = %d, time.ParseDuration = %d", s, d, want)
+			}
+		}
+		if err != nil {
+			return
+		}
+		formatted := formatDuration(d)
+		back, err := ParseDuration(formatted)
+		if err != nil {
+			t.Fatalf("ParseDuration(%q) = %d, printed as %q, which does not parse: %v", s, d, formatted, err)
+		}
+		if back != d {
+			t.Fatalf("ParseDuration(%q) = %d, printed as %q, read back as %d", s, d, formatted, back)
+		}
+	})
+}
+
+func FuzzParsePolicy(f *testing.F) {
+	for _, s := range []string{
+		"last=3,daily=7,weekly=4,within=2d",
+		"keep-last 3, keep-hourly 24, keep-daily 7, keep-weekly 4, keep-monthly 12, keep-yearly 3, keep-within 1d12h",
+		" within = 2d , weekly=4,daily =7, last= 3 ",
+		"hourly=unlimited,yearly=-1", "daily=7,daily=8", "fortnightly=2", "daily", "within=-1h", "within=0",
+		"last=+3", "last=0x10", "", ",,,", "keep-keep-last=1", "daily=7=8", "within=1.5d,last=1",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		p, err := ParsePolicy(spec)
+		if err != nil {
+			return
+		}
+		if err := p.Validate(); err != nil {
+			t.Fatalf("ParsePolicy(%q) = %s, which is invalid: %v", spec, p, err)
+		}
+		back, err := ParsePolicy(p.String())
+		if err != nil {
+			t.Fatalf("ParsePolicy(%q) = %s, which does not parse back: %v", spec, p, err)
+		}
+		if diff := cmp.Diff(p, back); diff != "" {
+			t.Fatalf("ParsePolicy(%q) = %s does not round-trip (-first +second):\n%s", spec, p, diff)
+		}
+	})
+}
