@@ -94,7 +94,7 @@ func runList(ctx context.Context, cfg *Config, lg *slog.Logger, o listOptions, o
 			if m.Encryption != "none" {
 				enc = m.Encryption
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", m.ID, age(now.Sub(m.CreatedAt)), m.Revision, m.TotalKeys, humanBytes(m.DBSize), humanBytes(m.ObjectSize), enc, state)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", m.ID, humanAge(now.Sub(m.CreatedAt)), m.Revision, m.TotalKeys, humanBytes(m.DBSize), humanBytes(m.ObjectSize), enc, state)
 		}
 		tw.Flush()
 	}
@@ -108,7 +108,7 @@ func runList(ctx context.Context, cfg *Config, lg *slog.Logger, o listOptions, o
 }
 
 // age renders a duration as a short human age.
-func age(d time.Duration) string {
+func humanAge(d time.Duration) string {
 	switch {
 	case d < 0:
 		return "future"

@@ -1,6 +1,7 @@
 package etcdtest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -12,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -256,6 +258,34 @@ func (c *Cluster) stop() {
 		wg.Go(m.halt)
 	}
 	wg.Wait()
+	waitPeerConns(stuckConnWait)
+}
+
+// stuckConnWait bounds waitPeerConns: a stuck peer connection ends when its
+// read deadline (rafthttp.ConnReadTimeout, 5 s) expires.
+const stuckConnWait = 7 * time.Second
+
+// waitPeerConns waits, at most limit, until no goroutine is stuck in
+// net/http's abortPendingRead. etcd's peer listener wraps connections in a
+// timeoutConn that resets the read deadline on every Read, so an HTTP server
+// connection (e.g. a peer's version check) can miss the deadline that
+// net/http sets to abort its background read, and outlive Close until the
+// 5 s read timeout. Waiting here keeps goleak-checked tests reliable.
+// Normally no goroutine is in that state and this returns at once.
+func waitPeerConns(limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	buf := make([]byte, 1<<20)
+	for time.Now().Before(deadline) {
+		n := runtime.Stack(buf, true)
+		if n == len(buf) && len(buf) < 64<<20 {
+			buf = make([]byte, 2*len(buf))
+			continue
+		}
+		if !bytes.Contains(buf[:n], []byte("net/http.(*connReader).abortPendingRead")) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // makeCerts writes a CA, a server certificate and a client certificate to
