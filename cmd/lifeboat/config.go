@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -489,9 +490,64 @@ func decodeConfigFile(data []byte, c *Config) error {
 		return nil // empty file
 	}
 	if err != nil {
-		return &ConfigError{Err: fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "yaml: "))}
+		return yamlError(data, err)
 	}
 	return nil
+}
+
+var yamlLineRE = regexp.MustCompile(`line (\d+): (.*)`)
+
+// yamlError turns a YAML decoding error into one ConfigError that names
+// the key (yaml.v3 reports only line numbers for type errors).
+func yamlError(data []byte, err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) || len(te.Errors) == 0 {
+		return &ConfigError{Err: fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "yaml: "))}
+	}
+	keys := map[int]string{} // line → key path whose value starts there
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) == nil {
+		var walk func(prefix string, n *yaml.Node)
+		walk = func(prefix string, n *yaml.Node) {
+			switch n.Kind {
+			case yaml.DocumentNode:
+				for _, c := range n.Content {
+					walk(prefix, c)
+				}
+			case yaml.MappingNode:
+				for i := 0; i+1 < len(n.Content); i += 2 {
+					key := n.Content[i].Value
+					if prefix != "" {
+						key = prefix + "." + key
+					}
+					keys[n.Content[i].Line] = key
+					if _, seen := keys[n.Content[i+1].Line]; !seen {
+						keys[n.Content[i+1].Line] = key
+					}
+					walk(key, n.Content[i+1])
+				}
+			}
+		}
+		walk("", &root)
+	}
+	msg := te.Errors[0]
+	m := yamlLineRE.FindStringSubmatch(msg)
+	if m == nil {
+		return &ConfigError{Err: errors.New(msg)}
+	}
+	line, _ := strconv.Atoi(m[1])
+	detail := strings.Replace(m[2], "cannot unmarshal", "cannot use", 1)
+	key := keys[line]
+	if strings.Contains(detail, "not found in type") {
+		// "field foo not found in type main.EtcdConfig"
+		if f := strings.Fields(detail); len(f) > 1 {
+			if key == "" {
+				key = f[1]
+			}
+			detail = "unknown key"
+		}
+	}
+	return &ConfigError{Key: key, Err: fmt.Errorf("line %d: %s", line, detail)}
 }
 
 // LoadConfig builds the effective configuration: defaults, then the file

@@ -48,9 +48,11 @@ type app struct {
 // config loads the effective configuration (file, env, flags).
 func (a *app) config() (*Config, error) {
 	set := map[string]string{}
-	a.flags.Visit(func(f *pflag.Flag) {
+	// VisitAll and Changed: cobra parses the subcommand's merged flag set,
+	// so only the shared *Flag knows it was given.
+	a.flags.VisitAll(func(f *pflag.Flag) {
 		key, ok := flagKeys[f.Name]
-		if !ok {
+		if !ok || !f.Changed {
 			return
 		}
 		if sv, ok := f.Value.(pflag.SliceValue); ok {

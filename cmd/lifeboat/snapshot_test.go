@@ -214,12 +214,12 @@ func TestEveryMemberDown(t *testing.T) {
 	}
 }
 
-// smallTmpfs mounts a 1 MiB tmpfs (root is needed; CI runs as root) so a
+// smallTmpfs mounts a 256 KiB tmpfs (root is needed; CI runs as root) so a
 // spool write runs out of space.
 func smallTmpfs(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", dir).CombinedOutput()
+	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", dir).CombinedOutput()
 	if err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("mount a small tmpfs for the disk-full case: %v: %s", err, out)
