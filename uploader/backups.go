@@ -216,8 +216,13 @@ func (o *openReader) Read(p []byte) (int, error) {
 			return n, cerr
 		}
 	} else if err != nil {
-		if cerr := o.cr.check(); cerr != nil && o.cr.eof {
-			return n, fmt.Errorf("%w (%v)", cerr, err)
+		// A decoding error usually means the stored bytes are damaged:
+		// read the rest so the sha256 can say so precisely.
+		if !o.cr.eof {
+			io.Copy(io.Discard, o.cr)
+		}
+		if cerr := o.cr.check(); cerr != nil {
+			return n, fmt.Errorf("%w (decoding failed: %v)", cerr, err)
 		}
 		return n, fmt.Errorf("decode backup %s: %w", o.cr.m.ID, err)
 	}
