@@ -54,10 +54,18 @@ func diagnose(cfg Config, err error) string {
 		return "the server certificate does not name this endpoint's host; use a host name from the certificate in --endpoints"
 	case has("certificate has expired", "certificate is not yet valid"):
 		return "a certificate is expired or not yet valid; check the certificates and the clock"
+	case has("tls: certificate required") && cfg.Cert != "":
+		// Go sends no certificate when it is not signed by a CA the
+		// server lists as acceptable.
+		return fmt.Sprintf("the server did not accept the client certificate %s; check --cert/--key (they must be signed by a CA etcd trusts for clients)", cfg.Cert)
 	case has("tls: certificate required"):
 		return "the server requires a client certificate; set --cert and --key"
 	case has("remote error: tls:", "tls: bad certificate", "tls: unknown certificate authority"):
 		return "the server rejected the client certificate; check --cert/--key (they must be signed by a CA etcd trusts for clients)"
+	case errors.Is(err, errProbeClosed):
+		return "the server closed the connection after the TLS handshake; check --cert/--key (they must be signed by a CA etcd trusts for clients)"
+	case errors.Is(err, errProbeNoH2):
+		return "the endpoint does not speak plain-text gRPC; if etcd serves TLS there, use https:// and --cacert"
 	case has("first record does not look like a TLS handshake", "server gave HTTP response"):
 		return "the endpoint does not speak TLS; use http:// or check the port in --endpoints"
 	case has("authentication failed"):

@@ -189,4 +189,3 @@ func TestDiagnose(t *testing.T) {
 		})
 	}
 }
-

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -89,6 +88,13 @@ func memberStatus(ctx context.Context, cfg Config, cc clientv3.Config, ep string
 	st := MemberStatus{Endpoint: ep}
 	ctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
+	// The client hides why it cannot connect behind a timeout while it
+	// keeps retrying; a direct probe finds refused connections and TLS
+	// problems at once and says which.
+	if err := probe(ctx, ep, cc.TLS); err != nil {
+		st.Err = explain("connect to", ep, cfg, err)
+		return st
+	}
 	cli, err := newClient(ctx, cc, ep)
 	if err != nil {
 		st.Err = explain("connect to", ep, cfg, err)
@@ -179,14 +185,4 @@ func orderMembers(sts []MemberStatus, pref string) []MemberStatus {
 	}
 	slices.SortStableFunc(out, func(a, b MemberStatus) int { return cmp.Compare(key(a), key(b)) })
 	return out
-}
-
-// describeMember is a short human description for logs and errors.
-func describeMember(st MemberStatus) string {
-	var b strings.Builder
-	b.WriteString(st.Endpoint)
-	if st.Name != "" {
-		fmt.Fprintf(&b, " (%s)", st.Name)
-	}
-	return b.String()
 }

@@ -121,9 +121,17 @@ func discardSpool(f *os.File) {
 	_ = os.Remove(f.Name()) // best effort; a leftover is reported by the next O_EXCL create
 }
 
+// pipelineDepth is the number of copy buffers: one being filled from the
+// stream while the others are hashed and written out. Memory stays at
+// pipelineDepth*copyBufferSize whatever the snapshot size.
+const pipelineDepth = 3
+
 // save is the copy loop of Save on an open spool file, which it leaves open
 // (and fsynced on success). It returns the bytes read from r even on error,
 // so Take knows whether anything arrived.
+//
+// Reading the stream and hashing and writing the bytes run in two
+// goroutines, so the sha256 and the disk writes overlap with receiving.
 func save(ctx context.Context, r io.Reader, f *os.File, tee io.Writer, opts Options) (int64, string, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, "", err
@@ -131,50 +139,111 @@ func save(ctx context.Context, r io.Reader, f *os.File, tee io.Writer, opts Opti
 	wd := startWatchdog(ctx, r, opts.StallTimeout)
 	defer wd.stop()
 
-	w := writeback.NewWriter(f, opts.Chunk)
-	var h trailerHash
-	h.init()
-	buf := make([]byte, copyBufferSize)
+	free := make(chan []byte, pipelineDepth)
+	for range pipelineDepth {
+		free <- make([]byte, copyBufferSize)
+	}
+	full := make(chan []byte, pipelineDepth)
+	s := &sink{w: writeback.NewWriter(f, opts.Chunk), tee: tee, path: f.Name()}
+	s.h.init()
+	var wg sync.WaitGroup
+	wg.Go(func() { s.run(full, free) })
+
 	var n int64
-	for {
-		wd.reading.Store(true)
-		nr, rerr := r.Read(buf)
-		wd.reading.Store(false)
+	var rerr error
+	for rerr == nil && !s.failed.Load() {
+		buf := <-free
+		var nr int
+		nr, rerr = fill(r, buf, wd)
+		n += int64(nr)
 		if nr > 0 {
-			wd.progress.Add(1)
-			p := buf[:nr]
-			n += int64(nr)
-			h.Write(p)
-			if _, err := w.Write(p); err != nil {
-				return n, "", spoolWriteError(f.Name(), err)
-			}
-			if tee != nil {
-				if _, err := tee.Write(p); err != nil {
-					return n, "", fmt.Errorf("write snapshot to output after %d bytes: %w", n, err)
-				}
-			}
-		}
-		if rerr == io.EOF {
-			break
-		}
-		if rerr != nil {
-			switch {
-			case wd.stalled.Load():
-				return n, "", fmt.Errorf("%w: no data for %s after %d bytes", ErrStalled, opts.StallTimeout, n)
-			case ctx.Err() != nil:
-				return n, "", fmt.Errorf("after %d bytes: %w", n, context.Cause(ctx))
-			}
-			return n, "", &streamError{err: fmt.Errorf("after %d bytes: %w", n, rerr)}
+			full <- buf[:nr]
+		} else {
+			free <- buf
 		}
 	}
-	sum, err := h.check(n)
+	close(full)
+	wg.Wait()
+	if s.err != nil {
+		return n, "", s.err
+	}
+	if rerr != io.EOF {
+		switch {
+		case wd.stalled.Load():
+			return n, "", fmt.Errorf("%w: no data for %s after %d bytes", ErrStalled, opts.StallTimeout, n)
+		case ctx.Err() != nil:
+			return n, "", fmt.Errorf("stopped after %d bytes: %w", n, context.Cause(ctx))
+		}
+		return n, "", &streamError{err: fmt.Errorf("after %d bytes: %w", n, rerr)}
+	}
+	sum, err := s.h.check(n)
 	if err != nil {
 		return n, "", err
 	}
-	if err := w.Sync(); err != nil {
+	if err := s.w.Sync(); err != nil {
 		return n, "", spoolWriteError(f.Name(), err)
 	}
 	return n, sum, nil
+}
+
+// fill reads from r until buf is full or r fails (io.EOF included), telling
+// the watchdog when it waits and when bytes arrive. Whole buffers mean few,
+// large writes to the spool file.
+func fill(r io.Reader, buf []byte, wd *watchdog) (int, error) {
+	n := 0
+	for n < len(buf) {
+		wd.reading.Store(true)
+		nr, err := r.Read(buf[n:])
+		wd.reading.Store(false)
+		if nr > 0 {
+			wd.progress.Add(1)
+			n += nr
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// sink hashes and writes out the buffers that save reads.
+type sink struct {
+	h    trailerHash
+	w    *writeback.Writer
+	tee  io.Writer
+	path string
+	n    int64
+
+	failed atomic.Bool
+	err    error // set before failed; read after the sink goroutine ended
+}
+
+// run consumes full buffers until the channel is closed, returning each to
+// free. After a failure it only returns buffers, so the reader never blocks.
+func (s *sink) run(full <-chan []byte, free chan<- []byte) {
+	for p := range full {
+		if s.err == nil {
+			s.err = s.write(p)
+			if s.err != nil {
+				s.failed.Store(true)
+			}
+		}
+		free <- p[:cap(p)]
+	}
+}
+
+func (s *sink) write(p []byte) error {
+	s.h.Write(p)
+	if _, err := s.w.Write(p); err != nil {
+		return spoolWriteError(s.path, err)
+	}
+	s.n += int64(len(p))
+	if s.tee != nil {
+		if _, err := s.tee.Write(p); err != nil {
+			return fmt.Errorf("write snapshot to output after %d bytes: %w", s.n, err)
+		}
+	}
+	return nil
 }
 
 func spoolWriteError(path string, err error) error {

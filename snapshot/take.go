@@ -18,7 +18,7 @@ type Info struct {
 	Endpoint string
 	// MemberID, ClusterID and MemberName identify that member.
 	MemberID, ClusterID uint64
-	MemberName string
+	MemberName          string
 	// EtcdVersion is the member's server version (from its status);
 	// StorageVersion is the storage schema version etcd reported in the
 	// snapshot stream (empty before etcd v3.6). Restores need an etcd at
@@ -181,7 +181,7 @@ func takeFrom(ctx context.Context, cfg Config, cc clientv3.Config, ep string, f 
 
 // LiveHashKV asks the member at endpoint for the hash of its key-value store
 // at revision rev (0 for its current revision) and returns the hash and the
-// member's compact revision. Hashes of two members, or of a member and a
+// member's compact revision (-1 if it never compacted). Hashes of two members, or of a member and a
 // restored snapshot, are comparable only when their compact revisions agree.
 func LiveHashKV(ctx context.Context, cfg Config, endpoint string, rev int64) (hash uint32, compactRev int64, err error) {
 	cc, err := cfg.ClientConfig()
@@ -189,6 +189,9 @@ func LiveHashKV(ctx context.Context, cfg Config, endpoint string, rev int64) (ha
 		return 0, 0, err
 	}
 	cfg = cfg.withDefaults()
+	if err := probe(ctx, endpoint, cc.TLS); err != nil {
+		return 0, 0, redact(explain("connect to", endpoint, cfg, err), cfg.Password)
+	}
 	cli, err := newClient(ctx, cc, endpoint)
 	if err != nil {
 		return 0, 0, redact(explain("connect to", endpoint, cfg, err), cfg.Password)

@@ -46,17 +46,24 @@ type Status struct {
 
 // CompareHashKV compares a snapshot's HashKV with the live member's answer
 // for HashKV at st.Revision (liveHash, and the compact revision the member
-// reported with it).
+// reported with it; etcd's -1 for "never compacted" equals 0).
 //
 // It returns "match" when both are comparable and equal, and "not
 // comparable: <why>" with a nil error when the compact revisions differ
 // (etcd skips revisions scheduled for deletion and hashes a tombstone at
 // the compact revision differently, so hashes over different compactions
-// differ legitimately) or when st.HashKVComparable is false. When they are
+// differ legitimately) or when st.HashKVComparable is false. The compact
+// revisions differ, in particular, when st.Revision is the compact revision
+// itself: etcd then answers with the hash it computed while compacting, over
+// the records before compaction, reported with the previous compact
+// revision. When they are
 // comparable and differ it returns an error wrapping ErrHashKVMismatch.
 func CompareHashKV(st Status, liveHash uint32, liveCompactRev int64) (string, error) {
 	if !st.HashKVComparable {
 		return "not comparable: " + st.HashKVReason, nil
+	}
+	if liveCompactRev < 0 {
+		liveCompactRev = 0 // etcd reports -1 before its first compaction
 	}
 	if liveCompactRev != st.CompactRevision {
 		return fmt.Sprintf("not comparable: member compact revision %d, snapshot compact revision %d",

@@ -282,8 +282,11 @@ func (c *Config) Validate() error {
 			return cfgErr(key, "%d: use a count, 0 for off or -1 for unlimited", n)
 		}
 	}
-	if c.Retention.KeepWithin < 0 || c.Retention.OrphanGrace < 0 {
+	if c.Retention.KeepWithin < 0 {
 		return cfgErr("retention.keep_within", "must not be negative")
+	}
+	if c.Retention.OrphanGrace < 0 {
+		return cfgErr("retention.orphan_grace", "must not be negative")
 	}
 	if m := c.Store.ObjectLock.Mode; m != "" {
 		if m != "GOVERNANCE" && m != "COMPLIANCE" {

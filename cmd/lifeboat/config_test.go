@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/pflag"
 )
 
 func writeFile(t *testing.T, name, content string) string {
@@ -215,6 +216,20 @@ func FuzzLoadConfig(f *testing.F) {
 			if verr := c.Validate(); verr != nil {
 				t.Fatalf("LoadConfig returned a config that does not validate: %v", verr)
 			}
+		}
+	})
+}
+
+// TestEveryFlagIsAKey: every configuration flag on the root command maps to
+// a config key, so no flag is silently ignored.
+func TestEveryFlagIsAKey(t *testing.T) {
+	root := newRootCmd(nil, nil)
+	root.PersistentFlags().VisitAll(func(f *pflag.Flag) {
+		if f.Name == "config" {
+			return
+		}
+		if _, ok := flagKeys[f.Name]; !ok {
+			t.Errorf("flag --%s maps to no config key: it would be ignored", f.Name)
 		}
 	})
 }

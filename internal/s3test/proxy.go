@@ -37,10 +37,13 @@ const (
 	// (Content-Length included) but only Bytes of the body, then closes the
 	// connection.
 	FaultTruncate
+	// FaultDrop forwards the request, lets the server act on it, throws
+	// the response away and resets the connection: a lost response.
+	FaultDrop
 )
 
 // Fault is what the proxy does to one request. Build one with Status, Reset,
-// Stall or Truncate; the zero Fault forwards the request unchanged.
+// Stall, Truncate or Drop; the zero Fault forwards the request unchanged.
 type Fault struct {
 	Kind   FaultKind
 	Status int           // FaultStatus
@@ -62,6 +65,9 @@ func Stall(d time.Duration) Fault { return Fault{Kind: FaultStall, Delay: d} }
 
 // Truncate cuts the response body after n bytes.
 func Truncate(n int64) Fault { return Fault{Kind: FaultTruncate, Bytes: n} }
+
+// Drop forwards the request and loses the response.
+func Drop() Fault { return Fault{Kind: FaultDrop} }
 
 // FaultFunc decides the fault for request r, the n-th request (1-based) of
 // its operation Op(r) through the proxy, retries included.
@@ -157,6 +163,9 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	case FaultTruncate:
 		p.rp.ServeHTTP(&truncatingWriter{ResponseWriter: w, left: f.Bytes}, r)
+	case FaultDrop:
+		p.rp.ServeHTTP(httptest.NewRecorder(), r)
+		resetConn(w)
 	default:
 		p.rp.ServeHTTP(w, r)
 	}

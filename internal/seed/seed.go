@@ -127,7 +127,7 @@ func (o Options) batchSize() int {
 	return max(1, min(o.BatchSize, maxTxnOps, maxTxnValueBytes/max(o.MaxValue, 1)))
 }
 
-// write is one put (value != nil) or delete of keys[idx].
+// write is one put of version of objs[idx], or its delete.
 type write struct {
 	idx     int
 	version int

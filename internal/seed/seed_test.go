@@ -222,10 +222,10 @@ func TestWithDefaults(t *testing.T) {
 }
 
 // TestKubernetesLarger writes about 80 MiB, enough to see batching and
-// concurrency at work; skipped with -short.
+// concurrency at work; skipped with -short and under the race detector.
 func TestKubernetesLarger(t *testing.T) {
-	if testing.Short() {
-		t.Skip("writes about 80 MiB; skipped with -short")
+	if testing.Short() || raceEnabled {
+		t.Skip("writes about 80 MiB; skipped with -short and -race")
 	}
 	t.Parallel()
 	c := etcdtest.Start(t, etcdtest.Options{})

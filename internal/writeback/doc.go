@@ -6,8 +6,9 @@
 // fsync blocks for seconds, during which etcd's WAL fsyncs queue behind it (the
 // p99 put latency spikes seen while etcdctl snapshot save runs). Writer starts
 // writeback of every chunk as soon as it is complete and waits for the chunk
-// before it, so dirty pages stay bounded by about two chunks and the final
-// fsync is small: the bytes_per_sync idea of RocksDB.
+// before the previous one, so dirty pages stay bounded by about three chunks,
+// the disk sees a steady stream instead of bursts, and the final fsync is
+// small: the bytes_per_sync idea of RocksDB.
 //
 // The package also provides the temp-file, fsync, rename, fsync-directory
 // sequence (WriteFileAtomic, SyncDir) used wherever a file must appear whole or

@@ -14,8 +14,9 @@ const DefaultChunk = 8 << 20
 
 // Writer wraps an *os.File and, every Chunk bytes written, starts asynchronous
 // writeback of that range (sync_file_range SYNC_FILE_RANGE_WRITE) and waits for
-// the range before it (SYNC_FILE_RANGE_WAIT_BEFORE|WRITE|WAIT_AFTER), so dirty
-// pages stay bounded and the final fsync is small. A chunk of 0 disables it
+// the range before the previous one (SYNC_FILE_RANGE_WAIT_BEFORE|WRITE|
+// WAIT_AFTER), so dirty pages stay bounded (about three chunks) and the final
+// fsync is small. A chunk of 0 disables it
 // (plain writes). Where sync_file_range is unsupported (other systems, some
 // file systems) Writer silently falls back to plain writes.
 //
@@ -26,10 +27,11 @@ type Writer struct {
 	f     *os.File
 	chunk int64
 	off   int64 // file offset after the last write
-	// started is the end of the last range whose writeback was started;
-	// everything before prev has been waited for.
+	// started is the end of the last range whose writeback was started.
+	// Everything before waited has been written out and waited for; the
+	// ranges [waited, started) are in flight (at most two chunks).
 	started int64
-	prev    int64
+	waited  int64
 }
 
 // NewWriter returns a Writer that writes to f with incremental writeback every
@@ -46,7 +48,7 @@ func NewWriter(f *os.File, chunk int64) *Writer {
 		w.chunk = 0
 		return w
 	}
-	w.off, w.started, w.prev = off, off, off
+	w.off, w.started, w.waited = off, off, off
 	return w
 }
 
@@ -66,8 +68,10 @@ func (w *Writer) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// flushChunk starts writeback of [started, started+chunk) and waits for the
-// previous chunk [prev, started).
+// flushChunk starts writeback of the chunk [started, started+chunk) and
+// waits for the chunk before the previous one, so that two chunks are in
+// flight while the next one fills: the disk stays busy, the writer never
+// runs more than about three chunks ahead of it.
 func (w *Writer) flushChunk() error {
 	start := w.started
 	ok, err := startWriteback(w.f, start, w.chunk)
@@ -78,13 +82,14 @@ func (w *Writer) flushChunk() error {
 		w.chunk = 0 // unsupported here: plain writes from now on
 		return nil
 	}
-	if start > w.prev {
-		if _, err := waitWriteback(w.f, w.prev, start-w.prev); err != nil {
+	w.started = start + w.chunk
+	if start-w.waited > w.chunk {
+		end := start - w.chunk
+		if _, err := waitWriteback(w.f, w.waited, end-w.waited); err != nil {
 			return err
 		}
+		w.waited = end
 	}
-	w.prev = start
-	w.started = start + w.chunk
 	return nil
 }
 

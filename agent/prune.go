@@ -1,0 +1,451 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/lifeboat-dev/lifeboat/retention"
+	"github.com/lifeboat-dev/lifeboat/uploader"
+)
+
+// PruneJob applies a retention policy to one cluster's backups and cleans
+// up what failed uploads and interrupted prunes left behind.
+type PruneJob struct {
+	// Backups is the cluster's backup area.
+	Backups *uploader.Backups
+	// Policy says which backups to keep; it must be valid (an empty policy
+	// is an error, never "delete everything").
+	Policy retention.Policy
+	// OrphanGrace is how old (by the store's modification time) a data
+	// object without a manifest, a drill report without a backup, or an
+	// incomplete multipart upload must be before it is removed. It keeps
+	// prune away from uploads that are still running.
+	OrphanGrace time.Duration
+	// DryRun plans and reports but changes nothing.
+	DryRun bool
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// DrillPassed maps a backup id to whether its last drill passed; ids
+	// not in it (or a nil map) count as not proven. The newest proven
+	// backup is never deleted.
+	DrillPassed map[string]bool
+}
+
+// Action is what prune does with a backup.
+type Action string
+
+// Actions.
+const (
+	// ActionKeep: a rule or guarantee keeps the backup.
+	ActionKeep Action = "keep"
+	// ActionDelete: no rule keeps it; it is (or, in a dry run, would be)
+	// deleted.
+	ActionDelete Action = "delete"
+	// ActionLocked: no rule keeps it, but Object Lock retention or a legal
+	// hold (recorded in its manifest or reported by the store) forbids
+	// deleting it now. It is left for a later run.
+	ActionLocked Action = "locked"
+	// ActionSkip: it was to be deleted, but a check before deleting failed
+	// (see Problem); it is left alone this run.
+	ActionSkip Action = "skip"
+)
+
+// PlannedBackup is the plan for one backup whose data object is present.
+type PlannedBackup struct {
+	// Decision is the retention policy's verdict, with the rules that keep it.
+	Decision retention.Decision
+	// Entry is the backup as listed.
+	Entry uploader.Entry
+	// Action is what prune does with it.
+	Action Action
+	// Problem says why, for ActionSkip.
+	Problem string
+}
+
+// KeptObject is an object prune could clean up but leaves, and why.
+type KeptObject struct {
+	Object uploader.ObjectInfo
+	Reason string
+}
+
+// PrunePlan is what a prune run found and decided.
+type PrunePlan struct {
+	// Now is the time the plan was made for.
+	Now time.Time
+	// Backups are the backups with their data object (state ok), newest
+	// first. Only these take part in the retention policy.
+	Backups []PlannedBackup
+	// Broken are backups whose manifest names a data object that is
+	// missing or of the wrong size. Prune never deletes them: they need a
+	// human (list and verify show them too).
+	Broken []uploader.Entry
+	// Unreadable are manifests that cannot be parsed (perhaps written by a
+	// newer version). They, their data objects and their drill reports are
+	// left alone.
+	Unreadable []uploader.ObjectInfo
+	// Orphans are objects that belong to no backup and are older than the
+	// grace period: data objects without a manifest, drill reports of
+	// backups that no longer exist. They are removed.
+	Orphans []uploader.ObjectInfo
+	// OrphansKept are orphans left in place: younger than the grace period,
+	// locked, or belonging to an unreadable manifest.
+	OrphansKept []KeptObject
+	// IncompleteUploads are multipart uploads of this cluster older than the
+	// grace period (only for stores that can list them). They are aborted.
+	IncompleteUploads []uploader.IncompleteUpload
+}
+
+// PruneResult is what a prune run did.
+type PruneResult struct {
+	Plan *PrunePlan
+	// Deleted are the ids of the backups whose manifest, data object and
+	// drill reports were all deleted (none in a dry run).
+	Deleted []string
+	// Locked are the ids of backups the policy would delete but Object
+	// Lock keeps for now.
+	Locked []string
+	// OrphansRemoved and UploadsAborted count the cleanup done.
+	OrphansRemoved int
+	UploadsAborted int
+	// Broken counts backups whose data object is missing or wrong.
+	Broken int
+	// Errors are the problems met; each concerns one backup or object and
+	// did not stop the others.
+	Errors []error
+}
+
+// incompleteUploadStore is implemented by stores that can find and abort
+// multipart uploads that were never completed (uploader.S3).
+type incompleteUploadStore interface {
+	ListIncompleteUploads(ctx context.Context, olderThan time.Time) ([]uploader.IncompleteUpload, error)
+	AbortIncomplete(ctx context.Context, key, uploadID string) error
+}
+
+// Prune plans and, unless job.DryRun, applies the retention policy.
+//
+// Only backups whose data object is present take part in the policy;
+// broken ones are reported and kept. A backup is never deleted while it is
+// locked: by the lock its manifest records, or by the lock a Stat of its
+// data object reports before anything of the backup is touched (bucket
+// default retention, a legal hold set later). Orphans are Stat-ed too.
+//
+// A backup is deleted in a safe order: its manifest first, so it stops
+// being listed, then its data object, then its drill reports. A crash or an
+// error between the steps leaves only orphans, which a later run removes
+// once they are older than the grace period; never a listed backup without
+// data.
+//
+// An error with one backup or object does not stop the others; they are
+// collected in PruneResult.Errors and make Prune return an error at the
+// end, together with the result. Failing to list the store, or an invalid
+// policy, returns a nil result.
+func Prune(ctx context.Context, job PruneJob, lg *slog.Logger) (*PruneResult, error) {
+	if job.Backups == nil {
+		return nil, errors.New("prune: no backup store")
+	}
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	now := time.Now
+	if job.Now != nil {
+		now = job.Now
+	}
+	p := &pruner{job: job, b: job.Backups, now: now()}
+	plan, err := p.plan(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res := &PruneResult{Plan: plan, Broken: len(plan.Broken), Errors: p.errs}
+	for _, pb := range plan.Backups {
+		if pb.Action == ActionLocked {
+			res.Locked = append(res.Locked, pb.Entry.Manifest.ID)
+		}
+	}
+	if !job.DryRun {
+		p.apply(ctx, res, lg)
+		res.Errors = p.errs
+	}
+	if len(res.Errors) > 0 {
+		return res, fmt.Errorf("prune cluster %q in %s: %d problem(s): %w", p.b.Cluster, p.b.Store, len(res.Errors), errors.Join(res.Errors...))
+	}
+	lg.Info("prune done", "cluster", p.b.Cluster, "dry_run", job.DryRun, "backups", len(plan.Backups),
+		"deleted", len(res.Deleted), "locked", len(res.Locked), "orphans_removed", res.OrphansRemoved,
+		"uploads_aborted", res.UploadsAborted, "broken", res.Broken)
+	return res, nil
+}
+
+type pruner struct {
+	job  PruneJob
+	b    *uploader.Backups
+	now  time.Time
+	errs []error
+}
+
+func (p *pruner) fail(err error) { p.errs = append(p.errs, err) }
+
+// plan lists the store and decides. Per-object problems are collected in
+// p.errs; only a failed listing or an invalid policy is returned.
+func (p *pruner) plan(ctx context.Context) (*PrunePlan, error) {
+	if err := p.job.Policy.Validate(); err != nil {
+		return nil, fmt.Errorf("prune: %w", err)
+	}
+	l, err := p.b.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("prune: list backups of cluster %q in %s: %w", p.b.Cluster, p.b.Store, err)
+	}
+	plan := &PrunePlan{Now: p.now, Unreadable: l.Unreadable}
+
+	// Ids that are, or may be, backups: their objects and drill reports
+	// are never orphans.
+	known := map[string]bool{}
+	for _, u := range l.Unreadable {
+		known[idOf(u.Key)] = true
+	}
+	// How many manifests name each data object: one shared by two
+	// manifests (a hand-made copy) must not go with the first.
+	claims := map[string]int{}
+	var ok []uploader.Entry
+	for _, e := range l.Backups {
+		known[e.Manifest.ID] = true
+		claims[e.Manifest.Object]++
+		if e.State == uploader.StateOK {
+			ok = append(ok, e)
+		} else {
+			plan.Broken = append(plan.Broken, e)
+		}
+	}
+
+	in := make([]retention.Backup, len(ok))
+	byID := make(map[string]uploader.Entry, len(ok))
+	for i, e := range ok {
+		m := e.Manifest
+		in[i] = retention.Backup{
+			ID:          m.ID,
+			Time:        m.CreatedAt,
+			Size:        e.Object.Size,
+			DrillPassed: p.job.DrillPassed[m.ID],
+			Locked:      manifestLocked(m, p.now) || e.Object.Locked(p.now),
+		}
+		byID[m.ID] = e
+	}
+	decisions, err := retention.Plan(in, p.job.Policy, p.now)
+	if err != nil {
+		return nil, fmt.Errorf("prune: %w", err)
+	}
+	plan.Backups = make([]PlannedBackup, len(decisions))
+	for i, d := range decisions {
+		pb := PlannedBackup{Decision: d, Entry: byID[d.Backup.ID], Action: ActionKeep}
+		switch {
+		case d.Keep && len(d.Reasons) == 1 && d.Reasons[0] == "locked":
+			pb.Action = ActionLocked
+		case !d.Keep:
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("prune: %w", err)
+			}
+			pb.Action, pb.Problem = p.checkDelete(ctx, pb.Entry, claims)
+		}
+		plan.Backups[i] = pb
+	}
+
+	for _, o := range l.Orphans {
+		if known[idOf(o.Key)] {
+			plan.OrphansKept = append(plan.OrphansKept, KeptObject{o, "its manifest is unreadable"})
+			continue
+		}
+		p.planOrphan(ctx, plan, o)
+	}
+	if err := p.planDrillOrphans(ctx, plan, known); err != nil {
+		return nil, err
+	}
+	if err := p.planUploads(ctx, plan); err != nil {
+		p.fail(err)
+	}
+	return plan, nil
+}
+
+// checkDelete decides whether backup e, which no rule keeps, can be
+// deleted now.
+func (p *pruner) checkDelete(ctx context.Context, e uploader.Entry, claims map[string]int) (Action, string) {
+	m := e.Manifest
+	if dir := path.Join(p.b.Cluster, "snapshots") + "/"; !strings.HasPrefix(m.Object, dir) || strings.Contains(m.Object[len(dir):], "/") {
+		p.fail(fmt.Errorf("backup %s: manifest names data object %s outside %s: not deleted", m.ID, m.Object, dir))
+		return ActionSkip, "data object outside the cluster's snapshots"
+	}
+	if claims[m.Object] > 1 {
+		p.fail(fmt.Errorf("backup %s: data object %s is named by %d manifests: not deleted", m.ID, m.Object, claims[m.Object]))
+		return ActionSkip, "data object shared with another manifest"
+	}
+	// The manifest must be where the next run would look for it, or
+	// deleting "it" would leave a listed backup without data.
+	if _, err := p.b.Store.Stat(ctx, p.b.ManifestKey(m.ID)); err != nil {
+		p.fail(fmt.Errorf("backup %s: stat manifest: %w", m.ID, err))
+		return ActionSkip, "manifest not found at " + p.b.ManifestKey(m.ID)
+	}
+	info, err := p.b.Store.Stat(ctx, m.Object)
+	switch {
+	case errors.Is(err, uploader.ErrNotFound):
+		// Gone since the listing: the backup is broken now, and broken
+		// backups are for a human to look at.
+		p.fail(fmt.Errorf("backup %s: data object %s vanished while pruning: not deleted", m.ID, m.Object))
+		return ActionSkip, "data object vanished"
+	case err != nil:
+		p.fail(fmt.Errorf("backup %s: check lock of %s: %w", m.ID, m.Object, err))
+		return ActionSkip, "lock state unknown"
+	case info.Locked(p.now):
+		return ActionLocked, ""
+	}
+	return ActionDelete, ""
+}
+
+// planOrphan sorts an orphaned object into remove or keep.
+func (p *pruner) planOrphan(ctx context.Context, plan *PrunePlan, o uploader.ObjectInfo) {
+	if p.now.Sub(o.ModTime) < p.job.OrphanGrace {
+		plan.OrphansKept = append(plan.OrphansKept, KeptObject{o, "younger than the grace period"})
+		return
+	}
+	// Listings do not carry lock state: ask.
+	info, err := p.b.Store.Stat(ctx, o.Key)
+	switch {
+	case errors.Is(err, uploader.ErrNotFound):
+		return // removed meanwhile
+	case err != nil:
+		p.fail(fmt.Errorf("orphan %s: check lock: %w", o.Key, err))
+		plan.OrphansKept = append(plan.OrphansKept, KeptObject{o, "lock state unknown"})
+	case info.Locked(p.now):
+		plan.OrphansKept = append(plan.OrphansKept, KeptObject{o, "locked"})
+	default:
+		plan.Orphans = append(plan.Orphans, o)
+	}
+}
+
+// planDrillOrphans finds drill reports of backups that do not exist (left
+// by a prune interrupted after the data object was deleted).
+func (p *pruner) planDrillOrphans(ctx context.Context, plan *PrunePlan, known map[string]bool) error {
+	dir := path.Join(p.b.Cluster, "drills") + "/"
+	var stray []uploader.ObjectInfo
+	err := p.b.Store.List(ctx, dir, func(o uploader.ObjectInfo) error {
+		id, _, _ := strings.Cut(strings.TrimPrefix(o.Key, dir), "/")
+		if !known[id] {
+			stray = append(stray, o)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("prune: list drill reports of cluster %q in %s: %w", p.b.Cluster, p.b.Store, err)
+	}
+	for _, o := range stray {
+		p.planOrphan(ctx, plan, o)
+	}
+	return nil
+}
+
+// planUploads lists this cluster's incomplete multipart uploads older than
+// the grace period, when the store can.
+func (p *pruner) planUploads(ctx context.Context, plan *PrunePlan) error {
+	s, ok := p.b.Store.(incompleteUploadStore)
+	if !ok {
+		return nil
+	}
+	ups, err := s.ListIncompleteUploads(ctx, p.now.Add(-p.job.OrphanGrace))
+	if err != nil {
+		return err
+	}
+	prefix := path.Join(p.b.Cluster) + "/"
+	for _, u := range ups {
+		if strings.HasPrefix(u.Key, prefix) {
+			plan.IncompleteUploads = append(plan.IncompleteUploads, u)
+		}
+	}
+	return nil
+}
+
+// apply carries out the plan.
+func (p *pruner) apply(ctx context.Context, res *PruneResult, lg *slog.Logger) {
+	for _, pb := range res.Plan.Backups {
+		if pb.Action != ActionDelete {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			p.fail(fmt.Errorf("prune stopped: %w", err))
+			return
+		}
+		id := pb.Entry.Manifest.ID
+		if err := p.deleteBackup(ctx, pb.Entry.Manifest); err != nil {
+			p.fail(err)
+			continue
+		}
+		res.Deleted = append(res.Deleted, id)
+		lg.Info("deleted backup", "backup_id", id, "bytes", pb.Entry.Object.Size)
+	}
+	for _, o := range res.Plan.Orphans {
+		if err := ctx.Err(); err != nil {
+			p.fail(fmt.Errorf("prune stopped: %w", err))
+			return
+		}
+		if err := p.b.Store.Delete(ctx, o.Key); err != nil {
+			p.fail(fmt.Errorf("remove orphan: %w", err))
+			continue
+		}
+		res.OrphansRemoved++
+		lg.Info("removed orphan", "key", o.Key, "bytes", o.Size)
+	}
+	if len(res.Plan.IncompleteUploads) > 0 {
+		s := p.b.Store.(incompleteUploadStore)
+		for _, u := range res.Plan.IncompleteUploads {
+			if err := s.AbortIncomplete(ctx, u.Key, u.UploadID); err != nil {
+				p.fail(err)
+				continue
+			}
+			res.UploadsAborted++
+			lg.Info("aborted incomplete upload", "key", u.Key, "upload_id", u.UploadID)
+		}
+	}
+}
+
+// deleteBackup deletes manifest, data object and drill reports, in that
+// order: after the first step the backup is no longer listed, and what a
+// failure leaves behind is an orphan.
+func (p *pruner) deleteBackup(ctx context.Context, m *uploader.Manifest) error {
+	if err := p.b.Store.Delete(ctx, p.b.ManifestKey(m.ID)); err != nil {
+		return fmt.Errorf("delete backup %s: manifest: %w", m.ID, err)
+	}
+	if err := p.b.Store.Delete(ctx, m.Object); err != nil {
+		return fmt.Errorf("delete backup %s: manifest deleted, data object left as an orphan: %w", m.ID, err)
+	}
+	var reports []string
+	err := p.b.Store.List(ctx, drillPrefix(p.b, m.ID), func(o uploader.ObjectInfo) error {
+		reports = append(reports, o.Key)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("delete backup %s: drill reports left as orphans: %w", m.ID, err)
+	}
+	for _, k := range reports {
+		if err := p.b.Store.Delete(ctx, k); err != nil {
+			return fmt.Errorf("delete backup %s: drill reports left as orphans: %w", m.ID, err)
+		}
+	}
+	return nil
+}
+
+// drillPrefix is the key prefix of backup id's drill reports.
+func drillPrefix(b *uploader.Backups, id string) string {
+	return path.Join(b.Cluster, "drills", id) + "/"
+}
+
+// manifestLocked reports whether the manifest records a lock in force at now.
+func manifestLocked(m *uploader.Manifest, now time.Time) bool {
+	return m.LegalHold || (m.LockMode != "" && m.RetainUntil != nil && now.Before(*m.RetainUntil))
+}
+
+// idOf returns the backup id a snapshots/ key belongs to: its base name up
+// to the first dot (<id>.json, <id>.db.zst.age).
+func idOf(key string) string {
+	id, _, _ := strings.Cut(path.Base(key), ".")
+	return id
+}

@@ -1,0 +1,280 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lifeboat-dev/lifeboat/agent"
+)
+
+type pruneOptions struct {
+	dryRun bool
+	output string
+}
+
+func newPruneCmd(a *app) *cobra.Command {
+	var o pruneOptions
+	c := &cobra.Command{
+		Use:   "prune",
+		Short: "Apply the retention policy: delete the backups no rule keeps, remove orphans (--dry-run prints the plan)",
+		Long: `Apply the retention policy (retention.keep_* keys, --keep-* flags) to the
+cluster's backups. A backup is kept when any rule keeps it; the newest
+backup, the newest backup whose last drill passed, and backups under Object
+Lock or legal hold are never deleted. Each backup goes manifest first, then
+its data object, then its drill reports. Data objects without a manifest,
+drill reports without a backup and incomplete multipart uploads older than
+retention.orphan_grace are removed. Broken backups (data object missing)
+are reported, never deleted.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.output != "table" && o.output != "json" {
+				return usagef("--output %q: use table or json", o.output)
+			}
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			return runPrune(cmd.Context(), cfg, a.logger(cfg), o, a.stdout, time.Now())
+		},
+	}
+	c.Flags().BoolVar(&o.dryRun, "dry-run", false, "print the plan, change nothing")
+	c.Flags().StringVarP(&o.output, "output", "o", "table", "table or json")
+	return c
+}
+
+// prunedBackup is one row of the plan in `lifeboat prune -o json`.
+type prunedBackup struct {
+	ID        string    `json:"id"`
+	CreatedAt time.Time `json:"created_at"`
+	Size      int64     `json:"size"`
+	// Action is keep, delete, locked or skip.
+	Action  string   `json:"action"`
+	Reasons []string `json:"reasons"`
+	Problem string   `json:"problem,omitempty"`
+	// Deleted is true once manifest, object and drill reports are gone.
+	Deleted bool `json:"deleted"`
+}
+
+type prunedObject struct {
+	Key     string    `json:"key"`
+	Size    int64     `json:"size"`
+	ModTime time.Time `json:"mod_time"`
+	Reason  string    `json:"reason,omitempty"`
+}
+
+type prunedUpload struct {
+	Key       string    `json:"key"`
+	UploadID  string    `json:"upload_id"`
+	Initiated time.Time `json:"initiated"`
+}
+
+type brokenBackup struct {
+	ID      string `json:"id"`
+	Problem string `json:"problem"`
+}
+
+type pruneSummary struct {
+	Backups        int `json:"backups"`
+	Kept           int `json:"kept"`
+	Delete         int `json:"delete"`
+	Deleted        int `json:"deleted"`
+	Locked         int `json:"locked"`
+	Skipped        int `json:"skipped"`
+	Orphans        int `json:"orphans"`
+	OrphansRemoved int `json:"orphans_removed"`
+	Uploads        int `json:"incomplete_uploads"`
+	UploadsAborted int `json:"uploads_aborted"`
+	Broken         int `json:"broken"`
+	Unreadable     int `json:"unreadable_manifests"`
+	Errors         int `json:"errors"`
+}
+
+type pruneOutput struct {
+	Store             string         `json:"store"`
+	Cluster           string         `json:"cluster"`
+	Policy            string         `json:"policy"`
+	Now               time.Time      `json:"now"`
+	DryRun            bool           `json:"dry_run"`
+	Backups           []prunedBackup `json:"backups"`
+	Orphans           []prunedObject `json:"orphans"`
+	OrphansKept       []prunedObject `json:"orphans_kept"`
+	IncompleteUploads []prunedUpload `json:"incomplete_uploads"`
+	Broken            []brokenBackup `json:"broken"`
+	Unreadable        []string       `json:"unreadable_manifests"`
+	Summary           pruneSummary   `json:"summary"`
+	Errors            []string       `json:"errors"`
+}
+
+// runPrune prunes the configured store at now and prints what it did (or,
+// with --dry-run, would do). Errors with single backups are printed with
+// the rest and make it return an error (exit 1) at the end.
+func runPrune(ctx context.Context, cfg *Config, lg *slog.Logger, o pruneOptions, out io.Writer, now time.Time) error {
+	policy, err := cfg.Retention.Policy()
+	if err != nil {
+		return err
+	}
+	backups, err := openBackups(ctx, cfg, lg)
+	if err != nil {
+		return err
+	}
+	res, err := agent.Prune(ctx, agent.PruneJob{
+		Backups:     backups,
+		Policy:      policy,
+		OrphanGrace: time.Duration(cfg.Retention.OrphanGrace),
+		DryRun:      o.dryRun,
+		Now:         func() time.Time { return now },
+		// Drill reports do not exist yet: no backup counts as proven.
+		DrillPassed: nil,
+	}, lg)
+	if res == nil {
+		return err
+	}
+	rep := pruneReport(res, o.dryRun)
+	rep.Store, rep.Cluster, rep.Policy = backups.Store.String(), cfg.Cluster, policy.String()
+	if o.output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if jerr := enc.Encode(rep); jerr != nil {
+			return jerr
+		}
+	} else {
+		printPrune(out, rep, now)
+	}
+	if err != nil {
+		return fmt.Errorf("prune finished with %d error(s): %w", len(res.Errors), err)
+	}
+	return nil
+}
+
+// pruneReport turns the result into the printed report.
+func pruneReport(res *agent.PruneResult, dryRun bool) pruneOutput {
+	p := res.Plan
+	rep := pruneOutput{
+		Now: p.Now, DryRun: dryRun,
+		Backups: []prunedBackup{}, Orphans: []prunedObject{}, OrphansKept: []prunedObject{},
+		IncompleteUploads: []prunedUpload{}, Broken: []brokenBackup{}, Unreadable: []string{}, Errors: []string{},
+	}
+	deleted := map[string]bool{}
+	for _, id := range res.Deleted {
+		deleted[id] = true
+	}
+	s := &rep.Summary
+	for _, pb := range p.Backups {
+		m := pb.Entry.Manifest
+		reasons := pb.Decision.Reasons
+		if reasons == nil {
+			reasons = []string{}
+		}
+		rep.Backups = append(rep.Backups, prunedBackup{
+			ID: m.ID, CreatedAt: m.CreatedAt, Size: pb.Entry.Object.Size, Action: string(pb.Action),
+			Reasons: reasons, Problem: pb.Problem, Deleted: deleted[m.ID],
+		})
+		s.Backups++
+		switch pb.Action {
+		case agent.ActionKeep:
+			s.Kept++
+		case agent.ActionDelete:
+			s.Delete++
+		case agent.ActionLocked:
+			s.Locked++
+		case agent.ActionSkip:
+			s.Skipped++
+		}
+	}
+	s.Deleted = len(res.Deleted)
+	for _, o := range p.Orphans {
+		rep.Orphans = append(rep.Orphans, prunedObject{Key: o.Key, Size: o.Size, ModTime: o.ModTime})
+	}
+	for _, k := range p.OrphansKept {
+		rep.OrphansKept = append(rep.OrphansKept, prunedObject{Key: k.Object.Key, Size: k.Object.Size, ModTime: k.Object.ModTime, Reason: k.Reason})
+	}
+	for _, u := range p.IncompleteUploads {
+		rep.IncompleteUploads = append(rep.IncompleteUploads, prunedUpload{Key: u.Key, UploadID: u.UploadID, Initiated: u.Initiated})
+	}
+	for _, e := range p.Broken {
+		rep.Broken = append(rep.Broken, brokenBackup{ID: e.Manifest.ID, Problem: e.Problem})
+	}
+	for _, u := range p.Unreadable {
+		rep.Unreadable = append(rep.Unreadable, u.Key)
+	}
+	for _, err := range res.Errors {
+		rep.Errors = append(rep.Errors, err.Error())
+	}
+	s.Orphans, s.OrphansRemoved = len(p.Orphans), res.OrphansRemoved
+	s.Uploads, s.UploadsAborted = len(p.IncompleteUploads), res.UploadsAborted
+	s.Broken, s.Unreadable, s.Errors = res.Broken, len(p.Unreadable), len(res.Errors)
+	return rep
+}
+
+// decision is the DECISION column: "keep (last, daily 2026-11-29)",
+// "delete", "deleted", "locked: kept", "skip: …".
+func (b prunedBackup) decision(dryRun bool) string {
+	switch agent.Action(b.Action) {
+	case agent.ActionKeep:
+		return "keep (" + strings.Join(b.Reasons, ", ") + ")"
+	case agent.ActionLocked:
+		return "locked: kept"
+	case agent.ActionSkip:
+		return "skip: " + b.Problem
+	}
+	switch {
+	case dryRun:
+		return "delete"
+	case b.Deleted:
+		return "deleted"
+	default:
+		return "delete failed"
+	}
+}
+
+func printPrune(out io.Writer, rep pruneOutput, now time.Time) {
+	if rep.DryRun {
+		fmt.Fprintf(out, "dry run: nothing is changed\n")
+	}
+	fmt.Fprintf(out, "policy: %s\n", rep.Policy)
+	if len(rep.Backups) == 0 {
+		fmt.Fprintf(out, "no backups of cluster %q in %s\n", rep.Cluster, rep.Store)
+	} else {
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tAGE\tSIZE\tDECISION")
+		for _, b := range rep.Backups {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", b.ID, humanAge(now.Sub(b.CreatedAt)), humanBytes(b.Size), b.decision(rep.DryRun))
+		}
+		tw.Flush()
+	}
+	remove, abort := "removed", "aborted"
+	if rep.DryRun {
+		remove, abort = "would remove", "would abort"
+	}
+	for _, o := range rep.Orphans {
+		fmt.Fprintf(out, "orphan %s (%s old, %s): %s\n", o.Key, humanAge(now.Sub(o.ModTime)), humanBytes(o.Size), remove)
+	}
+	for _, o := range rep.OrphansKept {
+		fmt.Fprintf(out, "orphan %s (%s old, %s): kept, %s\n", o.Key, humanAge(now.Sub(o.ModTime)), humanBytes(o.Size), o.Reason)
+	}
+	for _, u := range rep.IncompleteUploads {
+		fmt.Fprintf(out, "incomplete upload %s (started %s ago): %s\n", u.Key, humanAge(now.Sub(u.Initiated)), abort)
+	}
+	for _, b := range rep.Broken {
+		fmt.Fprintf(out, "broken backup %s: %s (kept; prune never deletes a broken backup)\n", b.ID, b.Problem)
+	}
+	for _, k := range rep.Unreadable {
+		fmt.Fprintf(out, "unreadable manifest %s (kept, with its data object)\n", k)
+	}
+	s := rep.Summary
+	if rep.DryRun {
+		fmt.Fprintf(out, "summary: %d backup(s): %d kept, %d to delete, %d locked, %d skipped; %d orphan(s) to remove; %d incomplete upload(s) to abort; %d broken\n",
+			s.Backups, s.Kept, s.Delete, s.Locked, s.Skipped, s.Orphans, s.Uploads, s.Broken)
+		return
+	}
+	fmt.Fprintf(out, "summary: %d backup(s): %d kept, %d deleted, %d locked, %d skipped; %d orphan(s) removed; %d incomplete upload(s) aborted; %d broken; %d error(s)\n",
+		s.Backups, s.Kept, s.Deleted, s.Locked, s.Skipped, s.OrphansRemoved, s.UploadsAborted, s.Broken, s.Errors)
+}

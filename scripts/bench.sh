@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark on a ~1 GiB Kubernetes-like database in a real etcd
+# (the binary): `etcdctl snapshot save` versus `lifeboat snapshot` into a
+# local store, alternating runs, wall time and peak RSS from /usr/bin/time,
+# and the p99 latency of a 200 puts/s load with and without each backup.
+# Results: bench-out/results.md (copy them into docs/benchmarks.md).
+#
+#   BENCH_OBJECTS=250000 BENCH_RUNS=3 BENCH_DIR=/var/tmp/lifeboat-bench scripts/bench.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=$PWD/.bin
+OBJECTS=${BENCH_OBJECTS:-250000}
+RUNS=${BENCH_RUNS:-3}
+DIR=${BENCH_DIR:-/var/tmp/lifeboat-bench}
+OUT=$PWD/bench-out
+mkdir -p "$DIR" "$OUT"
+go build -o "$BIN/benchtool" ./internal/benchtool
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+cport=$(free_port); pport=$(free_port)
+ep=http://127.0.0.1:$cport
+fresh=0
+[ -f "$DIR/seeded-$OBJECTS" ] || { rm -rf "$DIR/etcd"; fresh=1; }
+"$BIN/etcd" --name bench --data-dir "$DIR/etcd" --quota-backend-bytes $((8<<30)) \
+  --listen-client-urls "$ep" --advertise-client-urls "$ep" \
+  --listen-peer-urls "http://127.0.0.1:$pport" --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
+  --initial-cluster "bench=http://127.0.0.1:$pport" --log-level error >"$DIR/etcd.log" 2>&1 &
+etcd_pid=$!
+trap 'kill $etcd_pid 2>/dev/null; wait $etcd_pid 2>/dev/null || true' EXIT
+for _ in $(seq 150); do "$BIN/etcdctl" --endpoints "$ep" endpoint health >/dev/null 2>&1 && break; sleep 0.2; done
+if [ $fresh = 1 ]; then
+  echo "bench: seeding $OBJECTS objects (once; kept in $DIR)"
+  "$BIN/benchtool" seed --endpoints "$ep" --objects "$OBJECTS"
+  touch "$DIR/seeded-$OBJECTS"
+fi
+"$BIN/etcdctl" --endpoints "$ep" endpoint status -w table
+
+# timed NAME CMD...: runs CMD under /usr/bin/time, appends "NAME wall_s rss_kb".
+timed() {
+  local name=$1; shift
+  /usr/bin/time -f "%e %M" -o "$OUT/time.tmp" "$@" >"$OUT/$name.out" 2>"$OUT/$name.err" || { echo "bench: $name failed"; cat "$OUT/$name.err"; exit 1; }
+  echo "$name $(cat "$OUT/time.tmp")" >>"$OUT/runs.txt"
+}
+etcdctl_save() { rm -f "$DIR/etcdctl.db"; "$BIN/etcdctl" --endpoints "$ep" snapshot save "$DIR/etcdctl.db"; }
+lifeboat_snap() { "$BIN/lifeboat" snapshot --endpoints "$ep" --store "file://$DIR/store" --spool-dir "$DIR/spool" --log-format json; }
+export -f etcdctl_save lifeboat_snap; export BIN ep DIR
+
+: >"$OUT/runs.txt"
+for i in $(seq "$RUNS"); do
+  timed etcdctl bash -c etcdctl_save
+  timed lifeboat bash -c lifeboat_snap
+done
+rm -rf "$DIR/store"/*
+
+# load_during NAME CMD: p99 of 200 puts/s while CMD runs (1 s before, until it ends).
+load_during() {
+  local name=$1; shift
+  "$BIN/benchtool" load --endpoints "$ep" --rate 200 --duration 10m >"$OUT/load-$name.json" &
+  local lp=$!
+  sleep 1
+  "$@" >/dev/null 2>&1
+  sleep 0.5
+  kill -TERM $lp; wait $lp || true
+}
+: >"$OUT/load.txt"
+for i in $(seq "$RUNS"); do
+  "$BIN/benchtool" load --endpoints "$ep" --rate 200 --duration 8s >"$OUT/load-idle.json"
+  echo "idle $(cat "$OUT/load-idle.json")" >>"$OUT/load.txt"
+  load_during etcdctl bash -c etcdctl_save
+  echo "etcdctl $(cat "$OUT/load-etcdctl.json")" >>"$OUT/load.txt"
+  load_during lifeboat bash -c lifeboat_snap
+  echo "lifeboat $(cat "$OUT/load-lifeboat.json")" >>"$OUT/load.txt"
+done
+rm -rf "$DIR/store"/* "$DIR/etcdctl.db"
+
+python3 - "$OUT" <<'PY'
+import json, statistics, sys, os
+out = sys.argv[1]
+runs = {}
+for line in open(os.path.join(out, "runs.txt")):
+    name, wall, rss = line.split()
+    runs.setdefault(name, []).append((float(wall), int(rss)))
+load = {}
+for line in open(os.path.join(out, "load.txt")):
+    name, js = line.split(" ", 1)
+    load.setdefault(name, []).append(json.loads(js))
+med = statistics.median
+ew = med(w for w, _ in runs["etcdctl"]); lw = med(w for w, _ in runs["lifeboat"])
+er = max(r for _, r in runs["etcdctl"]); lr = max(r for _, r in runs["lifeboat"])
+p99 = {k: med(x["p99_ms"] for x in v) for k, v in load.items()}
+lines = [
+  "| measure | etcdctl snapshot save | lifeboat snapshot | ratio |",
+  "|---|---|---|---|",
+  f"| wall time, median of {len(runs['etcdctl'])} (s) | {ew:.2f} | {lw:.2f} | {lw/ew:.2f}x |",
+  f"| peak RSS (MiB) | {er/1024:.0f} | {lr/1024:.0f} | |",
+  f"| p99 put latency during the backup (ms; idle {p99['idle']:.1f}) | {p99['etcdctl']:.1f} | {p99['lifeboat']:.1f} | lifeboat/idle {p99['lifeboat']/max(p99['idle'],0.001):.1f}x |",
+  "",
+  "raw runs (name wall_s peak_rss_kb):",
+  "```", open(os.path.join(out, "runs.txt")).read().strip(), "```",
+  "load (p99 per window):",
+  "```", open(os.path.join(out, "load.txt")).read().strip(), "```",
+]
+open(os.path.join(out, "results.md"), "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+PY

@@ -1,0 +1,188 @@
+package verify
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+
+	"github.com/coreos/go-semver/semver"
+)
+
+// Bucket and meta key names of etcd's schema (go.etcd.io/etcd/server/v3/storage/schema).
+var (
+	keyBucket         = []byte("key")
+	metaBucket        = []byte("meta")
+	storageVersionKey = []byte("storageVersion")
+	finishedCompact   = []byte("finishedCompactRev")
+	scheduledCompact  = []byte("scheduledCompactRev")
+)
+
+// castagnoli is the crc32 table etcd uses for its hashes.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ctxEvery is how many records are read between context checks.
+const ctxEvery = 4096
+
+// errInternal marks a panic while reading a file: a bug in this package,
+// reported as corruption so that no damaged file can crash lifeboat.
+var errInternal = errors.New("unexpected failure reading the file")
+
+// File checks the snapshot at path read-only and returns its status: the
+// structural checks of bbolt's tx.Check, the fields of `etcdutl snapshot
+// status` (size, revision, total keys, bolt hash, storage version), the
+// compact revision and etcd's HashKV at the snapshot revision.
+//
+// The file may carry etcd's sha256 trailer (bbolt ignores bytes past its
+// pages); File does not check it, Trailer does. The file must not change
+// while File runs. Integrity failures wrap ErrCorrupt; a missing or
+// unreadable file is an error naming the path, not ErrCorrupt.
+//
+// File reads the file with pread into small buffers, not through a memory
+// map, so its resident memory stays small whatever the file's size: page
+// buffers, a bitmap of one bit per page and two hash sets of 16 bytes per
+// live key. It reads every page once, plus the pages holding records newer
+// than the compact revision a second time. ctx is checked every few
+// thousand pages and records.
+func File(ctx context.Context, path string) (st Status, err error) {
+	if err := ctx.Err(); err != nil {
+		return Status{}, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return Status{}, fmt.Errorf("open snapshot %s: %w", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return Status{}, fmt.Errorf("stat snapshot %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return Status{}, fmt.Errorf("snapshot %s: not a regular file", path)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			st, err = Status{}, fmt.Errorf("snapshot %s: %w: %w (%v)", path, ErrCorrupt, errInternal, r)
+		}
+	}()
+	m, err := readMeta(f, fi.Size())
+	if err != nil {
+		return Status{}, fmt.Errorf("snapshot %s: %w", path, err)
+	}
+	st, err = scan(ctx, newReader(ctx, f, m))
+	if err != nil {
+		return Status{}, fmt.Errorf("snapshot %s: %w", path, err)
+	}
+	return st, nil
+}
+
+// scan reads the meta bucket and the records newer than the compact
+// revision, then walks the whole file once, checking it and hashing every
+// bucket and record.
+func scan(ctx context.Context, r *reader) (Status, error) {
+	st := Status{Size: int64(r.meta.pgid * r.meta.pageSize)}
+	rootVal := make([]byte, bucketHeaderSize)
+	ne.PutUint64(rootVal, r.meta.root)
+
+	var scheduled int64
+	metaVal, isBucket, err := r.lookup(rootVal, metaBucket, 0)
+	if err != nil {
+		return Status{}, fmt.Errorf("meta bucket: %w", err)
+	}
+	if metaVal != nil && isBucket {
+		v, _, err := r.lookup(metaVal, storageVersionKey, 0)
+		if err != nil {
+			return Status{}, fmt.Errorf("meta bucket: %w", err)
+		}
+		// As etcdutl: the value as semver, "" when absent or not semver.
+		if sv, err := semver.NewVersion(string(v)); v != nil && err == nil {
+			st.StorageVersion = sv.String()
+		}
+		if st.CompactRevision, err = r.metaRevision(metaVal, finishedCompact); err != nil {
+			return Status{}, err
+		}
+		if scheduled, err = r.metaRevision(metaVal, scheduledCompact); err != nil {
+			return Status{}, err
+		}
+	}
+
+	h := newKVHasher(st.CompactRevision)
+	if scheduled > st.CompactRevision {
+		h.notComparable(fmt.Sprintf("compaction to revision %d scheduled but only %d finished", scheduled, st.CompactRevision))
+	}
+	if h.needTail() {
+		keyVal, isBucket, err := r.lookup(rootVal, keyBucket, 0)
+		if err != nil {
+			return Status{}, fmt.Errorf("key bucket: %w", err)
+		}
+		if keyVal != nil && isBucket {
+			if err := h.readTail(ctx, r, keyVal); err != nil {
+				return Status{}, err
+			}
+		}
+	}
+
+	var boltHash uint32
+	n := 0
+	record := func(k, v []byte) {
+		boltHash = crc32.Update(boltHash, castagnoli, k)
+		boltHash = crc32.Update(boltHash, castagnoli, v)
+	}
+	// The root bucket holds only buckets: hash each name, then its records
+	// in order, as etcdutl's status does (nested buckets by name only).
+	root := func(name, v, bucketVal []byte, depth int) error {
+		if bucketVal == nil {
+			return corruptf("root entry %q is not a bucket", name)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		boltHash = crc32.Update(boltHash, castagnoli, name)
+		isKey := bytes.Equal(name, keyBucket)
+		return r.walkBucket(0, bucketVal, depth+1, func(k, v, nested []byte, d int) error {
+			if nested != nil {
+				record(k, nil)
+				return r.checkNested(0, nested, d+1)
+			}
+			record(k, v)
+			if isKey {
+				if err := h.add(k, v); err != nil {
+					return fmt.Errorf("%w: key bucket: %w", ErrCorrupt, err)
+				}
+			}
+			if n++; n%ctxEvery == 0 {
+				return ctx.Err()
+			}
+			return nil
+		})
+	}
+	if _, err := r.walkTree(r.meta.root, 0, nil, nil, root); err != nil {
+		return Status{}, err
+	}
+	if err := r.checkFreelist(); err != nil {
+		return Status{}, err
+	}
+	st.BoltHash = boltHash
+	st.Revision = h.revision()
+	st.TotalKeys = h.liveKeys()
+	st.HashKV, st.HashKVComparable, st.HashKVReason = h.sum()
+	return st, nil
+}
+
+// metaRevision reads a compact revision from the meta bucket, 0 if absent.
+func (r *reader) metaRevision(metaVal, name []byte) (int64, error) {
+	v, _, err := r.lookup(metaVal, name, 0)
+	if err != nil {
+		return 0, fmt.Errorf("meta bucket: %w", err)
+	}
+	if v == nil {
+		return 0, nil
+	}
+	rev, err := parseRevKey(v)
+	if err != nil {
+		return 0, fmt.Errorf("%w: meta %s: %w", ErrCorrupt, name, err)
+	}
+	return rev.main, nil
+}

@@ -1,0 +1,163 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"hash/crc32"
+	"hash/maphash"
+)
+
+// kvHasher recomputes etcd's HashKV (mvcc hashByRev / kvHasher in
+// go.etcd.io/etcd/server/v3/storage/mvcc, v3.7) at the newest revision R of
+// a snapshot, with compact revision C, from the key bucket alone.
+//
+// etcd hashes "key", then the key and value of each revision record in
+// order, skipping:
+//   - records newer than R (there are none: R is the newest);
+//   - records at or below C that are not in keep, where keep holds, for
+//     every key alive at R, its newest revision at or below R. This rule
+//     only applies when keep is not empty (some key is alive at R);
+//   - a tombstone at exactly C.
+//
+// After a finished compaction the bucket holds at most one record at or
+// below C per key (the newest; compaction removed the others, and all
+// tombstones below C). Such a record is then in keep exactly when it is not
+// a tombstone and its key has no record newer than C. kvHasher learns those
+// keys with a read of the records after C (readTail) before the main pass.
+// Whether keep is empty is only known at the end, so until a record in keep
+// is seen a second crc is kept for the unfiltered case.
+//
+// Keys are remembered as 128-bit hashes (two seeded maphashes), 16 bytes a
+// key: a collision between two of a few million keys has a probability
+// below 1e-25.
+type kvHasher struct {
+	compact  int64
+	rev      int64  // newest revision so far
+	filtered uint32 // crc when keep is not empty
+	all      uint32 // crc when keep is empty; frozen once keepSeen
+	keepSeen bool
+	seeds    [2]maphash.Seed
+	tail     keySet // keys with a record newer than compact
+	live     keySet // keys alive so far, in revision order (etcdutl's count)
+	reason   string // why the result is not comparable; "" if it is
+}
+
+func newKVHasher(compact int64) *kvHasher {
+	h := &kvHasher{
+		compact: compact,
+		seeds:   [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
+		live:    keySet{},
+	}
+	h.filtered = crc32.Update(0, castagnoli, keyBucket)
+	h.all = h.filtered
+	return h
+}
+
+func (h *kvHasher) notComparable(reason string) {
+	if h.reason == "" {
+		h.reason = reason
+	}
+}
+
+// needTail says whether the hash needs the keys changed after compact.
+func (h *kvHasher) needTail() bool {
+	return h.compact > 0 && h.reason == ""
+}
+
+// readTail reads the records newer than the compact revision from the key
+// bucket whose header is keyVal.
+func (h *kvHasher) readTail(ctx context.Context, r *reader, keyVal []byte) error {
+	h.tail = keySet{}
+	n := 0
+	return r.scanFrom(keyVal, revKey(h.compact+1), 0, func(k, v []byte) error {
+		key, err := kvKey(v)
+		if err != nil {
+			return fmt.Errorf("%w: key bucket: record %x: %w", ErrCorrupt, k, err)
+		}
+		h.tail.put(h.id(key))
+		if n++; n%ctxEvery == 0 {
+			return ctx.Err()
+		}
+		return nil
+	})
+}
+
+// add takes the records of the key bucket in order.
+func (h *kvHasher) add(k, v []byte) error {
+	r, err := parseRevKey(k)
+	if err != nil {
+		return err
+	}
+	key, err := kvKey(v)
+	if err != nil {
+		return fmt.Errorf("record %x: %w", k, err)
+	}
+	id := h.id(key)
+	wasLive := h.live.has(id)
+	if r.tombstone {
+		h.live.del(id)
+	} else {
+		h.live.put(id)
+	}
+	// Records come in revision order: the last one is the snapshot revision,
+	// so none is newer than the revision hashed.
+	h.rev = r.main
+	if h.compact > 0 && r.main <= h.compact {
+		if wasLive || (r.tombstone && r.main < h.compact) {
+			h.notComparable(fmt.Sprintf("key bucket holds revision %d of a key that compaction to %d should have removed", r.main, h.compact))
+		}
+		if r.tombstone && r.main == h.compact {
+			return nil
+		}
+		if !r.tombstone && h.tail != nil && !h.tail.has(id) {
+			h.filtered = crc32.Update(crc32.Update(h.filtered, castagnoli, k), castagnoli, v)
+			if !h.keepSeen {
+				h.all = crc32.Update(crc32.Update(h.all, castagnoli, k), castagnoli, v)
+				h.keepSeen = true
+			}
+			return nil
+		}
+		if !h.keepSeen {
+			h.all = crc32.Update(crc32.Update(h.all, castagnoli, k), castagnoli, v)
+		}
+		return nil
+	}
+	h.filtered = crc32.Update(crc32.Update(h.filtered, castagnoli, k), castagnoli, v)
+	if !h.keepSeen {
+		h.all = crc32.Update(crc32.Update(h.all, castagnoli, k), castagnoli, v)
+	}
+	return nil
+}
+
+func (h *kvHasher) id(key []byte) keyID {
+	return keyID{maphash.Bytes(h.seeds[0], key), maphash.Bytes(h.seeds[1], key)}
+}
+
+func (h *kvHasher) liveKeys() int { return len(h.live) }
+
+// revision is the newest revision of the key bucket (etcdutl's revision).
+func (h *kvHasher) revision() int64 { return h.rev }
+
+// sum returns the HashKV, or 0 and the reason it is not comparable.
+func (h *kvHasher) sum() (uint32, bool, string) {
+	if h.rev < h.compact {
+		h.notComparable(fmt.Sprintf("revision %d is below the compact revision %d", h.rev, h.compact))
+	}
+	if h.reason != "" {
+		return 0, false, h.reason
+	}
+	if len(h.live) > 0 {
+		return h.filtered, true, ""
+	}
+	return h.all, true, ""
+}
+
+// keyID identifies a key by two independent 64-bit hashes.
+type keyID [2]uint64
+
+// keySet is a set of keys held as keyIDs.
+type keySet map[keyID]struct{}
+
+func (s keySet) put(id keyID)      { s[id] = struct{}{} }
+func (s keySet) del(id keyID)      { delete(s, id) }
+func (s keySet) has(id keyID) bool { _, ok := s[id]; return ok }
