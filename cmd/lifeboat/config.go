@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"reflect"
 	"regexp"
@@ -13,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/robfig/cron/v3"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/lifeboat-dev/lifeboat/retention"
@@ -36,6 +39,78 @@ type Config struct {
 	Encryption EncryptionConfig
 	// Retention is the policy prune applies.
 	Retention RetentionConfig
+	// Drill configures restore drills.
+	Drill DrillConfig
+	// Schedule holds the agent's cron schedules.
+	Schedule ScheduleConfig
+	// Agent configures the daemon.
+	Agent AgentConfig
+	// Notify configures webhook notifications.
+	Notify NotifyConfig
+}
+
+// DrillConfig configures restore drills.
+type DrillConfig struct {
+	// ScratchDir is where a drill restores (needs about twice the db size
+	// free; emptied after every drill).
+	ScratchDir string `yaml:"scratch_dir"`
+	// EtcdBinary runs the throwaway etcd from this binary instead of the
+	// embedded server, to match the cluster's version.
+	EtcdBinary string `yaml:"etcd_binary"`
+	// CheckPrefixes must each hold at least one key in the restored data
+	// (e.g. /registry/namespaces/ for Kubernetes).
+	CheckPrefixes []string `yaml:"check_prefixes"`
+	// Timeout bounds one drill.
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// ScheduleConfig holds cron schedules (robfig/cron: five fields with
+// optional seconds, descriptors like @every 30m or @daily, CRON_TZ=…).
+// An empty schedule disables that job.
+type ScheduleConfig struct {
+	Snapshot string `yaml:"snapshot"`
+	Prune    string `yaml:"prune"`
+	Drill    string `yaml:"drill"`
+	// Jitter delays each run by a random time up to this.
+	Jitter time.Duration `yaml:"jitter"`
+	// RunAtStart runs a snapshot when the agent starts.
+	RunAtStart bool `yaml:"run_at_start"`
+	// DrillTarget is latest or random (an older retained backup).
+	DrillTarget string `yaml:"drill_target"`
+}
+
+// AgentConfig configures the daemon.
+type AgentConfig struct {
+	// Listen is the HTTP address for /metrics, /healthz, /readyz, /status.
+	Listen string `yaml:"listen"`
+	// Lock coordinates several agents through a lease-based lock in etcd
+	// so each job runs once per cluster.
+	Lock bool `yaml:"lock"`
+	// LockTTL is the lock lease's TTL: how soon a dead agent's lock expires.
+	LockTTL time.Duration `yaml:"lock_ttl"`
+	// SnapshotRetries is how often a failed snapshot is retried (with
+	// backoff) before the run counts as failed.
+	SnapshotRetries int `yaml:"snapshot_retries"`
+	// StaleAfter: the newest backup older than this is "stale" (notified).
+	StaleAfter time.Duration `yaml:"stale_after"`
+	// Pushgateway, when set, receives the metrics after agent --once.
+	Pushgateway string `yaml:"pushgateway"`
+	// Textfile, when set, receives the metrics after agent --once, for
+	// node_exporter's textfile collector.
+	Textfile string `yaml:"textfile"`
+	// ShutdownTimeout bounds a graceful shutdown.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+}
+
+// NotifyConfig configures webhook notifications.
+type NotifyConfig struct {
+	// Webhooks receive a JSON POST per event (URLs may hold tokens: they
+	// are secrets and never printed).
+	Webhooks []snapshot.Secret `yaml:"webhooks"`
+	// On lists the events to send: drill_failed, snapshot_failed, stale.
+	On []string `yaml:"on"`
+	// Timeout bounds one webhook attempt.
+	Timeout time.Duration `yaml:"timeout"`
 }
 
 // RetentionConfig is the GFS retention policy (restic's forget semantics:
@@ -193,6 +268,21 @@ func DefaultConfig() Config {
 		},
 		Store:     StoreConfig{URL: "file:///var/lib/lifeboat/backups", Compression: "zstd"},
 		Retention: RetentionConfig{TimeZone: "UTC", OrphanGrace: Duration(24 * time.Hour)},
+		Drill: DrillConfig{
+			ScratchDir:    "/var/lib/lifeboat/scratch",
+			CheckPrefixes: []string{},
+			Timeout:       15 * time.Minute,
+		},
+		Schedule: ScheduleConfig{Snapshot: "@every 1h", Prune: "@every 6h", Drill: "@daily", DrillTarget: "latest"},
+		Agent: AgentConfig{
+			Listen:          "127.0.0.1:9469",
+			Lock:            true,
+			LockTTL:         30 * time.Second,
+			SnapshotRetries: 2,
+			StaleAfter:      3 * time.Hour,
+			ShutdownTimeout: 30 * time.Second,
+		},
+		Notify: NotifyConfig{On: []string{"drill_failed", "snapshot_failed", "stale"}, Timeout: 10 * time.Second},
 	}
 }
 
@@ -288,6 +378,64 @@ func (c *Config) Validate() error {
 	if c.Retention.OrphanGrace < 0 {
 		return cfgErr("retention.orphan_grace", "must not be negative")
 	}
+	if c.Drill.ScratchDir == "" {
+		return cfgErr("drill.scratch_dir", "empty")
+	}
+	if c.Drill.Timeout <= 0 {
+		return cfgErr("drill.timeout", "must be positive")
+	}
+	for _, p := range c.Drill.CheckPrefixes {
+		if p == "" {
+			return cfgErr("drill.check_prefixes", "empty prefix")
+		}
+	}
+	for key, spec := range map[string]string{"schedule.snapshot": c.Schedule.Snapshot, "schedule.prune": c.Schedule.Prune, "schedule.drill": c.Schedule.Drill} {
+		if spec == "" {
+			continue
+		}
+		if _, err := cronParser.Parse(spec); err != nil {
+			return cfgErr(key, "%q is not a cron schedule (5 fields with optional seconds, @every 30m, @daily, CRON_TZ=…): %v", spec, err)
+		}
+	}
+	if c.Schedule.Jitter < 0 {
+		return cfgErr("schedule.jitter", "must not be negative")
+	}
+	if c.Schedule.DrillTarget != "latest" && c.Schedule.DrillTarget != "random" {
+		return cfgErr("schedule.drill_target", "%q is not latest or random", c.Schedule.DrillTarget)
+	}
+	if _, _, err := net.SplitHostPort(c.Agent.Listen); err != nil && c.Agent.Listen != "" {
+		return cfgErr("agent.listen", "%q is not host:port", c.Agent.Listen)
+	}
+	if c.Agent.LockTTL < 5*time.Second {
+		return cfgErr("agent.lock_ttl", "must be at least 5s")
+	}
+	if c.Agent.SnapshotRetries < 0 {
+		return cfgErr("agent.snapshot_retries", "must not be negative")
+	}
+	if c.Agent.StaleAfter <= 0 {
+		return cfgErr("agent.stale_after", "must be positive")
+	}
+	if c.Agent.ShutdownTimeout <= 0 {
+		return cfgErr("agent.shutdown_timeout", "must be positive")
+	}
+	if p := c.Agent.Pushgateway; p != "" && !strings.HasPrefix(p, "http://") && !strings.HasPrefix(p, "https://") {
+		return cfgErr("agent.pushgateway", "must be an http(s) URL")
+	}
+	for i, w := range c.Notify.Webhooks {
+		if u, err := url.Parse(w.Reveal()); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return cfgErr("notify.webhooks", "entry %d is not an http(s) URL", i+1)
+		}
+	}
+	for _, e := range c.Notify.On {
+		switch e {
+		case "drill_failed", "snapshot_failed", "stale", "prune_failed":
+		default:
+			return cfgErr("notify.on", "%q is not drill_failed, snapshot_failed, prune_failed or stale", e)
+		}
+	}
+	if c.Notify.Timeout <= 0 {
+		return cfgErr("notify.timeout", "must be positive")
+	}
 	if m := c.Store.ObjectLock.Mode; m != "" {
 		if m != "GOVERNANCE" && m != "COMPLIANCE" {
 			return cfgErr("store.object_lock.mode", "%q is not GOVERNANCE or COMPLIANCE", m)
@@ -321,6 +469,9 @@ func (c *Config) s3Config(loc string) uploader.S3Config {
 		Profile: s.Profile, MaxAttempts: s.MaxAttempts,
 	}
 }
+
+// cronParser parses schedules as the agent does.
+var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
 // Duration is a time.Duration that also accepts days, weeks and years
 // ("30d", "2w", "1y") in the file, environment and flags.
@@ -432,6 +583,15 @@ func (o option) set(s string) error {
 			return cfgErr(o.key, "%q is not a duration (like 30s, 5m, 1h)", s)
 		}
 		f.SetInt(int64(d))
+		return nil
+	case []snapshot.Secret:
+		var parts []snapshot.Secret
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				parts = append(parts, snapshot.Secret(p))
+			}
+		}
+		f.Set(reflect.ValueOf(parts))
 		return nil
 	case []string:
 		var parts []string

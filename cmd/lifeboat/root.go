@@ -57,6 +57,27 @@ var flagKeys = map[string]string{
 	"keep-within":            "retention.keep_within",
 	"retention-time-zone":    "retention.time_zone",
 	"orphan-grace":           "retention.orphan_grace",
+	"scratch-dir":            "drill.scratch_dir",
+	"etcd-binary":            "drill.etcd_binary",
+	"check-prefix":           "drill.check_prefixes",
+	"drill-timeout":          "drill.timeout",
+	"snapshot-schedule":      "schedule.snapshot",
+	"prune-schedule":         "schedule.prune",
+	"drill-schedule":         "schedule.drill",
+	"jitter":                 "schedule.jitter",
+	"run-at-start":           "schedule.run_at_start",
+	"drill-target":           "schedule.drill_target",
+	"listen":                 "agent.listen",
+	"lock":                   "agent.lock",
+	"lock-ttl":               "agent.lock_ttl",
+	"snapshot-retries":       "agent.snapshot_retries",
+	"stale-after":            "agent.stale_after",
+	"pushgateway":            "agent.pushgateway",
+	"textfile":               "agent.textfile",
+	"shutdown-timeout":       "agent.shutdown_timeout",
+	"webhook":                "notify.webhooks",
+	"notify-on":              "notify.on",
+	"notify-timeout":         "notify.timeout",
 }
 
 // app carries what every command needs: output streams and the flag set
@@ -153,6 +174,27 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	pf.String("keep-yearly", "", "retention: … of the last N years")
 	pf.String("keep-within", "", "retention: keep every backup younger than this, e.g. 7d")
 	pf.String("retention-time-zone", "", "time zone of the calendar buckets (default UTC)")
+	pf.String("scratch-dir", "", "drill scratch directory (default /var/lib/lifeboat/scratch)")
+	pf.String("etcd-binary", "", "run drills with this etcd binary instead of the embedded server")
+	pf.StringSlice("check-prefix", nil, "drill: a key prefix that must hold keys after restore (repeatable), e.g. /registry/namespaces/")
+	pf.String("drill-timeout", "", "bound of one drill (default 15m)")
+	pf.String("snapshot-schedule", "", "agent: cron schedule of snapshots (default @every 1h; empty disables)")
+	pf.String("prune-schedule", "", "agent: cron schedule of prune (default @every 6h)")
+	pf.String("drill-schedule", "", "agent: cron schedule of drills (default @daily)")
+	pf.String("jitter", "", "agent: random delay up to this before each run")
+	pf.Bool("run-at-start", false, "agent: take a snapshot at start")
+	pf.String("drill-target", "", "agent: latest or random")
+	pf.String("listen", "", "agent: HTTP address for /metrics /healthz /readyz /status (default 127.0.0.1:9469)")
+	pf.Bool("lock", true, "agent: coordinate agents with a lock in etcd")
+	pf.String("lock-ttl", "", "agent: lease TTL of the lock (default 30s)")
+	pf.String("snapshot-retries", "", "agent: retries of a failed snapshot (default 2)")
+	pf.String("stale-after", "", "agent: the newest backup is stale after this (default 3h)")
+	pf.String("pushgateway", "", "agent --once: push metrics to this Pushgateway URL")
+	pf.String("textfile", "", "agent --once: write metrics to this file for node_exporter")
+	pf.String("shutdown-timeout", "", "agent: bound of a graceful shutdown (default 30s)")
+	pf.StringSlice("webhook", nil, "notification webhook URL (repeatable)")
+	pf.StringSlice("notify-on", nil, "events to notify: drill_failed, snapshot_failed, prune_failed, stale")
+	pf.String("notify-timeout", "", "timeout of one webhook attempt (default 10s)")
 	pf.String("orphan-grace", "", "age before orphaned objects and incomplete uploads are removed (default 24h)")
 
 	root.AddCommand(
