@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -44,12 +45,15 @@ func runSnapshot(ctx context.Context, cfg *Config, lg *slog.Logger, out io.Write
 		defer cancel()
 	}
 	m, err := agent.Snapshot(ctx, agent.SnapshotJob{
-		Etcd:     etcdConfig(cfg),
-		Options:  snapshotOptions(cfg),
-		SpoolDir: cfg.Snapshot.SpoolDir,
-		Backups:  backups,
-		Encoding: enc,
-		Version:  Version,
+		Etcd:       etcdConfig(cfg),
+		Options:    snapshotOptions(cfg),
+		SpoolDir:   cfg.Snapshot.SpoolDir,
+		Backups:    backups,
+		Encoding:   enc,
+		LockMode:   cfg.Store.ObjectLock.Mode,
+		LockRetain: time.Duration(cfg.Store.ObjectLock.Retain),
+		LegalHold:  cfg.Store.ObjectLock.LegalHold,
+		Version:    Version,
 	}, lg)
 	if err != nil {
 		return nil, fmt.Errorf("backup not taken: %w", err)

@@ -76,10 +76,14 @@ func etcdConfig(cfg *Config) snapshot.Config {
 }
 
 func snapshotOptions(cfg *Config) snapshot.Options {
+	chunk := cfg.Snapshot.WritebackChunk
+	if chunk == 0 {
+		chunk = -1 // the config's 0 means "leave writeback to the kernel"
+	}
 	return snapshot.Options{
 		StallTimeout: cfg.Snapshot.StallTimeout,
 		Timeout:      cfg.Snapshot.Timeout,
-		Chunk:        cfg.Snapshot.WritebackChunk,
+		Chunk:        chunk,
 	}
 }
 
