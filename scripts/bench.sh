@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$PWD/.bin
-OBJECTS=${BENCH_OBJECTS:-250000}
+OBJECTS=${BENCH_OBJECTS:-180000}
 RUNS=${BENCH_RUNS:-3}
 DIR=${BENCH_DIR:-/var/tmp/lifeboat-bench}
 OUT=$PWD/bench-out
@@ -42,7 +42,7 @@ timed() {
   echo "$name $(cat "$OUT/time.tmp")" >>"$OUT/runs.txt"
 }
 etcdctl_save() { rm -f "$DIR/etcdctl.db"; "$BIN/etcdctl" --endpoints "$ep" snapshot save "$DIR/etcdctl.db"; }
-lifeboat_snap() { "$BIN/lifeboat" snapshot --endpoints "$ep" --store "file://$DIR/store" --spool-dir "$DIR/spool" --log-format json; }
+lifeboat_snap() { "${LIFEBOAT_BENCH_BIN:-$BIN/lifeboat}" snapshot --endpoints "$ep" --store "file://$DIR/store" --spool-dir "$DIR/spool" --log-format json; }
 export -f etcdctl_save lifeboat_snap; export BIN ep DIR
 
 : >"$OUT/runs.txt"

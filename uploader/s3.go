@@ -33,7 +33,9 @@ import (
 
 // Defaults and limits of S3Config.
 const (
-	DefaultS3PartSize    = 16 << 20
+	// DefaultS3PartSize keeps a Put's buffers, (Concurrency+2) × PartSize,
+	// at 48 MiB; 8 MiB parts still allow objects of 78 GiB.
+	DefaultS3PartSize    = 8 << 20
 	MinS3PartSize        = 5 << 20 // S3's minimum for every part but the last
 	MaxS3PartSize        = 5 << 30 // S3's maximum part size
 	DefaultS3Concurrency = 4
@@ -74,7 +76,7 @@ type S3Config struct {
 	// default.
 	StorageClass string
 	// PartSize is the multipart part size in bytes, between 5 MiB and 5 GiB
-	// (default 16 MiB). Objects smaller than one part go up in one PutObject.
+	// (default 8 MiB). Objects smaller than one part go up in one PutObject.
 	PartSize int64
 	// Concurrency is the number of parts uploaded at once (default 4). A Put
 	// holds at most (Concurrency+2) × PartSize bytes of buffers.

@@ -1,0 +1,235 @@
+package uploader
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+	"time"
+)
+
+// DrillReportFormat is the drill report format version this build writes
+// and reads.
+const DrillReportFormat = 1
+
+// DrillReport is the record of one restore drill of one backup: what was
+// done, how long each phase took, what was checked and the verdict. It is
+// stored as JSON at <cluster>/drills/<backup id>/<time>.json and never holds
+// secrets.
+type DrillReport struct {
+	Format   int    `json:"format"`
+	BackupID string `json:"backup_id"`
+	Cluster  string `json:"cluster"`
+	// StartedAt and FinishedAt bound the drill (UTC).
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at"`
+	// Phases are the drill's steps in order with their wall-clock
+	// durations; they do not overlap, so their sum is RecoverySeconds.
+	Phases []Phase `json:"phases"`
+	// Checks are every check made, in order, passed or not.
+	Checks []Check `json:"checks"`
+	// Passed is the verdict: no error and every check passed.
+	Passed bool `json:"passed"`
+	// Error says why the drill could not complete (empty when it did;
+	// failed checks are in Checks).
+	Error string `json:"error,omitempty"`
+	// RecoverySeconds is the measured recovery time: the sum of the phases,
+	// from the first byte fetched to a restored etcd that passed its checks.
+	RecoverySeconds float64 `json:"recovery_seconds"`
+	// Etcd says which etcd served the restored data ("embedded v3.7.3" or
+	// the binary's path and version).
+	Etcd string `json:"etcd,omitempty"`
+	// AgentVersion is lifeboat's version.
+	AgentVersion string `json:"agent_version"`
+}
+
+// Phase is one step of a drill and its wall-clock duration.
+type Phase struct {
+	Name    string  `json:"name"`
+	Seconds float64 `json:"seconds"`
+}
+
+// Check is one comparison a drill made.
+type Check struct {
+	Name     string `json:"name"`
+	Expected string `json:"expected"`
+	Actual   string `json:"actual"`
+	Passed   bool   `json:"passed"`
+}
+
+// FailedChecks returns the checks that did not pass.
+func (r *DrillReport) FailedChecks() []Check {
+	var out []Check
+	for _, c := range r.Checks {
+		if !c.Passed {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// ErrBadDrillReport is wrapped by drill report decoding errors.
+var ErrBadDrillReport = errors.New("bad drill report")
+
+// ParseDrillReport decodes and validates a drill report. Unknown fields
+// are tolerated; a wrong format or a missing backup id or time is an error
+// wrapping ErrBadDrillReport.
+func ParseDrillReport(b []byte) (*DrillReport, error) {
+	var r DrillReport
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadDrillReport, err)
+	}
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Validate checks the report's fields for consistency.
+func (r *DrillReport) Validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrBadDrillReport, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case r.Format != DrillReportFormat:
+		return bad("format %d, this build reads format %d", r.Format, DrillReportFormat)
+	case !ValidID(r.BackupID):
+		return bad("backup id %q", r.BackupID)
+	case r.StartedAt.IsZero():
+		return bad("no start time")
+	case r.FinishedAt.Before(r.StartedAt):
+		return bad("finished before it started")
+	case r.Passed && r.Error != "":
+		return bad("passed with an error")
+	}
+	for _, c := range r.Checks {
+		if r.Passed && !c.Passed {
+			return bad("passed with failed check %q", c.Name)
+		}
+	}
+	return nil
+}
+
+// Marshal encodes the report as indented JSON.
+func (r *DrillReport) Marshal() ([]byte, error) {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// drillTimeFormat names report objects: fixed width, so keys sort by time.
+const drillTimeFormat = "20060102T150405.000Z"
+
+func (b *Backups) drillDir() string { return path.Join(b.Cluster, "drills") + "/" }
+
+// DrillReportKey returns the key of the report of a drill of backup id
+// started at t.
+func (b *Backups) DrillReportKey(id string, t time.Time) string {
+	return b.drillDir() + id + "/" + t.UTC().Format(drillTimeFormat) + ".json"
+}
+
+// PutDrillReport stores r beside its backup.
+func (b *Backups) PutDrillReport(ctx context.Context, r *DrillReport) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	data, err := r.Marshal()
+	if err != nil {
+		return err
+	}
+	key := b.DrillReportKey(r.BackupID, r.StartedAt)
+	if _, err := b.Store.Put(ctx, key, bytes.NewReader(data), PutOptions{ContentType: "application/json"}); err != nil {
+		return fmt.Errorf("write drill report %s: %w", key, err)
+	}
+	return nil
+}
+
+func (b *Backups) readDrillReport(ctx context.Context, key string) (*DrillReport, error) {
+	rc, err := b.Store.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read drill report %s: %w", key, err)
+	}
+	r, err := ParseDrillReport(data)
+	if err != nil {
+		return nil, fmt.Errorf("drill report %s: %w", key, err)
+	}
+	return r, nil
+}
+
+// DrillReports returns every readable report of backup id, newest first.
+// Unreadable reports are skipped.
+func (b *Backups) DrillReports(ctx context.Context, id string) ([]*DrillReport, error) {
+	if !ValidID(id) {
+		return nil, fmt.Errorf("%q is not a backup id", id)
+	}
+	var keys []string
+	err := b.Store.List(ctx, b.drillDir()+id+"/", func(o ObjectInfo) error {
+		if strings.HasSuffix(o.Key, ".json") {
+			keys = append(keys, o.Key)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list drill reports of %s: %w", id, err)
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(keys)))
+	var out []*DrillReport
+	for _, k := range keys {
+		r, err := b.readDrillReport(ctx, k)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			continue
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// LastDrills returns the newest readable drill report of every backup that
+// has one, by backup id: one listing of the drills area, then one read per
+// backup (the next older report only when the newest is unreadable).
+func (b *Backups) LastDrills(ctx context.Context) (map[string]*DrillReport, error) {
+	byID := map[string][]string{}
+	dir := b.drillDir()
+	err := b.Store.List(ctx, dir, func(o ObjectInfo) error {
+		rest := strings.TrimPrefix(o.Key, dir)
+		id, name, ok := strings.Cut(rest, "/")
+		if !ok || !ValidID(id) || strings.Contains(name, "/") || !strings.HasSuffix(name, ".json") {
+			return nil
+		}
+		byID[id] = append(byID[id], o.Key)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list drill reports: %w", err)
+	}
+	out := make(map[string]*DrillReport, len(byID))
+	for id, keys := range byID {
+		sort.Sort(sort.Reverse(sort.StringSlice(keys)))
+		for _, k := range keys {
+			r, err := b.readDrillReport(ctx, k)
+			if err == nil {
+				out[id] = r
+				break
+			}
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,149 @@
+package uploader
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func testReport(id string, start time.Time, passed bool) *DrillReport {
+	r := &DrillReport{
+		Format: DrillReportFormat, BackupID: id, Cluster: "c1",
+		StartedAt: start, FinishedAt: start.Add(3 * time.Second),
+		Phases: []Phase{{Name: "fetch", Seconds: 1}, {Name: "boot", Seconds: 2}},
+		Checks: []Check{{Name: "revision", Expected: "42", Actual: "42", Passed: true}},
+		Passed: passed, RecoverySeconds: 3, AgentVersion: "test",
+	}
+	if !passed {
+		r.Checks = append(r.Checks, Check{Name: "hashkv", Expected: "0x1", Actual: "0x2"})
+	}
+	return r
+}
+
+func TestDrillReports(t *testing.T) {
+	b := newDirBackups(t)
+	ctx := t.Context()
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	const a, c = "20261130T113800Z-r42", "20261130T123800Z-r50"
+	reports := []*DrillReport{
+		testReport(a, t0, true),
+		testReport(a, t0.Add(time.Hour), false),
+		testReport(a, t0.Add(time.Hour+time.Millisecond), true),
+		testReport(c, t0.Add(2*time.Hour), false),
+	}
+	for _, r := range reports {
+		if err := b.PutDrillReport(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An unreadable newest report of c, and stray objects, are skipped.
+	for _, k := range []string{b.DrillReportKey(c, t0.Add(3*time.Hour)), "c1/drills/not-an-id/x.json", "c1/drills/" + c + "/note.txt"} {
+		if _, err := b.Store.Put(ctx, k, strings.NewReader("{"), PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	got, err := b.DrillReports(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []*DrillReport{reports[2], reports[1], reports[0]}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("DrillReports(%s) mismatch (-want +got):\n%s", a, diff)
+	}
+
+	last, err := b.LastDrills(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]*DrillReport{a: reports[2], c: reports[3]}, last); diff != "" {
+		t.Errorf("LastDrills mismatch (-want +got):\n%s", diff)
+	}
+	if k := b.DrillReportKey(a, t0); k != "c1/drills/"+a+"/20261201T100000.000Z.json" {
+		t.Errorf("DrillReportKey = %s", k)
+	}
+}
+
+func TestLastDrillsEmpty(t *testing.T) {
+	b := newDirBackups(t)
+	got, err := b.LastDrills(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 0 {
+		t.Errorf("LastDrills of an empty store = %v", got)
+	}
+}
+
+func TestParseDrillReport(t *testing.T) {
+	good := testReport("20261130T113800Z-r42", time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), false)
+	data, err := good.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParseDrillReport(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(good, got); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+	tests := []struct {
+		name string
+		edit func(r *DrillReport)
+	}{
+		{name: "format", edit: func(r *DrillReport) { r.Format = 2 }},
+		{name: "backup id", edit: func(r *DrillReport) { r.BackupID = "../x" }},
+		{name: "no start", edit: func(r *DrillReport) { r.StartedAt = time.Time{} }},
+		{name: "finished before start", edit: func(r *DrillReport) { r.FinishedAt = r.StartedAt.Add(-time.Second) }},
+		{name: "passed with failed check", edit: func(r *DrillReport) { r.Passed = true }},
+		{name: "passed with error", edit: func(r *DrillReport) { r.Checks = r.Checks[:1]; r.Passed = true; r.Error = "x" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := *good
+			r.Checks = append([]Check(nil), good.Checks...)
+			tt.edit(&r)
+			data, err := r.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ParseDrillReport(data); !errors.Is(err, ErrBadDrillReport) {
+				t.Errorf("ParseDrillReport error %v, want ErrBadDrillReport", err)
+			}
+		})
+	}
+	if _, err := ParseDrillReport([]byte("not json")); !errors.Is(err, ErrBadDrillReport) {
+		t.Errorf("ParseDrillReport(garbage) error %v, want ErrBadDrillReport", err)
+	}
+}
+
+func FuzzParseDrillReport(f *testing.F) {
+	good, _ := testReport("20261130T113800Z-r42", time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), true).Marshal()
+	f.Add(good)
+	f.Add([]byte(`{"format":1}`))
+	f.Add([]byte(`{"format":1,"backup_id":"20261130T113800Z-r1","started_at":"2026-01-01T00:00:00Z","finished_at":"2026-01-01T00:00:01Z","passed":true,"checks":[{"passed":false}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := ParseDrillReport(data)
+		if err != nil {
+			if !errors.Is(err, ErrBadDrillReport) {
+				t.Fatalf("error %v does not wrap ErrBadDrillReport", err)
+			}
+			return
+		}
+		out, err := r.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, err := ParseDrillReport(out)
+		if err != nil {
+			t.Fatalf("re-parse of a valid report: %v", err)
+		}
+		if diff := cmp.Diff(r, r2); diff != "" {
+			t.Errorf("round trip changed the report:\n%s", diff)
+		}
+	})
+}
