@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lifeboat-dev/lifeboat/snapshot"
@@ -115,20 +116,50 @@ func Snapshot(ctx context.Context, job SnapshotJob, lg *slog.Logger) (*uploader.
 	if err != nil {
 		return fail(err)
 	}
-	info, err := snapshot.Take(ctx, job.Etcd, spool, enc, job.Options, lg)
+	// The spool file is the buffer between etcd and the store: the stream
+	// is written at disk-cache speed (a slow stream holds etcd's read
+	// transaction open longer, and stalls writes that need to grow the
+	// database), while a second goroutine follows the file and feeds the
+	// encoder and the store at their own pace, overlapping verification.
+	prog := newSpoolProgress()
+	tailDone := make(chan error, 1)
+	go func() {
+		err := tailSpool(ctx, spool, prog, enc)
+		if err != nil {
+			cancel() // no point streaming on when the store is gone
+		}
+		tailDone <- err
+	}()
+	info, err := snapshot.Take(ctx, job.Etcd, spool, prog, job.Options, lg)
 	if err != nil {
-		if putErr != nil && ctx.Err() == nil {
-			err = fmt.Errorf("%w (store: %v)", err, putErr)
+		cancel()
+		if terr := <-tailDone; terr != nil && !errors.Is(terr, context.Canceled) {
+			err = fmt.Errorf("store backup %s: %w", id, terr) // the store failed first
 		}
 		return fail(err)
 	}
-	if err := enc.Close(); err != nil {
-		return fail(fmt.Errorf("encode snapshot: %w", err))
-	}
-	pw.Close() // the store now has every byte but waits at the gate
+	prog.finish(info.Size)
 	lg.Info("snapshot received", "endpoint", info.Endpoint, "member", info.MemberName, "bytes", info.Size, "sha256", info.SHA256)
 
-	st, err := verify.File(ctx, spool)
+	type verified struct {
+		st  verify.Status
+		err error
+	}
+	verifyDone := make(chan verified, 1)
+	go func() {
+		st, err := verify.File(ctx, spool)
+		verifyDone <- verified{st, err}
+	}()
+	tailErr := <-tailDone
+	if tailErr == nil {
+		tailErr = enc.Close()
+	}
+	v := <-verifyDone
+	if tailErr != nil {
+		return fail(fmt.Errorf("encode snapshot: %w", tailErr))
+	}
+	pw.Close() // the store now has every byte but waits at the gate
+	st, err := v.st, v.err
 	if err != nil {
 		return fail(fmt.Errorf("%w: %w", ErrVerify, err))
 	}
@@ -231,4 +262,89 @@ func (g *gate) Read(p []byte) (int, error) {
 		return 0, g.err
 	}
 	return 0, io.EOF
+}
+
+// spoolProgress is the tee of snapshot.Take: it counts the bytes already
+// written to the spool file and wakes the goroutine that follows it.
+type spoolProgress struct {
+	n     atomic.Int64
+	wake  chan struct{}
+	done  chan struct{}
+	total int64 // set before done is closed
+}
+
+func newSpoolProgress() *spoolProgress {
+	return &spoolProgress{wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// Write never blocks: the bytes are already in the spool file.
+func (p *spoolProgress) Write(b []byte) (int, error) {
+	p.n.Add(int64(len(b)))
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	return len(b), nil
+}
+
+// finish says the stream is complete with total bytes.
+func (p *spoolProgress) finish(total int64) {
+	p.total = total
+	close(p.done)
+}
+
+// tailSpool copies the spool file into w as it grows, until the stream is
+// finished and every byte is copied, or ctx ends.
+func tailSpool(ctx context.Context, path string, p *spoolProgress, w io.Writer) error {
+	var f *os.File
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
+	buf := make([]byte, 1<<20)
+	var off int64
+	for {
+		avail := p.n.Load()
+		finished := false
+		select {
+		case <-p.done:
+			avail, finished = p.total, true
+		default:
+		}
+		for off < avail {
+			if f == nil {
+				var err error
+				if f, err = os.Open(path); err != nil {
+					return fmt.Errorf("follow spool file: %w", err)
+				}
+			}
+			n := int64(len(buf))
+			if avail-off < n {
+				n = avail - off
+			}
+			m, err := f.ReadAt(buf[:n], off)
+			if m > 0 {
+				if _, werr := w.Write(buf[:m]); werr != nil {
+					return werr
+				}
+				off += int64(m)
+			}
+			if err != nil && err != io.EOF {
+				return fmt.Errorf("follow spool file: %w", err)
+			}
+			if m == 0 {
+				break // not visible yet; wait for the next wake-up
+			}
+		}
+		if finished && off >= avail {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.wake:
+		case <-p.done:
+		}
+	}
 }

@@ -3,6 +3,8 @@
 # (the binary): `etcdctl snapshot save` versus `lifeboat snapshot` into a
 # local store, alternating runs, wall time and peak RSS from /usr/bin/time,
 # and the p99 latency of a 200 puts/s load with and without each backup.
+# Then the same into S3 (versitygw on loopback, age encryption on) next to
+# etcdctl and a sequential save-then-compress-then-upload pipeline.
 # Results: bench-out/results.md (copy them into docs/benchmarks.md).
 #
 #   BENCH_OBJECTS=250000 BENCH_RUNS=3 BENCH_DIR=/var/tmp/lifeboat-bench scripts/bench.sh
@@ -15,6 +17,7 @@ DIR=${BENCH_DIR:-/var/tmp/lifeboat-bench}
 OUT=$PWD/bench-out
 mkdir -p "$DIR" "$OUT"
 go build -o "$BIN/benchtool" ./internal/benchtool
+go build -o "$BIN/age-keygen" filippo.io/age/cmd/age-keygen
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 cport=$(free_port); pport=$(free_port)
@@ -26,7 +29,8 @@ fresh=0
   --listen-peer-urls "http://127.0.0.1:$pport" --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
   --initial-cluster "bench=http://127.0.0.1:$pport" --log-level error >"$DIR/etcd.log" 2>&1 &
 etcd_pid=$!
-trap 'kill $etcd_pid 2>/dev/null; wait $etcd_pid 2>/dev/null || true' EXIT
+vgw_pid=""
+trap 'kill $etcd_pid $vgw_pid 2>/dev/null; wait $etcd_pid 2>/dev/null || true' EXIT
 for _ in $(seq 150); do "$BIN/etcdctl" --endpoints "$ep" endpoint health >/dev/null 2>&1 && break; sleep 0.2; done
 if [ $fresh = 1 ]; then
   echo "bench: seeding $OBJECTS objects (once; kept in $DIR)"
@@ -73,6 +77,28 @@ for i in $(seq "$RUNS"); do
 done
 rm -rf "$DIR/store"/* "$DIR/etcdctl.db"
 
+# S3: versitygw on loopback, encryption on.
+vport=$(free_port)
+rm -rf "$DIR/vgw"; mkdir -p "$DIR/vgw/data" "$DIR/vgw/versions"
+"$BIN/versitygw" --port "127.0.0.1:$vport" --access bench --secret bench-secret --health /health \
+  posix --versioning-dir "$DIR/vgw/versions" "$DIR/vgw/data" >"$DIR/vgw.log" 2>&1 &
+vgw_pid=$!
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$vport/health" >/dev/null && break; sleep 0.1; done
+export AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench-secret AWS_REGION=us-east-1
+"$BIN/age-keygen" -o "$DIR/age.key" 2>/dev/null || true
+recipient=$(grep -o 'age1[0-9a-z]*' "$DIR/age.key" | head -1)
+s3url=http://127.0.0.1:$vport
+lifeboat_s3() { "${LIFEBOAT_BENCH_BIN:-$BIN/lifeboat}" snapshot --endpoints "$ep" --store s3://bench/etcd --s3-endpoint "$s3url" --s3-path-style --s3-create-bucket --recipient "$recipient" --spool-dir "$DIR/spool" --log-format json; }
+seqpipe() { "$BIN/benchtool" seqpipe --endpoints "$ep" --dir "$DIR" --bucket bench --s3-endpoint "$s3url"; }
+export -f lifeboat_s3 seqpipe; export s3url recipient
+for i in $(seq "$RUNS"); do
+  timed etcdctl bash -c etcdctl_save
+  timed lifeboat-s3 bash -c lifeboat_s3
+  timed seqpipe-s3 bash -c seqpipe
+done
+kill $vgw_pid; wait $vgw_pid 2>/dev/null || true; vgw_pid=""
+rm -rf "$DIR/vgw" "$DIR/etcdctl.db"
+
 python3 - "$OUT" <<'PY'
 import json, statistics, sys, os
 out = sys.argv[1]
@@ -93,6 +119,9 @@ lines = [
   "|---|---|---|---|",
   f"| wall time, median of {len(runs['etcdctl'])} (s) | {ew:.2f} | {lw:.2f} | {lw/ew:.2f}x |",
   f"| peak RSS (MiB) | {er/1024:.0f} | {lr/1024:.0f} | |",
+  *( [f"| into S3 with age: lifeboat vs etcdctl to disk (s) | {ew:.2f} | {med(w for w, _ in runs['lifeboat-s3']):.2f} | {med(w for w, _ in runs['lifeboat-s3'])/ew:.2f}x |",
+       f"| sequential save, compress, upload (s) | | {med(w for w, _ in runs['seqpipe-s3']):.2f} | {med(w for w, _ in runs['seqpipe-s3'])/ew:.2f}x of etcdctl |",
+       f"| peak RSS into S3 with age (MiB) | | {max(r for _, r in runs['lifeboat-s3'])/1024:.0f} | |"] if 'lifeboat-s3' in runs else []),
   f"| p99 put latency during the backup (ms; idle {p99['idle']:.1f}) | {p99['etcdctl']:.1f} | {p99['lifeboat']:.1f} | lifeboat/idle {p99['lifeboat']/max(p99['idle'],0.001):.1f}x |",
   "",
   "raw runs (name wall_s peak_rss_kb):",

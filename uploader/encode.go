@@ -69,7 +69,7 @@ func NewEncoder(w io.Writer, e Encoding) (io.WriteCloser, error) {
 		out = aw
 	}
 	if e.compress() {
-		zw, err := zstd.NewWriter(out, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(2), zstd.WithLowerEncoderMem(true))
+		zw, err := zstd.NewWriter(out, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(2), zstd.WithLowerEncoderMem(true))
 		if err != nil {
 			return nil, fmt.Errorf("zstd: %w", err)
 		}

@@ -4,6 +4,10 @@
 //
 //	benchtool seed --endpoints URL --objects N
 //	benchtool load --endpoints URL --rate 200 --duration 30s
+//	benchtool seqpipe --endpoints URL --dir D --bucket B --s3-endpoint URL
+//
+// seqpipe is the naive baseline for S3: save the snapshot to disk (as
+// etcdctl does), then compress it to a file, then upload that file.
 package main
 
 import (
@@ -11,15 +15,22 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"syscall"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/snapshot"
+	"go.uber.org/zap"
 
 	"github.com/lifeboat-dev/lifeboat/internal/seed"
+	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
 func main() {
@@ -35,6 +46,8 @@ func main() {
 		err = runSeed(ctx, os.Args[2:])
 	case "load":
 		err = runLoad(ctx, os.Args[2:])
+	case "seqpipe":
+		err = runSeqPipe(ctx, os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -144,4 +157,54 @@ loop:
 		return float64(ds[int(p*float64(len(ds)-1))].Microseconds()) / 1000
 	}
 	return json.NewEncoder(os.Stdout).Encode(loadResult{Puts: len(ds), Errors: errs, P50Ms: pct(0.5), P99Ms: pct(0.99), MaxMs: pct(1)})
+}
+
+func runSeqPipe(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("seqpipe", flag.ExitOnError)
+	ep := fs.String("endpoints", "http://127.0.0.1:2379", "etcd endpoint")
+	dir := fs.String("dir", os.TempDir(), "work directory")
+	bucket := fs.String("bucket", "", "bucket")
+	endpoint := fs.String("s3-endpoint", "", "S3 endpoint")
+	fs.Parse(args)
+	raw := filepath.Join(*dir, "seqpipe.db")
+	zst := raw + ".zst"
+	defer os.Remove(raw)
+	defer os.Remove(zst)
+	if _, err := snapshot.SaveWithVersion(ctx, zap.NewNop(), clientv3.Config{Endpoints: []string{*ep}, DialTimeout: 5 * time.Second}, raw); err != nil {
+		return err
+	}
+	in, err := os.Open(raw)
+	if err != nil {
+		return err
+	}
+	out, err := os.Create(zst)
+	if err != nil {
+		return err
+	}
+	zw, err := zstd.NewWriter(out)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(zw, in); err != nil {
+		return err
+	}
+	in.Close()
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		return err
+	}
+	out.Close()
+	st, err := uploader.NewS3(ctx, uploader.S3Config{Bucket: *bucket, Prefix: "seqpipe", Endpoint: *endpoint, PathStyle: true}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(zst)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = st.Put(ctx, "seqpipe.db.zst", f, uploader.PutOptions{})
+	return err
 }
