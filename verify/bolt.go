@@ -31,6 +31,7 @@ const (
 
 	branchPage   = 0x01
 	leafPage     = 0x02
+	metaPage     = 0x04
 	freelistPage = 0x10
 	bucketLeaf   = 0x01
 
@@ -143,6 +144,22 @@ func readMeta(f io.ReaderAt, size int64) (boltMeta, error) {
 		return boltMeta{}, corruptf("both bbolt meta pages are invalid")
 	}
 	m.pageSize = pageSize
+	// tx.Check asserts that both meta pages name themselves and have a page
+	// type; the meta checksum does not cover the page header.
+	for id := range int64(2) {
+		h := make([]byte, pageHeaderSize)
+		if _, err := f.ReadAt(h, id*int64(pageSize)); err != nil {
+			return boltMeta{}, fmt.Errorf("read meta page %d: %w", id, err)
+		}
+		if got := ne.Uint64(h); got != uint64(id) {
+			return boltMeta{}, corruptf("meta page %d: header names page %d", id, got)
+		}
+		switch flags := ne.Uint16(h[8:]); flags {
+		case branchPage, leafPage, metaPage, freelistPage:
+		default:
+			return boltMeta{}, corruptf("meta page %d: page type %#x", id, flags)
+		}
+	}
 	if m.pgid < 3 || m.pgid > uint64(size)/pageSize {
 		return boltMeta{}, corruptf("truncated: database has %d pages of %d bytes, file has %d bytes",
 			m.pgid, pageSize, size)
@@ -188,22 +205,17 @@ const (
 	maxWindow = 1 << 20 // bytes read ahead at most
 )
 
-// pages copies n pages from id on into the buffer for depth and returns
-// it, reading through the window.
-func (r *reader) pages(id, n uint64, depth int) ([]byte, error) {
+// span returns the n pages from id on. If aliased, the bytes are in the
+// read-ahead window and valid only until the next read; otherwise they are
+// in the buffer for depth.
+func (r *reader) span(id, n uint64, depth int) (b []byte, aliased bool, err error) {
 	ps := r.meta.pageSize
-	buf := r.bufs[depth]
-	if uint64(cap(buf)) < n*ps {
-		buf = make([]byte, n*ps)
-	}
-	buf = buf[:n*ps]
-	r.bufs[depth] = buf
 	winEnd := r.winStart + uint64(len(r.win))/ps
 	if id < r.winStart || id >= winEnd {
 		// Refill the window from id.
 		want := uint64(minWindow)
 		if id == r.lastEnd {
-			r.ahead = min(max(2*r.ahead, minWindow), maxWindow/ps)
+			r.ahead = max(min(max(2*r.ahead, minWindow), maxWindow/ps), 1)
 			want = r.ahead
 		} else {
 			r.ahead = 0
@@ -215,21 +227,33 @@ func (r *reader) pages(id, n uint64, depth int) ([]byte, error) {
 		r.win = r.win[:want*ps]
 		if _, err := r.f.ReadAt(r.win, int64(id*ps)); err != nil {
 			r.win = r.win[:0]
-			return nil, fmt.Errorf("read page %d: %w", id, err)
+			return nil, false, fmt.Errorf("read page %d: %w", id, err)
 		}
 		r.winStart = id
 		winEnd = id + want
 	}
 	r.lastEnd = id + n
 	off := (id - r.winStart) * ps
-	got := copy(buf, r.win[off:])
-	if uint64(got) < n*ps {
-		// The span runs past the window: read the rest directly.
-		if _, err := r.f.ReadAt(buf[got:], int64(winEnd*ps)); err != nil {
-			return nil, fmt.Errorf("read page %d: %w", id, err)
-		}
+	if off+n*ps <= uint64(len(r.win)) {
+		return r.win[off : off+n*ps], true, nil
 	}
-	return buf, nil
+	// The span runs past the window: read the rest directly.
+	buf := r.buf(depth, n*ps)
+	got := copy(buf, r.win[off:])
+	if _, err := r.f.ReadAt(buf[got:], int64(winEnd*ps)); err != nil {
+		return nil, false, fmt.Errorf("read page %d: %w", id, err)
+	}
+	return buf, false, nil
+}
+
+// buf returns the buffer for depth, n bytes long.
+func (r *reader) buf(depth int, n uint64) []byte {
+	b := r.bufs[depth]
+	if uint64(cap(b)) < n {
+		b = make([]byte, n)
+	}
+	r.bufs[depth] = b[:n]
+	return r.bufs[depth]
 }
 
 func newReader(ctx context.Context, f io.ReaderAt, m boltMeta) *reader {
@@ -263,17 +287,20 @@ func (r *reader) load(id uint64, depth int, mark bool) (page, error) {
 			return page{}, err
 		}
 	}
-	if _, err := r.pages(id, 1, depth); err != nil {
+	hdr, _, err := r.span(id, 1, depth)
+	if err != nil {
 		return page{}, err
 	}
-	buf := r.bufs[depth]
-	if got := ne.Uint64(buf); got != id {
+	if got := ne.Uint64(hdr); got != id {
 		return page{}, corruptf("page %d: header names page %d", id, got)
 	}
-	p := page{id: id, flags: ne.Uint16(buf[8:]), count: int(ne.Uint16(buf[10:]))}
-	overflow := uint64(ne.Uint32(buf[12:]))
+	p := page{id: id, flags: ne.Uint16(hdr[8:]), count: int(ne.Uint16(hdr[10:]))}
+	overflow := uint64(ne.Uint32(hdr[12:]))
 	if overflow >= r.meta.pgid-id {
 		return page{}, corruptf("page %d: %d overflow pages run past page %d", id, overflow, r.meta.pgid)
+	}
+	if (overflow+1)*ps > maxSpan {
+		return page{}, fmt.Errorf("page %d spans %d bytes, more than the %d this check supports", id, (overflow+1)*ps, maxSpan)
 	}
 	if mark {
 		for i := id; i <= id+overflow; i++ {
@@ -288,22 +315,35 @@ func (r *reader) load(id uint64, depth int, mark bool) (page, error) {
 		}
 		r.visited.set(id)
 	}
-	if overflow > 0 {
-		if (overflow+1)*ps > maxSpan {
-			return page{}, fmt.Errorf("page %d spans %d bytes, more than the %d this check supports", id, (overflow+1)*ps, maxSpan)
-		}
-		var err error
-		if buf, err = r.pages(id, overflow+1, depth); err != nil {
-			return page{}, err
-		}
+	b, aliased, err := r.span(id, overflow+1, depth)
+	if err != nil {
+		return page{}, err
 	}
-	p.b = buf
+	p.b = b
 	if p.flags == branchPage || p.flags == leafPage {
-		if pageHeaderSize+p.count*elementSize > len(buf) {
+		if pageHeaderSize+p.count*elementSize > len(b) {
 			return page{}, corruptf("page %d: %d elements overflow the page", id, p.count)
 		}
 	}
+	// A leaf page without buckets is used up before the next read (visitors
+	// do not read pages for plain records): it may stay in the window,
+	// saving a copy of most of the file. Pages that outlive reads below
+	// them (branches, leaves holding buckets) get the depth's buffer.
+	if aliased && (p.flags != leafPage || p.hasBuckets()) {
+		p.b = r.buf(depth, uint64(len(b)))
+		copy(p.b, b)
+	}
 	return p, nil
+}
+
+// hasBuckets says whether a leaf page holds bucket elements.
+func (p page) hasBuckets() bool {
+	for i := range p.count {
+		if ne.Uint32(p.b[pageHeaderSize+i*elementSize:])&bucketLeaf != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // branchElem returns the key and child page of element i of a branch page.

@@ -270,9 +270,10 @@ func TestFileDamagedPages(t *testing.T) {
 	put64 := binary.NativeEndian.PutUint64
 
 	// bboltToo marks damage that bbolt detects safely too; etcdutl's status
-	// must fail on it. On the others bbolt reads outside its memory map or,
-	// for a page of the wrong type or id, panics in a goroutine of its own
-	// and crashes the process.
+	// must fail on it. On the others bbolt reads outside its memory map, or
+	// (etcd's files store no freelist, which bbolt rebuilds with a check in a
+	// goroutine of its own) crashes the process on a page of the wrong type
+	// or id, or races with itself and leaks a goroutine on misordered keys.
 	const bboltToo = true
 	tests := []struct {
 		name     string
@@ -287,13 +288,13 @@ func TestFileDamagedPages(t *testing.T) {
 			// The first separator key becomes larger than the second.
 			k0 := f.page(branch)[16+binary.NativeEndian.Uint32(f.element(branch, 0)):]
 			copy(k0[:8], bytes.Repeat([]byte{0x7f}, 8))
-		}, bboltToo},
+		}, false},
 		{"leaf value far outside", func(f *boltFile) { put32(f.element(leaf, 1)[12:], 1<<31) }, false},
 		{"leaf keys out of order", func(f *boltFile) {
 			e := f.element(leaf, 1)
 			k := f.page(leaf)[16+16+binary.NativeEndian.Uint32(e[4:]):]
 			clear(k[:8]) // revision 0 sorts before element 0
-		}, bboltToo},
+		}, false},
 		{"leaf count too large", func(f *boltFile) { binary.NativeEndian.PutUint16(f.page(leaf)[10:], 0xFFF0) }, false},
 		{"leaf type invalid", func(f *boltFile) { binary.NativeEndian.PutUint16(f.page(leaf)[8:], 0x08) }, false},
 		{"page overflow past the end", func(f *boltFile) { put32(f.page(leaf)[12:], 1<<30) }, false},
@@ -316,6 +317,8 @@ func TestFileDamagedPages(t *testing.T) {
 		{"root page out of range", func(f *boltFile) {
 			f.metaRewrite(func(m []byte) { put64(m[16:], 1<<20) })
 		}, false},
+		{"meta page header names another page", func(f *boltFile) { put64(f.page(1), 1<<50) }, false},
+		{"meta page type invalid", func(f *boltFile) { binary.NativeEndian.PutUint16(f.page(0)[8:], 0x08) }, false},
 		{"both meta pages invalid", func(f *boltFile) {
 			f.page(0)[20] ^= 1
 			f.page(1)[20] ^= 1
@@ -485,6 +488,55 @@ func TestTrailerReader(t *testing.T) {
 	})
 }
 
+// rewrite copies the bbolt database at src into a new file with bbolt
+// (bolt.Compact), with options o, then applies more to it.
+func rewrite(t *testing.T, src string, o *bolt.Options, more func(db *bolt.DB) error) string {
+	t.Helper()
+	in, err := bolt.Open(src, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	path := filepath.Join(t.TempDir(), "rewritten.db")
+	out, err := bolt.Open(path, 0o600, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = bolt.Compact(out, in, 0)
+	if err == nil && more != nil {
+		err = more(out)
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestFilePageSizes checks databases with other page sizes than the
+// machine's (etcd uses the OS page size: 64 KiB on some arm64 systems).
+func TestFilePageSizes(t *testing.T) {
+	want, err := verify.File(t.Context(), fixture(t, "notrailer.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int{1024, 16 << 10, 64 << 10} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			path := rewrite(t, fixture(t, "notrailer.db"), &bolt.Options{PageSize: size, NoFreelistSync: true}, nil)
+			got := checkAgainstEtcdutl(t, path)
+			if got.Size%int64(size) != 0 {
+				t.Errorf("size %d is not a multiple of the page size", got.Size)
+			}
+			got.Size, want.Size = 0, 0
+			if got != want {
+				t.Errorf("File = %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
 // TestFileStoredFreelist checks a database that stores its freelist (etcd
 // runs bbolt with NoFreelistSync, other writers may not): a copy of
 // small.db rewritten by bbolt, with pages freed by a deleted bucket.
@@ -493,40 +545,24 @@ func TestFileStoredFreelist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := bolt.Open(fixture(t, "notrailer.db"), 0o600, &bolt.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	path := filepath.Join(t.TempDir(), "synced.db")
-	dst, err := bolt.Open(path, 0o600, &bolt.Options{NoFreelistSync: false})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bolt.Compact(dst, src, 0); err != nil {
-		t.Fatal(err)
-	}
-	err = dst.Update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucket([]byte("scratch"))
+	path := rewrite(t, fixture(t, "notrailer.db"), &bolt.Options{NoFreelistSync: false}, func(db *bolt.DB) error {
+		err := db.Update(func(tx *bolt.Tx) error {
+			b, err := tx.CreateBucket([]byte("scratch"))
+			if err != nil {
+				return err
+			}
+			for i := range 200 {
+				if err := b.Put(fmt.Appendf(nil, "k%04d", i), bytes.Repeat([]byte{'v'}, 500)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 		if err != nil {
 			return err
 		}
-		for i := range 200 {
-			if err := b.Put(fmt.Appendf(nil, "k%04d", i), bytes.Repeat([]byte{'v'}, 500)); err != nil {
-				return err
-			}
-		}
-		return nil
+		return db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket([]byte("scratch")) })
 	})
-	if err == nil {
-		err = dst.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket([]byte("scratch")) })
-	}
-	if cerr := dst.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

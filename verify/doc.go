@@ -3,23 +3,27 @@
 //
 // Trailer and TrailerReader check the sha256 trailer that etcd appends to a
 // snapshot streamed by Maintenance.Snapshot (the database bytes, then
-// sha256(database bytes)).
+// sha256 of those bytes).
 //
-// File opens the bbolt database read-only and, in one pass over its pages
-// plus bbolt's own structural check (run concurrently), returns what
-// `etcdutl snapshot status` reports (revision, key count, bolt hash, storage
-// version, size) together with etcd's HashKV at the snapshot revision. The
-// HashKV is recomputed from the file with the same rules etcd's mvcc store
-// applies (see hashkv.go), without the mvcc store: etcdutl's own hashkv opens
-// the file read-write and changes it. CompareHashKV then compares that value
-// with the live member's answer, refusing to compare when the compact
-// revisions differ, since etcd hashes differently around a compaction.
+// File reads a snapshot's bbolt database and returns what `etcdutl snapshot
+// status` reports (size, revision, key count, bolt hash, storage version)
+// together with the compact revision and etcd's HashKV at the snapshot
+// revision, after the structural checks of bbolt's tx.Check. CompareHashKV
+// compares that HashKV with a live member's answer, and refuses to compare
+// when the compact revisions differ, since etcd hashes differently around a
+// compaction.
 //
-// Every integrity failure wraps ErrCorrupt. A damaged file never panics or
-// crashes the process: before bbolt follows any page reference, File walks
-// the page tree itself with bounds checks (bbolt dereferences page ids and
-// element offsets straight from its memory map, and a bad one would fault
-// outside Go's control), and any panic left is recovered into ErrCorrupt.
+// File does not use bbolt or etcd's mvcc store. bbolt memory-maps the file,
+// so a status pass over a 1 GiB snapshot makes 1 GiB resident, and it
+// follows page references from the map unchecked: etcdutl's status crashes
+// the process on some damaged snapshots. etcdutl's hashkv opens the file
+// read-write and changes it. Instead File reads the file with pread into
+// small buffers, bounds-checks every page reference and offset, applies
+// tx.Check's rules and recomputes HashKV with the rules of etcd's mvcc store
+// (hashkv.go), in one pass over the file. Tests compare every result with
+// etcdutl, bbolt, etcd's mvcc store and live members.
+//
+// Every integrity failure wraps ErrCorrupt; a damaged file never panics.
 //
 // The package does not fetch, decode or decrypt stored backups (uploader
 // does) and does not restore them (restore does).

@@ -30,10 +30,13 @@ type scenario struct {
 	// compaction, reported with the previous compact revision), which
 	// CompareHashKV must call not comparable.
 	compactedAtEnd bool
+	// empty marks histories without any record: Revision is 0 and File
+	// calls the HashKV not comparable.
+	empty bool
 }
 
 var scenarios = []scenario{
-	{name: "empty", write: func(h history) {}, wantNoLiveKeys: true},
+	{name: "empty", write: func(h history) {}, wantNoLiveKeys: true, empty: true},
 	{name: "fresh puts", write: func(h history) { h.puts("/registry/pods/default/p", 50, 200) }},
 	{name: "overwrites", write: func(h history) {
 		for v := range 5 {
@@ -178,6 +181,13 @@ func TestFileMatchesEtcd(t *testing.T) {
 			}
 			dir := t.TempDir()
 			path := saveSnapshot(t, ctx, c.ClientConfig(), ep, dir)
+			if sc.empty {
+				st, err := verify.File(ctx, path)
+				if err != nil || st.Revision != 0 || st.HashKVComparable || st.HashKVReason == "" {
+					t.Errorf("File on an empty keyspace = %+v, %v; want revision 0, not comparable", st, err)
+				}
+				return
+			}
 			got := checkAgainstEtcdutl(t, path)
 			if noLive := got.TotalKeys == 0; noLive != sc.wantNoLiveKeys {
 				t.Errorf("TotalKeys = %d, want no live keys: %v", got.TotalKeys, sc.wantNoLiveKeys)

@@ -37,16 +37,27 @@ type kvHasher struct {
 	all      uint32 // crc when keep is empty; frozen once keepSeen
 	keepSeen bool
 	seeds    [2]maphash.Seed
-	tail     keySet // keys with a record newer than compact
-	live     keySet // keys alive so far, in revision order (etcdutl's count)
+	keys     map[keyID]keyState
+	live     int    // keys alive so far, in revision order (etcdutl's count)
+	tail     bool   // keys have been marked changedAfterCompact
 	reason   string // why the result is not comparable; "" if it is
 }
 
-func newKVHasher(compact int64) *kvHasher {
+// keyState is what kvHasher knows of a key.
+type keyState uint8
+
+const (
+	alive               keyState = 1 << iota // its newest record so far is a put
+	changedAfterCompact                      // it has a record newer than the compact revision
+)
+
+// newKVHasher returns a hasher for compact revision compact; sizeHint is
+// the expected number of keys.
+func newKVHasher(compact int64, sizeHint int) *kvHasher {
 	h := &kvHasher{
 		compact: compact,
 		seeds:   [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
-		live:    keySet{},
+		keys:    make(map[keyID]keyState, sizeHint),
 	}
 	h.filtered = crc32.Update(0, castagnoli, keyBucket)
 	h.all = h.filtered
@@ -67,14 +78,15 @@ func (h *kvHasher) needTail() bool {
 // readTail reads the records newer than the compact revision from the key
 // bucket whose header is keyVal.
 func (h *kvHasher) readTail(ctx context.Context, r *reader, keyVal []byte) error {
-	h.tail = keySet{}
+	h.tail = true
 	n := 0
 	return r.scanFrom(keyVal, revKey(h.compact+1), 0, func(k, v []byte) error {
 		key, err := kvKey(v)
 		if err != nil {
 			return fmt.Errorf("%w: key bucket: record %x: %w", ErrCorrupt, k, err)
 		}
-		h.tail.put(h.id(key))
+		id := h.id(key)
+		h.keys[id] |= changedAfterCompact
 		if n++; n%ctxEvery == 0 {
 			return ctx.Err()
 		}
@@ -93,11 +105,19 @@ func (h *kvHasher) add(k, v []byte) error {
 		return fmt.Errorf("record %x: %w", k, err)
 	}
 	id := h.id(key)
-	wasLive := h.live.has(id)
-	if r.tombstone {
-		h.live.del(id)
-	} else {
-		h.live.put(id)
+	state := h.keys[id]
+	wasLive := state&alive != 0
+	switch {
+	case r.tombstone && wasLive:
+		h.live--
+		if state &^= alive; state == 0 {
+			delete(h.keys, id)
+		} else {
+			h.keys[id] = state
+		}
+	case !r.tombstone && !wasLive:
+		h.live++
+		h.keys[id] = state | alive
 	}
 	// Records come in revision order: the last one is the snapshot revision,
 	// so none is newer than the revision hashed.
@@ -109,7 +129,7 @@ func (h *kvHasher) add(k, v []byte) error {
 		if r.tombstone && r.main == h.compact {
 			return nil
 		}
-		if !r.tombstone && h.tail != nil && !h.tail.has(id) {
+		if !r.tombstone && h.tail && state&changedAfterCompact == 0 {
 			h.filtered = crc32.Update(crc32.Update(h.filtered, castagnoli, k), castagnoli, v)
 			if !h.keepSeen {
 				h.all = crc32.Update(crc32.Update(h.all, castagnoli, k), castagnoli, v)
@@ -133,20 +153,24 @@ func (h *kvHasher) id(key []byte) keyID {
 	return keyID{maphash.Bytes(h.seeds[0], key), maphash.Bytes(h.seeds[1], key)}
 }
 
-func (h *kvHasher) liveKeys() int { return len(h.live) }
+func (h *kvHasher) liveKeys() int { return h.live }
 
 // revision is the newest revision of the key bucket (etcdutl's revision).
 func (h *kvHasher) revision() int64 { return h.rev }
 
 // sum returns the HashKV, or 0 and the reason it is not comparable.
 func (h *kvHasher) sum() (uint32, bool, string) {
+	if h.rev == 0 {
+		// etcd's HashKV at revision 0 means "at the current revision".
+		h.notComparable("the key bucket is empty: no revision to compare at")
+	}
 	if h.rev < h.compact {
 		h.notComparable(fmt.Sprintf("revision %d is below the compact revision %d", h.rev, h.compact))
 	}
 	if h.reason != "" {
 		return 0, false, h.reason
 	}
-	if len(h.live) > 0 {
+	if h.live > 0 {
 		return h.filtered, true, ""
 	}
 	return h.all, true, ""
@@ -154,10 +178,3 @@ func (h *kvHasher) sum() (uint32, bool, string) {
 
 // keyID identifies a key by two independent 64-bit hashes.
 type keyID [2]uint64
-
-// keySet is a set of keys held as keyIDs.
-type keySet map[keyID]struct{}
-
-func (s keySet) put(id keyID)      { s[id] = struct{}{} }
-func (s keySet) del(id keyID)      { delete(s, id) }
-func (s keySet) has(id keyID) bool { _, ok := s[id]; return ok }

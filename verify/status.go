@@ -20,7 +20,7 @@ type Status struct {
 	// Size is the size of the bbolt database in bytes (tx.Size(), etcdutl's
 	// totalSize): without etcd's sha256 trailer.
 	Size int64
-	// Revision is the newest revision in the key bucket.
+	// Revision is the newest revision in the key bucket, 0 if it is empty.
 	Revision int64
 	// CompactRevision is the finished compact revision from the meta bucket,
 	// 0 if the keyspace was never compacted.
@@ -33,12 +33,13 @@ type Status struct {
 	// StorageVersion is etcd's storage version from the meta bucket (etcdutl's
 	// "version"), "" if absent (etcd before v3.6).
 	StorageVersion string
-	// HashKV is etcd's HashKV at Revision computed from the file. It is 0 when
-	// HashKVComparable is false.
+	// HashKV is etcd's HashKV at Revision computed from the file: what a
+	// member holding this data answers to HashKV(Revision) while its compact
+	// revision is CompactRevision. It is 0 when HashKVComparable is false.
 	HashKV uint32
 	// HashKVComparable is false when the file cannot give a HashKV equal to
 	// what a live member would answer (a compaction scheduled but not
-	// finished, for example); HashKVReason then says why.
+	// finished, an empty key bucket); HashKVReason then says why.
 	HashKVComparable bool
 	// HashKVReason says why HashKVComparable is false; empty otherwise.
 	HashKVReason string
