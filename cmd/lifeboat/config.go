@@ -273,7 +273,7 @@ func DefaultConfig() Config {
 			CheckPrefixes: []string{},
 			Timeout:       15 * time.Minute,
 		},
-		Schedule: ScheduleConfig{Snapshot: "@every 1h", Prune: "@every 6h", Drill: "@daily", DrillTarget: "latest"},
+		Schedule: ScheduleConfig{Snapshot: "@every 1h", Drill: "@daily", DrillTarget: "latest"},
 		Agent: AgentConfig{
 			Listen:          "127.0.0.1:9469",
 			Lock:            true,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -24,11 +23,12 @@ func newDemoCmd(a *app) *cobra.Command {
 	var o demoOptions
 	c := &cobra.Command{
 		Use:   "demo",
-		Short: "Self-contained tour: embedded etcd with Kubernetes-like data, one verified backup into ./lifeboat-demo",
+		Short: "Self-contained tour: embedded etcd with Kubernetes-like data, one verified and drilled backup into ./lifeboat-demo",
 		Long: `demo starts an embedded etcd in a temporary directory, seeds it with
 Kubernetes-like keys, takes a verified backup into ./lifeboat-demo (or
---store), lists and verifies it, then stops etcd and removes the temporary
-directory. It needs nothing but this binary.`,
+--store), lists and verifies it, drills it (restores it into a scratch dir,
+boots a throwaway etcd on it and checks it), then stops etcd and removes the
+temporary directory. It needs nothing but this binary.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.objects < 1 {
@@ -69,7 +69,7 @@ func runDemo(ctx context.Context, a *app, o demoOptions) error {
 	}
 	lg := a.logger(cfg)
 
-	fmt.Fprintf(out, "1/5 starting an embedded etcd in %s\n", tmp)
+	fmt.Fprintf(out, "1/6 starting an embedded etcd in %s\n", tmp)
 	srv, err := restore.StartEtcd(ctx, restore.EtcdOptions{DataDir: filepath.Join(tmp, "etcd"), Name: "demo"})
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
@@ -77,8 +77,10 @@ func runDemo(ctx context.Context, a *app, o demoOptions) error {
 	defer srv.Close()
 	cfg.Etcd = EtcdConfig{Endpoints: []string{srv.ClientURL}, DialTimeout: 5 * time.Second, Member: "any"}
 	cfg.Snapshot.SpoolDir = filepath.Join(tmp, "spool")
+	cfg.Drill.ScratchDir = filepath.Join(tmp, "scratch")
+	cfg.Drill.CheckPrefixes = []string{"/registry/namespaces/"}
 
-	fmt.Fprintf(out, "2/5 seeding %d Kubernetes-like objects (/registry/...)\n", o.objects)
+	fmt.Fprintf(out, "2/6 seeding %d Kubernetes-like objects (/registry/...)\n", o.objects)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.ClientURL}, DialTimeout: 5 * time.Second, Logger: nil})
 	if err != nil {
 		return fmt.Errorf("demo: connect to embedded etcd: %w", err)
@@ -90,26 +92,32 @@ func runDemo(ctx context.Context, a *app, o demoOptions) error {
 	}
 	fmt.Fprintf(out, "    %d keys, revision %d, compacted at %d\n", res.Keys, res.Revision, res.CompactRevision)
 
-	fmt.Fprintln(out, "3/5 taking a verified backup (lifeboat snapshot)")
+	fmt.Fprintln(out, "3/6 taking a verified backup (lifeboat snapshot)")
 	m, err := runSnapshot(ctx, cfg, lg, out)
 	if err != nil {
 		return err
 	}
 
-	fmt.Fprintln(out, "4/5 listing the store (lifeboat list)")
+	fmt.Fprintln(out, "4/6 listing the store (lifeboat list)")
 	if err := runList(ctx, cfg, lg, listOptions{output: "table"}, out, time.Now()); err != nil {
 		return err
 	}
 
-	fmt.Fprintln(out, "5/5 verifying the stored backup offline (lifeboat verify latest)")
+	fmt.Fprintln(out, "5/6 verifying the stored backup offline (lifeboat verify latest)")
 	if err := runVerify(ctx, cfg, lg, m.ID, out); err != nil {
 		return err
 	}
-	printDemoSummary(out, cfg, m.ID, lg)
+
+	fmt.Fprintln(out, "6/6 drilling it: restore into a scratch dir, boot a throwaway etcd, check (lifeboat drill latest)")
+	rep, err := runDrill(ctx, a, cfg, lg, drillOptions{ref: m.ID, output: "table"})
+	if err != nil {
+		return err
+	}
+	printDemoSummary(out, cfg, m.ID, rep.RecoverySeconds)
 	return nil
 }
 
-func printDemoSummary(out io.Writer, cfg *Config, id string, _ *slog.Logger) {
-	fmt.Fprintf(out, "\ndone: backup %s is stored in %s and verified.\n", id, cfg.Store.URL)
-	fmt.Fprintf(out, "try:  lifeboat list --store %s\n      lifeboat verify latest --store %s\n", cfg.Store.URL, cfg.Store.URL)
+func printDemoSummary(out io.Writer, cfg *Config, id string, recovery float64) {
+	fmt.Fprintf(out, "\ndone: backup %s is stored in %s, verified, and drilled: it restores, in %.1fs.\n", id, cfg.Store.URL, recovery)
+	fmt.Fprintf(out, "try:  lifeboat list --store %s\n      lifeboat drill latest --store %s --scratch-dir /tmp/lifeboat-scratch\n", cfg.Store.URL, cfg.Store.URL)
 }

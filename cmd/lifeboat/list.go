@@ -45,6 +45,9 @@ type listedBackup struct {
 	State    string             `json:"state"`
 	Problem  string             `json:"problem,omitempty"`
 	Manifest *uploader.Manifest `json:"manifest"`
+	// LastDrill is the newest drill report of the backup, null when it
+	// was never drilled.
+	LastDrill *uploader.DrillReport `json:"last_drill"`
 }
 
 type listOutput struct {
@@ -64,10 +67,14 @@ func runList(ctx context.Context, cfg *Config, lg *slog.Logger, o listOptions, o
 	if err != nil {
 		return fmt.Errorf("list backups: %w", err)
 	}
+	drills, err := backups.LastDrills(ctx)
+	if err != nil {
+		return fmt.Errorf("list drill reports: %w", err)
+	}
 	if o.output == "json" {
 		res := listOutput{Store: backups.Store.String(), Cluster: cfg.Cluster, Backups: []listedBackup{}, Orphans: []string{}, Unreadable: []string{}}
 		for _, e := range l.Backups {
-			res.Backups = append(res.Backups, listedBackup{ID: e.Manifest.ID, State: e.State, Problem: e.Problem, Manifest: e.Manifest})
+			res.Backups = append(res.Backups, listedBackup{ID: e.Manifest.ID, State: e.State, Problem: e.Problem, Manifest: e.Manifest, LastDrill: drills[e.Manifest.ID]})
 		}
 		for _, o := range l.Orphans {
 			res.Orphans = append(res.Orphans, o.Key)
@@ -83,7 +90,7 @@ func runList(ctx context.Context, cfg *Config, lg *slog.Logger, o listOptions, o
 		fmt.Fprintf(out, "no backups of cluster %q in %s\n", cfg.Cluster, backups.Store)
 	} else {
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tAGE\tREVISION\tKEYS\tDB SIZE\tSTORED\tENCRYPTED\tSTATE")
+		fmt.Fprintln(tw, "ID\tAGE\tREVISION\tKEYS\tDB SIZE\tSTORED\tENCRYPTED\tSTATE\tLAST DRILL")
 		for _, e := range l.Backups {
 			m := e.Manifest
 			state := e.State
@@ -94,7 +101,7 @@ func runList(ctx context.Context, cfg *Config, lg *slog.Logger, o listOptions, o
 			if m.Encryption != "none" {
 				enc = m.Encryption
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", m.ID, humanAge(now.Sub(m.CreatedAt)), m.Revision, m.TotalKeys, humanBytes(m.DBSize), humanBytes(m.ObjectSize), enc, state)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", m.ID, humanAge(now.Sub(m.CreatedAt)), m.Revision, m.TotalKeys, humanBytes(m.DBSize), humanBytes(m.ObjectSize), enc, state, drillVerdict(drills[m.ID], now))
 		}
 		tw.Flush()
 	}
@@ -105,6 +112,18 @@ func runList(ctx context.Context, cfg *Config, lg *slog.Logger, o listOptions, o
 		fmt.Fprintf(out, "unreadable manifest: %s\n", u.Key)
 	}
 	return nil
+}
+
+// drillVerdict renders a backup's last drill: "passed 2h ago (5.1s)",
+// "FAILED 3d ago" or "never".
+func drillVerdict(r *uploader.DrillReport, now time.Time) string {
+	if r == nil {
+		return "never"
+	}
+	if r.Passed {
+		return fmt.Sprintf("passed %s ago (%.1fs)", humanAge(now.Sub(r.FinishedAt)), r.RecoverySeconds)
+	}
+	return fmt.Sprintf("FAILED %s ago", humanAge(now.Sub(r.FinishedAt)))
 }
 
 // age renders a duration as a short human age.

@@ -34,15 +34,21 @@ func (e usageError) Unwrap() error { return e.err }
 
 func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
 
-// defaultMemoryLimit is the Go runtime's soft memory limit unless
-// GOMEMLIMIT says otherwise: lifeboat's buffers are bounded (see the
-// README), so this keeps garbage from piling up next to etcd.
-const defaultMemoryLimit = 96 << 20
+// memoryHeadroom is the soft memory limit of the Go runtime on top of
+// the store's own bounded buffers, unless GOMEMLIMIT says otherwise:
+// lifeboat's buffers are bounded (see the README), so this keeps garbage
+// from piling up next to etcd.
+const memoryHeadroom = 32 << 20
+
+// setMemoryLimit sets the runtime's soft limit to the headroom plus
+// bufferBytes, unless GOMEMLIMIT is set.
+func setMemoryLimit(bufferBytes int64) {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(memoryHeadroom + bufferBytes)
+	}
+}
 
 func main() {
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(defaultMemoryLimit)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

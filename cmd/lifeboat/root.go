@@ -109,7 +109,17 @@ func (a *app) config() (*Config, error) {
 	if file == "" {
 		file = a.getenv("LIFEBOAT_CONFIG")
 	}
-	return LoadConfig(file, a.getenv, set)
+	cfg, err := LoadConfig(file, a.getenv, set)
+	if err != nil {
+		return nil, err
+	}
+	var buffers int64
+	if scheme, loc, _ := parseStoreURL(cfg.Store.URL); scheme == "s3" {
+		s3 := cfg.s3Config(loc).WithDefaults()
+		buffers = int64(s3.Concurrency+2) * s3.PartSize
+	}
+	setMemoryLimit(buffers)
+	return cfg, nil
 }
 
 func (a *app) logger(c *Config) *slog.Logger {
@@ -179,7 +189,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringSlice("check-prefix", nil, "drill: a key prefix that must hold keys after restore (repeatable), e.g. /registry/namespaces/")
 	pf.String("drill-timeout", "", "bound of one drill (default 15m)")
 	pf.String("snapshot-schedule", "", "agent: cron schedule of snapshots (default @every 1h; empty disables)")
-	pf.String("prune-schedule", "", "agent: cron schedule of prune (default @every 6h)")
+	pf.String("prune-schedule", "", "agent: cron schedule of prune (default none: set it with a retention policy)")
 	pf.String("drill-schedule", "", "agent: cron schedule of drills (default @daily)")
 	pf.String("jitter", "", "agent: random delay up to this before each run")
 	pf.Bool("run-at-start", false, "agent: take a snapshot at start")
@@ -205,6 +215,9 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newVerifyCmd(a),
 		newDemoCmd(a),
 		newPruneCmd(a),
+		newRestoreCmd(a),
+		newDrillCmd(a),
+		newAgentCmd(a),
 	)
 	return root
 }

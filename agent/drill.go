@@ -1,0 +1,48 @@
+package agent
+
+import (
+	"context"
+	"time"
+)
+
+// DrillFunc runs one restore drill end to end (pick a backup, fetch,
+// decode, restore, boot, check) and reports what it found. cmd/lifeboat
+// wires it to the restore package; the agent only schedules it, records
+// the outcome in metrics and /status, and notifies when it fails.
+//
+// A drill that ran and found a problem returns an outcome with Passed
+// false (and may return an error too); an error with a nil outcome means
+// the drill could not run at all (no backup, store unreachable). Both
+// count as a failed drill. It must stop and clean up its scratch space
+// when ctx ends.
+type DrillFunc func(ctx context.Context) (*DrillOutcome, error)
+
+// DrillOutcome is what one drill found.
+type DrillOutcome struct {
+	// BackupID is the backup drilled.
+	BackupID string
+	// Passed is the verdict.
+	Passed bool
+	// Phases holds the duration of each phase that ran, keyed by the
+	// names in DrillPhases (fetch, decode, restore, boot, checks).
+	Phases map[string]time.Duration
+	// Recovery is the time from the start of the fetch to a healthy
+	// restored member: what a real recovery of this backup would take.
+	Recovery time.Duration
+	// Error says why the drill failed.
+	Error string
+}
+
+// DrillRecord is the result of the last drill of one backup.
+type DrillRecord struct {
+	// Passed is that drill's verdict.
+	Passed bool
+	// At is when it ended.
+	At time.Time
+}
+
+// DrillHistoryFunc returns the last drill of each backup, by backup id,
+// as recorded in the store (drill reports), so that every agent (and every
+// restart) knows which backups are proven. cmd/lifeboat wires it to the
+// store's drill reports.
+type DrillHistoryFunc func(ctx context.Context) (map[string]DrillRecord, error)

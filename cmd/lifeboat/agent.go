@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+
+	"github.com/lifeboat-dev/lifeboat/agent"
+	"github.com/lifeboat-dev/lifeboat/restore"
+)
+
+type agentOptions struct {
+	once bool
+}
+
+func newAgentCmd(a *app) *cobra.Command {
+	var o agentOptions
+	c := &cobra.Command{
+		Use:   "agent",
+		Short: "Run the daemon: scheduled snapshot, prune and drill, /metrics, /healthz, /readyz, /status",
+		Long: `Run lifeboat as a daemon driven by the configuration: cron schedules
+(schedule.snapshot, schedule.prune, schedule.drill; an empty schedule
+disables a job), a leader lock in etcd so that several agents of one
+cluster run each job once (agent.lock), webhooks (notify.*), and HTTP on
+agent.listen with /metrics, /healthz, /readyz and /status. SIGTERM or
+SIGINT stops it: running jobs are cancelled and cleaned up, the lock is
+released, and it exits 0 within agent.shutdown_timeout. Under systemd
+(Type=notify) it reports READY=1, STOPPING=1 and the watchdog.
+
+With --once it runs one cycle instead (snapshot, prune, drill, each when
+scheduled), exits 0 when all passed and 1 otherwise, and writes its
+metrics to agent.textfile (--textfile, for node_exporter) and/or pushes
+them to agent.pushgateway (--pushgateway): for Kubernetes CronJobs and
+systemd timers.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			return runAgent(cmd.Context(), cfg, a.logger(cfg), o, a.getenv)
+		},
+	}
+	c.Flags().BoolVar(&o.once, "once", false, "run one cycle (snapshot, prune, drill as scheduled) and exit 0 or 1")
+	return c
+}
+
+// runAgent builds the agent from cfg and runs it until ctx ends, or one
+// cycle with o.once.
+func runAgent(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptions, getenv func(string) string) error {
+	acfg, err := agentConfig(ctx, cfg, lg, o, getenv)
+	if err != nil {
+		return err
+	}
+	ag, err := agent.New(acfg, lg)
+	if err != nil {
+		return err
+	}
+	if !o.once {
+		return ag.Run(ctx)
+	}
+	err = ag.RunOnce(ctx)
+	// The metrics go out whatever the outcome: a failed run is what they
+	// must show.
+	if cfg.Agent.Textfile != "" {
+		if werr := agent.WriteTextfile(cfg.Agent.Textfile, ag.Registry()); werr != nil {
+			err = errors.Join(err, werr)
+		}
+	}
+	if cfg.Agent.Pushgateway != "" {
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		perr := agent.Push(pctx, cfg.Agent.Pushgateway, cfg.Cluster, ag.Registry(), nil)
+		cancel()
+		if perr != nil {
+			err = errors.Join(err, perr)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("agent --once: %w", err)
+	}
+	return nil
+}
+
+// agentConfig turns the configuration into the agent's.
+func agentConfig(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptions, getenv func(string) string) (agent.Config, error) {
+	var none agent.Config
+	s := cfg.Schedule
+	prune := s.Prune != ""
+	policy, err := cfg.Retention.Policy()
+	if err != nil && prune {
+		return none, &ConfigError{Key: "retention", Err: fmt.Errorf("%w (schedule.prune is %q: set retention.keep_* or an empty schedule.prune)", errors.Unwrap(err), s.Prune)}
+	}
+	enc, err := encodingFromConfig(cfg)
+	if err != nil {
+		return none, err
+	}
+	ids, err := identities(cfg)
+	if err != nil {
+		return none, err
+	}
+	for _, w := range encryptionWarnings(enc, ids) {
+		lg.Warn("ENCRYPTION WARNING: " + w)
+	}
+	backups, err := openBackups(ctx, cfg, lg)
+	if err != nil {
+		return none, err
+	}
+	host, _ := os.Hostname()
+	identity := host + "/" + strconv.Itoa(os.Getpid())
+
+	acfg := agent.Config{
+		Cluster: cfg.Cluster,
+		Backups: backups,
+		Snapshot: &agent.SnapshotJob{
+			Etcd:       etcdConfig(cfg),
+			Options:    snapshotOptions(cfg),
+			SpoolDir:   cfg.Snapshot.SpoolDir,
+			Backups:    backups,
+			Encoding:   enc,
+			LockMode:   cfg.Store.ObjectLock.Mode,
+			LockRetain: time.Duration(cfg.Store.ObjectLock.Retain),
+			LegalHold:  cfg.Store.ObjectLock.LegalHold,
+			Version:    Version,
+		},
+		Schedules:       agent.Schedules{Snapshot: s.Snapshot, Prune: s.Prune, Drill: s.Drill},
+		Jitter:          s.Jitter,
+		RunAtStart:      s.RunAtStart,
+		SnapshotRetries: cfg.Agent.SnapshotRetries,
+		SnapshotTimeout: cfg.Snapshot.Timeout,
+		StaleAfter:      cfg.Agent.StaleAfter,
+		ShutdownTimeout: cfg.Agent.ShutdownTimeout,
+		Notify: agent.NotifyConfig{
+			Webhooks: cfg.Notify.Webhooks,
+			On:       cfg.Notify.On,
+			Timeout:  cfg.Notify.Timeout,
+		},
+		Identity: identity,
+		Version:  Version,
+	}
+	if prune {
+		acfg.Prune = &agent.PruneJob{Backups: backups, Policy: policy, OrphanGrace: time.Duration(cfg.Retention.OrphanGrace)}
+	}
+	drill := agent.DrillJob{
+		Backups: backups,
+		Target:  s.DrillTarget,
+		Options: restore.DrillOptions{
+			Identities:    ids,
+			ScratchDir:    cfg.Drill.ScratchDir,
+			EtcdBinary:    cfg.Drill.EtcdBinary,
+			CheckPrefixes: cfg.Drill.CheckPrefixes,
+			Timeout:       cfg.Drill.Timeout,
+			Version:       Version,
+		},
+	}
+	acfg.Drill = func(ctx context.Context) (*agent.DrillOutcome, error) { return agent.RunDrill(ctx, drill, lg) }
+	if cfg.Agent.Lock {
+		cc, err := etcdConfig(cfg).ClientConfig()
+		if err != nil {
+			return none, &ConfigError{Key: "etcd", Err: err}
+		}
+		acfg.Lock = &agent.LockConfig{Etcd: cc, TTL: cfg.Agent.LockTTL, Identity: identity}
+	}
+	if o.once {
+		// No HTTP, no systemd; metrics without the Go and process
+		// collectors (see agent.NewRegistry).
+		acfg.Registry = prometheus.NewRegistry()
+		return acfg, nil
+	}
+	acfg.Registry = agent.NewRegistry()
+	acfg.Listen = cfg.Agent.Listen
+	acfg.Systemd = systemdFromEnv(getenv)
+	if cfg.Agent.Textfile != "" || cfg.Agent.Pushgateway != "" {
+		lg.Info("agent.textfile and agent.pushgateway apply to agent --once; the daemon serves /metrics")
+	}
+	return acfg, nil
+}
+
+// systemdFromEnv reads the service manager's variables: NOTIFY_SOCKET,
+// and WATCHDOG_USEC when WATCHDOG_PID is unset or this process.
+func systemdFromEnv(getenv func(string) string) agent.Systemd {
+	sd := agent.Systemd{Socket: getenv("NOTIFY_SOCKET")}
+	if pid := getenv("WATCHDOG_PID"); pid != "" && pid != strconv.Itoa(os.Getpid()) {
+		return sd
+	}
+	if us, err := strconv.ParseInt(getenv("WATCHDOG_USEC"), 10, 64); err == nil && us > 0 {
+		sd.Watchdog = time.Duration(us) * time.Microsecond
+	}
+	return sd
+}

@@ -1,0 +1,332 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"filippo.io/age"
+	"github.com/cheggaaa/pb/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/uploader"
+)
+
+type restoreOptions struct {
+	ref           string
+	before        string
+	dataDir       string
+	walDir        string
+	name          string
+	cluster       string
+	token         string
+	peerURLs      []string
+	bumpRevision  uint64
+	markCompacted bool
+	force         bool
+	dryRun        bool
+}
+
+func newRestoreCmd(a *app) *cobra.Command {
+	var o restoreOptions
+	c := &cobra.Command{
+		Use:   "restore [ID|latest] --data-dir DIR",
+		Short: "Restore a backup into a member's data dir, or every member's (--initial-cluster, --data-dir /restore/{name})",
+		Long: `restore fetches a backup from the store, decrypts and decompresses it,
+checks its sha256 against the manifest and etcd's own trailer, checks the
+bbolt file, and restores it with etcdutl's snapshot restore into --data-dir.
+
+One member:    lifeboat restore latest --data-dir /var/lib/etcd --name m1 \
+                 --initial-cluster m1=https://10.0.0.1:2380,m2=...,m3=...
+Whole cluster: lifeboat restore latest --data-dir '/restore/{name}' \
+                 --initial-cluster m1=https://10.0.0.1:2380,m2=...,m3=...
+               writes every member's data dir from one download.
+
+It prints the etcd flags each member needs to start. A non-empty data dir is
+refused; --force moves it aside to <dir>.lifeboat-old-<time> (never deletes).
+--dry-run restores into a temporary dir under the drill scratch dir, boots
+it, checks it, removes it, and changes nothing else.
+
+Kubernetes: restore with --bump-revision 1000000000 --mark-compacted so that
+clients watching from the old revisions re-list instead of missing changes.`,
+		Args: maxArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				o.ref = args[0]
+			}
+			switch {
+			case o.ref == "" && o.before == "":
+				return usagef("give a backup id, latest, or --before TIME")
+			case o.ref != "" && o.ref != "latest" && o.before != "":
+				return usagef("--before picks the backup: give it alone or with latest, not with an id")
+			case o.dataDir == "" && !o.dryRun:
+				return usagef("--data-dir is required (a template with {name} restores every member of --initial-cluster)")
+			case o.markCompacted && o.bumpRevision == 0:
+				return usagef("--mark-compacted needs --bump-revision N (e.g. 1000000000)")
+			}
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			return runRestore(cmd.Context(), a, cfg, a.logger(cfg), o, time.Now())
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.before, "before", "", "restore the newest backup taken before TIME (RFC 3339, 2006-01-02 15:04 UTC, or an age like 2h)")
+	f.StringVar(&o.dataDir, "data-dir", "", "member data dir, or a template with {name} for every member")
+	f.StringVar(&o.walDir, "wal-dir", "", "dedicated WAL dir (template with {name} for several members)")
+	f.StringVar(&o.name, "name", "", "restore only this member (etcd --name; default: every member with a {name} template, else \"default\")")
+	f.StringVar(&o.cluster, "initial-cluster", "", "the restored cluster: name=peerURL,... (default NAME=PEER-URLS)")
+	f.StringVar(&o.token, "initial-cluster-token", "", "token of the restored cluster (default lifeboat-<backup id>: the same for every member, never the old cluster's)")
+	f.StringSliceVar(&o.peerURLs, "initial-advertise-peer-urls", nil, "the member's peer URLs when --initial-cluster is not given (default http://localhost:2380)")
+	f.Uint64Var(&o.bumpRevision, "bump-revision", 0, "raise the revision by N (Kubernetes: 1000000000, see the README)")
+	f.BoolVar(&o.markCompacted, "mark-compacted", false, "mark every revision up to the bumped one compacted, so watchers re-list (needs --bump-revision)")
+	f.BoolVar(&o.force, "force", false, "move a non-empty data dir aside to <dir>.lifeboat-old-<time> instead of refusing")
+	f.BoolVar(&o.dryRun, "dry-run", false, "restore into a temporary dir, boot it, check it, remove it; change nothing else")
+	return c
+}
+
+// parseBefore reads --before: an RFC 3339 time, a UTC date and time, or an
+// age (a Go duration or days like 3d) before now.
+func parseBefore(s string, now time.Time) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02 15:04:05", "2006-01-02 15:04", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	if d, ok := strings.CutSuffix(s, "d"); ok {
+		var n int
+		if _, err := fmt.Sscanf(d, "%d", &n); err == nil && n >= 0 && fmt.Sprint(n) == d {
+			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, usagef("--before %q: use an RFC 3339 time (2026-11-30T11:00:00Z), a UTC time (2026-11-30 11:00) or an age (90m, 2h, 3d)", s)
+}
+
+// selectBackup resolves the backup a restore or drill means.
+func selectBackup(ctx context.Context, b *uploader.Backups, ref, before string, now time.Time) (*uploader.Manifest, error) {
+	if before != "" {
+		t, err := parseBefore(before, now)
+		if err != nil {
+			return nil, err
+		}
+		return restore.SelectBefore(ctx, b, t)
+	}
+	m, err := restore.Select(ctx, b, ref, rand.IntN)
+	if err != nil && !uploader.ValidID(ref) && ref != "latest" && ref != "random" {
+		return nil, usageError{err}
+	}
+	return m, err
+}
+
+func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o restoreOptions, now time.Time) error {
+	out := a.stdout
+	backups, err := openBackups(ctx, cfg, lg)
+	if err != nil {
+		return err
+	}
+	ids, err := identities(cfg)
+	if err != nil {
+		return err
+	}
+	m, err := selectBackup(ctx, backups, o.ref, o.before, now)
+	if err != nil {
+		return err
+	}
+	ropts := restore.RestoreOptions{
+		DataDir: o.dataDir, WALDir: o.walDir, Name: o.name, InitialCluster: o.cluster,
+		InitialClusterToken: o.token, PeerURLs: o.peerURLs,
+		RevisionBump: o.bumpRevision, MarkCompacted: o.markCompacted, Force: o.force,
+		Now: func() time.Time { return now },
+	}
+	if ropts.InitialClusterToken == "" {
+		ropts.InitialClusterToken = "lifeboat-" + m.ID
+	}
+	fmt.Fprintf(out, "backup %s: revision %d, %d keys, %s, taken %s from %s\n",
+		m.ID, m.Revision, m.TotalKeys, humanBytes(m.DBSize), m.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC"), m.Endpoint)
+
+	var planned []restore.PlannedMember
+	if o.dataDir != "" {
+		planned, err = restore.Plan(ropts)
+		if err != nil {
+			return usageError{err}
+		}
+		var refused []string
+		for _, p := range planned {
+			for _, d := range p.NonEmpty {
+				if !o.force {
+					refused = append(refused, d)
+				}
+			}
+		}
+		if len(refused) > 0 && !o.dryRun {
+			return fmt.Errorf("%s: %w: nothing was changed (use --force to move it aside)", strings.Join(refused, ", "), restore.ErrDataDirNotEmpty)
+		}
+	}
+
+	if o.dryRun {
+		return runRestoreDryRun(ctx, a, cfg, lg, o, backups, ids, m, planned)
+	}
+
+	spoolDir := cfg.Snapshot.SpoolDir
+	if err := os.MkdirAll(spoolDir, 0o700); err != nil {
+		return fmt.Errorf("spool directory %s: %w", spoolDir, err)
+	}
+	spool := filepath.Join(spoolDir, fmt.Sprintf("lifeboat-restore-%s-%d.db", m.ID, os.Getpid()))
+	defer os.Remove(spool)
+	p := newProgress(a.stderr, lg, "download", m.ObjectSize)
+	start := time.Now()
+	_, err = restore.Fetch(ctx, backups, m, spool, restore.FetchOptions{Identities: ids, Progress: p.update})
+	p.done()
+	if err != nil {
+		return fmt.Errorf("fetch backup %s: %w", m.ID, err)
+	}
+	if _, err := restore.CheckFile(ctx, spool, m); err != nil {
+		return fmt.Errorf("backup %s failed verification, nothing was restored: %w", m.ID, err)
+	}
+	fmt.Fprintf(out, "fetched and verified in %.1fs: object sha256, etcd's sha256 trailer, bbolt check, revision, keys and hashes match the manifest\n", time.Since(start).Seconds())
+
+	ropts.SnapshotPath = spool
+	ropts.OnMember = func(rm restore.RestoredMember) {
+		fmt.Fprintf(out, "restored member %s into %s (%.1fs)\n", rm.Name, rm.DataDir, rm.Seconds)
+		if rm.MovedAside != "" {
+			fmt.Fprintf(out, "  the old data dir is kept at %s\n", rm.MovedAside)
+		}
+		if rm.MovedAsideWAL != "" {
+			fmt.Fprintf(out, "  the old WAL dir is kept at %s\n", rm.MovedAsideWAL)
+		}
+	}
+	res, err := restore.Restore(ctx, ropts)
+	if err != nil {
+		return fmt.Errorf("restore backup %s: %w (nothing was left changed)", m.ID, err)
+	}
+	printStartFlags(out, res.Members, o)
+	return nil
+}
+
+// printStartFlags prints how to start each restored member.
+func printStartFlags(out io.Writer, members []restore.RestoredMember, o restoreOptions) {
+	if o.bumpRevision > 0 {
+		fmt.Fprintf(out, "\nthe revision was raised by %d", o.bumpRevision)
+		if o.markCompacted {
+			fmt.Fprint(out, " and marked compacted: watchers of the old cluster will be told to re-list")
+		}
+		fmt.Fprintln(out)
+	}
+	fmt.Fprintln(out, "\nstart each member with these flags, plus its usual client URL, TLS and tuning flags:")
+	for _, m := range members {
+		flags := m.EtcdFlags()
+		fmt.Fprintf(out, "\n  # %s\n", m.Name)
+		if !slices.Contains(flags, "--listen-peer-urls") {
+			fmt.Fprintln(out, "  # its peer URLs name hosts: also give --listen-peer-urls with an IP of that host (etcd listens on IPs)")
+		}
+		fmt.Fprintf(out, "  etcd %s\n", shellJoin(flags))
+	}
+	fmt.Fprintln(out, "\nstart all members of a restored cluster before checking its health; keep the old members stopped.")
+}
+
+func shellJoin(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`!*?[]{}();&|<>~#") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		q[i] = a
+	}
+	return strings.Join(q, " ")
+}
+
+func runRestoreDryRun(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o restoreOptions, backups *uploader.Backups, ids []age.Identity, m *uploader.Manifest, planned []restore.PlannedMember) error {
+	out := a.stdout
+	fmt.Fprintln(out, "dry run: nothing outside a temporary directory is changed")
+	var refused []string
+	for _, p := range planned {
+		fmt.Fprintf(out, "  would restore member %s into %s\n", p.Name, p.DataDir)
+		for _, d := range p.NonEmpty {
+			if o.force {
+				fmt.Fprintf(out, "    %s is not empty: --force would move it aside to %s.lifeboat-old-<time>\n", d, d)
+			} else {
+				fmt.Fprintf(out, "    %s is not empty: the restore would refuse it (use --force to move it aside)\n", d)
+				refused = append(refused, d)
+			}
+		}
+	}
+	p := newProgress(a.stderr, lg, "download", m.ObjectSize)
+	rep, err := restore.Drill(ctx, restore.DrillOptions{
+		Backups: backups, Manifest: m, Identities: ids,
+		ScratchDir: cfg.Drill.ScratchDir, EtcdBinary: cfg.Drill.EtcdBinary, CheckPrefixes: cfg.Drill.CheckPrefixes,
+		Timeout: cfg.Drill.Timeout, RevisionBump: o.bumpRevision, MarkCompacted: o.markCompacted,
+		Progress: p.update, Logger: lg, Version: Version,
+	})
+	p.done()
+	if rep != nil {
+		printDrillReport(out, rep)
+	}
+	if err != nil {
+		return fmt.Errorf("dry run of backup %s: %w", m.ID, err)
+	}
+	if len(refused) > 0 {
+		return fmt.Errorf("dry run: the backup restores, but %s: %w", strings.Join(refused, ", "), restore.ErrDataDirNotEmpty)
+	}
+	if len(planned) > 0 {
+		var members []restore.RestoredMember
+		for _, p := range planned {
+			members = append(members, p.RestoredMember)
+		}
+		printStartFlags(out, members, o)
+	}
+	return nil
+}
+
+// progress shows a download: a bar on a terminal, a log line every 10%
+// otherwise.
+type progress struct {
+	bar     *pb.ProgressBar
+	lg      *slog.Logger
+	what    string
+	total   int64
+	nextLog int64
+	start   time.Time
+}
+
+func newProgress(w io.Writer, lg *slog.Logger, what string, total int64) *progress {
+	p := &progress{lg: lg, what: what, total: total, start: time.Now()}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) && total > 0 {
+		p.bar = pb.New64(total).Set(pb.Bytes, true).SetWriter(f).SetRefreshRate(200 * time.Millisecond)
+		p.bar.SetTemplateString(`{{string . "prefix"}} {{counters . }} {{bar . }} {{percent . }} {{speed . }}`)
+		p.bar.Set("prefix", what)
+		p.bar.Start()
+	}
+	return p
+}
+
+func (p *progress) update(stored, _ int64) {
+	if p.bar != nil {
+		p.bar.SetCurrent(stored)
+		return
+	}
+	if p.total <= 0 || stored < p.nextLog {
+		return
+	}
+	pct := stored * 100 / p.total
+	p.lg.Info(p.what+" progress", "bytes", stored, "total_bytes", p.total, "percent", pct, "seconds", time.Since(p.start).Round(time.Millisecond).Seconds())
+	p.nextLog = (pct/10 + 1) * p.total / 10
+}
+
+func (p *progress) done() {
+	if p.bar != nil {
+		p.bar.Finish()
+	}
+}

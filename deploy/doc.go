@@ -1,0 +1,23 @@
+// Package deploy holds lifeboat's deployment files and the tests that keep
+// them honest. It has no Go API: the files are plain text for operators.
+//
+//	systemd/     lifeboat.service (Type=notify, hardened), lifeboat-once.service
+//	             and lifeboat-once.timer (textfile metrics), config.yaml,
+//	             lifeboat.env, lifeboat.sysusers; check.sh runs systemd-analyze
+//	kubernetes/  kustomize base and overlays (CronJobs with a Pushgateway, or
+//	             a Deployment with a ServiceMonitor), Secret templates;
+//	             check.sh runs the strict decoding tests of kubernetes/validate,
+//	             a Go module of its own so that k8s.io and kustomize stay out
+//	             of lifeboat's go.mod
+//	prometheus/  alerts.yaml with promtool unit tests, the same rules as a
+//	             PrometheusRule, the runbook; check.sh runs promtool
+//	grafana/     lifeboat.json, the dashboard
+//
+// check.sh runs the three checks. The Go tests of this package check what
+// ties the files to the code: the example configurations pass
+// `lifeboat config check`, the alert rules and the dashboard select only
+// metrics and labels that `lifeboat agent --once` really exports, every
+// alert has promtool cases that make it fire and keep it silent, the
+// PrometheusRule carries exactly alerts.yaml's rules, and the systemd units
+// hand the service the credential files its config.yaml names.
+package deploy

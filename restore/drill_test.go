@@ -1,0 +1,306 @@
+package restore_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"filippo.io/age"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/lifeboat-dev/lifeboat/internal/s3test"
+	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/uploader"
+)
+
+var wantPhases = []string{restore.PhaseFetch, restore.PhaseDecode, restore.PhaseRestore, restore.PhaseVerify, restore.PhaseBoot, restore.PhaseChecks}
+
+func phaseNames(r *uploader.DrillReport) []string {
+	var out []string
+	for _, p := range r.Phases {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+func TestDrillPasses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd and versitygw")
+	}
+	src := startSource(t, 600)
+	srv := s3test.Start(t)
+	id := newIdentity(t)
+	tests := []struct {
+		name    string
+		backups func(t *testing.T) *uploader.Backups
+		enc     uploader.Encoding
+		ids     []age.Identity
+		binary  bool
+	}{
+		{name: "directory", backups: func(t *testing.T) *uploader.Backups { return dirBackups(t, t.TempDir()) }, enc: uploader.Encoding{Compression: "zstd"}},
+		{name: "directory, encrypted", backups: func(t *testing.T) *uploader.Backups { return dirBackups(t, t.TempDir()) }, enc: ageEncoding(id), ids: []age.Identity{id}},
+		{name: "directory, uncompressed", backups: func(t *testing.T) *uploader.Backups { return dirBackups(t, t.TempDir()) }, enc: uploader.Encoding{Compression: "none"}},
+		{name: "s3", backups: func(t *testing.T) *uploader.Backups { return s3Backups(t, srv) }, enc: uploader.Encoding{Compression: "zstd"}},
+		{name: "s3, encrypted", backups: func(t *testing.T) *uploader.Backups { return s3Backups(t, srv) }, enc: ageEncoding(id), ids: []age.Identity{id}},
+		{name: "etcd binary", backups: func(t *testing.T) *uploader.Backups { return dirBackups(t, t.TempDir()) }, enc: uploader.Encoding{Compression: "zstd"}, binary: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var bin string
+			if tt.binary {
+				bin = needEtcdBinary(t)
+			}
+			b := tt.backups(t)
+			m := src.backup(t, b, tt.enc)
+			if m.HashKVStatus != "match" {
+				t.Fatalf("the source backup's hashkv status is %q; the drill would not compare it", m.HashKVStatus)
+			}
+			scratch := t.TempDir()
+			var progressCalls int
+			rep, err := restore.Drill(t.Context(), restore.DrillOptions{
+				Backups: b, Manifest: m, Identities: tt.ids, ScratchDir: scratch, EtcdBinary: bin,
+				CheckPrefixes: []string{"/registry/namespaces/", "/registry/pods/"},
+				Progress:      func(stored, raw int64) { progressCalls++ },
+				Version:       "test",
+			})
+			if err != nil {
+				t.Fatalf("Drill: %v\nreport: %+v", err, rep)
+			}
+			assertEmpty(t, scratch)
+			if !rep.Passed || rep.Error != "" {
+				t.Errorf("report passed=%v error=%q", rep.Passed, rep.Error)
+			}
+			if diff := cmp.Diff(wantPhases, phaseNames(rep)); diff != "" {
+				t.Errorf("phases (-want +got):\n%s", diff)
+			}
+			var sum float64
+			for _, p := range rep.Phases {
+				sum += p.Seconds
+			}
+			if rep.RecoverySeconds <= 0 || rep.RecoverySeconds < sum-0.01 || rep.RecoverySeconds > sum+0.01 {
+				t.Errorf("recovery %v s, phases sum to %v s", rep.RecoverySeconds, sum)
+			}
+			checks := map[string]uploader.Check{}
+			for _, c := range rep.Checks {
+				checks[c.Name] = c
+			}
+			for _, name := range []string{"object size", "object sha256", "snapshot sha256", "bbolt structure", "db size", "bolt hash", "revision", "total keys", "hashkv", "prefix /registry/namespaces/", "prefix /registry/pods/", "test write"} {
+				c, ok := checks[name]
+				if !ok {
+					t.Errorf("no check %q in %+v", name, rep.Checks)
+					continue
+				}
+				if !c.Passed || c.Expected != c.Actual && name != "prefix /registry/namespaces/" && name != "prefix /registry/pods/" {
+					t.Errorf("check %+v", c)
+				}
+			}
+			if progressCalls == 0 {
+				t.Error("Progress was never called")
+			}
+			if tt.binary && rep.Etcd == "" || !tt.binary && rep.Etcd == "" {
+				t.Errorf("report does not say which etcd ran: %q", rep.Etcd)
+			}
+
+			// The report goes beside the backup and list finds it.
+			if err := b.PutDrillReport(t.Context(), rep); err != nil {
+				t.Fatal(err)
+			}
+			last, err := b.LastDrills(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := last[m.ID]; got == nil || !got.Passed || got.RecoverySeconds != rep.RecoverySeconds {
+				t.Errorf("LastDrills()[%s] = %+v", m.ID, got)
+			}
+		})
+	}
+}
+
+func TestDrillFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd")
+	}
+	src := startSource(t, 400)
+	id, other := newIdentity(t), newIdentity(t)
+	// Two stores: two backups taken within a second of one revision share
+	// an id.
+	goldenPlain, goldenEnc := t.TempDir(), t.TempDir()
+	plain := src.backup(t, dirBackups(t, goldenPlain), uploader.Encoding{Compression: "zstd"})
+	enc := src.backup(t, dirBackups(t, goldenEnc), ageEncoding(id))
+
+	flip := func(t *testing.T, path string) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data[len(data)/2] ^= 0x01
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name      string
+		m         *uploader.Manifest
+		ids       []age.Identity
+		damage    func(t *testing.T, b *uploader.Backups, root string, m *uploader.Manifest) *uploader.Manifest
+		wantCheck string // the failed check naming the reason
+		wantErr   error
+	}{
+		{name: "one flipped byte", m: plain, damage: func(t *testing.T, b *uploader.Backups, root string, m *uploader.Manifest) *uploader.Manifest {
+			flip(t, filepath.Join(root, m.Object))
+			return m
+		}, wantCheck: "object sha256"},
+		{name: "one flipped byte, encrypted", m: enc, ids: []age.Identity{id}, damage: func(t *testing.T, b *uploader.Backups, root string, m *uploader.Manifest) *uploader.Manifest {
+			flip(t, filepath.Join(root, m.Object))
+			return m
+		}, wantCheck: "object sha256"},
+		{name: "truncated object", m: plain, damage: func(t *testing.T, b *uploader.Backups, root string, m *uploader.Manifest) *uploader.Manifest {
+			if err := os.Truncate(filepath.Join(root, m.Object), m.ObjectSize/2); err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}, wantCheck: "object size"},
+		{name: "manifest revision edited", m: plain, damage: func(t *testing.T, b *uploader.Backups, root string, m *uploader.Manifest) *uploader.Manifest {
+			return rewriteManifest(t, b, m, func(m *uploader.Manifest) { m.Revision += 10 })
+		}, wantCheck: "revision"},
+		{name: "manifest hashkv edited", m: plain, damage: func(t *testing.T, b *uploader.Backups, root string, m *uploader.Manifest) *uploader.Manifest {
+			return rewriteManifest(t, b, m, func(m *uploader.Manifest) { m.HashKV ^= 0x10 })
+		}, wantCheck: "hashkv"},
+		{name: "manifest key count edited", m: plain, damage: func(t *testing.T, b *uploader.Backups, root string, m *uploader.Manifest) *uploader.Manifest {
+			return rewriteManifest(t, b, m, func(m *uploader.Manifest) { m.TotalKeys-- })
+		}, wantCheck: "total keys"},
+		{name: "manifest snapshot sha256 edited", m: plain, damage: func(t *testing.T, b *uploader.Backups, root string, m *uploader.Manifest) *uploader.Manifest {
+			return rewriteManifest(t, b, m, func(m *uploader.Manifest) { m.SnapshotSHA256 = "00" + m.SnapshotSHA256[2:] })
+		}, wantCheck: "snapshot sha256"},
+		{name: "wrong identity", m: enc, ids: []age.Identity{other}, wantErr: uploader.ErrDecrypt},
+		{name: "no identity", m: enc, wantErr: uploader.ErrNoIdentity},
+		{name: "missing object", m: plain, damage: func(t *testing.T, b *uploader.Backups, root string, m *uploader.Manifest) *uploader.Manifest {
+			if err := os.Remove(filepath.Join(root, m.Object)); err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}, wantErr: uploader.ErrNotFound},
+		{name: "no space for a huge database", m: plain, damage: func(t *testing.T, b *uploader.Backups, root string, m *uploader.Manifest) *uploader.Manifest {
+			return rewriteManifest(t, b, m, func(m *uploader.Manifest) { m.DBSize = 1 << 52 })
+		}, wantErr: restore.ErrNoSpace},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			golden := goldenPlain
+			if tt.m == enc {
+				golden = goldenEnc
+			}
+			copyTree(t, golden, root)
+			b := dirBackups(t, root)
+			m := tt.m
+			if tt.damage != nil {
+				m = tt.damage(t, b, root, m)
+			}
+			scratch := t.TempDir()
+			rep, err := restore.Drill(t.Context(), restore.DrillOptions{Backups: b, Manifest: m, Identities: tt.ids, ScratchDir: scratch, Version: "test"})
+			assertEmpty(t, scratch)
+			if err == nil || rep == nil || rep.Passed {
+				t.Fatalf("Drill passed a bad backup: err %v, report %+v", err, rep)
+			}
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Errorf("error %v, want %v", err, tt.wantErr)
+				}
+				if rep.Error == "" {
+					t.Error("report has no error")
+				}
+			}
+			if tt.wantCheck != "" {
+				if !errors.Is(err, restore.ErrDrillFailed) {
+					t.Errorf("error %v, want ErrDrillFailed", err)
+				}
+				failed := rep.FailedChecks()
+				if len(failed) == 0 || failed[0].Name != tt.wantCheck {
+					t.Errorf("failed checks %+v, want first %q", failed, tt.wantCheck)
+				} else if failed[0].Expected == failed[0].Actual {
+					t.Errorf("failed check %+v has expected == actual", failed[0])
+				}
+			}
+			// A failed drill still makes a storable report.
+			if err := b.PutDrillReport(t.Context(), rep); err != nil {
+				t.Errorf("PutDrillReport: %v", err)
+			}
+		})
+	}
+}
+
+func TestDrillCancelled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd")
+	}
+	src := startSource(t, 300)
+	b := dirBackups(t, t.TempDir())
+	m := src.backup(t, b, uploader.Encoding{Compression: "zstd"})
+	scratch := t.TempDir()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	rep, err := restore.Drill(ctx, restore.DrillOptions{
+		Backups: b, Manifest: m, ScratchDir: scratch,
+		Progress: func(stored, raw int64) { cancel() },
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Drill error %v, want context.Canceled", err)
+	}
+	if rep == nil || rep.Passed || rep.Error == "" {
+		t.Errorf("report %+v", rep)
+	}
+	assertEmpty(t, scratch)
+}
+
+func TestDrillSweepsLeftovers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd")
+	}
+	src := startSource(t, 200)
+	b := dirBackups(t, t.TempDir())
+	m := src.backup(t, b, uploader.Encoding{Compression: "zstd"})
+	scratch := t.TempDir()
+	// A drill killed with SIGKILL leaves its directory; its pid is gone.
+	// Pid 0x7ffffffe is far above any pid_max.
+	stale := filepath.Join(scratch, "lifeboat-drill-2147483646-123")
+	if err := os.MkdirAll(filepath.Join(stale, "etcd", "member"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	keep := filepath.Join(scratch, "operator-notes")
+	if err := os.WriteFile(keep, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := restore.Drill(t.Context(), restore.DrillOptions{Backups: b, Manifest: m, ScratchDir: scratch}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale drill directory left: %v", err)
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Errorf("a file that is not a drill's was touched: %v", err)
+	}
+}
+
+// TestDrillBumpRevision drills as `restore --dry-run --bump-revision N
+// --mark-compacted` does.
+func TestDrillBumpRevision(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd")
+	}
+	src := startSource(t, 300)
+	b := dirBackups(t, t.TempDir())
+	m := src.backup(t, b, uploader.Encoding{Compression: "zstd"})
+	rep, err := restore.Drill(t.Context(), restore.DrillOptions{Backups: b, Manifest: m, ScratchDir: t.TempDir(), RevisionBump: 1_000_000, MarkCompacted: true})
+	if err != nil {
+		t.Fatalf("Drill: %v\n%+v", err, rep.Checks)
+	}
+	for _, c := range rep.Checks {
+		if c.Name == "revision" && c.Actual != strconv.FormatInt(m.Revision+1_000_000, 10) {
+			t.Errorf("revision check %+v", c)
+		}
+	}
+}

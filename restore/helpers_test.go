@@ -1,0 +1,209 @@
+package restore_test
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"filippo.io/age"
+
+	"github.com/lifeboat-dev/lifeboat/agent"
+	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/s3test"
+	"github.com/lifeboat-dev/lifeboat/internal/seed"
+	"github.com/lifeboat-dev/lifeboat/snapshot"
+	"github.com/lifeboat-dev/lifeboat/uploader"
+)
+
+// source is a real etcd seeded with Kubernetes-like data.
+type source struct {
+	c    *etcdtest.Cluster
+	seed seed.Result
+}
+
+func startSource(t testing.TB, objects int) *source {
+	t.Helper()
+	c := etcdtest.Start(t, etcdtest.Options{})
+	res, err := seed.Kubernetes(t.Context(), c.Client(t), seed.Options{Objects: objects, Compact: true, Seed: 3})
+	if err != nil {
+		t.Fatalf("seed: %v", err)
+	}
+	return &source{c: c, seed: res}
+}
+
+// backup takes a backup of the source with the real pipeline.
+func (s *source) backup(t testing.TB, b *uploader.Backups, enc uploader.Encoding) *uploader.Manifest {
+	t.Helper()
+	m, err := agent.Snapshot(t.Context(), agent.SnapshotJob{
+		Etcd:     snapshot.Config{Endpoints: s.c.Endpoints(), Member: "any"},
+		SpoolDir: t.TempDir(),
+		Backups:  b,
+		Encoding: enc,
+		Version:  "test",
+	}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	return m
+}
+
+func dirBackups(t testing.TB, dir string) *uploader.Backups {
+	t.Helper()
+	st, err := uploader.NewDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &uploader.Backups{Store: st, Cluster: "test"}
+}
+
+var bucketSeq atomic.Int64
+
+// s3Backups returns backups in a fresh bucket of a real versitygw.
+func s3Backups(t testing.TB, srv *s3test.Server) *uploader.Backups {
+	t.Helper()
+	none := filepath.Join(t.TempDir(), "no-such-aws-file")
+	for k, v := range map[string]string{
+		"AWS_ACCESS_KEY_ID": srv.AccessKey, "AWS_SECRET_ACCESS_KEY": srv.SecretKey, "AWS_SESSION_TOKEN": "",
+		"AWS_PROFILE": "", "AWS_REGION": "", "AWS_DEFAULT_REGION": "", "AWS_ENDPOINT_URL": "", "AWS_ENDPOINT_URL_S3": "",
+		"AWS_CONFIG_FILE": none, "AWS_SHARED_CREDENTIALS_FILE": none, "AWS_EC2_METADATA_DISABLED": "true",
+		"AWS_WEB_IDENTITY_TOKEN_FILE": "", "AWS_ROLE_ARN": "",
+	} {
+		t.Setenv(k, v)
+	}
+	bucket := fmt.Sprintf("lifeboat-restore-%d", bucketSeq.Add(1))
+	srv.CreateBucket(t, bucket, false)
+	st, err := uploader.NewS3(t.Context(), uploader.S3Config{
+		Bucket: bucket, Prefix: "backups", Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true,
+		PartSize: uploader.MinS3PartSize, Concurrency: 3, MaxAttempts: 4, MaxBackoff: 200 * time.Millisecond, ReadTimeout: 10 * time.Second,
+	}, nil)
+	if err != nil {
+		t.Fatalf("NewS3: %v", err)
+	}
+	return &uploader.Backups{Store: st, Cluster: "test"}
+}
+
+func newIdentity(t testing.TB) *age.X25519Identity {
+	t.Helper()
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func ageEncoding(id *age.X25519Identity) uploader.Encoding {
+	return uploader.Encoding{Compression: "zstd", Recipients: []age.Recipient{id.Recipient()}, RecipientKeys: []string{id.Recipient().String()}}
+}
+
+// assertEmpty fails unless dir exists and holds nothing.
+func assertEmpty(t testing.TB, dir string) {
+	t.Helper()
+	var left []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != dir {
+			left = append(left, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walk %s: %v", dir, err)
+	}
+	if len(left) > 0 {
+		t.Errorf("%s is not empty afterwards: %v", dir, left)
+	}
+}
+
+// etcdBinary returns the etcd binary built by make (ETCD_BIN or .bin/etcd
+// in the module root), or "" when there is none.
+func etcdBinary(t testing.TB) string {
+	t.Helper()
+	if b := os.Getenv("ETCD_BIN"); b != "" {
+		return b
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			b := filepath.Join(dir, ".bin", "etcd")
+			if _, err := os.Stat(b); err == nil {
+				return b
+			}
+			return ""
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
+
+// needEtcdBinary returns the etcd binary or ends the test: Fatal under
+// CI=true, Skip otherwise.
+func needEtcdBinary(t testing.TB) string {
+	t.Helper()
+	b := etcdBinary(t)
+	if b == "" {
+		msg := "no etcd binary: run `make tools` (builds .bin/etcd) or set ETCD_BIN"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return b
+}
+
+// rewriteManifest edits a stored manifest as an attacker or a bug could.
+func rewriteManifest(t testing.TB, b *uploader.Backups, m *uploader.Manifest, edit func(*uploader.Manifest)) *uploader.Manifest {
+	t.Helper()
+	c := *m
+	edit(&c)
+	data, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Store.Put(context.Background(), b.ManifestKey(c.ID), strings.NewReader(string(data)), uploader.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Manifest(t.Context(), c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// copyTree copies a directory tree (a dir store) so each case damages its
+// own copy.
+func copyTree(t testing.TB, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o700)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, data, 0o600)
+	})
+	if err != nil {
+		t.Fatalf("copy %s: %v", src, err)
+	}
+}

@@ -1,0 +1,467 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/etcdutl/v3/snapshot"
+	"go.uber.org/zap"
+)
+
+// NamePlaceholder in RestoreOptions.DataDir and WALDir stands for each
+// member's name.
+const NamePlaceholder = "{name}"
+
+// ErrDataDirNotEmpty is wrapped when a member's data (or WAL) directory
+// exists and is not empty and RestoreOptions.Force is not set.
+var ErrDataDirNotEmpty = errors.New("data directory is not empty")
+
+// ErrOptions is wrapped by mistakes in RestoreOptions (the caller's).
+var ErrOptions = errors.New("invalid restore options")
+
+// Defaults of etcd and etcdutl, used when the options leave them empty.
+const (
+	DefaultName     = "default"
+	DefaultPeerURL  = "http://localhost:2380"
+	DefaultToken    = "etcd-cluster"
+	oldDirSeparator = ".lifeboat-old-"
+)
+
+// RestoreOptions describe a restore of one snapshot into member data
+// directories.
+type RestoreOptions struct {
+	// SnapshotPath is the raw snapshot (database and etcd's sha256
+	// trailer), already fetched and verified (see Fetch).
+	SnapshotPath string
+	// DataDir is the member's data directory, or a template containing
+	// {name} (e.g. /restore/{name}): then, unless Name is set, every
+	// member of InitialCluster is restored. Default <name>.etcd.
+	DataDir string
+	// WALDir is an optional dedicated WAL directory (etcd --wal-dir), a
+	// template too.
+	WALDir string
+	// Name restores only this member (etcd --name). Default: every member
+	// of InitialCluster when DataDir is a template, the only member when
+	// it names one, else "default".
+	Name string
+	// InitialCluster is etcd's --initial-cluster (name=peerURL,...).
+	// Default: Name=PeerURLs.
+	InitialCluster string
+	// InitialClusterToken is the new cluster's token (default
+	// "etcd-cluster", as etcdutl). Every member of one cluster must be
+	// restored with the same token.
+	InitialClusterToken string
+	// PeerURLs are the restored member's advertised peer URLs when
+	// InitialCluster is empty (default http://localhost:2380).
+	PeerURLs []string
+	// RevisionBump raises the revision by this much and, with
+	// MarkCompacted, marks everything up to the new revision compacted, so
+	// watchers of the old cluster are told to re-list (etcdutl
+	// --bump-revision --mark-compacted).
+	RevisionBump  uint64
+	MarkCompacted bool
+	// Force moves a non-empty data or WAL directory aside to
+	// <dir>.lifeboat-old-<time> instead of refusing. Nothing is deleted.
+	Force bool
+	// SkipHashCheck skips etcdutl's second sha256 pass over the copied
+	// database; only for a snapshot whose trailer was just checked.
+	SkipHashCheck bool
+	// Now is the clock that names moved-aside directories (time.Now when nil).
+	Now func() time.Time
+	// OnMember is called after each member is restored.
+	OnMember func(RestoredMember)
+}
+
+// RestoredMember is one member written by Restore.
+type RestoredMember struct {
+	Name     string
+	DataDir  string
+	WALDir   string
+	PeerURLs []string
+	// MovedAside is where the previous content of DataDir (and WALDir, in
+	// MovedAsideWAL) went with Force; empty when there was none.
+	MovedAside, MovedAsideWAL string
+	// Seconds is how long the member's restore took.
+	Seconds float64
+	// InitialCluster and Token are the cluster's, for the etcd flags.
+	InitialCluster string
+	Token          string
+}
+
+// EtcdFlags returns the etcd flags this member needs to start on its
+// restored data directory. Client URLs, TLS and tuning flags stay as the
+// member had them.
+func (m RestoredMember) EtcdFlags() []string {
+	peers := strings.Join(m.PeerURLs, ",")
+	f := []string{"--name", m.Name, "--data-dir", m.DataDir}
+	if m.WALDir != "" {
+		f = append(f, "--wal-dir", m.WALDir)
+	}
+	f = append(f, "--initial-advertise-peer-urls", peers)
+	if listen := listenURLs(m.PeerURLs); listen != "" {
+		f = append(f, "--listen-peer-urls", listen)
+	}
+	f = append(f, "--initial-cluster", m.InitialCluster, "--initial-cluster-token", m.Token, "--initial-cluster-state", "new")
+	return f
+}
+
+// listenURLs returns the peer URLs as listen URLs when their hosts are IP
+// addresses (etcd listens only on IPs); "" otherwise.
+func listenURLs(urls []string) string {
+	for _, u := range urls {
+		pu, err := url.Parse(u)
+		if err != nil || net.ParseIP(pu.Hostname()) == nil {
+			return ""
+		}
+	}
+	return strings.Join(urls, ",")
+}
+
+// RestoreResult is what Restore wrote.
+type RestoreResult struct {
+	Members []RestoredMember
+}
+
+type member struct {
+	name  string
+	peers []string
+}
+
+// plan is a resolved restore: the cluster and the members to write.
+type plan struct {
+	cluster string
+	token   string
+	members []RestoredMember
+}
+
+// parseInitialCluster parses name=url,... keeping the members' order.
+func parseInitialCluster(s string) ([]member, error) {
+	var out []member
+	idx := map[string]int{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		name, u, ok := strings.Cut(part, "=")
+		if !ok || name == "" || u == "" {
+			return nil, fmt.Errorf("%w: --initial-cluster entry %q is not name=peerURL", ErrOptions, part)
+		}
+		pu, err := url.Parse(u)
+		if err != nil || pu.Scheme == "" || pu.Host == "" {
+			return nil, fmt.Errorf("%w: --initial-cluster entry %q: %q is not a URL", ErrOptions, part, u)
+		}
+		if i, ok := idx[name]; ok {
+			out[i].peers = append(out[i].peers, u)
+			continue
+		}
+		idx[name] = len(out)
+		out = append(out, member{name: name, peers: []string{u}})
+	}
+	return out, nil
+}
+
+func expand(tmpl, name string) string { return strings.ReplaceAll(tmpl, NamePlaceholder, name) }
+
+func (o RestoreOptions) plan() (*plan, error) {
+	bad := func(format string, a ...any) (*plan, error) {
+		return nil, fmt.Errorf("%w: %s", ErrOptions, fmt.Sprintf(format, a...))
+	}
+	if o.SnapshotPath == "" {
+		return bad("no snapshot file")
+	}
+	if o.MarkCompacted && o.RevisionBump == 0 {
+		return bad("--mark-compacted needs --bump-revision")
+	}
+	p := &plan{token: o.InitialClusterToken}
+	if p.token == "" {
+		p.token = DefaultToken
+	}
+	ic := o.InitialCluster
+	if ic == "" {
+		name := o.Name
+		if name == "" {
+			name = DefaultName
+		}
+		peers := o.PeerURLs
+		if len(peers) == 0 {
+			peers = []string{DefaultPeerURL}
+		}
+		var parts []string
+		for _, u := range peers {
+			parts = append(parts, name+"="+u)
+		}
+		ic = strings.Join(parts, ",")
+	}
+	members, err := parseInitialCluster(ic)
+	if err != nil {
+		return nil, err
+	}
+	p.cluster = ic
+	template := strings.Contains(o.DataDir, NamePlaceholder)
+	var chosen []member
+	switch {
+	case o.Name != "":
+		for _, m := range members {
+			if m.name == o.Name {
+				chosen = append(chosen, m)
+			}
+		}
+		if len(chosen) == 0 {
+			return bad("--name %q is not a member of --initial-cluster %q", o.Name, ic)
+		}
+	case template || len(members) == 1:
+		chosen = members
+	default:
+		return bad("--initial-cluster names %d members: give --name to restore one, or a --data-dir template with %s to restore all", len(members), NamePlaceholder)
+	}
+	if len(o.PeerURLs) > 0 && o.InitialCluster != "" {
+		if len(chosen) != 1 || strings.Join(chosen[0].peers, ",") != strings.Join(o.PeerURLs, ",") {
+			return bad("--initial-advertise-peer-urls %s do not match --initial-cluster %q", strings.Join(o.PeerURLs, ","), ic)
+		}
+	}
+	if len(chosen) > 1 && o.WALDir != "" && !strings.Contains(o.WALDir, NamePlaceholder) {
+		return bad("--wal-dir must contain %s when restoring several members", NamePlaceholder)
+	}
+	seen := map[string]string{}
+	for _, m := range chosen {
+		dataDir := o.DataDir
+		if dataDir == "" {
+			dataDir = NamePlaceholder + ".etcd"
+		}
+		rm := RestoredMember{Name: m.name, DataDir: filepath.Clean(expand(dataDir, m.name)), PeerURLs: m.peers, InitialCluster: ic, Token: p.token}
+		if o.WALDir != "" {
+			rm.WALDir = filepath.Clean(expand(o.WALDir, m.name))
+		}
+		for _, d := range []string{rm.DataDir, rm.WALDir} {
+			if d == "" {
+				continue
+			}
+			if other, ok := seen[d]; ok {
+				return bad("members %s and %s would both use %s", other, m.name, d)
+			}
+			seen[d] = m.name
+		}
+		p.members = append(p.members, rm)
+	}
+	return p, nil
+}
+
+// PlannedMember is a member Restore would write, with what it would find.
+type PlannedMember struct {
+	RestoredMember
+	// NonEmpty lists the member's data or WAL directory when it exists and
+	// is not empty: Restore refuses it, or moves it aside with Force.
+	NonEmpty []string
+}
+
+// Plan returns the members Restore would write with these options and the
+// directories it would refuse (or move aside), without writing anything.
+// SnapshotPath may be empty.
+func Plan(o RestoreOptions) ([]PlannedMember, error) {
+	if o.SnapshotPath == "" {
+		o.SnapshotPath = "-"
+	}
+	p, err := o.plan()
+	if err != nil {
+		return nil, err
+	}
+	var out []PlannedMember
+	for _, m := range p.members {
+		pm := PlannedMember{RestoredMember: m}
+		for _, d := range []string{m.DataDir, m.WALDir} {
+			if d == "" {
+				continue
+			}
+			exists, empty, err := dirState(d)
+			if err != nil {
+				return nil, err
+			}
+			if exists && !empty {
+				pm.NonEmpty = append(pm.NonEmpty, d)
+			}
+		}
+		out = append(out, pm)
+	}
+	return out, nil
+}
+
+// dirState reports whether dir exists and whether it is empty.
+func dirState(dir string) (exists, empty bool, err error) {
+	f, err := os.Open(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, true, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("read %s: %w", dir, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return false, false, fmt.Errorf("stat %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return true, false, nil
+	}
+	names, err := f.Readdirnames(1)
+	if errors.Is(err, io.EOF) {
+		return true, true, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("read %s: %w", dir, err)
+	}
+	return true, len(names) == 0, nil
+}
+
+// Restore writes the snapshot into the data directory of each member the
+// options select, with etcdutl's snapshot restore, one member after the
+// other from the one file.
+//
+// Every target is checked before anything is written: a non-empty data
+// or WAL directory is refused (ErrDataDirNotEmpty) unless Force, which
+// moves it aside. If a member fails, what this call wrote is removed and
+// the directories it moved aside are moved back. ctx is checked between
+// members (etcdutl's restore itself cannot be interrupted).
+func Restore(ctx context.Context, o RestoreOptions) (*RestoreResult, error) {
+	p, err := o.plan()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(o.SnapshotPath); err != nil {
+		return nil, fmt.Errorf("snapshot file: %w", err)
+	}
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	// Check every target first: refuse before changing anything.
+	type target struct {
+		dir           string
+		exists, empty bool
+	}
+	targets := make([][2]target, len(p.members))
+	for i, m := range p.members {
+		for j, d := range []string{m.DataDir, m.WALDir} {
+			if d == "" {
+				continue
+			}
+			exists, empty, err := dirState(d)
+			if err != nil {
+				return nil, err
+			}
+			if exists && !empty && !o.Force {
+				return nil, fmt.Errorf("member %s: %s: %w (use --force to move it aside)", m.Name, d, ErrDataDirNotEmpty)
+			}
+			targets[i][j] = target{dir: d, exists: exists, empty: empty}
+		}
+	}
+
+	var undo []func()
+	rollback := func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	res := &RestoreResult{}
+	stamp := now().UTC().Format("20060102T150405Z")
+	for i := range p.members {
+		m := p.members[i]
+		if err := ctx.Err(); err != nil {
+			rollback()
+			return nil, err
+		}
+		for j, t := range targets[i] {
+			if t.dir == "" {
+				continue
+			}
+			switch {
+			case t.exists && !t.empty:
+				aside, err := moveAside(t.dir, stamp)
+				if err != nil {
+					rollback()
+					return nil, fmt.Errorf("member %s: %w", m.Name, err)
+				}
+				if j == 0 {
+					m.MovedAside = aside
+				} else {
+					m.MovedAsideWAL = aside
+				}
+				dir := t.dir
+				undo = append(undo, func() { os.RemoveAll(dir); os.Rename(aside, dir) })
+			case t.exists && j == 1:
+				// etcdutl refuses an existing WAL dir, even an empty one.
+				if err := os.Remove(t.dir); err != nil {
+					rollback()
+					return nil, fmt.Errorf("member %s: %w", m.Name, err)
+				}
+				dir := t.dir
+				undo = append(undo, func() { os.RemoveAll(dir); os.Mkdir(dir, 0o700) })
+			case t.exists:
+				dir := t.dir
+				undo = append(undo, func() { emptyDir(dir) })
+			default:
+				dir := t.dir
+				undo = append(undo, func() { os.RemoveAll(dir) })
+			}
+		}
+		start := now()
+		err := snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
+			SnapshotPath:        o.SnapshotPath,
+			Name:                m.Name,
+			OutputDataDir:       m.DataDir,
+			OutputWALDir:        m.WALDir,
+			PeerURLs:            m.PeerURLs,
+			InitialCluster:      p.cluster,
+			InitialClusterToken: p.token,
+			SkipHashCheck:       o.SkipHashCheck,
+			RevisionBump:        o.RevisionBump,
+			MarkCompacted:       o.MarkCompacted,
+		})
+		if err != nil {
+			rollback()
+			return nil, fmt.Errorf("restore member %s into %s: %w", m.Name, m.DataDir, err)
+		}
+		m.Seconds = now().Sub(start).Seconds()
+		res.Members = append(res.Members, m)
+		if o.OnMember != nil {
+			o.OnMember(m)
+		}
+	}
+	return res, nil
+}
+
+// moveAside renames dir to <dir>.lifeboat-old-<stamp> (with a counter if
+// that exists) and returns the new name.
+func moveAside(dir, stamp string) (string, error) {
+	base := dir + oldDirSeparator + stamp
+	for i := 0; i < 100; i++ {
+		aside := base
+		if i > 0 {
+			aside = fmt.Sprintf("%s-%d", base, i)
+		}
+		if _, err := os.Lstat(aside); err == nil {
+			continue
+		}
+		if err := os.Rename(dir, aside); err != nil {
+			return "", fmt.Errorf("move %s aside to %s (move it yourself if it is a mount point): %w", dir, aside, err)
+		}
+		return aside, nil
+	}
+	return "", fmt.Errorf("move %s aside: too many earlier copies beside it", dir)
+}
+
+// emptyDir removes what is inside dir (which was empty before we wrote).
+func emptyDir(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		os.RemoveAll(filepath.Join(dir, e.Name()))
+	}
+}
