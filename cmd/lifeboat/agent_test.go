@@ -95,7 +95,7 @@ func TestAgentOnce(t *testing.T) {
 	}{
 		{
 			name:     "passing cycle",
-			args:     []string{"--keep-last", "1"},
+			args:     []string{"--keep-last", "1", "--prune-schedule", "@every 1h"},
 			wantCode: exitOK,
 			want: []string{
 				`lifeboat_job_runs_total{job_name="snapshot",result="success"} 1`,
