@@ -11,7 +11,7 @@ GOTEST_FLAGS ?= -timeout 30m
 
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build test test-short lint bench tools clean demo
+.PHONY: all build test test-short lint bench tools clean demo deploy-check image
 
 all: build
 
@@ -46,6 +46,15 @@ test: tools build lint
 	VERSITYGW=$(BIN)/versitygw LIFEBOAT_BIN=$(BIN)/lifeboat ETCD_BIN=$(BIN)/etcd \
 	  $(GO) test $(GOTEST_FLAGS) ./...
 	./scripts/e2e.sh
+	./deploy/check.sh
+
+deploy-check:
+	./deploy/check.sh
+
+IMAGE ?= lifeboat
+image:
+	@command -v docker >/dev/null 2>&1 || { echo "make image: docker not found (no engine on this machine; build where one runs)" >&2; exit 1; }
+	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE):$(VERSION) .
 
 test-short:
 	$(GO) test -short ./...

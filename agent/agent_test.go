@@ -776,15 +776,15 @@ func TestTextfileAndPush(t *testing.T) {
 	}))
 	t.Cleanup(gw.Close)
 	withCreds := strings.Replace(gw.URL, "http://", "http://pusher:pa55word@", 1)
-	if err := Push(t.Context(), withCreds, testCluster, reg, nil); err != nil {
+	if err := Push(t.Context(), withCreds, testCluster, "snapshot-drill", reg, nil); err != nil {
 		t.Fatalf("Push: %v", err)
 	}
 	mu.Lock()
-	if gotMethod != http.MethodPut || gotPath != "/metrics/job/lifeboat/cluster/prod" || gotLen == 0 || gotAuth != "pusher:pa55word" {
+	if gotMethod != http.MethodPut || gotPath != "/metrics/job/lifeboat/cluster/prod/instance/snapshot-drill" || gotLen == 0 || gotAuth != "pusher:pa55word" {
 		t.Errorf("push: %s %s, %d bytes, auth %q", gotMethod, gotPath, gotLen, gotAuth)
 	}
 	mu.Unlock()
-	err := Push(t.Context(), withCreds+"/fail", testCluster, reg, nil)
+	err := Push(t.Context(), withCreds+"/fail", testCluster, "snapshot-drill", reg, nil)
 	if err == nil {
 		t.Fatal("Push to a failing gateway succeeded")
 	}

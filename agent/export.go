@@ -69,14 +69,16 @@ func WriteTextfile(path string, g prometheus.Gatherer) error {
 }
 
 // Push sends g's metrics to a Prometheus Pushgateway at gatewayURL, as job
-// "lifeboat" grouped by cluster, replacing that group's previous metrics
-// (HTTP PUT). The URL may hold credentials (user:password@): errors show
+// "lifeboat" grouped by cluster and instance, replacing that group's
+// previous metrics (HTTP PUT). instance names the set of jobs the run did
+// (e.g. "snapshot-prune"), so a daily drill CronJob and an hourly backup
+// CronJob keep separate groups instead of erasing each other's series. The URL may hold credentials (user:password@): errors show
 // it without them.
-func Push(ctx context.Context, gatewayURL, cluster string, g prometheus.Gatherer, client *http.Client) error {
+func Push(ctx context.Context, gatewayURL, cluster, instance string, g prometheus.Gatherer, client *http.Client) error {
 	if client == nil {
 		client = &http.Client{}
 	}
-	p := push.New(gatewayURL, "lifeboat").Grouping("cluster", cluster).Gatherer(g).Client(client)
+	p := push.New(gatewayURL, "lifeboat").Grouping("cluster", cluster).Grouping("instance", instance).Gatherer(g).Client(client)
 	if u, err := url.Parse(gatewayURL); err == nil && u.User != nil {
 		pw, _ := u.User.Password()
 		p = p.BasicAuth(u.User.Username(), pw)

@@ -26,6 +26,9 @@ import (
 // state="broken", …) is one it exports, and lifeboatMetrics is the
 // complete list.
 func TestAgentExportsMetrics(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skips a full backup and drill cycle of the built binary")
+	}
 	bin := lifeboatBinary(t)
 	c := etcdtest.Start(t, etcdtest.Options{TLS: true})
 	cli := c.Client(t)
@@ -48,6 +51,7 @@ func TestAgentExportsMetrics(t *testing.T) {
 		"--spool-dir", filepath.Join(dir, "spool"),
 		"--scratch-dir", filepath.Join(dir, "scratch"),
 		"--check-prefix", "/registry/namespaces/",
+		"--prune-schedule", "@every 6h",
 		"--keep-last", "3",
 		"--log-format", "json",
 		"--textfile", textfile,

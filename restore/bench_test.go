@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lifeboat-dev/lifeboat/agent"
+	"github.com/lifeboat-dev/lifeboat/internal/s3test"
 	"github.com/lifeboat-dev/lifeboat/internal/seed"
 	"github.com/lifeboat-dev/lifeboat/restore"
 	lsnap "github.com/lifeboat-dev/lifeboat/snapshot"
@@ -125,6 +126,7 @@ func BenchmarkDrill(b *testing.B) {
 func BenchmarkBaselineRestoreBootHash(b *testing.B) {
 	_, m, raw := benchBackup(b)
 	b.SetBytes(m.DBSize)
+	var restoreS, bootS, hashS float64
 	cpu := cpuTime()
 	b.ResetTimer()
 	for i := range b.N {
@@ -133,6 +135,7 @@ func BenchmarkBaselineRestoreBootHash(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		t0 := time.Now()
 		err = snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
 			SnapshotPath: raw, Name: "baseline", OutputDataDir: dir, PeerURLs: []string{peer},
 			InitialCluster: "baseline=" + peer, InitialClusterToken: "baseline",
@@ -140,15 +143,18 @@ func BenchmarkBaselineRestoreBootHash(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		t1 := time.Now()
 		srv, err := restore.StartEtcd(b.Context(), restore.EtcdOptions{DataDir: dir, Name: "baseline", PeerURL: peer, Token: "baseline"})
 		if err != nil {
 			b.Fatal(err)
 		}
+		t2 := time.Now()
 		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.ClientURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 		if err != nil {
 			b.Fatal(err)
 		}
 		h, err := cli.HashKV(b.Context(), srv.ClientURL, m.Revision)
+		t3 := time.Now()
 		cli.Close()
 		srv.Close()
 		if err != nil {
@@ -157,11 +163,18 @@ func BenchmarkBaselineRestoreBootHash(b *testing.B) {
 		if h.Hash != m.HashKV {
 			b.Fatalf("hashkv 0x%08x, manifest 0x%08x", h.Hash, m.HashKV)
 		}
+		restoreS += t1.Sub(t0).Seconds()
+		bootS += t2.Sub(t1).Seconds()
+		hashS += t3.Sub(t2).Seconds()
 		b.StopTimer()
 		os.RemoveAll(dir)
 		b.StartTimer()
 	}
-	b.ReportMetric((cpuTime()-cpu).Seconds()/float64(b.N), "cpu-s/op")
+	n := float64(b.N)
+	b.ReportMetric((cpuTime()-cpu).Seconds()/n, "cpu-s/op")
+	b.ReportMetric(restoreS/n, "restore-s/op")
+	b.ReportMetric(bootS/n, "boot-s/op")
+	b.ReportMetric(hashS/n, "hashkv-s/op")
 }
 
 // cpuTime is the process's user and system CPU time so far: a measure
@@ -172,4 +185,40 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkDrillS3 is BenchmarkDrill with the backup in a real versitygw.
+func BenchmarkDrillS3(b *testing.B) {
+	local, m, _ := benchBackup(b)
+	srv := s3test.Start(b)
+	s3b := s3Backups(b, srv)
+	s3b.Cluster = local.Cluster
+	rc, err := local.Store.Get(b.Context(), m.Object)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, err = s3b.Store.Put(b.Context(), m.Object, rc, uploader.PutOptions{})
+	rc.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s3b.PutManifest(b.Context(), m); err != nil {
+		b.Fatal(err)
+	}
+	scratch := b.TempDir()
+	b.SetBytes(m.DBSize)
+	phases := map[string]float64{}
+	b.ResetTimer()
+	for range b.N {
+		rep, err := restore.Drill(b.Context(), restore.DrillOptions{Backups: s3b, Manifest: m, ScratchDir: scratch})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, p := range rep.Phases {
+			phases[p.Name] += p.Seconds
+		}
+	}
+	for name, s := range phases {
+		b.ReportMetric(s/float64(b.N), name+"-s/op")
+	}
 }

@@ -1,7 +1,24 @@
-// Package restore turns a backup back into a running etcd: it restores a
-// snapshot into member data directories (one member or a whole cluster)
-// and boots throwaway etcd servers on loopback for drills and the demo.
+// Package restore turns a backup back into a running etcd.
 //
-// It does not fetch or decode backups itself beyond what callers hand it,
-// and it never touches a non-empty data directory.
+// Fetch streams a stored backup into a local raw snapshot file, decrypting
+// and decompressing on the way while the disk write and etcd's sha256
+// trailer check run alongside; the object's sha256 and size, the trailer
+// and the manifest's snapshot sha256 are all checked. CheckFile then checks
+// the file read-only (verify.File) against the manifest.
+//
+// Restore writes a verified snapshot into member data directories with
+// etcdutl's snapshot restore: one member, or every member of an initial
+// cluster from a data-dir template such as /restore/{name}. It never
+// touches a non-empty directory unless told to move it aside, and it
+// undoes its own writes when a member fails.
+//
+// Drill rehearses a restore end to end in a scratch directory: fetch,
+// decode, restore, verify, boot a throwaway etcd on loopback (embedded, or
+// an external etcd binary), check revision, key count, HashKV, key
+// prefixes and a write, and report each phase's duration. Select picks the
+// backup (latest, random or an id). StartEtcd starts throwaway servers for
+// drills and the demo.
+//
+// The package reads the store but never writes it: callers store drill
+// reports (uploader.Backups.PutDrillReport).
 package restore

@@ -118,11 +118,12 @@ func Drill(ctx context.Context, o DrillOptions) (rep *uploader.DrillReport, err 
 		Format: uploader.DrillReportFormat, BackupID: m.ID, Cluster: o.Backups.Cluster,
 		StartedAt: now().UTC(), Phases: []uploader.Phase{}, Checks: []uploader.Check{}, AgentVersion: o.Version,
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	runErr := d.run(ctx)
-	if ctx.Err() != nil && runErr != nil && !errors.Is(runErr, ErrDrillFailed) {
-		runErr = fmt.Errorf("%w (drill timeout %s)", runErr, o.Timeout)
+	if runErr != nil && parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		runErr = fmt.Errorf("drill timed out after %s: %w", o.Timeout, runErr)
 	}
 	rep = d.rep
 	rep.FinishedAt = now().UTC()
@@ -161,12 +162,10 @@ func (d *drill) phase(name string, dur time.Duration) {
 	d.lg.Info("drill phase done", "phase", name, "seconds", s)
 }
 
-func (d *drill) check(name, expected, actual string, passed bool) bool {
+// check records a check. Failures are not logged here: they are in the
+// report and in Drill's error, which the caller logs once.
+func (d *drill) check(name, expected, actual string, passed bool) {
 	d.rep.Checks = append(d.rep.Checks, uploader.Check{Name: name, Expected: expected, Actual: actual, Passed: passed})
-	if !passed {
-		d.lg.Warn("drill check failed", "check", name, "expected", expected, "actual", actual)
-	}
-	return passed
 }
 
 // failed reports whether a check failed so far.

@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"filippo.io/age"
 	"github.com/google/go-cmp/cmp"
@@ -303,4 +305,22 @@ func TestDrillBumpRevision(t *testing.T) {
 			t.Errorf("revision check %+v", c)
 		}
 	}
+}
+
+func TestDrillTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd")
+	}
+	src := startSource(t, 200)
+	b := dirBackups(t, t.TempDir())
+	m := src.backup(t, b, uploader.Encoding{Compression: "zstd"})
+	scratch := t.TempDir()
+	rep, err := restore.Drill(t.Context(), restore.DrillOptions{Backups: b, Manifest: m, ScratchDir: scratch, Timeout: time.Millisecond})
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "timed out after 1ms") {
+		t.Errorf("Drill error %v, want a timeout", err)
+	}
+	if rep == nil || rep.Passed || rep.Error == "" {
+		t.Errorf("report %+v", rep)
+	}
+	assertEmpty(t, scratch)
 }

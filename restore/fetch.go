@@ -52,7 +52,7 @@ type FetchResult struct {
 }
 
 // chunkSize is the unit the decoded stream is handed over in.
-const chunkSize = 4 << 20
+const chunkSize = 1 << 20
 
 // Fetch streams backup m from b into a new file at path (0600; it must not
 // exist), decrypting and decompressing on the way, and checks it: the
@@ -127,7 +127,7 @@ func Fetch(ctx context.Context, b *uploader.Backups, m *uploader.Manifest, path 
 func stream(ctx context.Context, r io.Reader, write func([]byte) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	const inFlight = 3
+	const inFlight = 8
 	free := make(chan []byte, inFlight+1)
 	for range inFlight + 1 {
 		free <- make([]byte, chunkSize)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,7 +77,7 @@ func runAgent(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptions,
 	}
 	if cfg.Agent.Pushgateway != "" {
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		perr := agent.Push(pctx, cfg.Agent.Pushgateway, cfg.Cluster, ag.Registry(), nil)
+		perr := agent.Push(pctx, cfg.Agent.Pushgateway, cfg.Cluster, pushInstance(cfg), ag.Registry(), nil)
 		cancel()
 		if perr != nil {
 			err = errors.Join(err, perr)
@@ -193,4 +194,21 @@ func systemdFromEnv(getenv func(string) string) agent.Systemd {
 		sd.Watchdog = time.Duration(us) * time.Microsecond
 	}
 	return sd
+}
+
+// pushInstance names the jobs this configuration runs ("snapshot-prune"),
+// the Pushgateway grouping that keeps CronJobs with different jobs apart.
+func pushInstance(cfg *Config) string {
+	var jobs []string
+	for _, j := range []struct{ name, schedule string }{
+		{"snapshot", cfg.Schedule.Snapshot}, {"prune", cfg.Schedule.Prune}, {"drill", cfg.Schedule.Drill},
+	} {
+		if j.schedule != "" {
+			jobs = append(jobs, j.name)
+		}
+	}
+	if len(jobs) == 0 {
+		return "none"
+	}
+	return strings.Join(jobs, "-")
 }

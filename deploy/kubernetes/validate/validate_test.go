@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -43,9 +44,13 @@ const (
 	etcdSecret = "lifeboat-etcd-client"
 )
 
-// overlays are the kustomizations users deploy; base and the rules are
-// rendered too, but only these must be complete deployments.
-var overlays = []string{"overlays/cronjob", "overlays/deployment"}
+// overlays are the kustomizations users deploy, by kind; base and the
+// rules are rendered too, but only these must be complete deployments.
+var overlays = map[string]string{
+	"overlays/cronjob":    "cronjob",
+	"overlays/deployment": "deployment",
+	"examples/kubeadm":    "cronjob",
+}
 
 var decoder = func() runtime.Decoder {
 	s := runtime.NewScheme()
@@ -328,7 +333,10 @@ func render(t *testing.T, dir string) []runtime.Object {
 	return objs
 }
 
-func TestKustomizationsRender(t *testing.T) {
+// kustomizationDirs lists every directory with a kustomization.yaml,
+// relative to deploy/kubernetes, and the rules' ../prometheus.
+func kustomizationDirs(t *testing.T) []string {
+	t.Helper()
 	var dirs []string
 	err := filepath.WalkDir(kubeDir, func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && d.Name() == "kustomization.yaml" {
@@ -343,8 +351,12 @@ func TestKustomizationsRender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dirs = append(dirs, "../prometheus")
-	for _, want := range append([]string{"base"}, overlays...) {
+	return append(dirs, "../prometheus")
+}
+
+func TestKustomizationsRender(t *testing.T) {
+	dirs := kustomizationDirs(t)
+	for _, want := range append([]string{"base"}, slices.Collect(maps.Keys(overlays))...) {
 		if !slices.Contains(dirs, want) {
 			t.Errorf("no kustomization in %s", want)
 		}
@@ -375,7 +387,7 @@ func TestKustomizationsRender(t *testing.T) {
 // kustomization, or a Secret template under secrets/.
 func TestEveryManifestIsUsed(t *testing.T) {
 	used := map[string]bool{}
-	for _, dir := range []string{"base", "overlays/cronjob", "overlays/deployment", "../prometheus"} {
+	for _, dir := range kustomizationDirs(t) {
 		var k struct {
 			Resources []string `json:"resources"`
 		}
@@ -453,7 +465,7 @@ func secretKeys(s *corev1.Secret) []string {
 // are where the pods mount them.
 func TestOverlays(t *testing.T) {
 	secrets := secretTemplates(t)
-	for _, overlay := range overlays {
+	for overlay, mode := range overlays {
 		t.Run(overlay, func(t *testing.T) {
 			objs := render(t, overlay)
 			byKind := map[string][]runtime.Object{}
@@ -486,6 +498,12 @@ func TestOverlays(t *testing.T) {
 				Drill struct {
 					ScratchDir string `json:"scratch_dir"`
 				} `json:"drill"`
+				Agent struct {
+					Pushgateway string `json:"pushgateway"`
+				} `json:"agent"`
+				Encryption struct {
+					IdentityFile string `json:"identity_file"`
+				} `json:"encryption"`
 			}
 			if err := yaml.Unmarshal([]byte(cm.Data[configKey]), &cfg); err != nil {
 				t.Fatalf("ConfigMap %s: %v", configKey, err)
@@ -494,10 +512,12 @@ func TestOverlays(t *testing.T) {
 				paths: map[string]string{
 					"snapshot.spool_dir": cfg.Snapshot.SpoolDir, "drill.scratch_dir": cfg.Drill.ScratchDir,
 					"etcd.cacert": cfg.Etcd.CACert, "etcd.cert": cfg.Etcd.Cert, "etcd.key": cfg.Etcd.Key,
+					"agent.pushgateway":        cfg.Agent.Pushgateway,
+					"encryption.identity_file": cfg.Encryption.IdentityFile,
 				}}
 
-			switch overlay {
-			case "overlays/cronjob":
+			switch mode {
+			case "cronjob":
 				cjs := byKind["CronJob"]
 				if len(cjs) != 2 {
 					t.Fatalf("%d CronJobs, want backup and drill", len(cjs))
@@ -505,7 +525,7 @@ func TestOverlays(t *testing.T) {
 				for _, o := range cjs {
 					checkCronJob(t, o.(*batchv1.CronJob), p)
 				}
-			case "overlays/deployment":
+			case "deployment":
 				checkDeployment(t, objs, p)
 			}
 		})
@@ -542,8 +562,8 @@ func checkCronJob(t *testing.T, cj *batchv1.CronJob, p pod) {
 	if !slices.Contains(c.Args, "--once") || c.Args[0] != "agent" {
 		t.Errorf("%s: args %q, want agent --once", name, c.Args)
 	}
-	if !hasEnv(c, "LIFEBOAT_AGENT_PUSHGATEWAY") {
-		t.Errorf("%s: no LIFEBOAT_AGENT_PUSHGATEWAY: its metrics would be lost", name)
+	if p.paths["agent.pushgateway"] == "" && !hasEnv(c, "LIFEBOAT_AGENT_PUSHGATEWAY") {
+		t.Errorf("%s: no agent.pushgateway in config.yaml nor LIFEBOAT_AGENT_PUSHGATEWAY: its metrics would be lost", name)
 	}
 	p.needPath(name, c, "snapshot.spool_dir", "drill.scratch_dir")
 }
@@ -737,6 +757,15 @@ func (p pod) check(name string, ps *corev1.PodSpec) *corev1.Container {
 		if v == nil || v.Secret == nil || v.Secret.SecretName != etcdSecret ||
 			!slices.Contains(secretKeys(p.secrets[etcdSecret]), key) {
 			t.Errorf("%s: config %s %q is not a key of the mounted Secret %s", name, k, p.paths[k], etcdSecret)
+		}
+	}
+	// The age identity, when configured, is read at start by every
+	// command: each pod mounts it from the lifeboat-age Secret.
+	if idf := p.paths["encryption.identity_file"]; idf != "" {
+		v, key := p.mountAt(c, volumes, idf)
+		if v == nil || v.Secret == nil || p.secrets[v.Secret.SecretName] == nil ||
+			!slices.Contains(secretKeys(p.secrets[v.Secret.SecretName]), key) {
+			t.Errorf("%s: encryption.identity_file %q is not a key of a mounted Secret", name, idf)
 		}
 	}
 	return c
