@@ -44,6 +44,9 @@ type SnapshotJob struct {
 	Version string
 }
 
+// ErrExists is wrapped when a backup with the same id is already stored.
+var ErrExists = errors.New("backup exists")
+
 // ErrVerify is wrapped when a snapshot was taken but failed verification:
 // nothing was kept.
 var ErrVerify = errors.New("snapshot failed verification")
@@ -80,6 +83,15 @@ func Snapshot(ctx context.Context, job SnapshotJob, lg *slog.Logger) (*uploader.
 	}
 	id := uploader.NewID(start, rev)
 	key := job.Backups.ObjectKey(id, job.Encoding)
+	// Ids have a resolution of one second: never let a second backup of
+	// the same revision in the same second overwrite the first one.
+	for _, k := range []string{job.Backups.ManifestKey(id), key} {
+		if _, err := job.Backups.Store.Stat(ctx, k); err == nil {
+			return nil, fmt.Errorf("%w: backup %s (this revision, this second) is already stored; not taken again", ErrExists, id)
+		} else if !errors.Is(err, uploader.ErrNotFound) {
+			return nil, fmt.Errorf("check store for backup %s: %w", id, err)
+		}
+	}
 	spool := filepath.Join(job.SpoolDir, "lifeboat-"+id+"-"+randomSuffix()+".db.part")
 	defer os.Remove(spool)
 
