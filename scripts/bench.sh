@@ -111,18 +111,35 @@ for line in open(os.path.join(out, "load.txt")):
     name, js = line.split(" ", 1)
     load.setdefault(name, []).append(json.loads(js))
 med = statistics.median
-ew = med(w for w, _ in runs["etcdctl"]); lw = med(w for w, _ in runs["lifeboat"])
-er = max(r for _, r in runs["etcdctl"]); lr = max(r for _, r in runs["lifeboat"])
+order = [line.split()[0] for line in open(os.path.join(out, "runs.txt"))]
+walls = [float(line.split()[1]) for line in open(os.path.join(out, "runs.txt"))]
+def paired(name):
+    """Median over runs of name's wall time divided by the etcdctl run just before it:
+    the machine is shared, so only runs side by side compare."""
+    rs, last = [], None
+    for n, w in zip(order, walls):
+        if n == "etcdctl":
+            last = w
+        elif n == name and last:
+            rs.append(w / last)
+    return med(rs) if rs else float("nan")
+def wall(name): return med(w for w, _ in runs[name])
+def rss(name): return max(r for _, r in runs[name]) / 1024
 p99 = {k: med(x["p99_ms"] for x in v) for k, v in load.items()}
 lines = [
-  "| measure | etcdctl snapshot save | lifeboat snapshot | ratio |",
+  "| measure | etcdctl snapshot save | lifeboat | lifeboat / etcdctl (paired runs) |",
   "|---|---|---|---|",
-  f"| wall time, median of {len(runs['etcdctl'])} (s) | {ew:.2f} | {lw:.2f} | {lw/ew:.2f}x |",
-  f"| peak RSS (MiB) | {er/1024:.0f} | {lr/1024:.0f} | |",
-  *( [f"| into S3 with age: lifeboat vs etcdctl to disk (s) | {ew:.2f} | {med(w for w, _ in runs['lifeboat-s3']):.2f} | {med(w for w, _ in runs['lifeboat-s3'])/ew:.2f}x |",
-       f"| sequential save, compress, upload (s) | | {med(w for w, _ in runs['seqpipe-s3']):.2f} | {med(w for w, _ in runs['seqpipe-s3'])/ew:.2f}x of etcdctl |",
-       f"| peak RSS into S3 with age (MiB) | | {max(r for _, r in runs['lifeboat-s3'])/1024:.0f} | |"] if 'lifeboat-s3' in runs else []),
-  f"| p99 put latency during the backup (ms; idle {p99['idle']:.1f}) | {p99['etcdctl']:.1f} | {p99['lifeboat']:.1f} | lifeboat/idle {p99['lifeboat']/max(p99['idle'],0.001):.1f}x |",
+  f"| local store: wall time, median of {len(runs['lifeboat'])} (s) | {wall('etcdctl'):.2f} | {wall('lifeboat'):.2f} | {paired('lifeboat'):.2f}x |",
+  f"| local store: peak RSS (MiB) | {rss('etcdctl'):.0f} | {rss('lifeboat'):.0f} | |",
+]
+if "lifeboat-s3" in runs:
+    lines += [
+      f"| S3 (versitygw) with age: wall time (s) | | {wall('lifeboat-s3'):.2f} | {paired('lifeboat-s3'):.2f}x |",
+      f"| S3: sequential save, then compress, then upload (s) | | {wall('seqpipe-s3'):.2f} | {paired('seqpipe-s3'):.2f}x |",
+      f"| S3 with age: peak RSS (MiB) | | {rss('lifeboat-s3'):.0f} | |",
+    ]
+lines += [
+  f"| p99 latency of 200 puts/s during the backup (ms); idle p99 {p99['idle']:.1f} | {p99['etcdctl']:.1f} ({p99['etcdctl']/max(p99['idle'],0.001):.1f}x idle) | {p99['lifeboat']:.1f} ({p99['lifeboat']/max(p99['idle'],0.001):.1f}x idle) | |",
   "",
   "raw runs (name wall_s peak_rss_kb):",
   "```", open(os.path.join(out, "runs.txt")).read().strip(), "```",
