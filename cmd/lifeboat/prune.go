@@ -125,14 +125,22 @@ func runPrune(ctx context.Context, cfg *Config, lg *slog.Logger, o pruneOptions,
 	if err != nil {
 		return err
 	}
+	// The newest backup whose last drill passed is never deleted.
+	drills, err := backups.LastDrills(ctx)
+	if err != nil {
+		return fmt.Errorf("read drill reports: %w", err)
+	}
+	passed := make(map[string]bool, len(drills))
+	for id, r := range drills {
+		passed[id] = r.Passed
+	}
 	res, err := agent.Prune(ctx, agent.PruneJob{
 		Backups:     backups,
 		Policy:      policy,
 		OrphanGrace: time.Duration(cfg.Retention.OrphanGrace),
 		DryRun:      o.dryRun,
 		Now:         func() time.Time { return now },
-		// Drill reports do not exist yet: no backup counts as proven.
-		DrillPassed: nil,
+		DrillPassed: passed,
 	}, lg)
 	if res == nil {
 		return err

@@ -285,3 +285,45 @@ func TestPruneCommand(t *testing.T) {
 		})
 	}
 }
+
+// TestPruneKeepsTheNewestProvenBackup: the command reads drill reports, so
+// the newest backup whose last drill passed survives any policy.
+func TestPruneKeepsTheNewestProvenBackup(t *testing.T) {
+	f := newPruneFixture(t)
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	var ms []*uploader.Manifest
+	for i := range 4 {
+		ms = append(ms, f.backup(t, now.Add(-time.Duration(4-i)*time.Hour), int64(10+i)))
+	}
+	proven := ms[1]
+	rep := &uploader.DrillReport{Format: uploader.DrillReportFormat, BackupID: proven.ID, Cluster: f.backups.Cluster,
+		StartedAt: now.Add(-time.Hour), FinishedAt: now.Add(-time.Hour + time.Minute), Passed: true}
+	if err := f.backups.PutDrillReport(t.Context(), rep); err != nil {
+		t.Fatal(err)
+	}
+	failed := &uploader.DrillReport{Format: uploader.DrillReportFormat, BackupID: ms[2].ID, Cluster: f.backups.Cluster,
+		StartedAt: now.Add(-time.Hour), FinishedAt: now.Add(-time.Hour + time.Minute), Error: "hashkv mismatch"}
+	if err := f.backups.PutDrillReport(t.Context(), failed); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, map[string]string{"LIFEBOAT_CONFIG": ""}, "prune", "--keep-last", "1",
+		"--store", "file://"+f.dir, "--cluster", f.backups.Cluster, "--log-level", "error")
+	if code != exitOK {
+		t.Fatalf("prune exit %d\n%s%s", code, stdout, stderr)
+	}
+	l, err := f.backups.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, e := range l.Backups {
+		left = append(left, e.Manifest.ID)
+	}
+	want := []string{ms[3].ID, proven.ID}
+	if diff := cmp.Diff(left, want); diff != "" {
+		t.Errorf("survivors (-got +want):\n%s\n%s", diff, stdout)
+	}
+	if !strings.Contains(stdout, "newest-proven") {
+		t.Errorf("plan does not name newest-proven:\n%s", stdout)
+	}
+}
