@@ -18,6 +18,7 @@ OUT=$PWD/bench-out
 mkdir -p "$DIR" "$OUT"
 go build -o "$BIN/benchtool" ./internal/benchtool
 go build -o "$BIN/age-keygen" filippo.io/age/cmd/age-keygen
+go build -o "$BIN/etcdutl" go.etcd.io/etcd/etcdutl/v3
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 cport=$(free_port); pport=$(free_port)
@@ -96,6 +97,31 @@ for i in $(seq "$RUNS"); do
   timed lifeboat-s3 bash -c lifeboat_s3
   timed seqpipe-s3 bash -c seqpipe
 done
+# Drill from S3 (fetch, decrypt, decompress, verify, restore, boot, checks)
+# versus the bare minimum by hand on a local file: etcdutl snapshot
+# restore + starting etcd + HashKV.
+rm -f "$DIR/etcdctl.db"; "$BIN/etcdctl" --endpoints "$ep" snapshot save "$DIR/etcdctl.db" >/dev/null
+snaprev=$("$BIN/etcdutl" snapshot status "$DIR/etcdctl.db" -w json | python3 -c 'import json,sys; print(json.load(sys.stdin)["revision"])')
+bport=$(free_port); bpeer=$(free_port)
+baseline_restore() {
+  rm -rf "$DIR/bl"
+  "$BIN/etcdutl" snapshot restore "$DIR/etcdctl.db" --data-dir "$DIR/bl" --name bl \
+    --initial-cluster "bl=http://127.0.0.1:$bpeer" --initial-advertise-peer-urls "http://127.0.0.1:$bpeer" >/dev/null 2>&1
+  "$BIN/etcd" --name bl --data-dir "$DIR/bl" --listen-client-urls "http://127.0.0.1:$bport" --advertise-client-urls "http://127.0.0.1:$bport" \
+    --listen-peer-urls "http://127.0.0.1:$bpeer" --initial-advertise-peer-urls "http://127.0.0.1:$bpeer" \
+    --initial-cluster "bl=http://127.0.0.1:$bpeer" --log-level error >/dev/null 2>&1 &
+  local p=$!
+  until "$BIN/etcdctl" --endpoints "http://127.0.0.1:$bport" endpoint health >/dev/null 2>&1; do sleep 0.05; done
+  "$BIN/etcdctl" --endpoints "http://127.0.0.1:$bport" endpoint hashkv --rev "$snaprev" >/dev/null
+  kill $p; wait $p 2>/dev/null || true
+  rm -rf "$DIR/bl"
+}
+lifeboat_drill() { "${LIFEBOAT_BENCH_BIN:-$BIN/lifeboat}" drill latest --store s3://bench/etcd --s3-endpoint "$s3url" --s3-path-style --identity-file "$DIR/age.key" --scratch-dir "$DIR/scratch" --spool-dir "$DIR/spool" --log-format json -o json; }
+export -f baseline_restore lifeboat_drill; export bport bpeer snaprev
+for i in $(seq "$RUNS"); do
+  timed restore-baseline bash -c baseline_restore
+  timed drill-s3 bash -c lifeboat_drill
+done
 kill $vgw_pid; wait $vgw_pid 2>/dev/null || true; vgw_pid=""
 rm -rf "$DIR/vgw" "$DIR/etcdctl.db"
 
@@ -113,12 +139,12 @@ for line in open(os.path.join(out, "load.txt")):
 med = statistics.median
 order = [line.split()[0] for line in open(os.path.join(out, "runs.txt"))]
 walls = [float(line.split()[1]) for line in open(os.path.join(out, "runs.txt"))]
-def paired(name):
+def paired(name, base="etcdctl"):
     """Median over runs of name's wall time divided by the etcdctl run just before it:
     the machine is shared, so only runs side by side compare."""
     rs, last = [], None
     for n, w in zip(order, walls):
-        if n == "etcdctl":
+        if n == base:
             last = w
         elif n == name and last:
             rs.append(w / last)
@@ -137,6 +163,10 @@ if "lifeboat-s3" in runs:
       f"| S3 (versitygw) with age: wall time (s) | | {wall('lifeboat-s3'):.2f} | {paired('lifeboat-s3'):.2f}x |",
       f"| S3: sequential save, then compress, then upload (s) | | {wall('seqpipe-s3'):.2f} | {paired('seqpipe-s3'):.2f}x |",
       f"| S3 with age: peak RSS (MiB) | | {rss('lifeboat-s3'):.0f} | |",
+    ]
+if "drill-s3" in runs:
+    lines += [
+      f"| drill from S3 with age vs etcdutl restore + etcd start + HashKV on a local file (s) | {wall('restore-baseline'):.2f} | {wall('drill-s3'):.2f} | {paired('drill-s3', 'restore-baseline'):.2f}x |",
     ]
 lines += [
   f"| p99 latency of 200 puts/s during the backup (ms); idle p99 {p99['idle']:.1f} | {p99['etcdctl']:.1f} ({p99['etcdctl']/max(p99['idle'],0.001):.1f}x idle) | {p99['lifeboat']:.1f} ({p99['lifeboat']/max(p99['idle'],0.001):.1f}x idle) | |",
