@@ -14,6 +14,11 @@ var ErrCorrupt = errors.New("snapshot is corrupt")
 // differs from the live member's at the same revision and compact revision.
 var ErrHashKVMismatch = errors.New("hashkv mismatch")
 
+// ErrManifestMismatch is wrapped when a backup's content disagrees with
+// what its manifest recorded (callers that compare Status with a manifest
+// use it).
+var ErrManifestMismatch = errors.New("backup does not match its manifest")
+
 // Status is what File learns about a snapshot. The fields that etcdutl
 // reports carry the same values as `etcdutl snapshot status`.
 type Status struct {

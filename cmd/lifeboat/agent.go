@@ -117,19 +117,9 @@ func agentConfig(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptio
 	identity := host + "/" + strconv.Itoa(os.Getpid())
 
 	acfg := agent.Config{
-		Cluster: cfg.Cluster,
-		Backups: backups,
-		Snapshot: &agent.SnapshotJob{
-			Etcd:       etcdConfig(cfg),
-			Options:    snapshotOptions(cfg),
-			SpoolDir:   cfg.Snapshot.SpoolDir,
-			Backups:    backups,
-			Encoding:   enc,
-			LockMode:   cfg.Store.ObjectLock.Mode,
-			LockRetain: time.Duration(cfg.Store.ObjectLock.Retain),
-			LegalHold:  cfg.Store.ObjectLock.LegalHold,
-			Version:    Version,
-		},
+		Cluster:         cfg.Cluster,
+		Backups:         backups,
+		Snapshot:        snapshotJob(cfg, backups, enc),
 		Schedules:       agent.Schedules{Snapshot: s.Snapshot, Prune: s.Prune, Drill: s.Drill},
 		Jitter:          s.Jitter,
 		RunAtStart:      s.RunAtStart,

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -44,17 +43,7 @@ func runSnapshot(ctx context.Context, cfg *Config, lg *slog.Logger, out io.Write
 		ctx, cancel = context.WithTimeout(ctx, cfg.Snapshot.Timeout)
 		defer cancel()
 	}
-	m, err := agent.Snapshot(ctx, agent.SnapshotJob{
-		Etcd:       etcdConfig(cfg),
-		Options:    snapshotOptions(cfg),
-		SpoolDir:   cfg.Snapshot.SpoolDir,
-		Backups:    backups,
-		Encoding:   enc,
-		LockMode:   cfg.Store.ObjectLock.Mode,
-		LockRetain: time.Duration(cfg.Store.ObjectLock.Retain),
-		LegalHold:  cfg.Store.ObjectLock.LegalHold,
-		Version:    Version,
-	}, lg)
+	m, err := agent.Snapshot(ctx, *snapshotJob(cfg, backups, enc), lg)
 	if err != nil {
 		return nil, fmt.Errorf("backup not taken: %w", err)
 	}

@@ -2,14 +2,20 @@ package main
 
 import (
 	"context"
+	"filippo.io/age"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/snapshot"
+	"github.com/lifeboat-dev/lifeboat/uploader"
 	"github.com/lifeboat-dev/lifeboat/verify"
 )
 
@@ -54,7 +60,7 @@ func runVerify(ctx context.Context, cfg *Config, lg *slog.Logger, ref string, ou
 	if err != nil {
 		return err
 	}
-	st, err := verify.Backup(ctx, backups, m, ids, cfg.Snapshot.SpoolDir)
+	st, err := verifyBackup(ctx, backups, m, ids, cfg.Snapshot.SpoolDir)
 	if err != nil {
 		return fmt.Errorf("backup %s failed verification: %w", m.ID, err)
 	}
@@ -76,4 +82,20 @@ func printStatus(out io.Writer, digest string, st verify.Status) {
 	fmt.Fprintf(out, "  sha256     %s\n", digest)
 	fmt.Fprintf(out, "  revision   %d (compacted at %d), %d keys, %s\n", st.Revision, st.CompactRevision, st.TotalKeys, humanBytes(st.Size))
 	fmt.Fprintf(out, "  bolt hash  %08x, hashkv %08x\n", st.BoltHash, st.HashKV)
+}
+
+// verifyBackup reads backup m back into a temporary file in spoolDir
+// (object sha256 and size, decryption, decompression and etcd's trailer,
+// checked as the bytes stream), then checks the file read-only against the
+// manifest. The temporary file is always removed.
+func verifyBackup(ctx context.Context, b *uploader.Backups, m *uploader.Manifest, ids []age.Identity, spoolDir string) (verify.Status, error) {
+	if err := snapshot.PrepareSpoolDir(spoolDir); err != nil {
+		return verify.Status{}, err
+	}
+	path := filepath.Join(spoolDir, "lifeboat-verify-"+m.ID+"-"+strconv.Itoa(os.Getpid())+".db")
+	defer os.Remove(path)
+	if _, err := restore.Fetch(ctx, b, m, path, restore.FetchOptions{Identities: ids}); err != nil {
+		return verify.Status{}, err
+	}
+	return restore.CheckFile(ctx, path, m)
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"filippo.io/age"
 
+	"github.com/lifeboat-dev/lifeboat/agent"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -98,4 +100,19 @@ func humanBytes(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// snapshotJob builds the snapshot job cfg describes.
+func snapshotJob(cfg *Config, backups *uploader.Backups, enc uploader.Encoding) *agent.SnapshotJob {
+	return &agent.SnapshotJob{
+		Etcd:       etcdConfig(cfg),
+		Options:    snapshotOptions(cfg),
+		SpoolDir:   cfg.Snapshot.SpoolDir,
+		Backups:    backups,
+		Encoding:   enc,
+		LockMode:   cfg.Store.ObjectLock.Mode,
+		LockRetain: time.Duration(cfg.Store.ObjectLock.Retain),
+		LegalHold:  cfg.Store.ObjectLock.LegalHold,
+		Version:    Version,
+	}
 }
