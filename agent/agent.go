@@ -473,7 +473,7 @@ func (a *Agent) execute(ctx context.Context, j *job, why string) error {
 	if err == nil {
 		rec.Result = ResultSuccess
 		a.m.runs.WithLabelValues(j.name, ResultSuccess).Inc()
-		a.m.lastSuccess.WithLabelValues(j.name).Set(unix(rec.End))
+		a.m.lastSuccess.WithLabelValues(j.name).Set(unixSeconds(rec.End))
 		a.lg.Info("job succeeded", "job", j.name, "backup_id", id, "seconds", round(dur))
 	} else {
 		rec.Result, rec.Error = ResultFailure, err.Error()
@@ -579,7 +579,7 @@ func (a *Agent) drill(ctx context.Context) (string, error) {
 	}
 	a.mu.Lock()
 	a.lastDrill = now
-	a.m.drillTime.Set(unix(now))
+	a.m.drillTime.Set(unixSeconds(now))
 	a.m.drillResult.Set(b2f(passed))
 	a.mu.Unlock()
 	if out != nil {
@@ -718,7 +718,7 @@ func (a *Agent) refresh(ctx context.Context) {
 	a.state = st
 	if newestDrill.At.After(a.lastDrill) {
 		a.lastDrill = newestDrill.At
-		a.m.drillTime.Set(unix(newestDrill.At))
+		a.m.drillTime.Set(unixSeconds(newestDrill.At))
 		a.m.drillResult.Set(b2f(newestDrill.Passed))
 	}
 	a.mu.Unlock()
@@ -730,7 +730,7 @@ func (a *Agent) learnSuccess(j *job, t time.Time) {
 	defer j.mu.Unlock()
 	if t.After(j.success) {
 		j.success = t
-		a.m.lastSuccess.WithLabelValues(j.name).Set(unix(t))
+		a.m.lastSuccess.WithLabelValues(j.name).Set(unixSeconds(t))
 	}
 }
 
@@ -829,13 +829,13 @@ func (a *Agent) RunOnce(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func unix(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 func unixOrZero(m *uploader.Manifest) float64 {
 	if m == nil {
 		return 0
 	}
-	return unix(m.CreatedAt)
+	return unixSeconds(m.CreatedAt)
 }
 
 func b2f(b bool) float64 {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -136,6 +137,10 @@ func Snapshot(ctx context.Context, job SnapshotJob, lg *slog.Logger) (*uploader.
 	prog := newSpoolProgress()
 	tailDone := make(chan error, 1)
 	go func() {
+		// Compression runs on its own thread at a lower priority; the
+		// thread is never unlocked, so it ends with this goroutine.
+		runtime.LockOSThread()
+		lowerThreadPriority()
 		err := tailSpool(ctx, spool, prog, enc)
 		if err != nil {
 			cancel() // no point streaming on when the store is gone

@@ -54,7 +54,9 @@ func (e Encoding) EncryptionName() string {
 	return "none"
 }
 
-// NewEncoder returns a writer that encodes what is written to it into w.
+// NewEncoder returns a writer that encodes what is written to it into w,
+// synchronously in the writing goroutine (zstd runs with concurrency 1, so
+// a caller can run it on a low-priority thread).
 // Close flushes the encoders (it does not close w). Memory is bounded by
 // the zstd window, independent of the object's size.
 func NewEncoder(w io.Writer, e Encoding) (io.WriteCloser, error) {
@@ -69,7 +71,7 @@ func NewEncoder(w io.Writer, e Encoding) (io.WriteCloser, error) {
 		out = aw
 	}
 	if e.compress() {
-		zw, err := zstd.NewWriter(out, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(2), zstd.WithLowerEncoderMem(true))
+		zw, err := zstd.NewWriter(out, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
 		if err != nil {
 			return nil, fmt.Errorf("zstd: %w", err)
 		}
@@ -126,7 +128,7 @@ func NewDecoder(r io.Reader, compression, encryption string, ids []age.Identity)
 	case "none", "":
 		return io.NopCloser(in), nil
 	case "zstd":
-		zr, err := zstd.NewReader(in, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
+		zr, err := zstd.NewReader(in, zstd.WithDecoderConcurrency(1))
 		if err != nil {
 			return nil, fmt.Errorf("zstd: %w", err)
 		}
