@@ -114,20 +114,27 @@ func (b *Backups) List(ctx context.Context) (*Listing, error) {
 }
 
 func (b *Backups) readManifest(ctx context.Context, key string) (*Manifest, error) {
-	rc, err := b.Store.Get(ctx, key)
+	return readDocument(ctx, b.Store, key, "manifest", ParseManifest)
+}
+
+// readDocument reads a small JSON document (a manifest, a drill report) of
+// at most 1 MiB at key and parses it; errors name what and where.
+func readDocument[T any](ctx context.Context, st Store, key, what string, parse func([]byte) (T, error)) (T, error) {
+	var zero T
+	rc, err := st.Get(ctx, key)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	defer rc.Close()
 	data, err := io.ReadAll(io.LimitReader(rc, 1<<20))
 	if err != nil {
-		return nil, fmt.Errorf("read manifest %s: %w", key, err)
+		return zero, fmt.Errorf("read %s %s: %w", what, key, err)
 	}
-	m, err := ParseManifest(data)
+	v, err := parse(data)
 	if err != nil {
-		return nil, fmt.Errorf("manifest %s: %w", key, err)
+		return zero, fmt.Errorf("%s %s: %w", what, key, err)
 	}
-	return m, nil
+	return v, nil
 }
 
 // Manifest reads backup id's manifest.

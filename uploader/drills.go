@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"path"
 	"sort"
 	"strings"
@@ -152,20 +151,7 @@ func (b *Backups) PutDrillReport(ctx context.Context, r *DrillReport) error {
 }
 
 func (b *Backups) readDrillReport(ctx context.Context, key string) (*DrillReport, error) {
-	rc, err := b.Store.Get(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	data, err := io.ReadAll(io.LimitReader(rc, 1<<20))
-	if err != nil {
-		return nil, fmt.Errorf("read drill report %s: %w", key, err)
-	}
-	r, err := ParseDrillReport(data)
-	if err != nil {
-		return nil, fmt.Errorf("drill report %s: %w", key, err)
-	}
-	return r, nil
+	return readDocument(ctx, b.Store, key, "drill report", ParseDrillReport)
 }
 
 // DrillReports returns every readable report of backup id, newest first.
