@@ -33,7 +33,12 @@ $(BIN)/etcdctl: go.mod
 $(BIN)/versitygw:
 	GOBIN=$(BIN) $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
 
-tools: $(BIN)/etcd $(BIN)/etcdctl $(BIN)/versitygw
+# promtool: lints the agent's metrics in the Go tests and checks the alert
+# rules (copied from PATH or extracted from Debian's prometheus package).
+$(BIN)/promtool:
+	./scripts/install-promtool.sh
+
+tools: $(BIN)/etcd $(BIN)/etcdctl $(BIN)/versitygw $(BIN)/promtool
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
