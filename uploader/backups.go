@@ -11,6 +11,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"sync"
 
 	"filippo.io/age"
 )
@@ -82,14 +83,21 @@ func (b *Backups) List(ctx context.Context) (*Listing, error) {
 	}
 	l := &Listing{}
 	claimed := map[string]bool{}
-	for _, mo := range manifests {
-		m, err := b.readManifest(ctx, mo.Key)
+	parsed, errs := b.readManifests(ctx, manifests)
+	for i, mo := range manifests {
+		m, err := parsed[i], errs[i]
 		if err != nil {
-			if errors.Is(err, ErrNotFound) {
+			switch {
+			case errors.Is(err, ErrNotFound):
 				continue // deleted while listing
+			case errors.Is(err, ErrBadManifest):
+				l.Unreadable = append(l.Unreadable, mo)
+				continue
+			default:
+				// A store error is not a verdict on the manifest: fail
+				// rather than list fewer backups than there are.
+				return nil, err
 			}
-			l.Unreadable = append(l.Unreadable, mo)
-			continue
 		}
 		e := Entry{Manifest: m, State: StateOK}
 		o, ok := objects[m.Object]
@@ -111,6 +119,33 @@ func (b *Backups) List(ctx context.Context) (*Listing, error) {
 	sort.Slice(l.Backups, func(i, j int) bool { return l.Backups[i].Manifest.ID > l.Backups[j].Manifest.ID })
 	sort.Slice(l.Orphans, func(i, j int) bool { return l.Orphans[i].Key < l.Orphans[j].Key })
 	return l, nil
+}
+
+// manifestReaders bounds the manifests read at once: on S3 each is a GET,
+// so a store with thousands of backups lists in seconds, not minutes.
+const manifestReaders = 8
+
+// readManifests reads the manifests concurrently; results are in order.
+func (b *Backups) readManifests(ctx context.Context, objs []ObjectInfo) ([]*Manifest, []error) {
+	ms := make([]*Manifest, len(objs))
+	errs := make([]error, len(objs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(manifestReaders, len(objs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				ms[i], errs[i] = b.readManifest(ctx, objs[i].Key)
+			}
+		}()
+	}
+	for i := range objs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return ms, errs
 }
 
 func (b *Backups) readManifest(ctx context.Context, key string) (*Manifest, error) {

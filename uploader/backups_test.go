@@ -2,6 +2,7 @@ package uploader
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -285,4 +286,28 @@ func FuzzParseManifest(f *testing.F) {
 			t.Fatalf("re-encoded manifest does not parse: %v", err)
 		}
 	})
+}
+
+// failingGets is a real store whose Gets fail, as a store that is down.
+type failingGets struct{ Store }
+
+func (f failingGets) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	return nil, errors.New("connection reset by peer")
+}
+
+// TestListFailsOnStoreErrors: a manifest that cannot be read because the
+// store failed is an error, never a shorter listing.
+func TestListFailsOnStoreErrors(t *testing.T) {
+	b := newDirBackups(t)
+	for i := range 20 {
+		putBackup(t, b, NewID(time.Date(2026, 11, 30, 0, i, 0, 0, time.UTC), int64(i+1)), rawSnapshot(t, 1024), Encoding{Compression: "zstd"})
+	}
+	l, err := b.List(t.Context())
+	if err != nil || len(l.Backups) != 20 {
+		t.Fatalf("List = %d backups, %v; want 20", len(l.Backups), err)
+	}
+	broken := &Backups{Store: failingGets{b.Store}, Cluster: b.Cluster}
+	if l, err := broken.List(t.Context()); err == nil {
+		t.Fatalf("List with failing reads = %d backups, %d unreadable, no error", len(l.Backups), len(l.Unreadable))
+	}
 }
