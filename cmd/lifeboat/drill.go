@@ -45,8 +45,8 @@ chosen at random, so that over time every retained backup gets proven.`,
 			if len(args) == 1 {
 				o.ref = args[0]
 			}
-			if o.output != "table" && o.output != "json" {
-				return usagef("--output %q: use table or json", o.output)
+			if err := checkOutput(o.output); err != nil {
+				return err
 			}
 			cfg, err := a.config()
 			if err != nil {
@@ -56,7 +56,7 @@ chosen at random, so that over time every retained backup gets proven.`,
 			return err
 		},
 	}
-	c.Flags().StringVarP(&o.output, "output", "o", "table", "table or json (the report)")
+	addOutputFlag(c, &o.output, "table or json (the report)")
 	return c
 }
 

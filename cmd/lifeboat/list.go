@@ -25,8 +25,8 @@ func newListCmd(a *app) *cobra.Command {
 		Short: "List the backups in the store, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.output != "table" && o.output != "json" {
-				return usagef("--output %q: use table or json", o.output)
+			if err := checkOutput(o.output); err != nil {
+				return err
 			}
 			cfg, err := a.config()
 			if err != nil {
@@ -35,7 +35,7 @@ func newListCmd(a *app) *cobra.Command {
 			return runList(cmd.Context(), cfg, a.logger(cfg), o, a.stdout, time.Now())
 		},
 	}
-	c.Flags().StringVarP(&o.output, "output", "o", "table", "table or json")
+	addOutputFlag(c, &o.output, "table or json")
 	return c
 }
 

@@ -35,8 +35,8 @@ retention.orphan_grace are removed. Broken backups (data object missing)
 are reported, never deleted.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.output != "table" && o.output != "json" {
-				return usagef("--output %q: use table or json", o.output)
+			if err := checkOutput(o.output); err != nil {
+				return err
 			}
 			cfg, err := a.config()
 			if err != nil {
@@ -46,7 +46,7 @@ are reported, never deleted.`,
 		},
 	}
 	c.Flags().BoolVar(&o.dryRun, "dry-run", false, "print the plan, change nothing")
-	c.Flags().StringVarP(&o.output, "output", "o", "table", "table or json")
+	addOutputFlag(c, &o.output, "table or json")
 	return c
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"filippo.io/age"
+	"github.com/spf13/cobra"
 
 	"github.com/lifeboat-dev/lifeboat/agent"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
@@ -115,4 +116,17 @@ func snapshotJob(cfg *Config, backups *uploader.Backups, enc uploader.Encoding) 
 		LegalHold:  cfg.Store.ObjectLock.LegalHold,
 		Version:    Version,
 	}
+}
+
+// addOutputFlag adds -o/--output (table or json) to a command.
+func addOutputFlag(c *cobra.Command, v *string, usage string) {
+	c.Flags().StringVarP(v, "output", "o", "table", usage)
+}
+
+// checkOutput rejects an --output other than table or json (exit 2).
+func checkOutput(o string) error {
+	if o != "table" && o != "json" {
+		return usagef("--output %q: use table or json", o)
+	}
+	return nil
 }
