@@ -94,7 +94,26 @@ func Snapshot(ctx context.Context, job SnapshotJob, lg *slog.Logger) (*uploader.
 		}
 	}
 	spool := filepath.Join(job.SpoolDir, "lifeboat-"+id+"-"+randomSuffix()+".db.part")
-	defer os.Remove(spool)
+	// Removing a large file takes a while (the kernel frees its cached
+	// pages): once nothing reads the spool any more it is removed in the
+	// background, overlapping the end of the upload. Snapshot returns only
+	// when it is gone, on every path.
+	var (
+		rmOnce sync.Once
+		rmDone = make(chan struct{})
+	)
+	removeSpool := func() {
+		rmOnce.Do(func() {
+			go func() {
+				_ = os.Remove(spool) // absent when Take failed and removed it
+				close(rmDone)
+			}()
+		})
+	}
+	defer func() {
+		removeSpool()
+		<-rmDone
+	}()
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -158,6 +177,9 @@ func Snapshot(ctx context.Context, job SnapshotJob, lg *slog.Logger) (*uploader.
 	prog.finish(info.Size)
 	lg.Info("snapshot received", "endpoint", info.Endpoint, "member", info.MemberName, "bytes", info.Size, "sha256", info.SHA256)
 
+	// The file check and the live member's HashKV run side by side: the
+	// snapshot's revision is read first (a few pages), then etcd hashes
+	// its store at that revision while File reads the whole spool.
 	type verified struct {
 		st  verify.Status
 		err error
@@ -167,11 +189,33 @@ func Snapshot(ctx context.Context, job SnapshotJob, lg *slog.Logger) (*uploader.
 		st, err := verify.File(ctx, spool)
 		verifyDone <- verified{st, err}
 	}()
+	type live struct {
+		rev     int64
+		hash    uint32
+		compact int64
+		err     error
+	}
+	revRead := make(chan struct{})
+	liveDone := make(chan live, 1)
+	var liveWG sync.WaitGroup
+	defer liveWG.Wait() // failures cancel ctx first
+	liveWG.Go(func() {
+		rev, err := verify.Revision(ctx, spool)
+		close(revRead)
+		if err != nil {
+			liveDone <- live{rev: -1, err: err} // File reports the damage
+			return
+		}
+		h, c, err := snapshot.LiveHashKV(ctx, job.Etcd, info.Endpoint, rev)
+		liveDone <- live{rev, h, c, err}
+	})
 	tailErr := <-tailDone
 	if tailErr == nil {
 		tailErr = enc.Close()
 	}
 	v := <-verifyDone
+	<-revRead
+	removeSpool() // every reader of the spool is done
 	if tailErr != nil {
 		return fail(fmt.Errorf("encode snapshot: %w", tailErr))
 	}
@@ -180,13 +224,20 @@ func Snapshot(ctx context.Context, job SnapshotJob, lg *slog.Logger) (*uploader.
 	if err != nil {
 		return fail(fmt.Errorf("%w: %w", ErrVerify, err))
 	}
-	liveHash, liveCompact, err := snapshot.LiveHashKV(ctx, job.Etcd, info.Endpoint, st.Revision)
+	lh := <-liveDone
+	if lh.rev != st.Revision {
+		// Only a file that changed under us gets here; ask again at the
+		// revision File read.
+		lh.rev = st.Revision
+		lh.hash, lh.compact, lh.err = snapshot.LiveHashKV(ctx, job.Etcd, info.Endpoint, st.Revision)
+	}
+	liveHash := lh.hash
 	hashStatus := ""
-	if err != nil {
+	if lh.err != nil {
 		// The member may have compacted past the snapshot's revision in
 		// the meantime: that makes the hashes incomparable, not wrong.
-		hashStatus = "not comparable: live HashKV: " + err.Error()
-	} else if hashStatus, err = verify.CompareHashKV(st, liveHash, liveCompact); err != nil {
+		hashStatus = "not comparable: live HashKV: " + lh.err.Error()
+	} else if hashStatus, err = verify.CompareHashKV(st, lh.hash, lh.compact); err != nil {
 		return fail(fmt.Errorf("%w: %w", ErrVerify, err))
 	}
 	lg.Info("snapshot verified", "revision", st.Revision, "total_keys", st.TotalKeys, "hash_kv", hashStatus)

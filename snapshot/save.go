@@ -38,7 +38,8 @@ type Options struct {
 	Timeout time.Duration
 	// Chunk is the writeback chunk of the spool file (see
 	// internal/writeback): zero means DefaultChunk, negative disables
-	// incremental writeback (plain writes and one large final fsync).
+	// incremental writeback (plain writes: Take leaves the pages to the
+	// kernel, Save fsyncs the whole file at the end).
 	Chunk int64
 }
 
@@ -91,7 +92,7 @@ func Save(ctx context.Context, r io.Reader, spoolPath string, tee io.Writer, opt
 	if err != nil {
 		return 0, "", err
 	}
-	size, sha, err = save(ctx, r, f, tee, opts)
+	size, sha, err = save(ctx, r, f, tee, opts, true)
 	if err != nil {
 		discardSpool(f)
 		return size, "", fmt.Errorf("save snapshot to %s: %w", spoolPath, err)
@@ -127,12 +128,12 @@ func discardSpool(f *os.File) {
 const pipelineDepth = 3
 
 // save is the copy loop of Save on an open spool file, which it leaves open
-// (and fsynced on success). It returns the bytes read from r even on error,
+// (and, with durable, fsynced on success). It returns the bytes read from r even on error,
 // so Take knows whether anything arrived.
 //
 // Reading the stream and hashing and writing the bytes run in two
 // goroutines, so the sha256 and the disk writes overlap with receiving.
-func save(ctx context.Context, r io.Reader, f *os.File, tee io.Writer, opts Options) (int64, string, error) {
+func save(ctx context.Context, r io.Reader, f *os.File, tee io.Writer, opts Options, durable bool) (int64, string, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, "", err
 	}
@@ -180,8 +181,10 @@ func save(ctx context.Context, r io.Reader, f *os.File, tee io.Writer, opts Opti
 	if err != nil {
 		return n, "", err
 	}
-	if err := s.w.Sync(); err != nil {
-		return n, "", spoolWriteError(f.Name(), err)
+	if durable {
+		if err := s.w.Sync(); err != nil {
+			return n, "", spoolWriteError(f.Name(), err)
+		}
 	}
 	return n, sum, nil
 }

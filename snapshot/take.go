@@ -44,7 +44,9 @@ type Info struct {
 // the spool file and tee, a failure is final.
 //
 // On success the spool file holds the snapshot exactly as etcdctl snapshot
-// save would write it, fsynced. On any failure, including cancellation of
+// save would write it, but not fsynced: it is scratch space, read back and
+// removed by the caller, so its pages need not reach the disk (incremental
+// writeback, opts.Chunk, still bounds the dirty pages it leaves). On any failure, including cancellation of
 // ctx, the spool file is removed and the error names the endpoint, the
 // cause and what to check. lg receives one line per fallback and one on
 // success; nil discards them.
@@ -168,7 +170,7 @@ func takeFrom(ctx context.Context, cfg Config, cc clientv3.Config, ep string, f 
 	r := &streamReader{rc: resp.Snapshot, cancel: cancel}
 	defer r.Close()
 
-	n, sha, err = save(ctx, r, f, tee, opts)
+	n, sha, err = save(ctx, r, f, tee, opts, false)
 	if err != nil {
 		var se *streamError
 		if errors.As(err, &se) {

@@ -181,6 +181,11 @@ func TestFileMatchesEtcd(t *testing.T) {
 			}
 			dir := t.TempDir()
 			path := saveSnapshot(t, ctx, c.ClientConfig(), ep, dir)
+			if rev, err := verify.Revision(ctx, path); err != nil {
+				t.Errorf("Revision: %v", err)
+			} else if st, err := verify.File(ctx, path); err == nil && rev != st.Revision {
+				t.Errorf("Revision = %d, File says %d", rev, st.Revision)
+			}
 			if sc.empty {
 				st, err := verify.File(ctx, path)
 				if err != nil || st.Revision != 0 || st.HashKVComparable || st.HashKVReason == "" {

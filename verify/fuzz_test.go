@@ -57,7 +57,17 @@ func FuzzFile(f *testing.F) {
 		if err := os.WriteFile(path, in, 0o600); err != nil {
 			t.Fatal(err)
 		}
+		rev, rerr := verify.Revision(t.Context(), path)
+		if rerr != nil && !errors.Is(rerr, verify.ErrCorrupt) {
+			t.Fatalf("Revision: error %v does not wrap ErrCorrupt", rerr)
+		}
+		if rerr != nil && strings.Contains(rerr.Error(), "unexpected failure") {
+			t.Fatalf("Revision panicked: %v", rerr)
+		}
 		st, err := verify.File(t.Context(), path)
+		if err == nil && (rerr != nil || rev != st.Revision) {
+			t.Fatalf("Revision = %d, %v on a file File accepts with revision %d", rev, rerr, st.Revision)
+		}
 		if err != nil && !errors.Is(err, verify.ErrCorrupt) {
 			t.Fatalf("error %v does not wrap ErrCorrupt", err)
 		}
