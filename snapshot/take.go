@@ -46,8 +46,8 @@ type Info struct {
 // On success the spool file holds the snapshot exactly as etcdctl snapshot
 // save would write it, but not fsynced: it is scratch space, read back and
 // removed by the caller, so its pages need not reach the disk (incremental
-// writeback, opts.Chunk, still bounds the dirty pages it leaves). On any failure, including cancellation of
-// ctx, the spool file is removed and the error names the endpoint, the
+// writeback, opts.Chunk, still bounds the dirty pages it leaves). On any
+// failure, including cancellation of ctx, the spool file is removed and the error names the endpoint, the
 // cause and what to check. lg receives one line per fallback and one on
 // success; nil discards them.
 func Take(ctx context.Context, cfg Config, spoolPath string, tee io.Writer, opts Options, lg *slog.Logger) (Info, error) {
@@ -128,20 +128,6 @@ func takeFirst(ctx context.Context, cfg Config, cc clientv3.Config, members []Me
 	return Info{}, fmt.Errorf("snapshot failed on every reachable member: %w", errors.Join(errs...))
 }
 
-// streamReader is the snapshot stream; closing it cancels the stream's
-// context, which ends the client's receiving goroutine.
-type streamReader struct {
-	rc     io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (s *streamReader) Read(p []byte) (int, error) { return s.rc.Read(p) }
-
-func (s *streamReader) Close() error {
-	s.cancel()
-	return s.rc.Close()
-}
-
 // takeFrom streams a snapshot from one endpoint into f. n is the number of
 // bytes that arrived, also on error.
 func takeFrom(ctx context.Context, cfg Config, cc clientv3.Config, ep string, f *os.File, tee io.Writer, opts Options) (n int64, storageVersion, sha string, err error) {
@@ -154,12 +140,13 @@ func takeFrom(ctx context.Context, cfg Config, cc clientv3.Config, ep string, f 
 	defer cli.Close()
 
 	// Until the first message arrives the watchdog in save is not running:
-	// the stall timeout covers the start too.
+	// the stall timeout covers the start too (OpenStream waits for the
+	// first message).
 	startTimer := time.AfterFunc(opts.StallTimeout, cancel)
-	resp, err := cli.SnapshotWithVersion(streamCtx)
+	s, err := OpenStream(streamCtx, cli)
 	if !startTimer.Stop() && ctx.Err() == nil {
-		if resp != nil {
-			_ = resp.Snapshot.Close()
+		if s != nil {
+			_ = s.Close()
 		}
 		err = fmt.Errorf("%w: the stream did not start within %s", ErrStalled, opts.StallTimeout)
 		return 0, "", "", explain("start snapshot stream from", ep, cfg, err)
@@ -167,10 +154,9 @@ func takeFrom(ctx context.Context, cfg Config, cc clientv3.Config, ep string, f 
 	if err != nil {
 		return 0, "", "", explain("start snapshot stream from", ep, cfg, err)
 	}
-	r := &streamReader{rc: resp.Snapshot, cancel: cancel}
-	defer r.Close()
+	defer s.Close()
 
-	n, sha, err = save(ctx, r, f, tee, opts, false)
+	n, sha, err = save(ctx, s, f, tee, opts, false)
 	if err != nil {
 		var se *streamError
 		if errors.As(err, &se) {
@@ -178,7 +164,7 @@ func takeFrom(ctx context.Context, cfg Config, cc clientv3.Config, ep string, f 
 		}
 		return n, "", "", fmt.Errorf("snapshot stream from %s: %w", ep, err)
 	}
-	return n, resp.Version, sha, nil
+	return n, s.Version(), sha, nil
 }
 
 // LiveHashKV asks the member at endpoint for the hash of its key-value store
