@@ -417,40 +417,54 @@ func (r *reader) walkTree(id uint64, depth int, lo, hi []byte, visit visitFunc) 
 	if err != nil {
 		return nil, err
 	}
+	return r.walkPage(p, depth, lo, hi, visit)
+}
+
+// walkPage is walkTree on a page already loaded into the buffer for depth.
+func (r *reader) walkPage(p page, depth int, lo, hi []byte, visit visitFunc) ([]byte, error) {
 	switch p.flags {
 	case branchPage:
 		if p.count == 0 {
-			return nil, corruptf("page %d: empty branch page", id)
+			return nil, corruptf("page %d: empty branch page", p.id)
 		}
-		running := lo
-		var last []byte
-		for i := range p.count {
-			k, child, err := p.branchElem(i)
-			if err != nil {
-				return nil, err
-			}
-			if err := keyOrder(id, i, k, running, hi); err != nil {
-				return nil, err
-			}
-			next := hi
-			if i+1 < p.count {
-				if next, _, err = p.branchElem(i + 1); err != nil {
-					return nil, err
-				}
-			}
-			if last, err = r.walkTree(child, depth+1, k, next, visit); err != nil {
-				return nil, err
-			}
-			// The child's buffers are reused by its next sibling: keep a copy.
-			r.keyBuf[depth] = append(r.keyBuf[depth][:0], last...)
-			running, last = r.keyBuf[depth], r.keyBuf[depth]
-		}
-		return last, nil
+		return r.walkBranch(p, depth, lo, hi, 0, p.count, visit)
 	case leafPage:
 		return r.walkLeaf(p, depth, lo, hi, visit)
 	default:
-		return nil, corruptf("page %d: type %#x is not a branch or leaf page", id, p.flags)
+		return nil, corruptf("page %d: type %#x is not a branch or leaf page", p.id, p.flags)
 	}
+}
+
+// walkBranch walks the children [from, to) of branch page p. running is
+// the bound the first child's key must not be below (lo, or the largest key
+// of child from-1); when from > 0 and running is nil, the caller checks
+// that bound itself.
+func (r *reader) walkBranch(p page, depth int, running, hi []byte, from, to int, visit visitFunc) ([]byte, error) {
+	var last []byte
+	for i := from; i < to; i++ {
+		k, child, err := p.branchElem(i)
+		if err != nil {
+			return nil, err
+		}
+		if i > from || from == 0 || running != nil {
+			if err := keyOrder(p.id, i, k, running, hi); err != nil {
+				return nil, err
+			}
+		}
+		next := hi
+		if i+1 < p.count {
+			if next, _, err = p.branchElem(i + 1); err != nil {
+				return nil, err
+			}
+		}
+		if last, err = r.walkTree(child, depth+1, k, next, visit); err != nil {
+			return nil, err
+		}
+		// The child's buffers are reused by its next sibling: keep a copy.
+		r.keyBuf[depth] = append(r.keyBuf[depth][:0], last...)
+		running, last = r.keyBuf[depth], r.keyBuf[depth]
+	}
+	return last, nil
 }
 
 // walkLeaf checks and visits the elements of a leaf page held in the

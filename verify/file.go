@@ -51,6 +51,10 @@ var errInternal = errors.New("unexpected failure reading the file")
 // once, plus the pages holding records newer than the compact revision a
 // second time. ctx is checked every few thousand pages and records.
 func File(ctx context.Context, path string) (st Status, err error) {
+	return file(ctx, path, splitMinPages)
+}
+
+func file(ctx context.Context, path string, splitMin uint64) (st Status, err error) {
 	if err := ctx.Err(); err != nil {
 		return Status{}, err
 	}
@@ -75,7 +79,10 @@ func File(ctx context.Context, path string) (st Status, err error) {
 	if err != nil {
 		return Status{}, fmt.Errorf("snapshot %s: %w", path, err)
 	}
-	st, err = scan(ctx, newReader(ctx, f, m))
+	st, err = scan(ctx, newReader(ctx, f, m), splitMin)
+	if errors.Is(err, errSequential) {
+		st, err = scan(ctx, newReader(ctx, f, m), 0)
+	}
 	if err != nil {
 		return Status{}, fmt.Errorf("snapshot %s: %w", path, err)
 	}
@@ -84,8 +91,9 @@ func File(ctx context.Context, path string) (st Status, err error) {
 
 // scan reads the meta bucket and the records newer than the compact
 // revision, then walks the whole file once, checking it and hashing every
-// bucket and record.
-func scan(ctx context.Context, r *reader) (Status, error) {
+// bucket and record. A key bucket in a database of splitMin pages or more
+// (0: never) is walked in two halves side by side (see walkKeyBucket).
+func scan(ctx context.Context, r *reader, splitMin uint64) (Status, error) {
 	st := Status{Size: int64(r.meta.pgid * r.meta.pageSize)}
 	rootVal := make([]byte, bucketHeaderSize)
 	ne.PutUint64(rootVal, r.meta.root)
@@ -130,11 +138,6 @@ func scan(ctx context.Context, r *reader) (Status, error) {
 	}
 
 	var boltHash uint32
-	n := 0
-	record := func(k, v []byte) {
-		boltHash = crc32.Update(boltHash, castagnoli, k)
-		boltHash = crc32.Update(boltHash, castagnoli, v)
-	}
 	// The root bucket holds only buckets: hash each name, then its records
 	// in order, as etcdutl's status does (nested buckets by name only).
 	root := func(name, v, bucketVal []byte, depth int) error {
@@ -145,23 +148,16 @@ func scan(ctx context.Context, r *reader) (Status, error) {
 			return err
 		}
 		boltHash = crc32.Update(boltHash, castagnoli, name)
-		isKey := bytes.Equal(name, keyBucket)
-		return r.walkBucket(0, bucketVal, depth+1, func(k, v, nested []byte, d int) error {
-			if nested != nil {
-				record(k, nil)
-				return r.checkNested(0, nested, d+1)
-			}
-			record(k, v)
-			if isKey {
-				if err := h.add(k, v); err != nil {
-					return fmt.Errorf("%w: key bucket: %w", ErrCorrupt, err)
-				}
-			}
-			if n++; n%ctxEvery == 0 {
-				return ctx.Err()
-			}
-			return nil
-		})
+		w := &keyWalk{ctx: ctx, r: r, bolt: boltHash}
+		var err error
+		if bytes.Equal(name, keyBucket) {
+			w.h = h
+			err = r.walkKeyBucket(w, bucketVal, depth+1, splitMin)
+		} else {
+			err = r.walkBucket(0, bucketVal, depth+1, w.visit)
+		}
+		boltHash = w.bolt
+		return err
 	}
 	if _, err := r.walkTree(r.meta.root, 0, nil, nil, root); err != nil {
 		return Status{}, err

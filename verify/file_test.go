@@ -194,6 +194,12 @@ func TestFileMatchesEtcd(t *testing.T) {
 				return
 			}
 			got := checkAgainstEtcdutl(t, path)
+			// The key bucket walked in two halves gives the same status.
+			for _, minPages := range []uint64{0, 1} {
+				if st, err := verify.FileSplit(ctx, path, minPages); err != nil || st != got {
+					t.Errorf("FileSplit(%d) = %+v, %v; File gave %+v", minPages, st, err, got)
+				}
+			}
 			if noLive := got.TotalKeys == 0; noLive != sc.wantNoLiveKeys {
 				t.Errorf("TotalKeys = %d, want no live keys: %v", got.TotalKeys, sc.wantNoLiveKeys)
 			}

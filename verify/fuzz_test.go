@@ -65,6 +65,16 @@ func FuzzFile(f *testing.F) {
 			t.Fatalf("Revision panicked: %v", rerr)
 		}
 		st, err := verify.File(t.Context(), path)
+		// Walking the key bucket in two halves or in one piece: one verdict.
+		for _, minPages := range []uint64{0, 1} {
+			sst, serr := verify.FileSplit(t.Context(), path, minPages)
+			if (serr == nil) != (err == nil) || serr == nil && sst != st {
+				t.Fatalf("FileSplit(%d) = %+v, %v; File = %+v, %v", minPages, sst, serr, st, err)
+			}
+			if serr != nil && !errors.Is(serr, verify.ErrCorrupt) {
+				t.Fatalf("FileSplit(%d): error %v does not wrap ErrCorrupt", minPages, serr)
+			}
+		}
 		if err == nil && (rerr != nil || rev != st.Revision) {
 			t.Fatalf("Revision = %d, %v on a file File accepts with revision %d", rev, rerr, st.Revision)
 		}

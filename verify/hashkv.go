@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"hash/maphash"
@@ -41,6 +42,12 @@ type kvHasher struct {
 	live     int    // keys alive so far, in revision order (etcdutl's count)
 	tail     bool   // keys have been marked changedAfterCompact
 	reason   string // why the result is not comparable; "" if it is
+
+	// A segment hasher (see segment) hashes a later part of the bucket
+	// from empty crcs; the lengths let merge combine them.
+	seg         bool
+	filteredLen int64
+	allLen      int64
 }
 
 // keyState is what kvHasher knows of a key.
@@ -49,6 +56,8 @@ type keyState uint8
 const (
 	alive               keyState = 1 << iota // its newest record so far is a put
 	changedAfterCompact                      // it has a record newer than the compact revision
+	segSeen                                  // a segment hasher met a record of it
+	segFirstLow                              // ... and the first was at or below the compact revision
 )
 
 // newKVHasher returns a hasher for compact revision compact; sizeHint is
@@ -106,6 +115,13 @@ func (h *kvHasher) add(k, v []byte) error {
 	}
 	id := h.id(key)
 	state := h.keys[id]
+	if h.seg && state&segSeen == 0 {
+		state |= segSeen
+		if h.compact > 0 && r.main <= h.compact {
+			state |= segFirstLow
+		}
+		h.keys[id] = state
+	}
 	wasLive := state&alive != 0
 	switch {
 	case r.tombstone && wasLive:
@@ -130,22 +146,82 @@ func (h *kvHasher) add(k, v []byte) error {
 			return nil
 		}
 		if !r.tombstone && h.tail && state&changedAfterCompact == 0 {
-			h.filtered = crc32.Update(crc32.Update(h.filtered, castagnoli, k), castagnoli, v)
+			h.hashFiltered(k, v)
 			if !h.keepSeen {
-				h.all = crc32.Update(crc32.Update(h.all, castagnoli, k), castagnoli, v)
+				h.hashAll(k, v)
 				h.keepSeen = true
 			}
 			return nil
 		}
 		if !h.keepSeen {
-			h.all = crc32.Update(crc32.Update(h.all, castagnoli, k), castagnoli, v)
+			h.hashAll(k, v)
 		}
 		return nil
 	}
-	h.filtered = crc32.Update(crc32.Update(h.filtered, castagnoli, k), castagnoli, v)
+	h.hashFiltered(k, v)
 	if !h.keepSeen {
-		h.all = crc32.Update(crc32.Update(h.all, castagnoli, k), castagnoli, v)
+		h.hashAll(k, v)
 	}
+	return nil
+}
+
+func (h *kvHasher) hashFiltered(k, v []byte) {
+	h.filtered = crc32.Update(crc32.Update(h.filtered, castagnoli, k), castagnoli, v)
+	h.filteredLen += int64(len(k) + len(v))
+}
+
+func (h *kvHasher) hashAll(k, v []byte) {
+	h.all = crc32.Update(crc32.Update(h.all, castagnoli, k), castagnoli, v)
+	h.allLen += int64(len(k) + len(v))
+}
+
+// segment returns a hasher for a later part of the key bucket, to run
+// side by side with h on the part before it: it starts from empty crcs,
+// knows the keys readTail marked, and remembers every key it meets. Call it
+// before h hashes anything more.
+func (h *kvHasher) segment() *kvHasher {
+	s := &kvHasher{compact: h.compact, seeds: h.seeds, tail: h.tail, seg: true, keys: make(map[keyID]keyState)}
+	for id, st := range h.keys {
+		if st&changedAfterCompact != 0 {
+			s.keys[id] = changedAfterCompact
+		}
+	}
+	return s
+}
+
+// errSequential says a split walk met a case only a walk in one piece
+// reports exactly (a record compaction should have removed, straddling the
+// split): the caller walks again in one piece.
+var errSequential = errors.New("walk the key bucket in one piece")
+
+// merge adds s, the segment hasher of the records after those h hashed,
+// to h: the result is what h would hold had it hashed them itself.
+func (h *kvHasher) merge(s *kvHasher) error {
+	for id, st := range s.keys {
+		if st&segSeen == 0 {
+			continue // only readTail's mark
+		}
+		if h.keys[id]&alive != 0 {
+			if st&segFirstLow != 0 && h.reason == "" {
+				return errSequential
+			}
+			h.live--
+		}
+		if st&alive != 0 {
+			h.live++
+		}
+	}
+	h.filtered = crcCombine(h.filtered, s.filtered, s.filteredLen)
+	h.filteredLen += s.filteredLen
+	if !h.keepSeen { // else all is final already
+		h.all = crcCombine(h.all, s.all, s.allLen)
+		h.allLen += s.allLen
+		h.keepSeen = s.keepSeen
+	}
+	if s.rev != 0 {
+		h.rev = s.rev
+	}
+	h.notComparable(s.reason)
 	return nil
 }
 
