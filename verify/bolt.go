@@ -669,33 +669,46 @@ func (r *reader) scanTree(id uint64, from []byte, depth int, fn func(k, v []byte
 	if err != nil {
 		return err
 	}
+	return r.scanPage(p, from, depth, fn)
+}
+
+// scanPage is scanTree on a page already loaded into the buffer for depth.
+func (r *reader) scanPage(p page, from []byte, depth int, fn func(k, v []byte) error) error {
 	switch p.flags {
 	case branchPage:
-		for i := range p.count {
-			_, child, err := p.branchElem(i)
-			if err != nil {
-				return err
-			}
-			if i+1 < p.count {
-				// The child holds keys below the next separator.
-				next, _, err := p.branchElem(i + 1)
-				if err != nil {
-					return err
-				}
-				if bytes.Compare(next, from) <= 0 {
-					continue
-				}
-			}
-			if err := r.scanTree(child, from, depth+1, fn); err != nil {
-				return err
-			}
-		}
-		return nil
+		return r.scanBranch(p, from, depth, firstChildFrom(p, from), p.count, fn)
 	case leafPage:
 		return scanLeaf(p, from, fn)
 	default:
-		return corruptf("page %d: type %#x is not a branch or leaf page", id, p.flags)
+		return corruptf("page %d: type %#x is not a branch or leaf page", p.id, p.flags)
 	}
+}
+
+// firstChildFrom returns the first child of branch page p that can hold
+// keys >= from: the child holds keys below the next separator. A damaged
+// element ends the search there; scanBranch then reports it.
+func firstChildFrom(p page, from []byte) int {
+	for i := 0; i+1 < p.count; i++ {
+		next, _, err := p.branchElem(i + 1)
+		if err != nil || bytes.Compare(next, from) > 0 {
+			return i
+		}
+	}
+	return max(p.count-1, 0)
+}
+
+// scanBranch scans the children [lo, hi) of branch page p.
+func (r *reader) scanBranch(p page, from []byte, depth, lo, hi int, fn func(k, v []byte) error) error {
+	for i := lo; i < hi; i++ {
+		_, child, err := p.branchElem(i)
+		if err != nil {
+			return err
+		}
+		if err := r.scanTree(child, from, depth+1, fn); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func scanLeaf(p page, from []byte, fn func(k, v []byte) error) error {

@@ -49,7 +49,10 @@ var errInternal = errors.New("unexpected failure reading the file")
 // read-ahead window, page buffers, a bitmap of one bit per page and a map
 // of about 30 bytes per key (some 10 MiB for 250k keys). It reads every page
 // once, plus the pages holding records newer than the compact revision a
-// second time. ctx is checked every few thousand pages and records.
+// second time. On a large file (64 MiB or more) the key bucket is read by
+// two goroutines, each with its own buffers, on half of its tree (see
+// walkKeyBucket): the result is the same. ctx is checked every few thousand
+// pages and records.
 func File(ctx context.Context, path string) (st Status, err error) {
 	return file(ctx, path, splitMinPages)
 }
@@ -131,7 +134,7 @@ func scan(ctx context.Context, r *reader, splitMin uint64) (Status, error) {
 			return Status{}, fmt.Errorf("key bucket: %w", err)
 		}
 		if keyVal != nil && isBucket {
-			if err := h.readTail(ctx, r, keyVal); err != nil {
+			if err := h.readTail(ctx, r, keyVal, splitMin); err != nil {
 				return Status{}, err
 			}
 		}

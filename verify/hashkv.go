@@ -1,11 +1,14 @@
 package verify
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"hash/maphash"
+	"math/bits"
+	"sync"
 )
 
 // kvHasher recomputes etcd's HashKV (mvcc hashByRev / kvHasher in
@@ -85,22 +88,82 @@ func (h *kvHasher) needTail() bool {
 }
 
 // readTail reads the records newer than the compact revision from the key
-// bucket whose header is keyVal.
-func (h *kvHasher) readTail(ctx context.Context, r *reader, keyVal []byte) error {
+// bucket whose header is keyVal. In a database of splitMin pages or more
+// (0: never) two readers share the work, as in walkKeyBucket.
+func (h *kvHasher) readTail(ctx context.Context, r *reader, keyVal []byte, splitMin uint64) error {
 	h.tail = true
-	n := 0
-	return r.scanFrom(keyVal, revKey(h.compact+1), 0, func(k, v []byte) error {
-		key, err := kvKey(v)
-		if err != nil {
-			return fmt.Errorf("%w: key bucket: record %x: %w", ErrCorrupt, k, err)
+	from := revKey(h.compact + 1)
+	mark := func(ids *[]keyID) func(k, v []byte) error {
+		return func(k, v []byte) error {
+			key, err := kvKey(v)
+			if err != nil {
+				return fmt.Errorf("%w: key bucket: record %x: %w", ErrCorrupt, k, err)
+			}
+			*ids = append(*ids, h.id(key))
+			if len(*ids)%ctxEvery == 0 {
+				return ctx.Err()
+			}
+			return nil
 		}
-		id := h.id(key)
-		h.keys[id] |= changedAfterCompact
-		if n++; n%ctxEvery == 0 {
-			return ctx.Err()
+	}
+	var mine, theirs []keyID
+	defer func() {
+		for _, ids := range [][]keyID{mine, theirs} {
+			for _, id := range ids {
+				h.keys[id] |= changedAfterCompact
+			}
 		}
-		return nil
+	}()
+	if len(keyVal) < bucketHeaderSize || ne.Uint64(keyVal) == 0 || splitMin == 0 || r.meta.pgid < splitMin {
+		return r.scanFrom(keyVal, from, 0, mark(&mine))
+	}
+	r.visited = newBitmap(r.meta.pgid)
+	p, err := r.load(ne.Uint64(keyVal), 0, false)
+	if err != nil {
+		return err
+	}
+	lo := 0
+	if p.flags == branchPage {
+		lo = firstChildFrom(p, from)
+	}
+	if p.flags != branchPage || p.count-lo < 2 {
+		return r.scanPage(p, from, 0, mark(&mine))
+	}
+	half := lo + (p.count-lo)/2
+	ctx2, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r2 := &reader{ctx: ctx2, f: r.f, meta: r.meta, visited: newBitmap(r.meta.pgid)}
+	p2 := p
+	p2.b = bytes.Clone(p.b)
+	var (
+		wg   sync.WaitGroup
+		err2 error
+	)
+	wg.Go(func() {
+		defer func() {
+			if x := recover(); x != nil {
+				err2 = fmt.Errorf("%w: %w (%v)", ErrCorrupt, errInternal, x)
+			}
+		}()
+		err2 = r2.scanBranch(p2, from, 0, half, p2.count, mark(&theirs))
 	})
+	err = r.scanBranch(p, from, 0, lo, half, mark(&mine))
+	if err != nil {
+		cancel()
+	}
+	wg.Wait()
+	if err == nil {
+		err = err2
+	}
+	if err != nil {
+		return err
+	}
+	for i, b := range r2.visited {
+		if both := r.visited[i] & b; both != 0 {
+			return corruptf("page %d: multiple references", uint64(i)*64+uint64(bits.TrailingZeros64(both)))
+		}
+	}
+	return nil
 }
 
 // add takes the records of the key bucket in order.

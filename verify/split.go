@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"hash/crc32"
+	"math/bits"
 	"sync"
 )
 
@@ -120,11 +121,7 @@ func (r *reader) walkKeyBucket(w *keyWalk, v []byte, depth int, splitMin uint64)
 	}
 	for i, b := range r2.seen {
 		if both := r.seen[i] & b; both != 0 {
-			for j := range uint64(64) {
-				if both&(1<<j) != 0 {
-					return corruptf("page %d: multiple references", uint64(i)*64+j)
-				}
-			}
+			return corruptf("page %d: multiple references", uint64(i)*64+uint64(bits.TrailingZeros64(both)))
 		}
 		r.seen[i] |= b
 	}
