@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/aws/smithy-go/logging"
 	"hash"
 	"hash/crc32"
 	"io"
@@ -245,6 +246,9 @@ func NewS3(ctx context.Context, cfg S3Config, lg *slog.Logger) (*S3, error) {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	opts := []func(*config.LoadOptions) error{
+		// The SDK's own warnings (e.g. the instance metadata fallback)
+		// go to lifeboat's log, not raw to stderr.
+		config.WithLogger(sdkLogger{lg}),
 		config.WithRetryer(func() aws.Retryer { return newRetryer(cfg) }),
 		config.WithHTTPClient(awshttp.NewBuildableClient().WithReadTimeout(cfg.ReadTimeout)),
 	}
@@ -920,4 +924,16 @@ func validPrefix(p string) error {
 		}
 	}
 	return nil
+}
+
+// sdkLogger passes the AWS SDK's log lines (warnings; request and response
+// logging stays off) to lifeboat's logger.
+type sdkLogger struct{ lg *slog.Logger }
+
+func (l sdkLogger) Logf(c logging.Classification, format string, v ...any) {
+	level := slog.LevelDebug
+	if c == logging.Warn {
+		level = slog.LevelWarn
+	}
+	l.lg.Log(context.Background(), level, "aws sdk: "+fmt.Sprintf(format, v...))
 }
