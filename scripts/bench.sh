@@ -8,6 +8,8 @@
 # Results: bench-out/results.md (copy them into docs/benchmarks.md).
 #
 #   BENCH_OBJECTS=250000 BENCH_RUNS=3 BENCH_DIR=/var/tmp/lifeboat-bench scripts/bench.sh
+#   BENCH_SECTIONS="local s3" BENCH_RUNS=5 scripts/bench.sh   # some sections only
+#     (sections: local, load, s3, drill; the default is all four)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$PWD/.bin
@@ -15,6 +17,8 @@ OBJECTS=${BENCH_OBJECTS:-180000}
 RUNS=${BENCH_RUNS:-3}
 DIR=${BENCH_DIR:-/var/tmp/lifeboat-bench}
 OUT=$PWD/bench-out
+SECTIONS=" ${BENCH_SECTIONS:-local load s3 drill} "
+want() { [[ $SECTIONS == *" $1 "* ]]; }
 mkdir -p "$DIR" "$OUT"
 go build -o "$BIN/benchtool" ./internal/benchtool
 go build -o "$BIN/age-keygen" filippo.io/age/cmd/age-keygen
@@ -51,7 +55,7 @@ lifeboat_snap() { "${LIFEBOAT_BENCH_BIN:-$BIN/lifeboat}" snapshot --endpoints "$
 export -f etcdctl_save lifeboat_snap; export BIN ep DIR
 
 : >"$OUT/runs.txt"
-for i in $(seq "$RUNS"); do
+want local && for i in $(seq "$RUNS"); do
   timed etcdctl bash -c etcdctl_save
   timed lifeboat bash -c lifeboat_snap
 done
@@ -68,7 +72,7 @@ load_during() {
   kill -TERM $lp; wait $lp || true
 }
 : >"$OUT/load.txt"
-for i in $(seq "$RUNS"); do
+want load && for i in $(seq "$RUNS"); do
   "$BIN/benchtool" load --endpoints "$ep" --rate 200 --duration 8s >"$OUT/load-idle.json"
   echo "idle $(cat "$OUT/load-idle.json")" >>"$OUT/load.txt"
   load_during etcdctl bash -c etcdctl_save
@@ -92,7 +96,7 @@ s3url=http://127.0.0.1:$vport
 lifeboat_s3() { "${LIFEBOAT_BENCH_BIN:-$BIN/lifeboat}" snapshot --endpoints "$ep" --store s3://bench/etcd --s3-endpoint "$s3url" --s3-path-style --s3-create-bucket --recipient "$recipient" --spool-dir "$DIR/spool" --log-format json; }
 seqpipe() { "$BIN/benchtool" seqpipe --endpoints "$ep" --dir "$DIR" --bucket bench --s3-endpoint "$s3url"; }
 export -f lifeboat_s3 seqpipe; export s3url recipient
-for i in $(seq "$RUNS"); do
+want s3 && for i in $(seq "$RUNS"); do
   timed etcdctl bash -c etcdctl_save
   timed lifeboat-s3 bash -c lifeboat_s3
   timed seqpipe-s3 bash -c seqpipe
@@ -118,7 +122,8 @@ baseline_restore() {
 }
 lifeboat_drill() { "${LIFEBOAT_BENCH_BIN:-$BIN/lifeboat}" drill latest --store s3://bench/etcd --s3-endpoint "$s3url" --s3-path-style --identity-file "$DIR/age.key" --scratch-dir "$DIR/scratch" --spool-dir "$DIR/spool" --log-format json -o json; }
 export -f baseline_restore lifeboat_drill; export bport bpeer snaprev
-for i in $(seq "$RUNS"); do
+want drill && ! want s3 && bash -c lifeboat_s3 >/dev/null 2>&1 # a backup to drill
+want drill && for i in $(seq "$RUNS"); do
   timed restore-baseline bash -c baseline_restore
   timed drill-s3 bash -c lifeboat_drill
 done
@@ -155,12 +160,15 @@ p99 = {k: med(x["p99_ms"] for x in v) for k, v in load.items()}
 lines = [
   "| measure | etcdctl snapshot save | lifeboat | lifeboat / etcdctl (paired runs) |",
   "|---|---|---|---|",
-  f"| local store: wall time, median of {len(runs['lifeboat'])} (s) | {wall('etcdctl'):.2f} | {wall('lifeboat'):.2f} | {paired('lifeboat'):.2f}x |",
-  f"| local store: peak RSS (MiB) | {rss('etcdctl'):.0f} | {rss('lifeboat'):.0f} | |",
 ]
+if "lifeboat" in runs:
+    lines += [
+      f"| local store: wall time, median of {len(runs['lifeboat'])} (s) | {wall('etcdctl'):.2f} | {wall('lifeboat'):.2f} | {paired('lifeboat'):.2f}x |",
+      f"| local store: peak RSS (MiB) | {rss('etcdctl'):.0f} | {rss('lifeboat'):.0f} | |",
+    ]
 if "lifeboat-s3" in runs:
     lines += [
-      f"| S3 (versitygw) with age: wall time (s) | | {wall('lifeboat-s3'):.2f} | {paired('lifeboat-s3'):.2f}x |",
+      f"| S3 (versitygw) with age: wall time, median of {len(runs['lifeboat-s3'])} (s) | | {wall('lifeboat-s3'):.2f} | {paired('lifeboat-s3'):.2f}x |",
       f"| S3: sequential save, then compress, then upload (s) | | {wall('seqpipe-s3'):.2f} | {paired('seqpipe-s3'):.2f}x |",
       f"| S3 with age: peak RSS (MiB) | | {rss('lifeboat-s3'):.0f} | |",
     ]
@@ -168,8 +176,11 @@ if "drill-s3" in runs:
     lines += [
       f"| drill from S3 with age vs etcdutl restore + etcd start + HashKV on a local file (s) | {wall('restore-baseline'):.2f} | {wall('drill-s3'):.2f} | {paired('drill-s3', 'restore-baseline'):.2f}x |",
     ]
+if p99:
+    lines += [
+      f"| p99 latency of 200 puts/s during the backup (ms); idle p99 {p99['idle']:.1f} | {p99['etcdctl']:.1f} ({p99['etcdctl']/max(p99['idle'],0.001):.1f}x idle) | {p99['lifeboat']:.1f} ({p99['lifeboat']/max(p99['idle'],0.001):.1f}x idle) | |",
+    ]
 lines += [
-  f"| p99 latency of 200 puts/s during the backup (ms); idle p99 {p99['idle']:.1f} | {p99['etcdctl']:.1f} ({p99['etcdctl']/max(p99['idle'],0.001):.1f}x idle) | {p99['lifeboat']:.1f} ({p99['lifeboat']/max(p99['idle'],0.001):.1f}x idle) | |",
   "",
   "raw runs (name wall_s peak_rss_kb):",
   "```", open(os.path.join(out, "runs.txt")).read().strip(), "```",

@@ -474,6 +474,7 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, opts PutOptions) 
 		}
 		return ObjectInfo{}, fmt.Errorf("upload %s: %w", s.name(full), err)
 	}
+	s.lg.Debug("upload completed", "object", s.name(full), "bytes", body.n)
 	if body.err != nil {
 		// Cannot happen: the transfer manager stops at the first error.
 		return ObjectInfo{}, fmt.Errorf("upload %s: %w", s.name(full), body.err)
@@ -500,6 +501,7 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, opts PutOptions) 
 	if err != nil {
 		return ObjectInfo{}, fmt.Errorf("confirm upload %s: %w", s.name(full), err)
 	}
+	s.lg.Debug("upload confirmed", "object", s.name(full))
 	if got := aws.ToInt64(head.ContentLength); got != body.n {
 		return ObjectInfo{}, fmt.Errorf("confirm upload %s: stored size %d, sent %d bytes", s.name(full), got, body.n)
 	}
