@@ -50,6 +50,9 @@ lint:
 test: tools build lint
 	VERSITYGW=$(BIN)/versitygw LIFEBOAT_BIN=$(BIN)/lifeboat ETCD_BIN=$(BIN)/etcd \
 	  $(GO) test $(GOTEST_FLAGS) ./...
+	# The race detector on the code that splits work across goroutines
+	# (the file check's two walkers, the snapshot stream).
+	$(GO) test -race $(GOTEST_FLAGS) -run 'TestFile|TestStream|TestCRC' ./verify ./snapshot
 	./scripts/e2e.sh
 	./deploy/check.sh
 

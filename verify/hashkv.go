@@ -1,14 +1,11 @@
 package verify
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"hash/maphash"
-	"math/bits"
-	"sync"
 )
 
 // kvHasher recomputes etcd's HashKV (mvcc hashByRev / kvHasher in
@@ -130,40 +127,11 @@ func (h *kvHasher) readTail(ctx context.Context, r *reader, keyVal []byte, split
 		return r.scanPage(p, from, 0, mark(&mine))
 	}
 	half := lo + (p.count-lo)/2
-	ctx2, cancel := context.WithCancel(ctx)
-	defer cancel()
-	r2 := &reader{ctx: ctx2, f: r.f, meta: r.meta, visited: newBitmap(r.meta.pgid)}
-	p2 := p
-	p2.b = bytes.Clone(p.b)
-	var (
-		wg   sync.WaitGroup
-		err2 error
-	)
-	wg.Go(func() {
-		defer func() {
-			if x := recover(); x != nil {
-				err2 = fmt.Errorf("%w: %w (%v)", ErrCorrupt, errInternal, x)
-			}
-		}()
-		err2 = r2.scanBranch(p2, from, 0, half, p2.count, mark(&theirs))
+	return r.sideBySide(ctx, p, func() error {
+		return r.scanBranch(p, from, 0, lo, half, mark(&mine))
+	}, func(r2 *reader, p2 page) error {
+		return r2.scanBranch(p2, from, 0, half, p2.count, mark(&theirs))
 	})
-	err = r.scanBranch(p, from, 0, lo, half, mark(&mine))
-	if err != nil {
-		cancel()
-	}
-	wg.Wait()
-	if err == nil {
-		err = err2
-	}
-	if err != nil {
-		return err
-	}
-	for i, b := range r2.visited {
-		if both := r.visited[i] & b; both != 0 {
-			return corruptf("page %d: multiple references", uint64(i)*64+uint64(bits.TrailingZeros64(both)))
-		}
-	}
-	return nil
 }
 
 // add takes the records of the key bucket in order.

@@ -80,35 +80,21 @@ func (r *reader) walkKeyBucket(w *keyWalk, v []byte, depth int, splitMin uint64)
 		return err
 	}
 	half := p.count / 2
-
-	ctx2, cancel := context.WithCancel(w.ctx)
-	defer cancel()
-	r2 := &reader{ctx: ctx2, f: r.f, meta: r.meta, seen: newBitmap(r.meta.pgid)}
-	w2 := &keyWalk{ctx: ctx2, r: r2, h: w.h.segment()}
-	p2 := p
-	p2.b = bytes.Clone(p.b) // r's buffer for depth is not r2's
-	var (
-		wg   sync.WaitGroup
-		err2 error
-	)
-	wg.Go(func() {
-		defer func() {
-			if x := recover(); x != nil {
-				err2 = fmt.Errorf("%w: %w (%v)", ErrCorrupt, errInternal, x)
-			}
-		}()
-		_, err2 = r2.walkBranch(p2, depth, nil, nil, half, p2.count, w2.visit)
+	// The second half's hasher copies what readTail marked now, before the
+	// first half changes h.
+	h2 := w.h.segment()
+	var w2 *keyWalk
+	var last []byte
+	err = r.sideBySide(w.ctx, p, func() (err error) {
+		last, err = r.walkBranch(p, depth, nil, nil, 0, half, w.visit)
+		return err
+	}, func(r2 *reader, p2 page) error {
+		w2 = &keyWalk{ctx: r2.ctx, r: r2, h: h2}
+		_, err := r2.walkBranch(p2, depth, nil, nil, half, p2.count, w2.visit)
+		return err
 	})
-	last, err := r.walkBranch(p, depth, nil, nil, 0, half, w.visit)
-	if err != nil {
-		cancel()
-	}
-	wg.Wait()
 	if err != nil {
 		return err
-	}
-	if err2 != nil {
-		return err2
 	}
 	// What the walk in one piece checks at the seam: the first separator of
 	// the second half against the largest key of the first.
@@ -119,13 +105,60 @@ func (r *reader) walkKeyBucket(w *keyWalk, v []byte, depth int, splitMin uint64)
 	if err := keyOrder(p.id, half, k, last, nil); err != nil {
 		return err
 	}
-	for i, b := range r2.seen {
-		if both := r.seen[i] & b; both != 0 {
-			return corruptf("page %d: multiple references", uint64(i)*64+uint64(bits.TrailingZeros64(both)))
-		}
-		r.seen[i] |= b
-	}
 	w.bolt = crcCombine(w.bolt, w2.bolt, w2.boltLen)
 	w.boltLen += w2.boltLen
 	return w.h.merge(w2.h)
+}
+
+// sideBySide runs first on r and second on a new reader of the same file
+// (its own buffers and page bitmaps, a copy of branch page p) on another
+// goroutine, and returns the first error; when both succeed it adds the
+// second reader's page bitmaps to r's, failing on a page both referenced.
+func (r *reader) sideBySide(ctx context.Context, p page, first func() error, second func(r2 *reader, p2 page) error) error {
+	ctx2, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r2 := &reader{ctx: ctx2, f: r.f, meta: r.meta, seen: newBitmap(r.meta.pgid), visited: newBitmap(r.meta.pgid)}
+	p2 := p
+	p2.b = bytes.Clone(p.b) // r's buffer for this depth is not r2's
+	var (
+		wg   sync.WaitGroup
+		err2 error
+	)
+	wg.Go(func() {
+		defer func() {
+			if x := recover(); x != nil {
+				err2 = fmt.Errorf("%w: %w (%v)", ErrCorrupt, errInternal, x)
+			}
+		}()
+		err2 = second(r2, p2)
+	})
+	err := first()
+	if err != nil {
+		cancel()
+	}
+	wg.Wait()
+	if err == nil {
+		err = err2
+	}
+	if err != nil {
+		return err
+	}
+	if err := addPages(r.seen, r2.seen); err != nil {
+		return err
+	}
+	if r.visited != nil {
+		return addPages(r.visited, r2.visited)
+	}
+	return nil
+}
+
+// addPages adds the pages of b to a, failing on a page in both.
+func addPages(a, b bitmap) error {
+	for i, w := range b {
+		if both := a[i] & w; both != 0 {
+			return corruptf("page %d: multiple references", uint64(i)*64+uint64(bits.TrailingZeros64(both)))
+		}
+		a[i] |= w
+	}
+	return nil
 }
