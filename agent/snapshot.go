@@ -209,14 +209,14 @@ func Snapshot(ctx context.Context, job SnapshotJob, lg *slog.Logger) (*uploader.
 		h, c, err := snapshot.LiveHashKV(ctx, job.Etcd, info.Endpoint, rev)
 		liveDone <- live{rev, h, c, err}
 	})
-	received := time.Now()
+	received := now()
 	tailErr := <-tailDone
 	if tailErr == nil {
 		tailErr = enc.Close()
 	}
-	lg.Debug("spool encoded", "after_stream", time.Since(received), "err", tailErr)
+	lg.Debug("spool encoded", "after_stream", now().Sub(received), "err", tailErr)
 	v := <-verifyDone
-	lg.Debug("spool checked", "after_stream", time.Since(received), "err", v.err)
+	lg.Debug("spool checked", "after_stream", now().Sub(received), "err", v.err)
 	<-revRead
 	removeSpool() // every reader of the spool is done
 	if tailErr != nil {
@@ -228,7 +228,7 @@ func Snapshot(ctx context.Context, job SnapshotJob, lg *slog.Logger) (*uploader.
 		return fail(fmt.Errorf("%w: %w", ErrVerify, err))
 	}
 	lh := <-liveDone
-	lg.Debug("live hashkv", "after_stream", time.Since(received), "revision", lh.rev, "err", lh.err)
+	lg.Debug("live hashkv", "after_stream", now().Sub(received), "revision", lh.rev, "err", lh.err)
 	if lh.rev != st.Revision {
 		// Only a file that changed under us gets here; ask again at the
 		// revision File read.
@@ -248,7 +248,7 @@ func Snapshot(ctx context.Context, job SnapshotJob, lg *slog.Logger) (*uploader.
 
 	gate.decide(nil)
 	wg.Wait()
-	lg.Debug("object stored", "after_stream", time.Since(received), "err", putErr)
+	lg.Debug("object stored", "after_stream", now().Sub(received), "err", putErr)
 	if putErr != nil {
 		return nil, fmt.Errorf("store backup %s: %w", id, putErr)
 	}
