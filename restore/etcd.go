@@ -22,6 +22,8 @@ import (
 	"go.etcd.io/etcd/api/v3/version"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/lifeboat-dev/lifeboat/internal/syncbuf"
 )
 
 // Etcd is a throwaway single-member etcd server on loopback: embedded in
@@ -43,7 +45,7 @@ type Etcd struct {
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	waitErr error
-	out     *lockedBuffer
+	out     *syncbuf.Buffer
 
 	closeOnce sync.Once
 }
@@ -181,7 +183,7 @@ func startBinary(ctx context.Context, o EtcdOptions, clientURL, listenPeer strin
 	// Not CommandContext: the server must outlive ctx until Close.
 	cmd := exec.Command(o.Binary, args...)
 	cmd.Env = etcdEnv(os.Environ())
-	out := &lockedBuffer{}
+	out := &syncbuf.Buffer{Max: 1 << 20} // etcd logs for the whole drill
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = childAttr()
 	s := &Etcd{cmd: cmd, exited: make(chan struct{}), out: out, ClientURL: clientURL, PeerURL: o.PeerURL, Name: o.Name, Kind: o.Binary}
@@ -287,26 +289,6 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.b.Len() > 1<<20 {
-		l.b.Reset()
-	}
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func lastLines(s string, n int) string {

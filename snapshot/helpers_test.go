@@ -1,7 +1,6 @@
 package snapshot_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,13 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/syncbuf"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 )
 
@@ -102,27 +101,8 @@ func checkErr(t *testing.T, err error, wants []string, secrets ...string) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger used from several
-// goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func testLogger() (*slog.Logger, *syncBuffer) {
-	var buf syncBuffer
+func testLogger() (*slog.Logger, *syncbuf.Buffer) {
+	var buf syncbuf.Buffer
 	return slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), &buf
 }
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/lifeboat-dev/lifeboat/agent"
 	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/syncbuf"
 )
 
 // TestAgentConfigErrors: bad schedules and unknown keys stop the agent at
@@ -204,7 +205,7 @@ func TestAgentDaemon(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var stderr syncBuf
+	var stderr syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"agent", "--cluster", "d", "--store", "file://" + filepath.Join(dir, "store"),
@@ -268,21 +269,4 @@ func mustHostname(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return h
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,7 +1,6 @@
 package s3test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/lifeboat-dev/lifeboat/internal/syncbuf"
 )
 
 // InstallCommand installs the versitygw binary where Start looks for it
@@ -37,7 +38,7 @@ type Server struct {
 
 	cmd      *exec.Cmd
 	exited   chan struct{} // closed when the process has exited
-	output   *syncBuffer
+	output   *syncbuf.Buffer
 	stopOnce sync.Once
 }
 
@@ -82,7 +83,7 @@ func start(t testing.TB, bin string) (*Server, error) {
 		SecretKey: "lifeboat-test-secret-" + strconv.Itoa(port),
 		Region:    "us-east-1",
 		exited:    make(chan struct{}),
-		output:    &syncBuffer{},
+		output:    &syncbuf.Buffer{},
 	}
 	s.cmd = exec.Command(bin,
 		"--port", "127.0.0.1:"+strconv.Itoa(port),
@@ -236,22 +237,4 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// syncBuffer collects process output from two pipes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
