@@ -90,29 +90,34 @@ func (h *kvHasher) needTail() bool {
 func (h *kvHasher) readTail(ctx context.Context, r *reader, keyVal []byte, splitMin uint64) error {
 	h.tail = true
 	from := revKey(h.compact + 1)
+	// mark marks the key of each record in h.keys, or with ids (a second
+	// reader, on another goroutine) collects it for marking afterwards.
 	mark := func(ids *[]keyID) func(k, v []byte) error {
+		n := 0
 		return func(k, v []byte) error {
 			key, err := kvKey(v)
 			if err != nil {
 				return fmt.Errorf("%w: key bucket: record %x: %w", ErrCorrupt, k, err)
 			}
-			*ids = append(*ids, h.id(key))
-			if len(*ids)%ctxEvery == 0 {
+			if ids != nil {
+				*ids = append(*ids, h.id(key))
+			} else {
+				h.keys[h.id(key)] |= changedAfterCompact
+			}
+			if n++; n%ctxEvery == 0 {
 				return ctx.Err()
 			}
 			return nil
 		}
 	}
-	var mine, theirs []keyID
+	var theirs []keyID
 	defer func() {
-		for _, ids := range [][]keyID{mine, theirs} {
-			for _, id := range ids {
-				h.keys[id] |= changedAfterCompact
-			}
+		for _, id := range theirs {
+			h.keys[id] |= changedAfterCompact
 		}
 	}()
 	if len(keyVal) < bucketHeaderSize || ne.Uint64(keyVal) == 0 || splitMin == 0 || r.meta.pgid < splitMin {
-		return r.scanFrom(keyVal, from, 0, mark(&mine))
+		return r.scanFrom(keyVal, from, 0, mark(nil))
 	}
 	r.visited = newBitmap(r.meta.pgid)
 	p, err := r.load(ne.Uint64(keyVal), 0, false)
@@ -124,11 +129,11 @@ func (h *kvHasher) readTail(ctx context.Context, r *reader, keyVal []byte, split
 		lo = firstChildFrom(p, from)
 	}
 	if p.flags != branchPage || p.count-lo < 2 {
-		return r.scanPage(p, from, 0, mark(&mine))
+		return r.scanPage(p, from, 0, mark(nil))
 	}
 	half := lo + (p.count-lo)/2
 	return r.sideBySide(ctx, p, func() error {
-		return r.scanBranch(p, from, 0, lo, half, mark(&mine))
+		return r.scanBranch(p, from, 0, lo, half, mark(nil))
 	}, func(r2 *reader, p2 page) error {
 		return r2.scanBranch(p2, from, 0, half, p2.count, mark(&theirs))
 	})
