@@ -168,6 +168,11 @@ func save(ctx context.Context, r io.Reader, f *os.File, tee io.Writer, opts Opti
 	if s.err != nil {
 		return n, "", s.err
 	}
+	if rerr == io.EOF && ctx.Err() != nil {
+		// Canceled while the last buffers were written out: the caller
+		// stopped waiting, so the snapshot does not count.
+		return n, "", fmt.Errorf("stopped after %d bytes: %w", n, context.Cause(ctx))
+	}
 	if rerr != io.EOF {
 		switch {
 		case wd.stalled.Load():

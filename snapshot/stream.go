@@ -135,6 +135,14 @@ func (s *Stream) Version() string { return s.version }
 // last message (whose blob is the sha256 trailer) and the stream's error,
 // converted as OpenStream says, if it fails.
 func (s *Stream) Read(p []byte) (int, error) {
+	// gRPC goes on delivering what it buffered (up to its flow-control
+	// window, megabytes) after a cancellation: stop at once instead.
+	if s.err == nil && s.ctx.Err() != nil {
+		s.err = s.ctx.Err()
+	}
+	if s.err != nil && s.err != io.EOF {
+		return 0, s.err
+	}
 	if len(s.pending) > 0 {
 		n := copy(p, s.pending)
 		s.pending = s.pending[n:]
