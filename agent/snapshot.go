@@ -11,7 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,19 +62,48 @@ var ErrVerify = errors.New("snapshot failed verification")
 // arrive, through the encoder into the store. The store sees the end of
 // the object only once the spool file has been verified; if verification
 // fails, the store's Put is failed and aborts.
+//
+// When the stream from the member breaks off after bytes had arrived (the
+// member died or restarted mid-stream), the whole backup starts over from
+// the next healthy member — new id, new spool file; the broken attempt's
+// upload is aborted — until ctx ends or no member is left. The error of a
+// failed backup names its first cause: the stream, the store, the encoder
+// or the verification that failed first, not the steps stopped after it.
 func Snapshot(ctx context.Context, job SnapshotJob, lg *slog.Logger) (*uploader.Manifest, error) {
+	if err := snapshot.PrepareSpoolDir(job.SpoolDir); err != nil {
+		return nil, err
+	}
+	var failed []error
+	for {
+		m, err := snapshotOnce(ctx, job, lg)
+		var me *snapshot.MemberError
+		if err == nil || ctx.Err() != nil || !errors.As(err, &me) {
+			if err != nil && len(failed) > 0 {
+				err = fmt.Errorf("%w; then %w", joinErrors(failed), err)
+			}
+			return m, err
+		}
+		failed = append(failed, err)
+		job.Options.Skip = append(slices.Clip(job.Options.Skip), me.Endpoint)
+		if len(job.Options.Skip) >= len(job.Etcd.Endpoints) {
+			return nil, fmt.Errorf("snapshot failed on every member: %w", joinErrors(failed))
+		}
+		lg.Warn("snapshot stream failed; retrying the backup from the next member",
+			"endpoint", me.Endpoint, "member", me.Member, "err", err)
+	}
+}
+
+// snapshotOnce is one attempt of Snapshot, from one member.
+func snapshotOnce(parent context.Context, job SnapshotJob, lg *slog.Logger) (*uploader.Manifest, error) {
 	now := job.Now
 	if now == nil {
 		now = time.Now
 	}
 	start := now()
-	if err := snapshot.PrepareSpoolDir(job.SpoolDir); err != nil {
-		return nil, err
-	}
 	// The id needs a revision before the first byte arrives (the object's
 	// key contains it): the highest revision the members report now. The
 	// manifest records the snapshot's exact revision.
-	members, err := snapshot.Members(ctx, job.Etcd)
+	members, err := snapshot.Members(parent, job.Etcd)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +118,7 @@ func Snapshot(ctx context.Context, job SnapshotJob, lg *slog.Logger) (*uploader.
 	// Ids have a resolution of one second: never let a second backup of
 	// the same revision in the same second overwrite the first one.
 	for _, k := range []string{job.Backups.ManifestKey(id), key} {
-		if _, err := job.Backups.Store.Stat(ctx, k); err == nil {
+		if _, err := job.Backups.Store.Stat(parent, k); err == nil {
 			return nil, fmt.Errorf("%w: backup %s (this revision, this second) is already stored; not taken again", ErrExists, id)
 		} else if !errors.Is(err, uploader.ErrNotFound) {
 			return nil, fmt.Errorf("check store for backup %s: %w", id, err)
@@ -115,8 +146,16 @@ func Snapshot(ctx context.Context, job SnapshotJob, lg *slog.Logger) (*uploader.
 		<-rmDone
 	}()
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// The first part to fail cancels the others with its error as the
+	// cause: that is the error the backup fails with (see firstCause).
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	firstCause := func(err error) error {
+		if parent.Err() == nil && ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		return err
+	}
 
 	pr, pw := io.Pipe()
 	gate := newGate(pr)
@@ -133,13 +172,18 @@ func Snapshot(ctx context.Context, job SnapshotJob, lg *slog.Logger) (*uploader.
 	go func() {
 		defer wg.Done()
 		obj, putErr = job.Backups.Store.Put(ctx, key, gate, opts)
+		if putErr != nil {
+			// A no-op when another part failed first and canceled ctx.
+			cancel(fmt.Errorf("store backup %s: %w", id, putErr))
+		}
 		// Unblock the writer if Put stopped reading early.
-		pr.CloseWithError(fmt.Errorf("store stopped reading: %v", putErr))
+		pr.CloseWithError(fmt.Errorf("store stopped reading: %w", putErr))
 	}()
 	fail := func(err error) (*uploader.Manifest, error) {
+		cancel(err)
+		err = firstCause(err)
 		gate.decide(err)
 		pw.CloseWithError(err)
-		cancel()
 		wg.Wait()
 		return nil, err
 	}
@@ -162,16 +206,15 @@ func Snapshot(ctx context.Context, job SnapshotJob, lg *slog.Logger) (*uploader.
 		lowerThreadPriority()
 		err := tailSpool(ctx, spool, prog, enc)
 		if err != nil {
-			cancel() // no point streaming on when the store is gone
+			// No point streaming on when the store is gone.
+			cancel(fmt.Errorf("encode snapshot: %w", err))
 		}
 		tailDone <- err
 	}()
 	info, err := snapshot.Take(ctx, job.Etcd, spool, prog, job.Options, lg)
 	if err != nil {
-		cancel()
-		if terr := <-tailDone; terr != nil && !errors.Is(terr, context.Canceled) {
-			err = fmt.Errorf("store backup %s: %w", id, terr) // the store failed first
-		}
+		cancel(err)
+		<-tailDone
 		return fail(err)
 	}
 	prog.finish(info.Size)
@@ -294,6 +337,19 @@ func Snapshot(ctx context.Context, job SnapshotJob, lg *slog.Logger) (*uploader.
 	}
 	lg.Info("backup stored", "backup_id", id, "object", key, "bytes", obj.Size, "seconds", strconv.FormatFloat(m.DurationSeconds, 'f', 2, 64))
 	return m, nil
+}
+
+// joinErrors joins errs on one line, "a; b; c", each unwrappable.
+func joinErrors(errs []error) error {
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	format := strings.TrimSuffix(strings.Repeat("%w; ", len(errs)), "; ")
+	args := make([]any, len(errs))
+	for i, e := range errs {
+		args[i] = e
+	}
+	return fmt.Errorf(format, args...)
 }
 
 func randomSuffix() string {

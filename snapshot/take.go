@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -41,7 +42,10 @@ type Info struct {
 // into tee (nil for none; e.g. a compressor), checking etcd's sha256 trailer
 // as the bytes arrive (Save). If the stream cannot be started or fails
 // before the first byte, the next member is tried; once bytes have reached
-// the spool file and tee, a failure is final.
+// the spool file and tee, a failure is final: when the member's stream
+// broke (not the spool, the tee or ctx), the error is a *MemberError, and
+// the caller may start over with that member in opts.Skip. Members in
+// opts.Skip are never streamed from.
 //
 // On success the spool file holds the snapshot exactly as etcdctl snapshot
 // save would write it, but not fsynced: it is scratch space, read back and
@@ -85,8 +89,13 @@ func takeFirst(ctx context.Context, cfg Config, cc clientv3.Config, members []Me
 	}
 	start := time.Now()
 	var errs []error
+	skipped := 0
 	for _, m := range members {
 		if m.Err != nil {
+			continue
+		}
+		if slices.Contains(opts.Skip, m.Endpoint) {
+			skipped++
 			continue
 		}
 		n, storageVersion, sha, err := takeFrom(ctx, cfg, cc, m.Endpoint, f, tee, opts)
@@ -112,6 +121,10 @@ func takeFirst(ctx context.Context, cfg Config, cc clientv3.Config, members []Me
 		}
 		if n > 0 || ctx.Err() != nil {
 			discardSpool(f)
+			var me *MemberError
+			if errors.As(err, &me) {
+				me.Member = m.Name
+			}
 			return Info{}, err
 		}
 		lg.Warn("snapshot from member failed before any data, trying the next member",
@@ -119,6 +132,9 @@ func takeFirst(ctx context.Context, cfg Config, cc clientv3.Config, members []Me
 		errs = append(errs, err)
 	}
 	discardSpool(f)
+	if len(errs) == 0 && skipped > 0 {
+		return Info{}, fmt.Errorf("no etcd member left to stream from: %d failed already, the others are unreachable", skipped)
+	}
 	if len(errs) == 0 {
 		return Info{}, fmt.Errorf("no etcd member reachable at %v", cfg.Endpoints)
 	}
@@ -159,8 +175,18 @@ func takeFrom(ctx context.Context, cfg Config, cc clientv3.Config, ep string, f 
 	n, sha, err = save(ctx, s, f, tee, opts, false)
 	if err != nil {
 		var se *streamError
-		if errors.As(err, &se) {
+		switch {
+		case ctx.Err() != nil:
+			return n, "", "", fmt.Errorf("snapshot stream from %s: %w", ep, err)
+		case errors.As(err, &se) && n > 0:
+			// Mid-stream, a reset or EOF is the member going away, not a
+			// TLS mismatch (the stream had started).
+			err = fmt.Errorf("snapshot stream from %s broke off (the member stopped, restarted or lost its connection): %w", ep, err)
+			return n, "", "", &MemberError{Endpoint: ep, Err: err}
+		case errors.As(err, &se):
 			return n, "", "", explain("snapshot stream from", ep, cfg, err)
+		case errors.Is(err, ErrStalled), errors.Is(err, ErrTrailer):
+			return n, "", "", &MemberError{Endpoint: ep, Err: explain("snapshot stream from", ep, cfg, err)}
 		}
 		return n, "", "", fmt.Errorf("snapshot stream from %s: %w", ep, err)
 	}
