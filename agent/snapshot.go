@@ -2,14 +2,11 @@ package agent
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -124,11 +121,18 @@ func snapshotOnce(parent context.Context, job SnapshotJob, lg *slog.Logger) (*up
 			return nil, fmt.Errorf("check store for backup %s: %w", id, err)
 		}
 	}
-	spool := filepath.Join(job.SpoolDir, "lifeboat-"+id+"-"+randomSuffix()+".db.part")
-	// Removing a large file takes a while (the kernel frees its cached
-	// pages): once nothing reads the spool any more it is removed in the
-	// background, overlapping the end of the upload. Snapshot returns only
-	// when it is gone, on every path.
+	// The spool file has no name in the spool dir: a process killed
+	// mid-snapshot (SIGKILL, the OOM killer) leaves nothing behind. The
+	// verifier opens it again by its /proc/self/fd path.
+	spoolFile, err := snapshot.CreateSpool(job.SpoolDir)
+	if err != nil {
+		return nil, err
+	}
+	spool := snapshot.SpoolPath(spoolFile)
+	// Freeing a large file takes a while (the kernel drops its cached
+	// pages at the last close): once nothing reads the spool any more it
+	// is closed in the background, overlapping the end of the upload.
+	// Snapshot returns only when it is gone, on every path.
 	var (
 		rmOnce sync.Once
 		rmDone = make(chan struct{})
@@ -136,7 +140,7 @@ func snapshotOnce(parent context.Context, job SnapshotJob, lg *slog.Logger) (*up
 	removeSpool := func() {
 		rmOnce.Do(func() {
 			go func() {
-				_ = os.Remove(spool) // absent when Take failed and removed it
+				_ = spoolFile.Close() // read-only from here on: nothing to lose
 				close(rmDone)
 			}()
 		})
@@ -204,14 +208,14 @@ func snapshotOnce(parent context.Context, job SnapshotJob, lg *slog.Logger) (*up
 		// thread is never unlocked, so it ends with this goroutine.
 		runtime.LockOSThread()
 		lowerThreadPriority()
-		err := tailSpool(ctx, spool, prog, enc)
+		err := tailSpool(ctx, spoolFile, prog, enc)
 		if err != nil {
 			// No point streaming on when the store is gone.
 			cancel(fmt.Errorf("encode snapshot: %w", err))
 		}
 		tailDone <- err
 	}()
-	info, err := snapshot.Take(ctx, job.Etcd, spool, prog, job.Options, lg)
+	info, err := snapshot.TakeFile(ctx, job.Etcd, spoolFile, prog, job.Options, lg)
 	if err != nil {
 		cancel(err)
 		<-tailDone
@@ -352,12 +356,6 @@ func joinErrors(errs []error) error {
 	return fmt.Errorf(format, args...)
 }
 
-func randomSuffix() string {
-	b := make([]byte, 4)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 // gate passes reads through until the underlying reader's io.EOF, then
 // blocks until decide is called: with nil it returns io.EOF (the store
 // commits the object), with an error it returns that error (the store
@@ -422,15 +420,10 @@ func (p *spoolProgress) finish(total int64) {
 	close(p.done)
 }
 
-// tailSpool copies the spool file into w as it grows, until the stream is
-// finished and every byte is copied, or ctx ends.
-func tailSpool(ctx context.Context, path string, p *spoolProgress, w io.Writer) error {
-	var f *os.File
-	defer func() {
-		if f != nil {
-			f.Close()
-		}
-	}()
+// tailSpool copies the spool file f into w as it grows, until the stream
+// is finished and every byte is copied, or ctx ends. It reads with ReadAt
+// (pread), which the writer's use of f does not disturb.
+func tailSpool(ctx context.Context, f *os.File, p *spoolProgress, w io.Writer) error {
 	buf := make([]byte, 1<<20)
 	var off int64
 	for {
@@ -442,12 +435,6 @@ func tailSpool(ctx context.Context, path string, p *spoolProgress, w io.Writer) 
 		default:
 		}
 		for off < avail {
-			if f == nil {
-				var err error
-				if f, err = os.Open(path); err != nil {
-					return fmt.Errorf("follow spool file: %w", err)
-				}
-			}
 			n := int64(len(buf))
 			if avail-off < n {
 				n = avail - off

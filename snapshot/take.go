@@ -55,6 +55,35 @@ type Info struct {
 // cause and what to check. lg receives one line per fallback and one on
 // success; nil discards them.
 func Take(ctx context.Context, cfg Config, spoolPath string, tee io.Writer, opts Options, lg *slog.Logger) (Info, error) {
+	var f *os.File
+	info, err := take(ctx, cfg, func() (*os.File, error) {
+		var err error
+		f, err = createSpool(spoolPath)
+		return f, err
+	}, tee, opts, lg)
+	if f == nil {
+		return info, err
+	}
+	if err != nil {
+		discardSpool(f)
+		return info, err
+	}
+	if err := f.Close(); err != nil {
+		_ = os.Remove(spoolPath)
+		return Info{}, fmt.Errorf("close spool file %s: %w", spoolPath, err)
+	}
+	return info, nil
+}
+
+// TakeFile is Take into spool, an empty file open for writing (e.g. from
+// CreateSpool), which it leaves open, on failure too: the caller closes
+// it, and discards it on failure.
+func TakeFile(ctx context.Context, cfg Config, spool *os.File, tee io.Writer, opts Options, lg *slog.Logger) (Info, error) {
+	return take(ctx, cfg, func() (*os.File, error) { return spool, nil }, tee, opts, lg)
+}
+
+// take is Take and TakeFile: spool is called once a member is known.
+func take(ctx context.Context, cfg Config, spool func() (*os.File, error), tee io.Writer, opts Options, lg *slog.Logger) (Info, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
@@ -78,15 +107,16 @@ func Take(ctx context.Context, cfg Config, spoolPath string, tee io.Writer, opts
 			lg.Warn("etcd member unreachable, not using it", "endpoint", m.Endpoint, "err", redact(m.Err, cfg.Password))
 		}
 	}
-	info, err := takeFirst(ctx, cfg, cc, members, spoolPath, tee, opts, lg)
-	return info, redact(err, cfg.Password)
-}
-
-func takeFirst(ctx context.Context, cfg Config, cc clientv3.Config, members []MemberStatus, spoolPath string, tee io.Writer, opts Options, lg *slog.Logger) (Info, error) {
-	f, err := createSpool(spoolPath)
+	f, err := spool()
 	if err != nil {
 		return Info{}, err
 	}
+	info, err := takeFirst(ctx, cfg, cc, members, f, tee, opts, lg)
+	return info, redact(err, cfg.Password)
+}
+
+// takeFirst streams from the first member that can serve into f.
+func takeFirst(ctx context.Context, cfg Config, cc clientv3.Config, members []MemberStatus, f *os.File, tee io.Writer, opts Options, lg *slog.Logger) (Info, error) {
 	start := time.Now()
 	var errs []error
 	skipped := 0
@@ -100,10 +130,6 @@ func takeFirst(ctx context.Context, cfg Config, cc clientv3.Config, members []Me
 		}
 		n, storageVersion, sha, err := takeFrom(ctx, cfg, cc, m.Endpoint, f, tee, opts)
 		if err == nil {
-			if err := f.Close(); err != nil {
-				_ = os.Remove(spoolPath)
-				return Info{}, fmt.Errorf("close spool file %s: %w", spoolPath, err)
-			}
 			info := Info{
 				Endpoint:       m.Endpoint,
 				MemberID:       m.ID,
@@ -120,7 +146,6 @@ func takeFirst(ctx context.Context, cfg Config, cc clientv3.Config, members []Me
 			return info, nil
 		}
 		if n > 0 || ctx.Err() != nil {
-			discardSpool(f)
 			var me *MemberError
 			if errors.As(err, &me) {
 				me.Member = m.Name
@@ -131,7 +156,6 @@ func takeFirst(ctx context.Context, cfg Config, cc clientv3.Config, members []Me
 			"endpoint", m.Endpoint, "err", redact(err, cfg.Password))
 		errs = append(errs, err)
 	}
-	discardSpool(f)
 	if len(errs) == 0 && skipped > 0 {
 		return Info{}, fmt.Errorf("no etcd member left to stream from: %d failed already, the others are unreachable", skipped)
 	}
@@ -235,14 +259,14 @@ func PrepareSpoolDir(dir string) error {
 	if !st.IsDir() {
 		return fmt.Errorf("spool dir %s: not a directory (%s)", dir, hint)
 	}
-	f, err := os.CreateTemp(dir, ".lifeboat-probe-*")
+	// The probe has no name (as the spool file): nothing to leave behind.
+	f, err := createAnonymous(dir)
 	if err != nil {
 		return fmt.Errorf("spool dir %s: not writable (%s): %w", dir, hint, err)
 	}
 	_, werr := f.Write([]byte{0})
 	cerr := f.Close()
-	rerr := os.Remove(f.Name())
-	if err := errors.Join(werr, cerr, rerr); err != nil {
+	if err := errors.Join(werr, cerr); err != nil {
 		return fmt.Errorf("spool dir %s: not writable (%s): %w", dir, hint, err)
 	}
 	return nil
