@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,7 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/s3test"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -173,4 +178,80 @@ func TestSnapshotMemberDiesMidStream(t *testing.T) {
 			t.Errorf("spool dir not empty: %v", left)
 		}
 	})
+}
+
+// TestSnapshotEncoderFeedCorrupted (issue 11, item 3): a byte flipped
+// between the spool file and the encoder (what a bug in the tail, or bad
+// memory, would do) fails the backup before the commit: the verified
+// bytes are not the stored bytes. Nothing is stored, the upload is
+// aborted.
+func TestSnapshotEncoderFeedCorrupted(t *testing.T) {
+	const flipAt = 100_000
+	var flipped atomic.Int32
+	feedHook = func(off int64, p []byte) {
+		if off <= flipAt && flipAt < off+int64(len(p)) {
+			p[flipAt-off] ^= 0x20
+			flipped.Add(1)
+		}
+	}
+	t.Cleanup(func() { feedHook = nil })
+	srv := s3test.Start(t)
+	for _, ts := range []struct {
+		name string
+		open func(t *testing.T) (uploader.Store, func() []string)
+	}{
+		{"dir", func(t *testing.T) (uploader.Store, func() []string) {
+			d, err := uploader.NewDir(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d, func() []string { return nil }
+		}},
+		{"s3", func(t *testing.T) (uploader.Store, func() []string) {
+			st, bucket := newS3Store(t, srv, false)
+			client := srv.Client(t)
+			return st, func() []string {
+				out, err := client.ListMultipartUploads(t.Context(), &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
+				if err != nil {
+					t.Fatalf("ListMultipartUploads: %v", err)
+				}
+				var keys []string
+				for _, u := range out.Uploads {
+					keys = append(keys, aws.ToString(u.Key))
+				}
+				return keys
+			}
+		}},
+	} {
+		t.Run(ts.name, func(t *testing.T) {
+			st, uploads := ts.open(t)
+			f := newFixture(t, st, 200)
+			job := SnapshotJob{
+				Etcd: f.etcdConfig(), SpoolDir: f.spool, Backups: f.backups,
+				Encoding: uploader.Encoding{Compression: "zstd"}, Version: "test",
+			}
+			lg, _ := testLogger(t)
+			flipped.Store(0)
+			m, err := Snapshot(t.Context(), job, lg)
+			if flipped.Load() != 1 {
+				t.Fatalf("the hook flipped %d bytes, want 1", flipped.Load())
+			}
+			if err == nil {
+				t.Fatalf("Snapshot committed %s although the encoder was fed a flipped byte", m.ID)
+			}
+			t.Logf("error: %v", err)
+			if !errors.Is(err, ErrVerify) || !strings.Contains(err.Error(), "crc32c") {
+				t.Errorf("error = %v, want ErrVerify naming the checksums", err)
+			}
+			if keys := allKeys(t, f.backups.Store); len(keys) != 0 {
+				t.Errorf("store holds %v", keys)
+			}
+			if left := uploads(); len(left) != 0 {
+				t.Errorf("multipart uploads left: %v", left)
+			}
+			if left := dirEntries(t, f.spool); len(left) != 0 {
+				t.Errorf("spool dir not empty: %v", left)
+			}
+		})
+	}
 }
