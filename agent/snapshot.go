@@ -211,7 +211,7 @@ func snapshotOnce(parent context.Context, job SnapshotJob, lg *slog.Logger) (*up
 		// Compression runs on its own thread at a lower priority; the
 		// thread is never unlocked, so it ends with this goroutine.
 		runtime.LockOSThread()
-		lowerThreadPriority()
+		lowerPriority(lg)
 		err := tailSpool(ctx, spoolFile, prog, fed)
 		if err != nil {
 			// No point streaming on when the store is gone.
@@ -441,6 +441,19 @@ func (p *spoolProgress) Write(b []byte) (int, error) {
 func (p *spoolProgress) finish(total int64) {
 	p.total = total
 	close(p.done)
+}
+
+// priorityWarned is set once the refusal of lowerThreadPriority has been
+// logged: the cause (the seccomp filter) holds for the process's life.
+var priorityWarned atomic.Bool
+
+// lowerPriority lowers the calling thread's priority, logging the first
+// failure in this process at warn: backups still work, but compression
+// then competes with etcd for the CPU.
+func lowerPriority(lg *slog.Logger) {
+	if err := lowerThreadPriority(); err != nil && priorityWarned.CompareAndSwap(false, true) {
+		lg.Warn("cannot lower the compression thread's priority; compression competes with etcd for the CPU: allow setpriority(2) (systemd: SystemCallFilter=setpriority, as deploy/systemd/lifeboat.service does)", "err", err)
+	}
 }
 
 // castagnoli is crc32c, computed with the CPU's crc32 instructions on
