@@ -29,7 +29,8 @@ type SnapshotJob struct {
 	// Options tune the stream (stall timeout, writeback).
 	Options snapshot.Options
 	// SpoolDir holds the raw snapshot while it is verified (0700; the file
-	// is always removed afterwards).
+	// has no name there, so nothing is ever left behind: see
+	// snapshot.CreateSpool).
 	SpoolDir string
 	// Backups is where the backup goes.
 	Backups *uploader.Backups
@@ -54,7 +55,7 @@ var ErrVerify = errors.New("snapshot failed verification")
 
 // Snapshot runs the job. It returns the committed manifest; on any error
 // nothing is kept: the upload is aborted, no manifest is written and the
-// spool file is removed.
+// spool file is freed.
 //
 // The work overlaps: bytes from etcd go to the spool file and, as they
 // arrive, through the encoder into the store. The store sees the end of
