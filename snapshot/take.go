@@ -209,8 +209,10 @@ func takeFrom(ctx context.Context, cfg Config, cc clientv3.Config, ep string, f 
 			return n, "", "", &MemberError{Endpoint: ep, Err: err}
 		case errors.As(err, &se):
 			return n, "", "", explain("snapshot stream from", ep, cfg, err)
-		case errors.Is(err, ErrStalled), errors.Is(err, ErrTrailer):
+		case errors.Is(err, ErrStalled):
 			return n, "", "", &MemberError{Endpoint: ep, Err: explain("snapshot stream from", ep, cfg, err)}
+		case errors.Is(err, ErrTrailer):
+			return n, "", "", &MemberError{Endpoint: ep, Err: fmt.Errorf("snapshot stream from %s: %w", ep, err)}
 		}
 		return n, "", "", fmt.Errorf("snapshot stream from %s: %w", ep, err)
 	}
