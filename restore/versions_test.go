@@ -122,9 +122,10 @@ func compact(t *testing.T, cli *clientv3.Client, rev int64) {
 // real pipeline at several points of a workload that exercises HashKV's
 // rules (overwrites, tombstones, transactions, leases, compaction at a
 // tombstone, keys in many revisions), then restores each backup into a data
-// dir and boots that version's etcd on it. The backup must pass with the
-// file's HashKV equal to the source member's, and the restored member must
-// answer the file's revision, key count and HashKV.
+// dir and boots that version's etcd on it, and etcd of go.mod's version (a
+// drill's default). The backup must pass with the file's HashKV equal to
+// the source member's, and each restored member must answer the file's
+// revision, key count and HashKV.
 func TestVersions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd servers")
@@ -196,7 +197,22 @@ func checkVersionBackup(t *testing.T, v versionServer, bin, version string, stag
 			stage.name, m.HashKVStatus, st.HashKV, st.CompactRevision, version, live.Hash, live.CompactRevision)
 	}
 
-	// Restore into a data dir and boot the same version on it.
+	// Restore into a data dir and boot the same version on it, then etcd
+	// of go.mod's version: the drill's etcd unless --etcd-binary says
+	// otherwise.
+	bootRestored(t, stage.name, raw, bin, version, st)
+	if v.minor != "3.7" {
+		bin37 := needEtcdBinary(t)
+		bootRestored(t, stage.name, raw, bin37, "", st)
+	}
+}
+
+// bootRestored restores the snapshot at raw into a new data dir, boots
+// etcd binary bin on it and checks that it answers the revision, key count
+// and HashKV of st, and runs version (when not "").
+func bootRestored(t *testing.T, stage, raw, bin, version string, st verify.Status) {
+	t.Helper()
+	ctx := t.Context()
 	peer, err := restore.FreeLoopbackURL()
 	if err != nil {
 		t.Fatal(err)
@@ -205,11 +221,11 @@ func checkVersionBackup(t *testing.T, v versionServer, bin, version string, stag
 	if _, err := restore.Restore(ctx, restore.RestoreOptions{
 		SnapshotPath: raw, DataDir: dataDir, Name: "restored", InitialCluster: "restored=" + peer,
 	}); err != nil {
-		t.Fatalf("%s: restore: %v", stage.name, err)
+		t.Fatalf("%s: restore: %v", stage, err)
 	}
 	srv, err := restore.StartEtcd(ctx, restore.EtcdOptions{DataDir: dataDir, Name: "restored", PeerURL: peer, Binary: bin})
 	if err != nil {
-		t.Fatalf("%s: etcd %s on the restored data dir: %v", stage.name, version, err)
+		t.Fatalf("%s: %s on the restored data dir: %v", stage, bin, err)
 	}
 	defer srv.Close()
 	rc, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.ClientURL}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
@@ -219,24 +235,24 @@ func checkVersionBackup(t *testing.T, v versionServer, bin, version string, stag
 	defer rc.Close()
 	rs, err := rc.Status(ctx, srv.ClientURL)
 	if err != nil {
-		t.Fatalf("%s: status of the restored member: %v", stage.name, err)
+		t.Fatalf("%s: status of the restored member: %v", stage, err)
 	}
-	if rs.Version != version {
-		t.Errorf("%s: restored member runs etcd %s, want %s", stage.name, rs.Version, version)
+	if version != "" && rs.Version != version {
+		t.Errorf("%s: restored member runs etcd %s, want %s", stage, rs.Version, version)
 	}
 	got, err := rc.HashKV(ctx, srv.ClientURL, st.Revision)
 	if err != nil {
-		t.Fatalf("%s: HashKV(%d) of the restored etcd %s: %v", stage.name, st.Revision, version, err)
+		t.Fatalf("%s: HashKV(%d) of the restored etcd %s: %v", stage, st.Revision, rs.Version, err)
 	}
 	if got.Hash != st.HashKV || max(got.CompactRevision, 0) != st.CompactRevision || got.Header.Revision != st.Revision {
 		t.Errorf("%s: restored etcd %s: hashkv %#x compact %d revision %d; File: %#x compact %d revision %d",
-			stage.name, version, got.Hash, got.CompactRevision, got.Header.Revision, st.HashKV, st.CompactRevision, st.Revision)
+			stage, rs.Version, got.Hash, got.CompactRevision, got.Header.Revision, st.HashKV, st.CompactRevision, st.Revision)
 	}
 	all, err := rc.Get(ctx, "\x00", clientv3.WithFromKey(), clientv3.WithCountOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if all.Count != int64(st.TotalKeys) {
-		t.Errorf("%s: restored etcd %s holds %d keys, File counted %d", stage.name, version, all.Count, st.TotalKeys)
+		t.Errorf("%s: restored etcd %s holds %d keys, File counted %d", stage, rs.Version, all.Count, st.TotalKeys)
 	}
 }
