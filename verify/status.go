@@ -68,6 +68,8 @@ type Status struct {
 // the records before compaction, reported with the previous compact
 // revision. When they are
 // comparable and differ it returns an error wrapping ErrHashKVMismatch.
+// It assumes the member hashes by File's rules: with a live member of any
+// version, use CompareMemberHashKV.
 func CompareHashKV(st Status, liveHash uint32, liveCompactRev int64) (string, error) {
 	if !st.HashKVComparable {
 		return "not comparable: " + st.HashKVReason, nil
