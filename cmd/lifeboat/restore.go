@@ -41,7 +41,7 @@ type restoreOptions struct {
 func newRestoreCmd(a *app) *cobra.Command {
 	var o restoreOptions
 	c := &cobra.Command{
-		Use:   "restore [ID|latest] --data-dir DIR",
+		Use:   "restore [ID|latest|latest-proven] --data-dir DIR",
 		Short: "Restore a backup into a member's data dir, or every member's (--initial-cluster, --data-dir /restore/{name})",
 		Long: `restore fetches a backup from the store, decrypts and decompresses it,
 checks its sha256 against the manifest and etcd's own trailer, checks the
@@ -132,7 +132,7 @@ func selectBackup(ctx context.Context, b *uploader.Backups, ref, before string, 
 		return restore.SelectBefore(ctx, b, t)
 	}
 	m, err := restore.Select(ctx, b, ref, rand.IntN)
-	if err != nil && !uploader.ValidID(ref) && ref != "latest" && ref != "random" {
+	if err != nil && !uploader.ValidID(ref) && ref != "latest" && ref != "latest-proven" && ref != "random" {
 		return nil, usageError{err}
 	}
 	return m, err

@@ -216,6 +216,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newDemoCmd(a),
 		newPruneCmd(a),
 		newRestoreCmd(a),
+		newFetchCmd(a),
 		newDrillCmd(a),
 		newAgentCmd(a),
 	)
