@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -462,7 +463,7 @@ func (c *Config) s3Config(loc string) uploader.S3Config {
 	bucket, prefix, _ := strings.Cut(loc, "/")
 	s := c.Store.S3
 	return uploader.S3Config{
-		Bucket: bucket, Prefix: prefix,
+		Bucket: bucket, Prefix: strings.Trim(prefix, "/"), // s3://bucket/prefix/ as s3://bucket/prefix
 		Endpoint: s.Endpoint, Region: s.Region, PathStyle: s.PathStyle,
 		SSE: s.SSE, SSEKMSKeyID: s.SSEKMSKeyID, StorageClass: s.StorageClass,
 		PartSize: s.PartSize, Concurrency: s.Concurrency, CreateBucket: s.CreateBucket,
@@ -578,18 +579,18 @@ func (o option) set(s string) error {
 		f.SetInt(int64(d))
 		return nil
 	case time.Duration:
-		d, err := time.ParseDuration(s)
+		d, err := retention.ParseDuration(s)
 		if err != nil {
-			return cfgErr(o.key, "%q is not a duration (like 30s, 5m, 1h)", s)
+			return cfgErr(o.key, "%q is not a duration (like 30s, 5m, 1h, 1d)", s)
 		}
 		f.SetInt(int64(d))
 		return nil
 	case []snapshot.Secret:
+		// URLs (webhooks): split only before the next http(s)://, so
+		// that a URL holding a comma can be set in one variable.
 		var parts []snapshot.Secret
-		for _, p := range strings.Split(s, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				parts = append(parts, snapshot.Secret(p))
-			}
+		for _, p := range splitURLs(s) {
+			parts = append(parts, snapshot.Secret(p))
 		}
 		f.Set(reflect.ValueOf(parts))
 		return nil
@@ -624,13 +625,39 @@ func (o option) set(s string) error {
 	return nil
 }
 
-// parseSize parses an integer with an optional KiB/MiB/GiB suffix.
+// splitURLs splits a comma-separated list of URLs at the commas that
+// are followed by (spaces and) http:// or https://: a comma inside a URL
+// stays. Empty entries are dropped.
+func splitURLs(s string) []string {
+	var out []string
+	add := func(p string) {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	start := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] != ',' {
+			continue
+		}
+		rest := strings.ToLower(strings.TrimLeft(s[i+1:], " \t"))
+		if strings.HasPrefix(rest, "http://") || strings.HasPrefix(rest, "https://") {
+			add(s[start:i])
+			start = i + 1
+		}
+	}
+	add(s[start:])
+	return out
+}
+
+// parseSize parses an integer with an optional KiB/MiB/GiB/TiB suffix
+// (8MiB, 8 MiB); an overflow is an error.
 func parseSize(s string) (int64, error) {
 	mult := int64(1)
 	for _, u := range []struct {
 		suf string
 		m   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}} {
 		if strings.HasSuffix(s, u.suf) {
 			s, mult = strings.TrimSuffix(s, u.suf), u.m
 			break
@@ -640,20 +667,151 @@ func parseSize(s string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if n > math.MaxInt64/mult || n < math.MinInt64/mult {
+		return 0, fmt.Errorf("%s: out of range", s)
+	}
 	return n * mult, nil
 }
 
+// withScheme gives an endpoint written without a scheme, as etcdctl
+// accepts it (127.0.0.1:2379), https:// when TLS is configured, else
+// http://. Anything else is returned unchanged (and validated later).
+func withScheme(e string, tls bool) string {
+	if e == "" || strings.Contains(e, "://") {
+		return e
+	}
+	if tls {
+		return "https://" + e
+	}
+	return "http://" + e
+}
+
+// normalize applies etcdctl's conventions after every source is read:
+// endpoints (and an endpoint as etcd.member) without a scheme.
+func (c *Config) normalize() {
+	tls := c.Etcd.CACert != "" || c.Etcd.Cert != ""
+	for i, e := range c.Etcd.Endpoints {
+		c.Etcd.Endpoints[i] = withScheme(strings.TrimSpace(e), tls)
+	}
+	switch m := c.Etcd.Member; m {
+	case "follower", "leader", "any", "":
+	default:
+		if strings.Contains(m, ":") {
+			c.Etcd.Member = withScheme(m, tls)
+		}
+	}
+}
+
 // decodeConfigFile strictly decodes YAML into c: unknown keys and wrong
-// types are errors naming the key and line.
+// types are errors naming the key and line. Durations and sizes are read
+// by the same parsers as environment and flags (1d, 8MiB), not YAML's.
 func decodeConfigFile(data []byte, c *Config) error {
+	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	err := dec.Decode(c)
+	err := dec.Decode(&doc)
 	if errors.Is(err, io.EOF) {
 		return nil // empty file
 	}
 	if err != nil {
 		return yamlError(data, err)
+	}
+	leaves := map[string]option{}
+	for _, o := range options(c) {
+		leaves[o.key] = o
+	}
+	if err := prepareNode(&doc, "", leaves, 0); err != nil {
+		return err
+	}
+	if err := doc.Decode(c); err != nil {
+		return yamlError(data, err)
+	}
+	return nil
+}
+
+// prepareNode walks the YAML tree against the config's keys: an unknown
+// key is an error (the decoder's KnownFields, which Node.Decode lacks),
+// and a duration or size leaf is parsed with the option's own parser and
+// rewritten into the form YAML's decoder takes.
+func prepareNode(n *yaml.Node, prefix string, leaves map[string]option, depth int) error {
+	if depth > 16 {
+		return &ConfigError{Key: prefix, Err: fmt.Errorf("line %d: nested too deeply", n.Line)}
+	}
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			if err := prepareNode(c, prefix, leaves, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	case yaml.AliasNode:
+		if n.Alias != nil {
+			return prepareNode(n.Alias, prefix, leaves, depth+1)
+		}
+		return nil
+	case yaml.MappingNode:
+	default:
+		return nil // a type error: the decoder reports it
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Value == "<<" && k.Tag == "!!merge" {
+			if err := prepareNode(v, prefix, leaves, depth+1); err != nil {
+				return err
+			}
+			continue
+		}
+		key := k.Value
+		if prefix != "" {
+			key = prefix + "." + key
+		}
+		if o, ok := leaves[key]; ok {
+			if err := prepareLeaf(v, o); err != nil {
+				return err
+			}
+			continue
+		}
+		known := false
+		for l := range leaves {
+			if strings.HasPrefix(l, key+".") {
+				known = true
+				break
+			}
+		}
+		if !known {
+			return &ConfigError{Key: key, Err: fmt.Errorf("line %d: unknown key", k.Line)}
+		}
+		if err := prepareNode(v, key, leaves, depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prepareLeaf parses a duration or size scalar as the environment and
+// flags do and rewrites it canonically (a Go duration, a decimal integer).
+func prepareLeaf(v *yaml.Node, o option) error {
+	for v.Kind == yaml.AliasNode && v.Alias != nil && v.Alias != v {
+		v = v.Alias
+	}
+	if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
+		return nil
+	}
+	switch o.field.Interface().(type) {
+	case Duration, time.Duration:
+		d, err := retention.ParseDuration(v.Value)
+		if err != nil {
+			return &ConfigError{Key: o.key, Err: fmt.Errorf("line %d: %q is not a duration (like 30s, 36h, 1d, 2w)", v.Line, v.Value)}
+		}
+		v.Value, v.Tag, v.Style = time.Duration(d).String(), "!!str", 0
+		return nil
+	}
+	if k := o.field.Kind(); (k == reflect.Int64 || k == reflect.Int) && v.Tag == "!!str" {
+		n, err := parseSize(v.Value)
+		if err != nil {
+			return &ConfigError{Key: o.key, Err: fmt.Errorf("line %d: %q is not a number (sizes like 8MiB)", v.Line, v.Value)}
+		}
+		v.Value, v.Tag, v.Style = strconv.FormatInt(n, 10), "!!int", 0
 	}
 	return nil
 }
@@ -759,6 +917,7 @@ func LoadConfig(path string, getenv func(string) string, flags map[string]string
 			return nil, err
 		}
 	}
+	c.normalize()
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
