@@ -94,8 +94,9 @@ type AgentConfig struct {
 	SnapshotRetries int `yaml:"snapshot_retries"`
 	// StaleAfter: the newest backup older than this is "stale" (notified).
 	StaleAfter time.Duration `yaml:"stale_after"`
-	// Pushgateway, when set, receives the metrics after agent --once.
-	Pushgateway string `yaml:"pushgateway"`
+	// Pushgateway, when set, receives the metrics after agent --once. It
+	// may hold credentials (http://user:password@host:9091): a secret.
+	Pushgateway snapshot.Secret `yaml:"pushgateway"`
 	// Textfile, when set, receives the metrics after agent --once, for
 	// node_exporter's textfile collector.
 	Textfile string `yaml:"textfile"`
@@ -323,7 +324,10 @@ func (c *Config) Validate() error {
 	if len(c.Etcd.Endpoints) == 0 {
 		return cfgErr("etcd.endpoints", "empty: give at least one client URL")
 	}
-	for _, e := range c.Etcd.Endpoints {
+	for i, e := range c.Etcd.Endpoints {
+		if hasUserInfo(e) {
+			return cfgErr("etcd.endpoints", "entry %d holds credentials (user:password@): give them as etcd.user and etcd.password (--user, ETCDCTL_PASSWORD)", i+1)
+		}
 		if !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
 			return cfgErr("etcd.endpoints", "%q must be a URL starting with http:// or https://", e)
 		}
@@ -339,6 +343,8 @@ func (c *Config) Validate() error {
 	}
 	switch m := c.Etcd.Member; {
 	case m == "follower" || m == "leader" || m == "any":
+	case hasUserInfo(m):
+		return cfgErr("etcd.member", "holds credentials (user:password@): give them as etcd.user and etcd.password (--user, ETCDCTL_PASSWORD)")
 	case strings.HasPrefix(m, "http://") || strings.HasPrefix(m, "https://"):
 	default:
 		return cfgErr("etcd.member", "%q is not follower, leader, any or an endpoint URL", m)
@@ -419,7 +425,7 @@ func (c *Config) Validate() error {
 	if c.Agent.ShutdownTimeout <= 0 {
 		return cfgErr("agent.shutdown_timeout", "must be positive")
 	}
-	if p := c.Agent.Pushgateway; p != "" && !strings.HasPrefix(p, "http://") && !strings.HasPrefix(p, "https://") {
+	if p := c.Agent.Pushgateway.Reveal(); p != "" && !strings.HasPrefix(p, "http://") && !strings.HasPrefix(p, "https://") {
 		return cfgErr("agent.pushgateway", "must be an http(s) URL")
 	}
 	for i, w := range c.Notify.Webhooks {
@@ -491,8 +497,22 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // MarshalYAML implements yaml.Marshaler.
 func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
 
-// parseStoreURL splits a store URL into scheme and location.
+// hasUserInfo reports whether a URL (or host:port) names credentials
+// before its host (user:password@host).
+func hasUserInfo(u string) bool {
+	if _, rest, ok := strings.Cut(u, "://"); ok {
+		u = rest
+	}
+	host, _, _ := strings.Cut(u, "/")
+	return strings.Contains(host, "@")
+}
+
+// parseStoreURL splits a store URL into scheme and location. Its errors
+// never show a URL that holds credentials.
 func parseStoreURL(u string) (scheme, rest string, err error) {
+	if hasUserInfo(u) {
+		return "", "", errors.New("credentials in the store URL are not allowed (S3 takes them from the AWS credential chain: AWS_ACCESS_KEY_ID, profiles, IRSA)")
+	}
 	switch {
 	case strings.HasPrefix(u, "file://"):
 		p := strings.TrimPrefix(u, "file://")
