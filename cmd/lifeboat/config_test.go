@@ -204,6 +204,10 @@ func FuzzLoadConfig(f *testing.F) {
 		"etcd: {endpoints: 5}\n",
 		"- a\n- b\n",
 		"log: &a {level: *a}\n",
+		"snapshot:\n  writeback_chunk: 8MiB\n  timeout: 1d\nstore:\n  url: s3://bucket/prefix/\n",
+		"etcd:\n  endpoints: [127.0.0.1:2379]\n  member: 10.0.0.1:2379\n",
+		"log: &l {level: debug}\nagent:\n  <<: *l\n",
+		"notify:\n  webhooks: [\"https://h/x?a=1,2\"]\n",
 	}
 	for _, s := range seeds {
 		f.Add(s)

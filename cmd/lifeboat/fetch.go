@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/lifeboat-dev/lifeboat/internal/writeback"
 	"github.com/lifeboat-dev/lifeboat/restore"
@@ -65,6 +66,9 @@ latest-proven is the newest backup whose last drill passed.`,
 
 func runFetch(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o fetchOptions) error {
 	toStdout := o.output == "-"
+	if f, ok := a.stdout.(*os.File); ok && toStdout && term.IsTerminal(int(f.Fd())) {
+		return usagef("-o -: stdout is a terminal; redirect it (> snap.db) or give -o FILE")
+	}
 	if !toStdout && !o.force {
 		if _, err := os.Lstat(o.output); err == nil {
 			return fmt.Errorf("%s exists: refusing to overwrite it (use --force to replace it)", o.output)

@@ -51,7 +51,7 @@ var (
 		"snapshot.spool_dir": true, "store.compression": true,
 		"store.s3.region": true, "store.s3.sse": true, "store.s3.sse_kms_key_id": true, "store.s3.storage_class": true, "store.s3.profile": true,
 		"store.object_lock.mode": true,
-		"encryption.recipients": true, "encryption.recipients_file": true, "encryption.identity_file": true,
+		"encryption.recipients":  true, "encryption.recipients_file": true, "encryption.identity_file": true,
 		"retention.time_zone": true,
 		"drill.scratch_dir":   true, "drill.etcd_binary": true, "drill.check_prefixes": true,
 		"schedule.snapshot": true, "schedule.prune": true, "schedule.drill": true, "schedule.drill_target": true,
