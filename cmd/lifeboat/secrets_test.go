@@ -170,8 +170,15 @@ func TestSecretsNeverShown(t *testing.T) {
 
 	// A webhook that first breaks the connection (net/http's url.Error
 	// then holds the URL) and then answers 400.
-	var calls atomic.Int32
+	// It is also a Pushgateway that refuses the push (the push library
+	// quotes the whole push URL in its error).
+	var calls, pushes atomic.Int32
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut {
+			pushes.Add(1)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
 		if calls.Add(1) == 1 {
 			if hj, ok := w.(http.Hijacker); ok {
 				conn, _, _ := hj.Hijack()
@@ -186,7 +193,8 @@ func TestSecretsNeverShown(t *testing.T) {
 
 	t.Run("logs and error of a failing run", func(t *testing.T) {
 		dir := t.TempDir()
-		env := secretEnv(map[string]string{"LIFEBOAT_NOTIFY_WEBHOOKS": hookURL})
+		gw := strings.Replace(hook.URL, "http://", "http://lifeboat:"+marker+"@", 1)
+		env := secretEnv(map[string]string{"LIFEBOAT_NOTIFY_WEBHOOKS": hookURL, "LIFEBOAT_AGENT_PUSHGATEWAY": gw})
 		code, out, errOut := runCLI(t, env, "agent", "--once", "--cluster", "s", "--store", "file://"+filepath.Join(dir, "store"),
 			"--spool-dir", filepath.Join(dir, "spool"), "--scratch-dir", filepath.Join(dir, "scratch"),
 			"--endpoints", "http://127.0.0.1:1", "--dial-timeout", "1s", "--lock=false", "--snapshot-retries", "0",
@@ -199,8 +207,8 @@ func TestSecretsNeverShown(t *testing.T) {
 				t.Errorf("the run did not reach %q:\n%s", want, errOut)
 			}
 		}
-		if calls.Load() == 0 {
-			t.Error("the webhook was never called")
+		if calls.Load() == 0 || pushes.Load() == 0 {
+			t.Errorf("the webhook was called %d times, the Pushgateway %d", calls.Load(), pushes.Load())
 		}
 		assertNoMarker(t, "agent --once output", out+errOut)
 	})
