@@ -197,7 +197,7 @@ func (o RestoreOptions) plan() (*plan, error) {
 		// written into the restored member list, and a member started
 		// with other ones refuses to start or cannot be reached by peers.
 		if o.Name == "" {
-			return bad("--name is required: the member's etcd --name (as it was, e.g. the node name on kubeadm) is written into the restored data; give it with --initial-cluster name=peerURL,... or, for a single-member cluster, with --initial-advertise-peer-urls")
+			return bad("--name is required without --initial-cluster: the member's etcd --name (the one it had, e.g. the node name on kubeadm) is written into the restored data; give --name NAME --initial-advertise-peer-urls URL for a single-member cluster, or --initial-cluster name=peerURL,...")
 		}
 		if len(o.PeerURLs) == 0 {
 			return bad("give --initial-cluster name=peerURL,... (every member of the restored cluster) or, for a single-member cluster, --initial-advertise-peer-urls URL: the peer URLs are written into the restored data, and etcd's default http://localhost:2380 cannot be reached by other members")
