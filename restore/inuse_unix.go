@@ -49,6 +49,10 @@ func holders(file string) string {
 	if r, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = r
 	}
+	want, err := os.Stat(abs)
+	if err != nil {
+		return ""
+	}
 	procs, err := os.ReadDir("/proc")
 	if err != nil {
 		return ""
@@ -65,9 +69,18 @@ func holders(file string) string {
 			continue
 		}
 		for _, fd := range fds {
-			target, err := os.Readlink(filepath.Join("/proc", pid, "fd", fd.Name()))
+			link := filepath.Join("/proc", pid, "fd", fd.Name())
+			target, err := os.Readlink(link)
 			if err != nil || target != abs {
-				continue
+				// In a container (a kubeadm static pod) the path is the
+				// container's: compare the file itself, only for an etcd
+				// database, never stat'ing every file of every process.
+				if err != nil || !strings.HasSuffix(target, "/member/snap/db") {
+					continue
+				}
+				if fi, err := os.Stat(link); err != nil || !os.SameFile(fi, want) {
+					continue
+				}
 			}
 			name := "?"
 			if comm, err := os.ReadFile(filepath.Join("/proc", pid, "comm")); err == nil {
