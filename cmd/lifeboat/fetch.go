@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -95,7 +96,9 @@ func runFetch(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o fetch
 		}
 		dir, base = cfg.Snapshot.SpoolDir, "lifeboat-fetch-"+m.ID
 	}
-	tmp := filepath.Join(dir, "."+base+".lifeboat-tmp-"+strconv.Itoa(os.Getpid()))
+	tmpPrefix := "." + base + ".lifeboat-tmp-"
+	sweepFetchLeftovers(dir, tmpPrefix, lg)
+	tmp := filepath.Join(dir, tmpPrefix+strconv.Itoa(os.Getpid()))
 	defer os.Remove(tmp)
 
 	p := newProgress(a.stderr, lg, "download", m.ObjectSize)
@@ -152,4 +155,24 @@ func copyFileTo(w io.Writer, path string) error {
 		return fmt.Errorf("write the snapshot to stdout: %w", err)
 	}
 	return nil
+}
+
+// sweepFetchLeftovers removes the temporary files of earlier fetches to
+// the same FILE whose process is gone (killed with SIGKILL, or the
+// machine crashed): a failed fetch leaves nothing, even then.
+func sweepFetchLeftovers(dir, prefix string, lg *slog.Logger) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(strings.TrimPrefix(e.Name(), prefix))
+		if !strings.HasPrefix(e.Name(), prefix) || err != nil || pid <= 0 || !processGone(pid) {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if err := os.Remove(p); err == nil {
+			lg.Info("removed the leftover of an interrupted fetch", "path", p)
+		}
+	}
 }

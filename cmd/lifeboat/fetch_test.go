@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -131,6 +132,26 @@ func TestFetchCommand(t *testing.T) {
 		if code != 0 || !strings.Contains(out, m.ID) {
 			t.Fatalf("fetch latest-proven exit %d\n%s\n%s", code, out, errOut)
 		}
+	})
+
+	t.Run("the leftover of a killed fetch is swept", func(t *testing.T) {
+		dir := t.TempDir()
+		// A process that is gone: the pid of a finished child.
+		child := exec.Command("true")
+		if err := child.Run(); err != nil {
+			t.Fatal(err)
+		}
+		dead := filepath.Join(dir, ".snap.db.lifeboat-tmp-"+strconv.Itoa(child.Process.Pid))
+		alive := filepath.Join(dir, ".snap.db.lifeboat-tmp-1") // init: a live process
+		for _, p := range []string{dead, alive} {
+			if err := os.WriteFile(p, []byte("half a snapshot"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if code, out, errOut := runCLI(t, nil, args("latest", "-o", filepath.Join(dir, "snap.db"))...); code != 0 {
+			t.Fatalf("fetch exit %d\n%s\n%s", code, out, errOut)
+		}
+		assertOnly(t, dir, filepath.Base(alive), "snap.db")
 	})
 
 	t.Run("a damaged object leaves nothing", func(t *testing.T) {
