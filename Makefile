@@ -50,6 +50,18 @@ FORCE:
 $(BIN)/etcdctl: go.mod
 	$(GO) build -o $@ go.etcd.io/etcd/etcdctl/v3
 
+# etcdutl: restores the file lifeboat fetch writes (tests and e2e).
+$(BIN)/etcdutl: go.mod
+	$(GO) build -o $@ go.etcd.io/etcd/etcdutl/v3
+
+# age and age-keygen: the "recovering without lifeboat" path in e2e, at the
+# version of the age module lifeboat uses (the CLIs need modules lifeboat
+# does not, so they are installed, not built from go.mod; Debian's age is
+# older). zstd's CLI is Debian's (the Go zstd lifeboat uses has none).
+AGE_VERSION := v1.3.2
+$(BIN)/age:
+	GOBIN=$(BIN) GOFLAGS= $(GO) install filippo.io/age/cmd/age@$(AGE_VERSION) filippo.io/age/cmd/age-keygen@$(AGE_VERSION)
+
 # versitygw: a real S3 server for the store tests.
 $(BIN)/versitygw:
 	GOBIN=$(BIN) $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
@@ -59,7 +71,7 @@ $(BIN)/versitygw:
 $(BIN)/promtool:
 	./scripts/install-promtool.sh
 
-tools: $(BIN)/etcd $(BIN)/etcd-3.5 $(BIN)/etcd-3.5.15 $(BIN)/etcd-3.6 $(BIN)/etcdctl $(BIN)/versitygw $(BIN)/promtool
+tools: $(BIN)/etcd $(BIN)/etcd-3.5 $(BIN)/etcd-3.5.15 $(BIN)/etcd-3.6 $(BIN)/etcdctl $(BIN)/etcdutl $(BIN)/age $(BIN)/versitygw $(BIN)/promtool
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
@@ -69,7 +81,7 @@ lint:
 # Unit, integration (real etcd in-process, real versitygw) and end-to-end
 # tests (the built binary against the etcd binary).
 test: tools build lint
-	VERSITYGW=$(BIN)/versitygw LIFEBOAT_BIN=$(BIN)/lifeboat ETCD_BIN=$(BIN)/etcd \
+	VERSITYGW=$(BIN)/versitygw LIFEBOAT_BIN=$(BIN)/lifeboat ETCD_BIN=$(BIN)/etcd ETCDUTL_BIN=$(BIN)/etcdutl \
 	  ETCD35_BIN=$(BIN)/etcd-3.5 ETCD3515_BIN=$(BIN)/etcd-3.5.15 ETCD36_BIN=$(BIN)/etcd-3.6 \
 	  $(GO) test $(GOTEST_FLAGS) ./...
 	# The race detector on the code that splits work across goroutines

@@ -2,18 +2,30 @@ package restore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"path"
+	"strings"
 	"time"
 
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
+// ErrNotProven is wrapped when no backup's last drill passed
+// (latest-proven).
+var ErrNotProven = errors.New("no proven backup")
+
 // Select resolves a drill or restore target: a backup id, "latest" (the
-// newest backup whose data object is present) or "random": a backup chosen
-// with intn (like math/rand.IntN) among the intact ones other than the
-// newest, so that over time every retained backup gets drilled; the newest
-// when it is the only one.
+// newest backup whose data object is present), "latest-proven" (the newest
+// intact backup whose last drill passed, see SelectProven) or "random": a
+// backup chosen with intn (like math/rand.IntN) among the intact ones other
+// than the newest, so that over time every retained backup gets drilled;
+// the newest when it is the only one.
 func Select(ctx context.Context, b *uploader.Backups, ref string, intn func(int) int) (*uploader.Manifest, error) {
+	if ref == "latest-proven" {
+		return SelectProven(ctx, b)
+	}
 	if ref != "random" {
 		return b.Resolve(ctx, ref)
 	}
@@ -50,4 +62,70 @@ func SelectBefore(ctx context.Context, b *uploader.Backups, t time.Time) (*uploa
 		}
 	}
 	return nil, fmt.Errorf("%w of cluster %q in %s taken before %s", uploader.ErrNoBackups, b.Cluster, b.Store, t.UTC().Format(time.RFC3339))
+}
+
+// SelectProven returns the newest intact backup whose last drill passed:
+// the one to prefer in a restore. Only the newest report of a backup
+// counts; a backup whose newest report cannot be read (or listed) is not
+// proven, never judged by an older, happier report.
+func SelectProven(ctx context.Context, b *uploader.Backups) (*uploader.Manifest, error) {
+	l, err := b.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	unknown := 0
+	for _, e := range l.Backups { // newest first
+		if e.State != uploader.StateOK {
+			continue
+		}
+		passed, err := lastDrillPassed(ctx, b, e.Manifest.ID)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if err != nil {
+			unknown++
+			continue
+		}
+		if passed {
+			return e.Manifest, nil
+		}
+	}
+	msg := ""
+	if unknown > 0 {
+		msg = fmt.Sprintf(" (the last drill of %d could not be read)", unknown)
+	}
+	return nil, fmt.Errorf("%w of cluster %q in %s: no backup's last drill passed%s; run `lifeboat drill latest`, or give a backup id or latest", ErrNotProven, b.Cluster, b.Store, msg)
+}
+
+// lastDrillPassed reads the newest drill report of backup id: false
+// without one, an error when it cannot be listed or read.
+func lastDrillPassed(ctx context.Context, b *uploader.Backups, id string) (bool, error) {
+	dir := path.Dir(b.DrillReportKey(id, time.Time{})) + "/"
+	var newest string
+	err := b.Store.List(ctx, dir, func(o uploader.ObjectInfo) error {
+		if name := strings.TrimPrefix(o.Key, dir); strings.HasSuffix(name, ".json") && !strings.Contains(name, "/") && o.Key > newest {
+			newest = o.Key
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("list drill reports of %s: %w", id, err)
+	}
+	if newest == "" {
+		return false, nil
+	}
+	rc, err := b.Store.Get(ctx, newest)
+	if err != nil {
+		return false, fmt.Errorf("read drill report %s: %w", newest, err)
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, 1<<20))
+	if err != nil {
+		return false, fmt.Errorf("read drill report %s: %w", newest, err)
+	}
+	r, err := uploader.ParseDrillReport(data)
+	if err != nil {
+		return false, fmt.Errorf("drill report %s: %w", newest, err)
+	}
+	return r.Passed && r.BackupID == id, nil
 }
