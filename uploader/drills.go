@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -134,7 +135,10 @@ func (b *Backups) DrillReportKey(id string, t time.Time) string {
 	return b.drillDir() + id + "/" + t.UTC().Format(drillTimeFormat) + ".json"
 }
 
-// PutDrillReport stores r beside its backup.
+// PutDrillReport stores r beside its backup. Reports are never replaced:
+// when a report of a drill that started in the same millisecond is stored
+// already (two agents), this one goes under the same time with a suffix
+// (<time>-2.json, ...).
 func (b *Backups) PutDrillReport(ctx context.Context, r *DrillReport) error {
 	if err := r.Validate(); err != nil {
 		return err
@@ -143,12 +147,22 @@ func (b *Backups) PutDrillReport(ctx context.Context, r *DrillReport) error {
 	if err != nil {
 		return err
 	}
-	key := b.DrillReportKey(r.BackupID, r.StartedAt)
-	if _, err := b.Store.Put(ctx, key, bytes.NewReader(data), PutOptions{ContentType: "application/json"}); err != nil {
-		return fmt.Errorf("write drill report %s: %w", key, err)
+	base := b.DrillReportKey(r.BackupID, r.StartedAt)
+	key := base
+	for n := 2; ; n++ {
+		_, err := b.Store.Put(ctx, key, bytes.NewReader(data), PutOptions{ContentType: "application/json"})
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, ErrExists) || n > maxReportSuffix {
+			return fmt.Errorf("write drill report %s: %w", key, err)
+		}
+		key = strings.TrimSuffix(base, ".json") + "-" + strconv.Itoa(n) + ".json"
 	}
-	return nil
 }
+
+// maxReportSuffix bounds the names tried for reports of one start time.
+const maxReportSuffix = 20
 
 func (b *Backups) readDrillReport(ctx context.Context, key string) (*DrillReport, error) {
 	return readDocument(ctx, b.Store, key, "drill report", ParseDrillReport)

@@ -147,3 +147,32 @@ func FuzzParseDrillReport(f *testing.F) {
 		}
 	})
 }
+
+// TestDrillReportSameStart: two drills of one backup that started in the
+// same millisecond (two agents) both keep their report; neither replaces
+// the other.
+func TestDrillReportSameStart(t *testing.T) {
+	b := newDirBackups(t)
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	const id = "20261130T113800Z-r42"
+	first, second := testReport(id, t0, true), testReport(id, t0, false)
+	for _, r := range []*DrillReport{first, second} {
+		if err := b.PutDrillReport(t.Context(), r); err != nil {
+			t.Fatalf("PutDrillReport: %v", err)
+		}
+	}
+	got, err := b.DrillReports(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("DrillReports = %d reports; want both", len(got))
+	}
+	passed := map[bool]int{}
+	for _, r := range got {
+		passed[r.Passed]++
+	}
+	if passed[true] != 1 || passed[false] != 1 {
+		t.Errorf("DrillReports verdicts %v; want one passed and one failed", passed)
+	}
+}
