@@ -147,6 +147,9 @@ type backupState struct {
 	locked       int
 	newest       *uploader.Manifest
 	newestProven *uploader.Manifest
+	// drillUnknown are the listed backups whose last drill's verdict
+	// cannot be read.
+	drillUnknown []DrillProblem
 }
 
 // cronParser parses schedules the way the configuration validates them.
@@ -549,9 +552,13 @@ func (a *Agent) prune(ctx context.Context) (string, error) {
 		// Without the history prune could delete the newest proven backup.
 		return "", fmt.Errorf("prune not run: %w", err)
 	}
-	pj.DrillPassed = map[string]bool{}
+	pj.DrillPassed, pj.DrillUnknown = map[string]bool{}, map[string]bool{}
 	for id, r := range drills {
 		pj.DrillPassed[id] = r.Passed
+		if r.Unknown {
+			pj.DrillUnknown[id] = true
+			a.lg.Warn("last drill of backup unknown: kept if it may be the newest proven", "backup_id", id, "err", r.Err)
+		}
 	}
 	res, err := Prune(ctx, pj, a.lg)
 	if res != nil {
@@ -686,8 +693,12 @@ func (a *Agent) refresh(ctx context.Context) {
 		if st.newest == nil {
 			st.newest = e.Manifest
 		}
-		if st.newestProven == nil && drills[e.Manifest.ID].Passed {
+		r := drills[e.Manifest.ID]
+		if st.newestProven == nil && r.Passed && !r.Unknown {
 			st.newestProven = e.Manifest
+		}
+		if r.Unknown {
+			st.drillUnknown = append(st.drillUnknown, DrillProblem{BackupID: e.Manifest.ID, Error: r.Err})
 		}
 	}
 	a.m.backups.WithLabelValues(stateOK).Set(float64(st.ok))
@@ -719,7 +730,12 @@ func (a *Agent) refresh(ctx context.Context) {
 	if newestDrill.At.After(a.lastDrill) {
 		a.lastDrill = newestDrill.At
 		a.m.drillTime.Set(unixSeconds(newestDrill.At))
-		a.m.drillResult.Set(b2f(newestDrill.Passed))
+		if newestDrill.Unknown {
+			// No verdict is known: never an older one instead.
+			a.m.drillResult.Unset()
+		} else {
+			a.m.drillResult.Set(b2f(newestDrill.Passed))
+		}
 	}
 	a.mu.Unlock()
 	a.checkStale(now, st)

@@ -34,6 +34,10 @@ type PruneJob struct {
 	// not in it (or a nil map) count as not proven. The newest proven
 	// backup is never deleted.
 	DrillPassed map[string]bool
+	// DrillUnknown holds the ids whose last drill's verdict cannot be read
+	// (an unreadable report): such a backup is kept when it is newer than
+	// the newest proven one, since it may be that one.
+	DrillUnknown map[string]bool
 }
 
 // Action is what prune does with a backup.
@@ -225,11 +229,12 @@ func (p *pruner) plan(ctx context.Context) (*PrunePlan, error) {
 	for i, e := range ok {
 		m := e.Manifest
 		in[i] = retention.Backup{
-			ID:          m.ID,
-			Time:        m.CreatedAt,
-			Size:        e.Object.Size,
-			DrillPassed: p.job.DrillPassed[m.ID],
-			Locked:      manifestLocked(m, p.now) || e.Object.Locked(p.now),
+			ID:           m.ID,
+			Time:         m.CreatedAt,
+			Size:         e.Object.Size,
+			DrillPassed:  p.job.DrillPassed[m.ID] && !p.job.DrillUnknown[m.ID],
+			DrillUnknown: p.job.DrillUnknown[m.ID],
+			Locked:       manifestLocked(m, p.now) || e.Object.Locked(p.now),
 		}
 		byID[m.ID] = e
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lifeboat-dev/lifeboat/agent"
+	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
 type pruneOptions struct {
@@ -130,17 +131,26 @@ func runPrune(ctx context.Context, cfg *Config, lg *slog.Logger, o pruneOptions,
 	if err != nil {
 		return fmt.Errorf("read drill reports: %w", err)
 	}
-	passed := make(map[string]bool, len(drills))
+	// A backup whose last verdict cannot be read is kept when it may be
+	// that backup.
+	passed, unknown := make(map[string]bool, len(drills)), map[string]bool{}
 	for id, r := range drills {
-		passed[id] = r.Passed
+		switch r.State() {
+		case uploader.DrillPassed:
+			passed[id] = true
+		case uploader.DrillUnknown:
+			unknown[id] = true
+			lg.Warn("last drill of backup unknown: kept if it may be the newest proven", "backup_id", id, "err", r.Err)
+		}
 	}
 	res, err := agent.Prune(ctx, agent.PruneJob{
-		Backups:     backups,
-		Policy:      policy,
-		OrphanGrace: time.Duration(cfg.Retention.OrphanGrace),
-		DryRun:      o.dryRun,
-		Now:         func() time.Time { return now },
-		DrillPassed: passed,
+		Backups:      backups,
+		Policy:       policy,
+		OrphanGrace:  time.Duration(cfg.Retention.OrphanGrace),
+		DryRun:       o.dryRun,
+		Now:          func() time.Time { return now },
+		DrillPassed:  passed,
+		DrillUnknown: unknown,
 	}, lg)
 	if res == nil {
 		return err
