@@ -176,7 +176,7 @@ func New(cfg Config, lg *slog.Logger) (*Agent, error) {
 		cfg.Clock = RealClock{}
 	}
 	if cfg.RetryBackoff <= 0 {
-		cfg.RetryBackoff = 10 * time.Second
+		cfg.RetryBackoff = DefaultRetryBackoff
 	}
 	if cfg.RefreshInterval <= 0 {
 		cfg.RefreshInterval = 5 * time.Minute
@@ -538,7 +538,7 @@ func (a *Agent) snapshot(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("%w (retry cancelled: %v)", err, ctx.Err())
 		case <-a.clock.After(delay):
 		}
-		delay = min(delay*2, 5*time.Minute)
+		delay = min(delay*2, MaxRetryBackoff)
 	}
 }
 
@@ -547,6 +547,11 @@ func (a *Agent) snapshot(ctx context.Context) (string, error) {
 func (a *Agent) prune(ctx context.Context) (string, error) {
 	pj := *a.cfg.Prune
 	pj.Now = a.clock.Now
+	// Never sweep orphans while this agent's snapshot is in flight: its
+	// data object has no manifest yet, its multipart upload is incomplete.
+	if j := a.byName[JobSnapshot]; j != nil {
+		pj.SnapshotRunning = j.running.Load
+	}
 	drills, err := a.drillRecords(ctx)
 	if err != nil {
 		// Without the history prune could delete the newest proven backup.

@@ -28,12 +28,15 @@ func newPruneCmd(a *app) *cobra.Command {
 		Short: "Apply the retention policy: delete the backups no rule keeps, remove orphans (--dry-run prints the plan)",
 		Long: `Apply the retention policy (retention.keep_* keys, --keep-* flags) to the
 cluster's backups. A backup is kept when any rule keeps it; the newest
-backup, the newest backup whose last drill passed, and backups under Object
+backup, the newest backup whose last drill passed, a newer backup whose
+last drill is unknown (its report unreadable), and backups under Object
 Lock or legal hold are never deleted. Each backup goes manifest first, then
 its data object, then its drill reports. Data objects without a manifest,
 drill reports without a backup and incomplete multipart uploads older than
-retention.orphan_grace are removed. Broken backups (data object missing)
-are reported, never deleted.`,
+retention.orphan_grace (by store time and by backup id time) are removed;
+the grace must be at least (agent.snapshot_retries + 1) x snapshot.timeout
+plus the retry backoff. Broken backups (data object missing) are reported,
+never deleted.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(o.output); err != nil {
