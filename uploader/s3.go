@@ -485,6 +485,9 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, opts PutOptions) 
 		if locked && isLockUnsupported(err) {
 			return ObjectInfo{}, fmt.Errorf("upload %s: %w: %w", s.name(full), s.errNoLock(), err)
 		}
+		if isStatus(err, 501) {
+			return ObjectInfo{}, fmt.Errorf("upload %s: the S3 server does not support conditional writes (If-None-Match: *), which lifeboat needs so that no object is ever overwritten (use a server that supports them, e.g. AWS S3, versitygw): %w", s.name(full), err)
+		}
 		if !isStatus(err, 412) && !isStatus(err, 409) {
 			return ObjectInfo{}, fmt.Errorf("upload %s: %w", s.name(full), err)
 		}

@@ -223,3 +223,15 @@ func TestS3ReadFaults(t *testing.T) {
 		})
 	}
 }
+
+// TestS3NoConditionalWrites: a server that refuses If-None-Match (501)
+// fails the Put with a message saying why, rather than storing without the
+// guarantee that nothing is overwritten.
+func TestS3NoConditionalWrites(t *testing.T) {
+	env := newFaultEnv(t)
+	env.proxy.SetFault(every("PutObject", s3test.Status(http.StatusNotImplemented)))
+	_, err := env.store.Put(t.Context(), "c1/snapshots/x.json", strings.NewReader("{}"), uploader.PutOptions{})
+	if err == nil || !strings.Contains(err.Error(), "conditional writes") {
+		t.Errorf("Put through a server without conditional writes: %v; want an error saying so", err)
+	}
+}
