@@ -78,6 +78,11 @@ func (d *Dir) Put(ctx context.Context, key string, r io.Reader, opts PutOptions)
 	if err != nil {
 		return ObjectInfo{}, err
 	}
+	// Fail fast, before writing what would be refused at the link; the
+	// link decides a race.
+	if _, err := os.Lstat(p); err == nil {
+		return ObjectInfo{}, fmt.Errorf("put %s: %w (objects are never replaced: delete it first, or use another key)", p, ErrExists)
+	}
 	dir := filepath.Dir(p)
 	if err := mkdirAllSync(d.root, dir); err != nil {
 		return ObjectInfo{}, fmt.Errorf("put %s: %w", p, err)

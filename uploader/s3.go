@@ -496,7 +496,7 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, opts PutOptions) 
 		// response was lost): the token says so.
 		head, herr := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(full)})
 		if herr != nil || head.Metadata[putTokenKey] != token {
-			return ObjectInfo{}, fmt.Errorf("upload %s: %w (another writer created it; objects are never replaced: delete it first, or use another key): %w", s.name(full), ErrExists, err)
+			return ObjectInfo{}, fmt.Errorf("upload %s: %w (another writer created it, or is creating it; objects are never replaced: delete it first, or use another key): %w", s.name(full), ErrExists, err)
 		}
 		versionID, etag = head.VersionId, head.ETag
 	}
