@@ -121,7 +121,7 @@ func (d *Dir) Put(ctx context.Context, key string, r io.Reader, opts PutOptions)
 		if errors.Is(err, fs.ErrExist) {
 			return ObjectInfo{}, fmt.Errorf("put %s: %w (objects are never replaced: delete it first, or use another key)", p, ErrExists)
 		}
-		return ObjectInfo{}, fmt.Errorf("put %s: %w", p, err)
+		return ObjectInfo{}, fmt.Errorf("put %s: the store directory must be on a file system with hard links: %w", p, err)
 	}
 	ok = true
 	// The object is committed; a temporary name that cannot be removed is

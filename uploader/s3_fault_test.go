@@ -235,3 +235,15 @@ func TestS3NoConditionalWrites(t *testing.T) {
 		t.Errorf("Put through a server without conditional writes: %v; want an error saying so", err)
 	}
 }
+
+// TestS3ConfirmPreconditionFailed: when the HEAD that confirms an upload
+// finds another object at the key (412 to If-Match: the object was
+// replaced since), the Put fails; it used to report that as a success.
+func TestS3ConfirmPreconditionFailed(t *testing.T) {
+	env := newFaultEnv(t)
+	env.proxy.SetFault(on("HeadObject", 1, s3test.Status(http.StatusPreconditionFailed)))
+	_, err := env.store.Put(t.Context(), "c1/snapshots/x.db", strings.NewReader("data"), uploader.PutOptions{})
+	if err == nil || !strings.Contains(err.Error(), "confirm upload") {
+		t.Errorf("Put whose confirming HEAD gets 412: %v; want a confirm error", err)
+	}
+}
