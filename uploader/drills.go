@@ -275,7 +275,6 @@ func (b *Backups) LastDrills(ctx context.Context) (map[string]*LastDrill, error)
 				l.DrillReport, l.Err = b.readDrillReport(ctx, l.Key)
 				if l.Err != nil {
 					l.DrillReport = nil
-					l.Err = fmt.Errorf("read drill report %s: %w", l.Key, l.Err)
 				}
 			}
 		})
