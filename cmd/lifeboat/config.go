@@ -19,6 +19,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/lifeboat-dev/lifeboat/agent"
 	"github.com/lifeboat-dev/lifeboat/retention"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
@@ -418,6 +419,15 @@ func (c *Config) Validate() error {
 	}
 	if c.Agent.SnapshotRetries < 0 {
 		return cfgErr("agent.snapshot_retries", "must not be negative")
+	}
+	if floor := agent.MinOrphanGrace(c.Snapshot.Timeout, c.Agent.SnapshotRetries, 0); time.Duration(c.Retention.OrphanGrace) < floor {
+		backoff := floor - time.Duration(c.Agent.SnapshotRetries+1)*c.Snapshot.Timeout
+		how := fmt.Sprintf("(agent.snapshot_retries %d + 1) × snapshot.timeout %s + %s of backoff between attempts", c.Agent.SnapshotRetries, c.Snapshot.Timeout, backoff)
+		if c.Snapshot.Timeout <= 0 {
+			how = fmt.Sprintf("snapshot.timeout 0 leaves snapshots unbounded (agent.snapshot_retries %d)", c.Agent.SnapshotRetries)
+		}
+		return cfgErr("retention.orphan_grace", "%s is below its floor %s, the longest a snapshot can run: %s; prune would remove the objects of a backup still being stored. Set at least %s, or lower snapshot.timeout",
+			time.Duration(c.Retention.OrphanGrace), floor, how, floor)
 	}
 	if c.Agent.StaleAfter <= 0 {
 		return cfgErr("agent.stale_after", "must be positive")
