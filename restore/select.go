@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"path"
-	"strings"
 	"time"
 
 	"github.com/lifeboat-dev/lifeboat/uploader"
@@ -66,10 +63,14 @@ func SelectBefore(ctx context.Context, b *uploader.Backups, t time.Time) (*uploa
 
 // SelectProven returns the newest intact backup whose last drill passed:
 // the one to prefer in a restore. Only the newest report of a backup
-// counts; a backup whose newest report cannot be read (or listed) is not
-// proven, never judged by an older, happier report.
+// counts (uploader.Backups.LastDrills); a backup whose newest report
+// cannot be read is not proven, never judged by an older, happier report.
 func SelectProven(ctx context.Context, b *uploader.Backups) (*uploader.Manifest, error) {
 	l, err := b.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	drills, err := b.LastDrills(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -78,16 +79,14 @@ func SelectProven(ctx context.Context, b *uploader.Backups) (*uploader.Manifest,
 		if e.State != uploader.StateOK {
 			continue
 		}
-		passed, err := lastDrillPassed(ctx, b, e.Manifest.ID)
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if err != nil {
+		d := drills[e.Manifest.ID]
+		switch d.State() {
+		case uploader.DrillUnknown:
 			unknown++
-			continue
-		}
-		if passed {
-			return e.Manifest, nil
+		case uploader.DrillPassed:
+			if d.BackupID == e.Manifest.ID {
+				return e.Manifest, nil
+			}
 		}
 	}
 	msg := ""
@@ -95,37 +94,4 @@ func SelectProven(ctx context.Context, b *uploader.Backups) (*uploader.Manifest,
 		msg = fmt.Sprintf(" (the last drill of %d could not be read)", unknown)
 	}
 	return nil, fmt.Errorf("%w of cluster %q in %s: no backup's last drill passed%s; run `lifeboat drill latest`, or give a backup id or latest", ErrNotProven, b.Cluster, b.Store, msg)
-}
-
-// lastDrillPassed reads the newest drill report of backup id: false
-// without one, an error when it cannot be listed or read.
-func lastDrillPassed(ctx context.Context, b *uploader.Backups, id string) (bool, error) {
-	dir := path.Dir(b.DrillReportKey(id, time.Time{})) + "/"
-	var newest string
-	err := b.Store.List(ctx, dir, func(o uploader.ObjectInfo) error {
-		if name := strings.TrimPrefix(o.Key, dir); strings.HasSuffix(name, ".json") && !strings.Contains(name, "/") && o.Key > newest {
-			newest = o.Key
-		}
-		return nil
-	})
-	if err != nil {
-		return false, fmt.Errorf("list drill reports of %s: %w", id, err)
-	}
-	if newest == "" {
-		return false, nil
-	}
-	rc, err := b.Store.Get(ctx, newest)
-	if err != nil {
-		return false, fmt.Errorf("read drill report %s: %w", newest, err)
-	}
-	defer rc.Close()
-	data, err := io.ReadAll(io.LimitReader(rc, 1<<20))
-	if err != nil {
-		return false, fmt.Errorf("read drill report %s: %w", newest, err)
-	}
-	r, err := uploader.ParseDrillReport(data)
-	if err != nil {
-		return false, fmt.Errorf("drill report %s: %w", newest, err)
-	}
-	return r.Passed && r.BackupID == id, nil
 }
