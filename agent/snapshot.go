@@ -312,7 +312,7 @@ func snapshotOnce(parent context.Context, job SnapshotJob, lg *slog.Logger) (*up
 		// The member may have compacted past the snapshot's revision in
 		// the meantime: that makes the hashes incomparable, not wrong.
 		hashStatus = "not comparable: live HashKV: " + lh.err.Error()
-	} else if hashStatus, err = verify.CompareHashKV(st, lh.hash, lh.compact); err != nil {
+	} else if hashStatus, err = verify.CompareMemberHashKV(st, info.EtcdVersion, lh.hash, lh.compact); err != nil {
 		return fail(fmt.Errorf("%w: %w", ErrVerify, err))
 	}
 	lg.Info("snapshot verified", "revision", st.Revision, "total_keys", st.TotalKeys, "hash_kv", hashStatus)
