@@ -116,7 +116,9 @@ func TestEtcdctlConventions(t *testing.T) {
 			key: "snapshot.writeback_chunk", want: 8 << 20},
 		{name: "S3 part size with a unit", settings: []setting{{key: "store.url", flag: "store", value: "s3://bkt"}, {key: "store.s3.part_size", flag: "s3-part-size", value: "16MiB"}},
 			key: "store.s3.part_size", want: 16 << 20},
-		{name: "duration in days", settings: []setting{{key: "snapshot.timeout", flag: "timeout", value: "1d"}},
+		{name: "duration in days", settings: []setting{{key: "snapshot.timeout", flag: "timeout", value: "1d"},
+			// A day-long snapshot raises the orphan grace's floor past its default.
+			{key: "retention.orphan_grace", flag: "orphan-grace", value: "4d"}},
 			key: "snapshot.timeout", want: (24 * time.Hour).String()},
 		{name: "retention duration in days", settings: []setting{{key: "retention.keep_within", flag: "keep-within", value: "1d"}},
 			key: "retention.keep_within", want: (24 * time.Hour).String()},
