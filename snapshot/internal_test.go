@@ -123,16 +123,21 @@ func FuzzTrailerHash(f *testing.F) {
 
 func TestOrderMembers(t *testing.T) {
 	down := errors.New("down")
+	const lid = 7 // the leader's member ID
 	follower := func(ep string) MemberStatus {
-		return MemberStatus{Endpoint: ep, RaftIndex: 5000, AppliedIndex: 5000}
+		return MemberStatus{Endpoint: ep, LeaderID: lid, RaftIndex: 5000, AppliedIndex: 5000}
 	}
-	leader := MemberStatus{Endpoint: "L", Leader: true, RaftIndex: 5000, AppliedIndex: 5000}
-	lagging := MemberStatus{Endpoint: "lag", RaftIndex: 5000, AppliedIndex: 5000 - maxApplyLag - 1}
-	slightlyBehind := MemberStatus{Endpoint: "behind", RaftIndex: 4990, AppliedIndex: 4980}
-	learner := MemberStatus{Endpoint: "learner", Learner: true, RaftIndex: 5000, AppliedIndex: 5000}
-	alarmed := MemberStatus{Endpoint: "alarm", RaftIndex: 5000, AppliedIndex: 5000, Alarms: []string{"NOSPACE"}}
+	leader := MemberStatus{Endpoint: "L", ID: lid, LeaderID: lid, Leader: true, RaftIndex: 5000, AppliedIndex: 5000}
+	lagging := MemberStatus{Endpoint: "lag", LeaderID: lid, RaftIndex: 5000, AppliedIndex: 5000 - maxApplyLag - 1}
+	slightlyBehind := MemberStatus{Endpoint: "behind", LeaderID: lid, RaftIndex: 4990, AppliedIndex: 4980}
+	learner := MemberStatus{Endpoint: "learner", LeaderID: lid, Learner: true, RaftIndex: 5000, AppliedIndex: 5000}
+	alarmed := MemberStatus{Endpoint: "alarm", LeaderID: lid, RaftIndex: 5000, AppliedIndex: 5000, Alarms: []string{"NOSPACE"}}
 	failed := MemberStatus{Endpoint: "failed", Err: down}
+	// A member cut off from its peers: it sees no leader (etcd then also
+	// reports "etcdserver: no leader" among its errors).
+	noLeader := MemberStatus{Endpoint: "noleader", RaftIndex: 5000, AppliedIndex: 5000, Alarms: []string{"etcdserver: no leader"}}
 	all := []MemberStatus{failed, leader, lagging, alarmed, learner, follower("F1"), slightlyBehind, follower("F2")}
+	withNoLeader := []MemberStatus{noLeader, follower("F1"), leader}
 	tests := []struct {
 		name string
 		in   []MemberStatus
@@ -153,6 +158,14 @@ func TestOrderMembers(t *testing.T) {
 			want: []string{"F1", "behind", "F2", "L", "learner", "lag", "alarm", "failed"}},
 		{name: "only the leader", in: []MemberStatus{failed, leader}, pref: "",
 			want: []string{"L", "failed"}},
+		{name: "no leader last", in: []MemberStatus{noLeader, alarmed, leader}, pref: "",
+			want: []string{"L", "alarm", "noleader"}},
+		{name: "any: no leader after members with one", in: withNoLeader, pref: MemberAny,
+			want: []string{"F1", "L", "noleader"}},
+		{name: "leader: no leader last", in: withNoLeader, pref: MemberLeader,
+			want: []string{"L", "F1", "noleader"}},
+		{name: "url of a member without leader first", in: withNoLeader, pref: "noleader",
+			want: []string{"noleader", "F1", "L"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
