@@ -202,3 +202,47 @@ func TestDiagnose(t *testing.T) {
 		})
 	}
 }
+
+func TestHashKVMember(t *testing.T) {
+	const lid = 7
+	st := func(ep string, mod func(*MemberStatus)) MemberStatus {
+		s := MemberStatus{Endpoint: ep, LeaderID: lid, RaftIndex: 5000, AppliedIndex: 5000, ClusterSize: 3}
+		if mod != nil {
+			mod(&s)
+		}
+		return s
+	}
+	snap := st("S", nil)
+	leader := st("L", func(s *MemberStatus) { s.ID, s.Leader = lid, true })
+	other := st("F", nil)
+	lagging := st("lag", func(s *MemberStatus) { s.AppliedIndex = 5000 - maxApplyLag - 1 })
+	alarmed := st("alarm", func(s *MemberStatus) { s.Alarms = []string{"NOSPACE"} })
+	down := st("down", func(s *MemberStatus) { s.Err = errors.New("refused") })
+	noLeader := st("noleader", func(s *MemberStatus) { s.LeaderID = 0 })
+	learner := st("learner", func(s *MemberStatus) { s.Learner = true })
+	tests := []struct {
+		name     string
+		in       []MemberStatus
+		want     string
+		wantSame string
+	}{
+		{name: "the other follower before the leader", in: []MemberStatus{leader, snap, other}, want: "F"},
+		{name: "the leader when it is the only other", in: []MemberStatus{snap, leader}, want: "L"},
+		{name: "a healthy member before a lagging or alarmed one", in: []MemberStatus{lagging, alarmed, snap, leader}, want: "L"},
+		{name: "a lagging member before the snapshot's own", in: []MemberStatus{snap, lagging}, want: "lag"},
+		{name: "never a member without leader, a learner or an unreachable one", in: []MemberStatus{noLeader, learner, down, snap}, want: "S",
+			wantSame: "no other member could answer: noleader sees no leader, learner is a learner, down unreachable"},
+		{name: "single-member cluster", in: []MemberStatus{st("S", func(s *MemberStatus) { s.ClusterSize = 1 })}, want: "S",
+			wantSame: "single-member cluster"},
+		{name: "one endpoint of three", in: []MemberStatus{snap}, want: "S",
+			wantSame: "no other endpoint given: --endpoints lists 1 of the cluster's 3 members"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, same := HashKVMember(tt.in, "S")
+			if got.Endpoint != tt.want || same != tt.wantSame {
+				t.Errorf("HashKVMember = %s, %q; want %s, %q", got.Endpoint, same, tt.want, tt.wantSame)
+			}
+		})
+	}
+}
