@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/url"
@@ -333,6 +334,33 @@ func TestLiveHashKVModes(t *testing.T) {
 			if !strings.HasPrefix(m.HashKVStatus, tt.wantStatus) || m.HashKVSameMember != tt.wantSame {
 				b, _ := json.Marshal(m)
 				t.Errorf("hash_kv_status %q, hash_kv_same_member %q; want %q, %q\n%s", m.HashKVStatus, m.HashKVSameMember, tt.wantStatus, tt.wantSame, b)
+			}
+			if tt.mode != "defer" {
+				return
+			}
+			// The deferred comparison is the drill's: the restored
+			// member's HashKV against the file's.
+			code, out, errOut = runCLI(t, nil, "drill", "latest", "-o", "json", "--store", "file://"+filepath.Join(dir, "store"),
+				"--cluster", "test", "--spool-dir", filepath.Join(dir, "spool"), "--scratch-dir", filepath.Join(dir, "scratch"), "--log-format", "json")
+			if code != exitOK {
+				t.Fatalf("drill exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+			}
+			var r uploader.DrillReport
+			if err := json.Unmarshal([]byte(out), &r); err != nil {
+				t.Fatalf("drill report: %v\n%s", err, out)
+			}
+			want := fmt.Sprintf("%08x", m.HashKV)
+			found := false
+			for _, ch := range r.Checks {
+				if ch.Name == "hashkv" {
+					found = true
+					if !ch.Passed || !strings.Contains(ch.Actual, want) {
+						t.Errorf("drill hashkv check %+v, want the restored member's hash %s", ch, want)
+					}
+				}
+			}
+			if !found {
+				t.Errorf("drill made no hashkv check: %+v", r.Checks)
 			}
 		})
 	}
