@@ -157,9 +157,9 @@ func usable(members []MemberStatus, pref string) ([]MemberStatus, error) {
 }
 
 // memberStatus asks one endpoint for its status and its member name.
-func memberStatus(ctx context.Context, cfg Config, cc clientv3.Config, ep string) MemberStatus {
+func memberStatus(parent context.Context, cfg Config, cc clientv3.Config, ep string) MemberStatus {
 	st := MemberStatus{Endpoint: ep}
-	ctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	ctx, cancel := context.WithTimeout(parent, cfg.DialTimeout)
 	defer cancel()
 	// The client hides why it cannot connect behind a timeout while it
 	// keeps retrying; a direct probe finds refused connections and TLS
@@ -171,6 +171,10 @@ func memberStatus(ctx context.Context, cfg Config, cc clientv3.Config, ep string
 	cli, err := newClient(ctx, cc, ep)
 	if err != nil {
 		st.Err = explain("connect to", ep, cfg, err)
+		if cc.Username != "" && isTimeout(err) && parent.Err() == nil && leaderless(parent, cc, ep) {
+			st.Err = fmt.Errorf("log in to %s as %q: %w: etcd's user/password login is a raft request and needs quorum; "+
+				"authenticate with a client certificate instead (--cert/--key, without --user/--password)", ep, cfg.User, ErrNoLeader)
+		}
 		return st
 	}
 	defer cli.Close()
@@ -199,6 +203,22 @@ func memberStatus(ctx context.Context, cfg Config, cc clientv3.Config, ep string
 		}
 	}
 	return st
+}
+
+// leaderless reports whether ep, asked for its status without the
+// user/password login (etcd answers status without it), sees no leader:
+// then a login cannot succeed.
+func leaderless(ctx context.Context, cc clientv3.Config, ep string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*probeTimeout)
+	defer cancel()
+	cc.Username, cc.Password = "", ""
+	cli, err := newClient(ctx, cc, ep)
+	if err != nil {
+		return false
+	}
+	defer cli.Close()
+	resp, err := cli.Status(ctx, ep)
+	return err == nil && resp.Leader == 0
 }
 
 // newClient connects to ep only. The client, including its authentication

@@ -129,3 +129,18 @@ func TestLiveHashKVCompacted(t *testing.T) {
 		t.Errorf("HashKV of an unreachable member: err = %v, want an error other than ErrCompacted", err)
 	}
 }
+
+// TestTakeLoneSurvivorAuth: etcd's user/password login is a raft request,
+// so without quorum it cannot succeed; the error says so and what to use
+// instead.
+func TestTakeLoneSurvivorAuth(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3, TLS: true, Auth: true})
+	survivor := loneSurvivor(t, c)
+	cfg := configFor(c)
+	cfg.Member = survivor.ClientURL
+	spool := filepath.Join(t.TempDir(), "snap.db")
+	_, err := snapshot.Take(t.Context(), cfg, spool, nil, snapshot.Options{}, nil)
+	t.Logf("err: %v", err)
+	checkErr(t, err, []string{survivor.ClientURL, "quorum", "client certificate"}, c.Password)
+	checkNoSpool(t, spool)
+}
