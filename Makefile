@@ -6,12 +6,18 @@ BIN := $(CURDIR)/.bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.Version=$(VERSION)
 ETCD_VERSION := v3.7.3
+# Other etcd server versions the version tests run (verify, restore): the
+# newest 3.5 and 3.6 releases the module proxy serves, and 3.5.15, the last
+# release whose compaction removes a tombstone at the compact revision.
+ETCD35_VERSION := v3.5.35
+ETCD3515_VERSION := v3.5.15
+ETCD36_VERSION := v3.6.16
 VERSITYGW_VERSION := v1.8.0
 GOTEST_FLAGS ?= -timeout 30m
 
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build test test-short lint bench tools clean demo deploy-check image
+.PHONY: all build test test-short lint bench tools clean demo deploy-check image FORCE
 
 all: build
 
@@ -24,6 +30,21 @@ $(BIN)/lifeboat: $(shell find . -name '*.go' -not -path './.bin/*') go.mod go.su
 # same module version the code uses (go install refuses etcd's modules).
 $(BIN)/etcd: go.mod
 	$(GO) build -o $@ go.etcd.io/etcd/server/v3
+
+# etcd servers of other versions for the version tests, each built from a
+# throwaway module under .bin/src (scripts/build-etcd.sh; a few minutes
+# each on 2 cores when nothing is cached).
+# The script returns at once when the binary is of that version already.
+$(BIN)/etcd-3.5: FORCE
+	./scripts/build-etcd.sh $(ETCD35_VERSION) $@
+
+$(BIN)/etcd-3.5.15: FORCE
+	./scripts/build-etcd.sh $(ETCD3515_VERSION) $@
+
+$(BIN)/etcd-3.6: FORCE
+	./scripts/build-etcd.sh $(ETCD36_VERSION) $@
+
+FORCE:
 
 # etcdctl: the baseline the benchmarks compare against (a go.mod tool).
 $(BIN)/etcdctl: go.mod
@@ -38,7 +59,7 @@ $(BIN)/versitygw:
 $(BIN)/promtool:
 	./scripts/install-promtool.sh
 
-tools: $(BIN)/etcd $(BIN)/etcdctl $(BIN)/versitygw $(BIN)/promtool
+tools: $(BIN)/etcd $(BIN)/etcd-3.5 $(BIN)/etcd-3.5.15 $(BIN)/etcd-3.6 $(BIN)/etcdctl $(BIN)/versitygw $(BIN)/promtool
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
@@ -49,6 +70,7 @@ lint:
 # tests (the built binary against the etcd binary).
 test: tools build lint
 	VERSITYGW=$(BIN)/versitygw LIFEBOAT_BIN=$(BIN)/lifeboat ETCD_BIN=$(BIN)/etcd \
+	  ETCD35_BIN=$(BIN)/etcd-3.5 ETCD3515_BIN=$(BIN)/etcd-3.5.15 ETCD36_BIN=$(BIN)/etcd-3.6 \
 	  $(GO) test $(GOTEST_FLAGS) ./...
 	# The race detector on the code that splits work across goroutines
 	# (the file check's two walkers, the snapshot stream).

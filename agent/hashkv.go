@@ -67,7 +67,9 @@ func (lh *liveHashKV) compare(st verify.Status, lg *slog.Logger) error {
 		lg.Warn("live HashKV failed: backup kept without the live comparison",
 			"endpoint", lh.member.Endpoint, "member", lh.member.Name, "revision", st.Revision, "err", lh.err)
 	default:
-		status, err := verify.CompareHashKV(st, lh.hash, lh.compact)
+		// The rules are those of the member that answered, whose
+		// version may differ from the snapshot's member's in an upgrade.
+		status, err := verify.CompareMemberHashKV(st, lh.member.Version, lh.hash, lh.compact)
 		if err != nil {
 			return fmt.Errorf("hashkv from member %s (%s): %w", lh.member.Name, lh.member.Endpoint, err)
 		}
