@@ -13,7 +13,9 @@
 #   BENCH_SECTIONS="load cluster" BENCH_OBJECTS=30000 BENCH_CLUSTER_OBJECTS=50000 scripts/bench.sh
 #     (p99 only, on modest databases: the single member with the live HashKV on
 #     and off, and the 3-member cluster, load on the leader)
-#   LIFEBOAT_BENCH_BASE_BIN=/tmp/lifeboat-old adds that binary to the cluster section, side by side.
+#   LIFEBOAT_BENCH_BASE_BIN=/tmp/lifeboat-old adds that binary to the cluster section, side by side;
+#   BENCH_CLUSTER_REPEAT=3 BENCH_CLUSTER_IDLE=15s: three backups per load window (more samples per p99);
+#   BENCH_CLUSTER_EXTRA="--compression none" adds lifeboat with those flags.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$PWD/.bin
@@ -186,18 +188,23 @@ if want cluster; then
     "$BIN/benchtool" load --endpoints "$(leader_ep)" --rate 200 --duration 10m >"$OUT/load-$name.json" &
     local lp=$!
     sleep 1
-    "$@" >>"$OUT/cluster-$name.log" 2>&1 || echo "bench: $name failed (see $OUT/cluster-$name.log)"
+    for _ in $(seq "${BENCH_CLUSTER_REPEAT:-1}"); do
+      "$@" >>"$OUT/cluster-$name.log" 2>&1 || echo "bench: $name failed (see $OUT/cluster-$name.log)"
+    done
     sleep 0.5
     kill -TERM $lp; wait $lp || true
     echo "$name $(cat "$OUT/load-$name.json")" >>"$OUT/load.txt"
   }
   export -f cstatus leader_ep follower_ep cl_etcdctl cl_lifeboat; export ceps
   for i in $(seq "$RUNS"); do
-    "$BIN/benchtool" load --endpoints "$(leader_ep)" --rate 200 --duration 8s >"$OUT/load-cluster-idle.json"
+    "$BIN/benchtool" load --endpoints "$(leader_ep)" --rate 200 --duration "${BENCH_CLUSTER_IDLE:-8s}" >"$OUT/load-cluster-idle.json"
     echo "cluster-idle $(cat "$OUT/load-cluster-idle.json")" >>"$OUT/load.txt"
     cl_load cluster-etcdctl bash -c cl_etcdctl
     cl_load cluster-lifeboat bash -c "cl_lifeboat ${LIFEBOAT_BENCH_BIN:-$BIN/lifeboat}"
     cl_load cluster-lifeboat-defer bash -c "cl_lifeboat ${LIFEBOAT_BENCH_BIN:-$BIN/lifeboat} --live-hashkv defer"
+    if [ -n "${BENCH_CLUSTER_EXTRA:-}" ]; then # e.g. "--compression none": what else costs latency
+      cl_load cluster-lifeboat-extra bash -c "cl_lifeboat ${LIFEBOAT_BENCH_BIN:-$BIN/lifeboat} $BENCH_CLUSTER_EXTRA"
+    fi
     if [ -n "${LIFEBOAT_BENCH_BASE_BIN:-}" ]; then
       cl_load cluster-lifeboat-base bash -c "cl_lifeboat $LIFEBOAT_BENCH_BASE_BIN"
     fi
@@ -276,6 +283,10 @@ if "cluster-idle" in p99:
     lines += [
       f"| 3 members, load on the leader: p99 (ms); idle p99 {p99['cluster-idle']:.1f} | {p99['cluster-etcdctl']:.1f} ({idle_ratio('cluster-etcdctl', 'cluster-idle'):.1f}x idle; from a follower) | {p99['cluster-lifeboat']:.1f} ({idle_ratio('cluster-lifeboat', 'cluster-idle'):.1f}x idle) | |",
       f"| 3 members, `--live-hashkv defer`: p99 (ms) | | {p99['cluster-lifeboat-defer']:.1f} ({idle_ratio('cluster-lifeboat-defer', 'cluster-idle'):.1f}x idle) | |",
+    ]
+if "cluster-lifeboat-extra" in p99:
+    lines += [
+      f"| 3 members, BENCH_CLUSTER_EXTRA ({os.environ.get('BENCH_CLUSTER_EXTRA', '')}): p99 (ms) | | {p99['cluster-lifeboat-extra']:.1f} ({idle_ratio('cluster-lifeboat-extra', 'cluster-idle'):.1f}x idle) | |",
     ]
 if "cluster-lifeboat-base" in p99:
     lines += [
