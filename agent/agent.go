@@ -524,6 +524,9 @@ func (a *Agent) snapshot(ctx context.Context) (string, error) {
 			a.m.snapSize.WithLabelValues("raw").Set(float64(m.DBSize))
 			a.m.snapSize.WithLabelValues("stored").Set(float64(m.ObjectSize))
 			a.m.snapRevision.Set(float64(m.Revision))
+			if hashKVFailed(m) {
+				a.m.hashKVErrors.Inc()
+			}
 			return m.ID, nil
 		}
 		if ctx.Err() != nil || attempt >= a.cfg.SnapshotRetries {

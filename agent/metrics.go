@@ -61,6 +61,7 @@ type metrics struct {
 	duration     *prometheus.HistogramVec
 	snapSize     *prometheus.GaugeVec
 	snapRevision prometheus.Gauge
+	hashKVErrors prometheus.Counter
 	backups      *prometheus.GaugeVec
 	newest       prometheus.Gauge
 	newestProven prometheus.Gauge
@@ -101,6 +102,10 @@ func newMetrics(reg prometheus.Registerer, jobs []string, version string) (*metr
 		snapRevision: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "lifeboat_snapshot_revision",
 			Help: "etcd revision of the last snapshot this agent stored.",
+		}),
+		hashKVErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lifeboat_snapshot_hashkv_errors_total",
+			Help: "Stored backups whose live HashKV comparison failed with an error (not a mismatch, which fails the backup; not a compaction past the revision).",
 		}),
 		backups: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lifeboat_backups",
@@ -152,7 +157,7 @@ func newMetrics(reg prometheus.Registerer, jobs []string, version string) (*metr
 		}, []string{"version"}),
 	}
 	for _, c := range []prometheus.Collector{m.lastSuccess, m.runs, m.duration, m.snapSize, m.snapRevision,
-		m.backups, m.newest, m.newestProven, m.drillResult, m.drillTime, m.drillPhase, m.drillRecover,
+		m.hashKVErrors, m.backups, m.newest, m.newestProven, m.drillResult, m.drillTime, m.drillPhase, m.drillRecover,
 		m.deleted, m.uploadBytes, m.leader, m.storeUp, m.notifies, m.buildInfo} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)

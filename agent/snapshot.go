@@ -40,6 +40,9 @@ type SnapshotJob struct {
 	LockMode   string
 	LockRetain time.Duration
 	LegalHold  bool
+	// LiveHashKV is snapshot.live_hashkv: whether the file's HashKV is
+	// compared with a live member's (snapshot.LiveHashKVAlways when empty).
+	LiveHashKV string
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	// Version is lifeboat's version, recorded in the manifest.
@@ -258,6 +261,10 @@ func snapshotOnce(parent context.Context, job SnapshotJob, lg *slog.Logger) (*up
 		compact int64
 		err     error
 	}
+	// HashKV is asked of another member than the snapshot's when one can
+	// answer: only that detects members that diverged.
+	hm, same := snapshot.HashKVMember(members, info.Endpoint)
+	deferred := hashKVDeferred(job.LiveHashKV, hm, same)
 	revRead := make(chan struct{})
 	liveDone := make(chan live, 1)
 	var liveWG sync.WaitGroup
@@ -269,7 +276,11 @@ func snapshotOnce(parent context.Context, job SnapshotJob, lg *slog.Logger) (*up
 			liveDone <- live{rev: -1, err: err} // File reports the damage
 			return
 		}
-		h, c, err := snapshot.LiveHashKV(ctx, job.Etcd, info.Endpoint, rev)
+		if deferred != "" {
+			liveDone <- live{rev: rev}
+			return
+		}
+		h, c, err := snapshot.LiveHashKV(ctx, job.Etcd, hm.Endpoint, rev)
 		liveDone <- live{rev, h, c, err}
 	})
 	received := now()
@@ -300,22 +311,18 @@ func snapshotOnce(parent context.Context, job SnapshotJob, lg *slog.Logger) (*up
 	}
 	lh := <-liveDone
 	lg.Debug("live hashkv", "after_stream", now().Sub(received), "revision", lh.rev, "err", lh.err)
-	if lh.rev != st.Revision {
+	if lh.rev != st.Revision && deferred == "" {
 		// Only a file that changed under us gets here; ask again at the
 		// revision File read.
 		lh.rev = st.Revision
-		lh.hash, lh.compact, lh.err = snapshot.LiveHashKV(ctx, job.Etcd, info.Endpoint, st.Revision)
+		lh.hash, lh.compact, lh.err = snapshot.LiveHashKV(ctx, job.Etcd, hm.Endpoint, st.Revision)
 	}
-	liveHash := lh.hash
-	hashStatus := ""
-	if lh.err != nil {
-		// The member may have compacted past the snapshot's revision in
-		// the meantime: that makes the hashes incomparable, not wrong.
-		hashStatus = "not comparable: live HashKV: " + lh.err.Error()
-	} else if hashStatus, err = verify.CompareMemberHashKV(st, info.EtcdVersion, lh.hash, lh.compact); err != nil {
+	hk := liveHashKV{member: hm, same: same, deferred: deferred, hash: lh.hash, compact: lh.compact, err: lh.err}
+	if err := hk.compare(st, lg); err != nil {
 		return fail(fmt.Errorf("%w: %w", ErrVerify, err))
 	}
-	lg.Info("snapshot verified", "revision", st.Revision, "total_keys", st.TotalKeys, "hash_kv", hashStatus)
+	lg.Info("snapshot verified", "revision", st.Revision, "total_keys", st.TotalKeys, "hash_kv", hk.status,
+		"hash_kv_endpoint", hm.Endpoint, "hash_kv_same_member", same)
 
 	gate.decide(nil)
 	wg.Wait()
@@ -341,8 +348,6 @@ func snapshotOnce(parent context.Context, job SnapshotJob, lg *slog.Logger) (*up
 		SnapshotSHA256:  info.SHA256,
 		BoltHash:        st.BoltHash,
 		HashKV:          st.HashKV,
-		HashKVLive:      liveHash,
-		HashKVStatus:    hashStatus,
 		Object:          key,
 		ObjectSize:      obj.Size,
 		ObjectSHA256:    obj.SHA256,
@@ -353,6 +358,7 @@ func snapshotOnce(parent context.Context, job SnapshotJob, lg *slog.Logger) (*up
 		LegalHold:       job.LegalHold,
 		AgentVersion:    job.Version,
 	}
+	hk.record(m)
 	if job.LockMode != "" {
 		t := opts.RetainUntil
 		m.RetainUntil = &t

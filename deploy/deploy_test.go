@@ -44,6 +44,7 @@ var lifeboatMetrics = []string{
 	"lifeboat_job_duration_seconds", // histogram
 	"lifeboat_snapshot_size_bytes",
 	"lifeboat_snapshot_revision",
+	"lifeboat_snapshot_hashkv_errors_total",
 	"lifeboat_backups",
 	"lifeboat_backup_newest_timestamp_seconds",
 	"lifeboat_backup_newest_proven_timestamp_seconds",

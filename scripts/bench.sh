@@ -9,7 +9,13 @@
 #
 #   BENCH_OBJECTS=250000 BENCH_RUNS=3 BENCH_DIR=/var/tmp/lifeboat-bench scripts/bench.sh
 #   BENCH_SECTIONS="local s3" BENCH_RUNS=5 scripts/bench.sh   # some sections only
-#     (sections: local, load, s3, drill; the default is all four)
+#     (sections: local, load, s3, drill, cluster; the default is all five)
+#   BENCH_SECTIONS="load cluster" BENCH_OBJECTS=30000 BENCH_CLUSTER_OBJECTS=50000 scripts/bench.sh
+#     (p99 only, on modest databases: the single member with the live HashKV on
+#     and off, and the 3-member cluster, load on the leader)
+#   LIFEBOAT_BENCH_BASE_BIN=/tmp/lifeboat-old adds that binary to the cluster section, side by side;
+#   BENCH_CLUSTER_REPEAT=3 BENCH_CLUSTER_IDLE=15s: three backups per load window (more samples per p99);
+#   BENCH_CLUSTER_EXTRA="--compression none" adds lifeboat with those flags.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$PWD/.bin
@@ -17,7 +23,7 @@ OBJECTS=${BENCH_OBJECTS:-180000}
 RUNS=${BENCH_RUNS:-3}
 DIR=${BENCH_DIR:-/var/tmp/lifeboat-bench}
 OUT=$PWD/bench-out
-SECTIONS=" ${BENCH_SECTIONS:-local load s3 drill} "
+SECTIONS=" ${BENCH_SECTIONS:-local load s3 drill cluster} "
 want() { [[ $SECTIONS == *" $1 "* ]]; }
 mkdir -p "$DIR" "$OUT"
 go build -o "$BIN/benchtool" ./internal/benchtool
@@ -51,7 +57,7 @@ timed() {
   echo "$name $(cat "$OUT/time.tmp")" >>"$OUT/runs.txt"
 }
 etcdctl_save() { rm -f "$DIR/etcdctl.db"; "$BIN/etcdctl" --endpoints "$ep" snapshot save "$DIR/etcdctl.db"; }
-lifeboat_snap() { "${LIFEBOAT_BENCH_BIN:-$BIN/lifeboat}" snapshot --endpoints "$ep" --store "file://$DIR/store" --spool-dir "$DIR/spool" --log-format json; }
+lifeboat_snap() { "${LIFEBOAT_BENCH_BIN:-$BIN/lifeboat}" snapshot --endpoints "$ep" --store "file://$DIR/store" --spool-dir "$DIR/spool" --log-format json "$@"; }
 export -f etcdctl_save lifeboat_snap; export BIN ep DIR
 
 : >"$OUT/runs.txt"
@@ -79,6 +85,10 @@ want load && for i in $(seq "$RUNS"); do
   echo "etcdctl $(cat "$OUT/load-etcdctl.json")" >>"$OUT/load.txt"
   load_during lifeboat bash -c lifeboat_snap
   echo "lifeboat $(cat "$OUT/load-lifeboat.json")" >>"$OUT/load.txt"
+  # The live HashKV off (snapshot.live_hashkv=defer): on this single member
+  # it is the only member, and its hash blocks every write.
+  load_during lifeboat-defer bash -c "lifeboat_snap --live-hashkv defer"
+  echo "lifeboat-defer $(cat "$OUT/load-lifeboat-defer.json")" >>"$OUT/load.txt"
 done
 rm -rf "$DIR/store"/* "$DIR/etcdctl.db"
 
@@ -130,6 +140,81 @@ done
 kill $vgw_pid; wait $vgw_pid 2>/dev/null || true; vgw_pid=""
 rm -rf "$DIR/vgw" "$DIR/etcdctl.db"
 
+# The default 3-member case: three etcd members on this one disk, 200 puts/s
+# on the leader, p99 idle, during `etcdctl snapshot save` from a follower, and
+# during `lifeboat snapshot` (defaults: a follower's snapshot, HashKV from the
+# other follower), with the live HashKV off, and with LIFEBOAT_BENCH_BASE_BIN.
+if want cluster; then
+  kill $etcd_pid; wait $etcd_pid 2>/dev/null || true # one etcd at a time on two cores
+  COBJECTS=${BENCH_CLUSTER_OBJECTS:-50000}
+  cdir=$DIR/cluster
+  [ -f "$cdir/seeded-$COBJECTS" ] || rm -rf "$cdir"
+  mkdir -p "$cdir"
+  # The members' data dirs remember their peer URLs: keep the ports of the
+  # run that created them.
+  [ -f "$cdir/ports" ] || for _ in 1 2 3; do echo "$(free_port) $(free_port)"; done >"$cdir/ports"
+  names=(c0 c1 c2); cports=(); initial=""; i=0
+  while read -r cp_ pp; do
+    n=${names[$i]}; i=$((i+1)); cports+=("$cp_")
+    eval "peer_$n=$pp"
+    initial+="${initial:+,}$n=http://127.0.0.1:$pp"
+  done <"$cdir/ports"
+  cpids=()
+  for i in 0 1 2; do
+    n=${names[$i]}; pp=$(eval echo "\$peer_$n"); c_ep=http://127.0.0.1:${cports[$i]}
+    "$BIN/etcd" --name "$n" --data-dir "$cdir/$n" --quota-backend-bytes $((8<<30)) \
+      --listen-client-urls "$c_ep" --advertise-client-urls "$c_ep" \
+      --listen-peer-urls "http://127.0.0.1:$pp" --initial-advertise-peer-urls "http://127.0.0.1:$pp" \
+      --initial-cluster "$initial" --initial-cluster-state new --log-level error >"$cdir/$n.log" 2>&1 &
+    cpids+=($!)
+  done
+  trap 'kill $vgw_pid ${cpids[*]} 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+  ceps=$(printf 'http://127.0.0.1:%s,' "${cports[@]}"); ceps=${ceps%,}
+  for _ in $(seq 300); do "$BIN/etcdctl" --endpoints "$ceps" endpoint health >/dev/null 2>&1 && break; sleep 0.2; done
+  if [ ! -f "$cdir/seeded-$COBJECTS" ]; then
+    echo "bench: seeding the cluster with $COBJECTS objects (once; kept in $cdir)"
+    "$BIN/benchtool" seed --endpoints "http://127.0.0.1:${cports[0]}" --objects "$COBJECTS"
+    touch "$cdir/seeded-$COBJECTS"
+  fi
+  "$BIN/etcdctl" --endpoints "$ceps" endpoint status -w table
+  # leader_ep / follower_ep: from each member's status.
+  cstatus() { "$BIN/etcdctl" --endpoints "$ceps" endpoint status -w json; }
+  leader_ep() { cstatus | python3 -c 'import json,sys; s=json.load(sys.stdin); print(next(e["Endpoint"] for e in s if e["Status"]["header"]["member_id"]==e["Status"]["leader"]))'; }
+  follower_ep() { cstatus | python3 -c 'import json,sys; s=json.load(sys.stdin); print(next(e["Endpoint"] for e in s if e["Status"]["header"]["member_id"]!=e["Status"]["leader"]))'; }
+  cl_etcdctl() { rm -f "$DIR/etcdctl.db"; "$BIN/etcdctl" --endpoints "$(follower_ep)" snapshot save "$DIR/etcdctl.db"; }
+  cl_lifeboat() { local bin=$1; shift; "$bin" snapshot --endpoints "$ceps" --store "file://$DIR/cstore" --spool-dir "$DIR/spool" --log-format json "$@"; }
+  cl_load() { # cl_load NAME CMD...: p99 of 200 puts/s on the leader while CMD runs
+    local name=$1; shift
+    "$BIN/benchtool" load --endpoints "$(leader_ep)" --rate 200 --duration 10m >"$OUT/load-$name.json" &
+    local lp=$!
+    sleep 1
+    for _ in $(seq "${BENCH_CLUSTER_REPEAT:-1}"); do
+      "$@" >>"$OUT/cluster-$name.log" 2>&1 || echo "bench: $name failed (see $OUT/cluster-$name.log)"
+    done
+    sleep 0.5
+    kill -TERM $lp; wait $lp || true
+    echo "$name $(cat "$OUT/load-$name.json")" >>"$OUT/load.txt"
+  }
+  export -f cstatus leader_ep follower_ep cl_etcdctl cl_lifeboat; export ceps
+  for i in $(seq "$RUNS"); do
+    "$BIN/benchtool" load --endpoints "$(leader_ep)" --rate 200 --duration "${BENCH_CLUSTER_IDLE:-8s}" >"$OUT/load-cluster-idle.json"
+    echo "cluster-idle $(cat "$OUT/load-cluster-idle.json")" >>"$OUT/load.txt"
+    cl_load cluster-etcdctl bash -c cl_etcdctl
+    cl_load cluster-lifeboat bash -c "cl_lifeboat ${LIFEBOAT_BENCH_BIN:-$BIN/lifeboat}"
+    cl_load cluster-lifeboat-defer bash -c "cl_lifeboat ${LIFEBOAT_BENCH_BIN:-$BIN/lifeboat} --live-hashkv defer"
+    if [ -n "${BENCH_CLUSTER_EXTRA:-}" ]; then # e.g. "--compression none": what else costs latency
+      cl_load cluster-lifeboat-extra bash -c "cl_lifeboat ${LIFEBOAT_BENCH_BIN:-$BIN/lifeboat} $BENCH_CLUSTER_EXTRA"
+    fi
+    if [ -n "${LIFEBOAT_BENCH_BASE_BIN:-}" ]; then
+      cl_load cluster-lifeboat-base bash -c "cl_lifeboat $LIFEBOAT_BENCH_BASE_BIN"
+    fi
+    rm -rf "$DIR/cstore"
+  done
+  grep -h '"hash_kv_endpoint"\|"snapshot verified"' "$OUT"/cluster-*.log | tail -2 || true
+  kill "${cpids[@]}"; wait "${cpids[@]}" 2>/dev/null || true; cpids=()
+  rm -f "$DIR/etcdctl.db"
+fi
+
 python3 - "$OUT" <<'PY'
 import json, statistics, sys, os
 out = sys.argv[1]
@@ -176,9 +261,36 @@ if "drill-s3" in runs:
     lines += [
       f"| drill from S3 with age vs etcdutl restore + etcd start + HashKV on a local file (s) | {wall('restore-baseline'):.2f} | {wall('drill-s3'):.2f} | {paired('drill-s3', 'restore-baseline'):.2f}x |",
     ]
-if p99:
+def idle_ratio(name, idle):
+    """Median over runs of name's p99 divided by the idle p99 measured just before it."""
+    rs, last = [], None
+    for line in open(os.path.join(out, "load.txt")):
+        n, js = line.split(" ", 1)
+        if n == idle:
+            last = json.loads(js)["p99_ms"]
+        elif n == name and last:
+            rs.append(json.loads(js)["p99_ms"] / last)
+    return med(rs) if rs else float("nan")
+if "idle" in p99:
     lines += [
-      f"| p99 latency of 200 puts/s during the backup (ms); idle p99 {p99['idle']:.1f} | {p99['etcdctl']:.1f} ({p99['etcdctl']/max(p99['idle'],0.001):.1f}x idle) | {p99['lifeboat']:.1f} ({p99['lifeboat']/max(p99['idle'],0.001):.1f}x idle) | |",
+      f"| p99 latency of 200 puts/s during the backup (ms); idle p99 {p99['idle']:.1f} | {p99['etcdctl']:.1f} ({idle_ratio('etcdctl', 'idle'):.1f}x idle) | {p99['lifeboat']:.1f} ({idle_ratio('lifeboat', 'idle'):.1f}x idle) | |",
+    ]
+if "lifeboat-defer" in p99:
+    lines += [
+      f"| single member, `--live-hashkv defer`: p99 (ms) | | {p99['lifeboat-defer']:.1f} ({idle_ratio('lifeboat-defer', 'idle'):.1f}x idle) | |",
+    ]
+if "cluster-idle" in p99:
+    lines += [
+      f"| 3 members, load on the leader: p99 (ms); idle p99 {p99['cluster-idle']:.1f} | {p99['cluster-etcdctl']:.1f} ({idle_ratio('cluster-etcdctl', 'cluster-idle'):.1f}x idle; from a follower) | {p99['cluster-lifeboat']:.1f} ({idle_ratio('cluster-lifeboat', 'cluster-idle'):.1f}x idle) | |",
+      f"| 3 members, `--live-hashkv defer`: p99 (ms) | | {p99['cluster-lifeboat-defer']:.1f} ({idle_ratio('cluster-lifeboat-defer', 'cluster-idle'):.1f}x idle) | |",
+    ]
+if "cluster-lifeboat-extra" in p99:
+    lines += [
+      f"| 3 members, BENCH_CLUSTER_EXTRA ({os.environ.get('BENCH_CLUSTER_EXTRA', '')}): p99 (ms) | | {p99['cluster-lifeboat-extra']:.1f} ({idle_ratio('cluster-lifeboat-extra', 'cluster-idle'):.1f}x idle) | |",
+    ]
+if "cluster-lifeboat-base" in p99:
+    lines += [
+      f"| 3 members, LIFEBOAT_BENCH_BASE_BIN: p99 (ms) | | {p99['cluster-lifeboat-base']:.1f} ({idle_ratio('cluster-lifeboat-base', 'cluster-idle'):.1f}x idle) | |",
     ]
 lines += [
   "",

@@ -26,6 +26,34 @@ const (
 	MemberAny = "any"
 )
 
+// Live HashKV modes (the snapshot.live_hashkv setting): whether a backup
+// compares the HashKV computed from the snapshot file with a live member's.
+const (
+	// LiveHashKVAlways compares with another healthy member, or with the
+	// snapshot's own member when no other can answer (the default).
+	LiveHashKVAlways = "always"
+	// LiveHashKVAuto is LiveHashKVAlways except on a single-member cluster,
+	// where the comparison is deferred: there the live member is the
+	// snapshot's own, its hash checks the same data a drill's restored
+	// member checks, and etcd blocks the cluster's only member's writes
+	// while it hashes.
+	LiveHashKVAuto = "auto"
+	// LiveHashKVDefer never asks a live member during a backup; the drill
+	// compares the file's HashKV with the restored member's. Member
+	// divergence is then not detected.
+	LiveHashKVDefer = "defer"
+)
+
+// ValidateLiveHashKV reports whether mode is a live HashKV mode ("" means
+// LiveHashKVAlways).
+func ValidateLiveHashKV(mode string) error {
+	switch mode {
+	case "", LiveHashKVAlways, LiveHashKVAuto, LiveHashKVDefer:
+		return nil
+	}
+	return fmt.Errorf("%q is not %q, %q or %q", mode, LiveHashKVAlways, LiveHashKVAuto, LiveHashKVDefer)
+}
+
 // DefaultDialTimeout is the connection and per-endpoint status timeout.
 const DefaultDialTimeout = 5 * time.Second
 

@@ -3,7 +3,8 @@
 // It connects to etcd the way etcdctl does (endpoints, CA, client certificate,
 // user and password), asks every endpoint for its status and picks the member
 // to snapshot (by default a healthy, caught-up, voting follower, so the leader
-// keeps its disk to itself), then streams Maintenance.Snapshot from that one
+// keeps its disk to itself; endpoints of more than one cluster are refused,
+// and a member that sees no leader is used only when named), then streams Maintenance.Snapshot from that one
 // member into a spool file and, byte for byte, into an optional tee such as a
 // compressor. The sha256 trailer etcd appends to the stream is checked as the
 // bytes arrive (receiving overlaps with hashing and writing in a second
@@ -24,6 +25,10 @@
 // TLS handshake, HTTP/2 preface) so that a refused connection, an untrusted
 // server certificate, a rejected client certificate or a TLS/plain-text
 // mismatch is reported at once and by name.
+//
+// HashKVMember picks the live member a snapshot's HashKV is compared with:
+// another member than the snapshot's, so that a member whose store diverged
+// is caught; LiveHashKV asks it.
 //
 // The package does not verify the snapshot's bbolt structure, compress,
 // encrypt or upload it: those are the verify and uploader packages.

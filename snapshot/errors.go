@@ -32,6 +32,14 @@ type MemberError struct {
 func (e *MemberError) Error() string { return e.Err.Error() }
 func (e *MemberError) Unwrap() error { return e.Err }
 
+// ErrMixedClusters means the endpoints belong to more than one etcd cluster
+// (their members report different cluster IDs): a configuration error.
+var ErrMixedClusters = errors.New("endpoints of more than one etcd cluster")
+
+// ErrNoLeader means every member that answered sees no raft leader (the
+// cluster lost quorum) and none was named explicitly with Config.Member.
+var ErrNoLeader = errors.New("no etcd member sees a leader")
+
 // explain wraps err from talking to endpoint with what it means and what the
 // user should check. op names the operation ("status", "snapshot").
 func explain(op, endpoint string, cfg Config, err error) error {

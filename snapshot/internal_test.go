@@ -123,16 +123,21 @@ func FuzzTrailerHash(f *testing.F) {
 
 func TestOrderMembers(t *testing.T) {
 	down := errors.New("down")
+	const lid = 7 // the leader's member ID
 	follower := func(ep string) MemberStatus {
-		return MemberStatus{Endpoint: ep, RaftIndex: 5000, AppliedIndex: 5000}
+		return MemberStatus{Endpoint: ep, LeaderID: lid, RaftIndex: 5000, AppliedIndex: 5000}
 	}
-	leader := MemberStatus{Endpoint: "L", Leader: true, RaftIndex: 5000, AppliedIndex: 5000}
-	lagging := MemberStatus{Endpoint: "lag", RaftIndex: 5000, AppliedIndex: 5000 - maxApplyLag - 1}
-	slightlyBehind := MemberStatus{Endpoint: "behind", RaftIndex: 4990, AppliedIndex: 4980}
-	learner := MemberStatus{Endpoint: "learner", Learner: true, RaftIndex: 5000, AppliedIndex: 5000}
-	alarmed := MemberStatus{Endpoint: "alarm", RaftIndex: 5000, AppliedIndex: 5000, Alarms: []string{"NOSPACE"}}
+	leader := MemberStatus{Endpoint: "L", ID: lid, LeaderID: lid, Leader: true, RaftIndex: 5000, AppliedIndex: 5000}
+	lagging := MemberStatus{Endpoint: "lag", LeaderID: lid, RaftIndex: 5000, AppliedIndex: 5000 - maxApplyLag - 1}
+	slightlyBehind := MemberStatus{Endpoint: "behind", LeaderID: lid, RaftIndex: 4990, AppliedIndex: 4980}
+	learner := MemberStatus{Endpoint: "learner", LeaderID: lid, Learner: true, RaftIndex: 5000, AppliedIndex: 5000}
+	alarmed := MemberStatus{Endpoint: "alarm", LeaderID: lid, RaftIndex: 5000, AppliedIndex: 5000, Alarms: []string{"NOSPACE"}}
 	failed := MemberStatus{Endpoint: "failed", Err: down}
+	// A member cut off from its peers: it sees no leader (etcd then also
+	// reports "etcdserver: no leader" among its errors).
+	noLeader := MemberStatus{Endpoint: "noleader", RaftIndex: 5000, AppliedIndex: 5000, Alarms: []string{"etcdserver: no leader"}}
 	all := []MemberStatus{failed, leader, lagging, alarmed, learner, follower("F1"), slightlyBehind, follower("F2")}
+	withNoLeader := []MemberStatus{noLeader, follower("F1"), leader}
 	tests := []struct {
 		name string
 		in   []MemberStatus
@@ -153,6 +158,14 @@ func TestOrderMembers(t *testing.T) {
 			want: []string{"F1", "behind", "F2", "L", "learner", "lag", "alarm", "failed"}},
 		{name: "only the leader", in: []MemberStatus{failed, leader}, pref: "",
 			want: []string{"L", "failed"}},
+		{name: "no leader last", in: []MemberStatus{noLeader, alarmed, leader}, pref: "",
+			want: []string{"L", "alarm", "noleader"}},
+		{name: "any: no leader after members with one", in: withNoLeader, pref: MemberAny,
+			want: []string{"F1", "L", "noleader"}},
+		{name: "leader: no leader last", in: withNoLeader, pref: MemberLeader,
+			want: []string{"L", "F1", "noleader"}},
+		{name: "url of a member without leader first", in: withNoLeader, pref: "noleader",
+			want: []string{"noleader", "F1", "L"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -185,6 +198,50 @@ func TestDiagnose(t *testing.T) {
 		t.Run(tt.want, func(t *testing.T) {
 			if got := diagnose(cfg, errors.New(tt.err)); !strings.Contains(got, tt.want) {
 				t.Errorf("diagnose(%q) = %q, want it to contain %q", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestHashKVMember(t *testing.T) {
+	const lid = 7
+	st := func(ep string, mod func(*MemberStatus)) MemberStatus {
+		s := MemberStatus{Endpoint: ep, LeaderID: lid, RaftIndex: 5000, AppliedIndex: 5000, ClusterSize: 3}
+		if mod != nil {
+			mod(&s)
+		}
+		return s
+	}
+	snap := st("S", nil)
+	leader := st("L", func(s *MemberStatus) { s.ID, s.Leader = lid, true })
+	other := st("F", nil)
+	lagging := st("lag", func(s *MemberStatus) { s.AppliedIndex = 5000 - maxApplyLag - 1 })
+	alarmed := st("alarm", func(s *MemberStatus) { s.Alarms = []string{"NOSPACE"} })
+	down := st("down", func(s *MemberStatus) { s.Err = errors.New("refused") })
+	noLeader := st("noleader", func(s *MemberStatus) { s.LeaderID = 0 })
+	learner := st("learner", func(s *MemberStatus) { s.Learner = true })
+	tests := []struct {
+		name     string
+		in       []MemberStatus
+		want     string
+		wantSame string
+	}{
+		{name: "the other follower before the leader", in: []MemberStatus{leader, snap, other}, want: "F"},
+		{name: "the leader when it is the only other", in: []MemberStatus{snap, leader}, want: "L"},
+		{name: "a healthy member before a lagging or alarmed one", in: []MemberStatus{lagging, alarmed, snap, leader}, want: "L"},
+		{name: "a lagging member before the snapshot's own", in: []MemberStatus{snap, lagging}, want: "lag"},
+		{name: "never a member without leader, a learner or an unreachable one", in: []MemberStatus{noLeader, learner, down, snap}, want: "S",
+			wantSame: "no other member could answer: noleader sees no leader, learner is a learner, down unreachable"},
+		{name: "single-member cluster", in: []MemberStatus{st("S", func(s *MemberStatus) { s.ClusterSize = 1 })}, want: "S",
+			wantSame: "single-member cluster"},
+		{name: "one endpoint of three", in: []MemberStatus{snap}, want: "S",
+			wantSame: "no other endpoint given: --endpoints lists 1 of the cluster's 3 members"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, same := HashKVMember(tt.in, "S")
+			if got.Endpoint != tt.want || same != tt.wantSame {
+				t.Errorf("HashKVMember = %s, %q; want %s, %q", got.Endpoint, same, tt.want, tt.wantSame)
 			}
 		})
 	}

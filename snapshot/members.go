@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -24,9 +25,17 @@ type MemberStatus struct {
 	ID, ClusterID uint64
 	// Name is the member's name (empty if the member list was unavailable).
 	Name string
+	// ClusterSize is the number of members in the member's member list,
+	// learners included (0 if the list was unavailable).
+	ClusterSize int
 	// Leader is true when this member is the raft leader; Learner when it
 	// is a non-voting learner.
 	Leader, Learner bool
+	// LeaderID is the leader this member reports; 0 means it sees none: it
+	// lost quorum (its peers are down or cut off) or an election is under
+	// way. Such a member serves a snapshot, but its data may miss the
+	// cluster's last writes.
+	LeaderID uint64
 	// RaftIndex is the member's committed raft index, AppliedIndex the
 	// index it has applied to its store.
 	RaftIndex, AppliedIndex uint64
@@ -51,14 +60,17 @@ type MemberStatus struct {
 //   - "follower" (default): healthy, caught-up (applied index within a small
 //     lag of the highest raft index seen), voting, non-leader members first,
 //     then the leader, then caught-up learners, then lagging members, then
-//     members reporting alarms;
+//     members reporting alarms, then members that see no leader;
 //   - "leader": the leader first, then the default order;
-//   - "any": endpoint order;
-//   - an endpoint URL: that endpoint first, then the default order.
+//   - "any": endpoint order, members that see no leader last;
+//   - an endpoint URL: that endpoint first (even when it sees no leader),
+//     then the default order.
 //
 // Members that could not be asked come last with Err set. The error is
-// non-nil only when no endpoint answered, and then says why for the first
-// endpoint.
+// non-nil when no endpoint answered (it then says why for the first
+// endpoint), and when the endpoints that answered belong to different
+// clusters (ErrMixedClusters, naming each endpoint's cluster ID): one backup
+// is of one cluster.
 func Members(ctx context.Context, cfg Config) ([]MemberStatus, error) {
 	cc, err := cfg.ClientConfig()
 	if err != nil {
@@ -80,13 +92,74 @@ func Members(ctx context.Context, cfg Config) ([]MemberStatus, error) {
 		}
 		return ordered, redact(fmt.Errorf("no etcd member reachable at %v: %w", cfg.Endpoints, sts[0].Err), cfg.Password)
 	}
+	if err := sameCluster(sts); err != nil {
+		return ordered, err
+	}
 	return ordered, nil
 }
 
+// sameCluster returns an error wrapping ErrMixedClusters when the members
+// that answered report different cluster IDs.
+func sameCluster(sts []MemberStatus) error {
+	byCluster := map[uint64][]string{}
+	var ids []uint64
+	for _, st := range sts {
+		if st.Err != nil {
+			continue
+		}
+		if _, ok := byCluster[st.ClusterID]; !ok {
+			ids = append(ids, st.ClusterID)
+		}
+		byCluster[st.ClusterID] = append(byCluster[st.ClusterID], st.Endpoint)
+	}
+	if len(ids) < 2 {
+		return nil
+	}
+	parts := make([]string, 0, len(ids))
+	for _, id := range ids {
+		parts = append(parts, fmt.Sprintf("cluster %x: %s", id, strings.Join(byCluster[id], ", ")))
+	}
+	return fmt.Errorf("%w: the endpoints belong to %d etcd clusters (%s); list the members of one cluster only in --endpoints",
+		ErrMixedClusters, len(ids), strings.Join(parts, "; "))
+}
+
+// usable returns the members a snapshot may be taken from, in order: those
+// that answered and, unless pref names a member explicitly, see a leader.
+// A member without a leader may hold stale data (a partitioned minority) or
+// be the last survivor of a cluster that lost quorum: it is snapshotted only
+// when named (--member URL). The error wraps ErrNoLeader when members
+// answered but none may be used.
+func usable(members []MemberStatus, pref string) ([]MemberStatus, error) {
+	named := func(st MemberStatus) bool {
+		switch pref {
+		case "", MemberFollower, MemberLeader, MemberAny:
+			return false
+		}
+		return normalizeEndpoint(st.Endpoint) == normalizeEndpoint(pref)
+	}
+	var out []MemberStatus
+	var leaderless []string
+	for _, st := range members {
+		switch {
+		case st.Err != nil:
+		case st.LeaderID == 0 && !named(st):
+			leaderless = append(leaderless, st.Endpoint)
+		default:
+			out = append(out, st)
+		}
+	}
+	if len(out) == 0 && len(leaderless) > 0 {
+		return nil, fmt.Errorf("%w: %s sees no leader (quorum lost, or an election is under way): its data may miss the cluster's last writes; "+
+			"to take the last snapshot of a surviving member anyway, name it: --member %s",
+			ErrNoLeader, strings.Join(leaderless, ", "), leaderless[0])
+	}
+	return out, nil
+}
+
 // memberStatus asks one endpoint for its status and its member name.
-func memberStatus(ctx context.Context, cfg Config, cc clientv3.Config, ep string) MemberStatus {
+func memberStatus(parent context.Context, cfg Config, cc clientv3.Config, ep string) MemberStatus {
 	st := MemberStatus{Endpoint: ep}
-	ctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	ctx, cancel := context.WithTimeout(parent, cfg.DialTimeout)
 	defer cancel()
 	// The client hides why it cannot connect behind a timeout while it
 	// keeps retrying; a direct probe finds refused connections and TLS
@@ -98,6 +171,10 @@ func memberStatus(ctx context.Context, cfg Config, cc clientv3.Config, ep string
 	cli, err := newClient(ctx, cc, ep)
 	if err != nil {
 		st.Err = explain("connect to", ep, cfg, err)
+		if cc.Username != "" && isTimeout(err) && parent.Err() == nil && leaderless(parent, cc, ep) {
+			st.Err = fmt.Errorf("log in to %s as %q: %w: etcd's user/password login is a raft request and needs quorum; "+
+				"authenticate with a client certificate instead (--cert/--key, without --user/--password)", ep, cfg.User, ErrNoLeader)
+		}
 		return st
 	}
 	defer cli.Close()
@@ -107,6 +184,7 @@ func memberStatus(ctx context.Context, cfg Config, cc clientv3.Config, ep string
 		return st
 	}
 	st.ID, st.ClusterID = resp.Header.GetMemberId(), resp.Header.GetClusterId()
+	st.LeaderID = resp.Leader
 	st.Leader = resp.Leader != 0 && resp.Leader == st.ID
 	st.Learner = resp.IsLearner
 	st.RaftIndex, st.AppliedIndex = resp.RaftIndex, resp.RaftAppliedIndex
@@ -117,6 +195,7 @@ func memberStatus(ctx context.Context, cfg Config, cc clientv3.Config, ep string
 	// The name is a nicety for logs and manifests: a failure here does not
 	// make the member unusable.
 	if ml, err := cli.MemberList(ctx, clientv3.WithSerializable()); err == nil {
+		st.ClusterSize = len(ml.Members)
 		for _, m := range ml.Members {
 			if m.ID == st.ID {
 				st.Name = m.Name
@@ -124,6 +203,22 @@ func memberStatus(ctx context.Context, cfg Config, cc clientv3.Config, ep string
 		}
 	}
 	return st
+}
+
+// leaderless reports whether ep, asked for its status without the
+// user/password login (etcd answers status without it), sees no leader:
+// then a login cannot succeed.
+func leaderless(ctx context.Context, cc clientv3.Config, ep string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*probeTimeout)
+	defer cancel()
+	cc.Username, cc.Password = "", ""
+	cli, err := newClient(ctx, cc, ep)
+	if err != nil {
+		return false
+	}
+	defer cli.Close()
+	resp, err := cli.Status(ctx, ep)
+	return err == nil && resp.Leader == 0
 }
 
 // newClient connects to ep only. The client, including its authentication
@@ -140,6 +235,8 @@ func rank(st MemberStatus, maxRaft uint64) int {
 	switch {
 	case st.Err != nil:
 		return 9
+	case st.LeaderID == 0:
+		return 6
 	case len(st.Alarms) > 0:
 		return 5
 	case maxRaft > st.AppliedIndex && maxRaft-st.AppliedIndex > maxApplyLag:
@@ -170,6 +267,9 @@ func orderMembers(sts []MemberStatus, pref string) []MemberStatus {
 		}
 		switch pref {
 		case MemberAny:
+			if st.LeaderID == 0 {
+				return r
+			}
 			return 0
 		case MemberLeader:
 			if st.Leader {
@@ -185,4 +285,64 @@ func orderMembers(sts []MemberStatus, pref string) []MemberStatus {
 	}
 	slices.SortStableFunc(out, func(a, b MemberStatus) int { return cmp.Compare(key(a), key(b)) })
 	return out
+}
+
+// HashKVMember picks the member to ask for the live HashKV that a snapshot
+// taken from snapEndpoint is compared with. Asking a different member is
+// what makes the comparison detect member divergence (members whose stores
+// differ at the same revision, the common real-world etcd corruption): the
+// snapshot's own member would only confirm itself. The choice is a healthy
+// (answered, sees a leader, no alarms, caught up) voting member other than
+// the snapshot's, a follower before the leader, because etcd blocks writes
+// on the member while it hashes and a follower's stall does not delay the
+// cluster's commits; then a member with alarms or lagging. When no other
+// member can answer it returns the snapshot's own member and why (same is
+// empty when another member was chosen).
+func HashKVMember(members []MemberStatus, snapEndpoint string) (m MemberStatus, same string) {
+	var maxRaft uint64
+	for _, st := range members {
+		if st.Err == nil {
+			maxRaft = max(maxRaft, st.RaftIndex)
+		}
+	}
+	var (
+		best     MemberStatus
+		bestRank = -1
+		self     = MemberStatus{Endpoint: snapEndpoint}
+		why      []string
+	)
+	for _, st := range members {
+		if normalizeEndpoint(st.Endpoint) == normalizeEndpoint(snapEndpoint) {
+			self = st
+			continue
+		}
+		switch {
+		case st.Err != nil:
+			why = append(why, st.Endpoint+" unreachable")
+			continue
+		case st.LeaderID == 0:
+			why = append(why, st.Endpoint+" sees no leader")
+			continue
+		case st.Learner:
+			why = append(why, st.Endpoint+" is a learner")
+			continue
+		}
+		r := rank(st, maxRaft)
+		if bestRank < 0 || r < bestRank {
+			best, bestRank = st, r
+		}
+	}
+	if bestRank >= 0 {
+		return best, ""
+	}
+	switch {
+	case len(why) > 0:
+		return self, "no other member could answer: " + strings.Join(why, ", ")
+	case self.ClusterSize == 1:
+		return self, "single-member cluster"
+	case self.ClusterSize > 1:
+		return self, fmt.Sprintf("no other endpoint given: --endpoints lists 1 of the cluster's %d members", self.ClusterSize)
+	default:
+		return self, "no other endpoint given"
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -105,7 +106,12 @@ func take(ctx context.Context, cfg Config, spool func() (*os.File, error), tee i
 	for _, m := range members {
 		if m.Err != nil {
 			lg.Warn("etcd member unreachable, not using it", "endpoint", m.Endpoint, "err", redact(m.Err, cfg.Password))
+		} else if m.LeaderID == 0 {
+			lg.Warn("etcd member sees no leader (quorum lost?); used only when named with --member", "endpoint", m.Endpoint, "member", m.Name)
 		}
+	}
+	if members, err = usable(members, cfg.Member); err != nil {
+		return Info{}, err
 	}
 	f, err := spool()
 	if err != nil {
@@ -219,10 +225,23 @@ func takeFrom(ctx context.Context, cfg Config, cc clientv3.Config, ep string, f 
 	return n, s.Version(), sha, nil
 }
 
+// ErrCompacted is wrapped by LiveHashKV when the member has compacted past
+// the requested revision: its hash at that revision is gone. This is the
+// one legitimate reason a live comparison cannot be made; any other
+// failure is an error.
+var ErrCompacted = errors.New("revision compacted on the member")
+
+// futureRevWait bounds how long LiveHashKV waits for a member that has not
+// applied the requested revision yet (a follower a few entries behind the
+// one that was snapshotted).
+const futureRevWait = 5 * time.Second
+
 // LiveHashKV asks the member at endpoint for the hash of its key-value store
 // at revision rev (0 for its current revision) and returns the hash and the
 // member's compact revision (-1 if it never compacted). Hashes of two members, or of a member and a
 // restored snapshot, are comparable only when their compact revisions agree.
+// A member that has not applied rev yet is asked again for a few seconds;
+// one that compacted past rev returns an error wrapping ErrCompacted.
 func LiveHashKV(ctx context.Context, cfg Config, endpoint string, rev int64) (hash uint32, compactRev int64, err error) {
 	cc, err := cfg.ClientConfig()
 	if err != nil {
@@ -237,11 +256,28 @@ func LiveHashKV(ctx context.Context, cfg Config, endpoint string, rev int64) (ha
 		return 0, 0, redact(explain("connect to", endpoint, cfg, err), cfg.Password)
 	}
 	defer cli.Close()
-	resp, err := cli.HashKV(ctx, endpoint, rev)
-	if err != nil {
-		return 0, 0, redact(explain(fmt.Sprintf("hashkv at revision %d from", rev), endpoint, cfg, err), cfg.Password)
+	op := fmt.Sprintf("hashkv at revision %d from", rev)
+	wait := time.NewTimer(futureRevWait)
+	defer wait.Stop()
+	for {
+		resp, err := cli.HashKV(ctx, endpoint, rev)
+		switch {
+		case err == nil:
+			return resp.Hash, resp.CompactRevision, nil
+		case errors.Is(err, rpctypes.ErrCompacted):
+			return 0, 0, fmt.Errorf("%s %s: %w: %w", op, endpoint, ErrCompacted, err)
+		case errors.Is(err, rpctypes.ErrFutureRev):
+			select {
+			case <-wait.C:
+				return 0, 0, fmt.Errorf("%s %s: the member did not reach the revision within %s: %w", op, endpoint, futureRevWait, err)
+			case <-ctx.Done():
+				return 0, 0, fmt.Errorf("%s %s: %w", op, endpoint, ctx.Err())
+			case <-time.After(50 * time.Millisecond):
+			}
+		default:
+			return 0, 0, redact(explain(op, endpoint, cfg, err), cfg.Password)
+		}
 	}
-	return resp.Hash, resp.CompactRevision, nil
 }
 
 // PrepareSpoolDir makes sure dir exists (creating it 0700 if needed) and that

@@ -44,6 +44,15 @@ type Manifest struct {
 	HashKV       uint32 `json:"hash_kv"`
 	HashKVLive   uint32 `json:"hash_kv_live,omitempty"`
 	HashKVStatus string `json:"hash_kv_status"`
+	// HashKVEndpoint, HashKVMember (name) and HashKVMemberID say which live
+	// member answered HashKV: another member than the snapshot's when one
+	// could, so that member divergence is detected. HashKVSameMember says
+	// why the snapshot's own member answered (empty when another did). All
+	// empty when the comparison was deferred to the drill.
+	HashKVEndpoint   string `json:"hash_kv_endpoint,omitempty"`
+	HashKVMember     string `json:"hash_kv_member,omitempty"`
+	HashKVMemberID   string `json:"hash_kv_member_id,omitempty"`
+	HashKVSameMember string `json:"hash_kv_same_member,omitempty"`
 
 	// The stored data object.
 	Object       string     `json:"object"`

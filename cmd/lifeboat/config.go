@@ -190,6 +190,10 @@ type SnapshotConfig struct {
 	// WritebackChunk is how many bytes are written before they are pushed
 	// to disk (0: leave it to the kernel).
 	WritebackChunk int64 `yaml:"writeback_chunk"`
+	// LiveHashKV compares the snapshot's HashKV with a live member's:
+	// always (another member when one can answer), auto (always, except
+	// deferred to the drill on a single-member cluster) or defer.
+	LiveHashKV string `yaml:"live_hashkv"`
 }
 
 // StoreConfig says where backups go.
@@ -268,6 +272,7 @@ func DefaultConfig() Config {
 			StallTimeout:   30 * time.Second,
 			Timeout:        30 * time.Minute,
 			WritebackChunk: 8 << 20,
+			LiveHashKV:     snapshot.LiveHashKVAlways,
 		},
 		Store:     StoreConfig{URL: "file:///var/lib/lifeboat/backups", Compression: "zstd"},
 		Retention: RetentionConfig{TimeZone: "UTC", OrphanGrace: Duration(24 * time.Hour)},
@@ -361,6 +366,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Snapshot.WritebackChunk < 0 {
 		return cfgErr("snapshot.writeback_chunk", "must not be negative")
+	}
+	if err := snapshot.ValidateLiveHashKV(c.Snapshot.LiveHashKV); err != nil {
+		return cfgErr("snapshot.live_hashkv", "%v", err)
 	}
 	if _, _, err := parseStoreURL(c.Store.URL); err != nil {
 		return &ConfigError{Key: "store.url", Err: err}

@@ -14,6 +14,8 @@ import (
 	"syscall"
 
 	"golang.org/x/term"
+
+	"github.com/lifeboat-dev/lifeboat/snapshot"
 )
 
 // Version is set at build time with -ldflags "-X main.Version=…".
@@ -67,7 +69,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stderr, "lifeboat: "+err.Error())
 	var ce *ConfigError
 	var ue usageError
-	if errors.As(err, &ce) || errors.As(err, &ue) {
+	if errors.As(err, &ce) || errors.As(err, &ue) || errors.Is(err, snapshot.ErrMixedClusters) {
 		return exitUsage
 	}
 	return exitFailed

@@ -29,6 +29,7 @@ var flagKeys = map[string]string{
 	"stall-timeout":          "snapshot.stall_timeout",
 	"timeout":                "snapshot.timeout",
 	"writeback-chunk":        "snapshot.writeback_chunk",
+	"live-hashkv":            "snapshot.live_hashkv",
 	"store":                  "store.url",
 	"compression":            "store.compression",
 	"recipient":              "encryption.recipients",
@@ -157,6 +158,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	pf.String("stall-timeout", "", "fail when the snapshot stream stalls this long (default 30s)")
 	pf.String("timeout", "", "overall backup timeout (default 30m)")
 	pf.String("writeback-chunk", "", "bytes written before writeback starts, e.g. 8MiB (0: kernel default)")
+	pf.String("live-hashkv", "", "compare HashKV with a live member: always (default; another member when one answers), auto (defer on a single-member cluster) or defer (leave it to the drill)")
 	pf.String("store", "", "backup store: file:///path or s3://bucket/prefix (default file:///var/lib/lifeboat/backups)")
 	pf.String("compression", "", "zstd (default) or none")
 	pf.StringSlice("recipient", nil, "age recipient (age1…) to encrypt backups to; repeatable")

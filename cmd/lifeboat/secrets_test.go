@@ -48,7 +48,7 @@ var (
 	plainKeys = map[string]bool{
 		"cluster": true, "log.level": true, "log.format": true,
 		"etcd.cacert": true, "etcd.cert": true, "etcd.key": true, "etcd.user": true,
-		"snapshot.spool_dir": true, "store.compression": true,
+		"snapshot.spool_dir": true, "snapshot.live_hashkv": true, "store.compression": true,
 		"store.s3.region": true, "store.s3.sse": true, "store.s3.sse_kms_key_id": true, "store.s3.storage_class": true, "store.s3.profile": true,
 		"store.object_lock.mode": true,
 		"encryption.recipients":  true, "encryption.recipients_file": true, "encryption.identity_file": true,

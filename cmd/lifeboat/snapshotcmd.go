@@ -57,6 +57,13 @@ func printBackup(out io.Writer, m *uploader.Manifest) {
 	fmt.Fprintf(out, "  revision   %d (compacted at %d), %d keys\n", m.Revision, m.CompactRevision, m.TotalKeys)
 	fmt.Fprintf(out, "  size       %s raw, %s stored (%s, encryption %s)\n", humanBytes(m.DBSize), humanBytes(m.ObjectSize), m.Compression, m.Encryption)
 	fmt.Fprintf(out, "  verified   sha256 trailer, bbolt check, bolt hash %08x, hashkv %s\n", m.BoltHash, m.HashKVStatus)
+	if m.HashKVEndpoint != "" {
+		fmt.Fprintf(out, "  hashkv of  %s (member %s)", m.HashKVEndpoint, m.HashKVMember)
+		if m.HashKVSameMember != "" {
+			fmt.Fprintf(out, ", the snapshot's own: %s", m.HashKVSameMember)
+		}
+		fmt.Fprintln(out)
+	}
 	fmt.Fprintf(out, "  object     %s\n", m.Object)
 	fmt.Fprintf(out, "  took       %.1fs\n", m.DurationSeconds)
 }

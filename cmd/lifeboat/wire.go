@@ -114,6 +114,7 @@ func snapshotJob(cfg *Config, backups *uploader.Backups, enc uploader.Encoding) 
 		LockMode:   cfg.Store.ObjectLock.Mode,
 		LockRetain: time.Duration(cfg.Store.ObjectLock.Retain),
 		LegalHold:  cfg.Store.ObjectLock.LegalHold,
+		LiveHashKV: cfg.Snapshot.LiveHashKV,
 		Version:    Version,
 	}
 }
