@@ -218,6 +218,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newRestoreCmd(a),
 		newDrillCmd(a),
 		newAgentCmd(a),
+		newEtcdCmd(a),
 	)
 	return root
 }
