@@ -389,3 +389,38 @@ func (s *source) hashKV(t *testing.T, rev int64) uint32 {
 }
 
 func hexHash(v uint32) string { return fmt.Sprintf("0x%08x", v) }
+
+// TestEtcdChildEnvironment: the throwaway etcd does not inherit the
+// parent's Go runtime tuning (lifeboat's soft memory limit is sized for
+// its own buffers), etcd's ETCD_* configuration, or credentials.
+func TestEtcdChildEnvironment(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd")
+	}
+	if _, err := os.Stat("/proc/self/environ"); err != nil {
+		t.Skip("needs /proc")
+	}
+	for k, v := range map[string]string{
+		"GOMEMLIMIT": "40MiB", "GOGC": "25", "ETCD_QUOTA_BACKEND_BYTES": "1", "AWS_SECRET_ACCESS_KEY": "s3cr3t",
+		"ETCDCTL_PASSWORD": "s3cr3t", "LIFEBOAT_STORE_URL": "s3://bucket/x",
+	} {
+		t.Setenv(k, v)
+	}
+	dir := t.TempDir()
+	srv, err := restore.StartEtcd(t.Context(), restore.EtcdOptions{DataDir: filepath.Join(dir, "etcd"), SocketDir: filepath.Join(dir, "sock")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	env, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(srv.Pid()), "environ"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range strings.Split(string(env), "\x00") {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case k == "GOMEMLIMIT", k == "GOGC", strings.HasPrefix(k, "ETCD"), strings.HasPrefix(k, "AWS_"), strings.HasPrefix(k, "LIFEBOAT_"):
+			t.Errorf("the etcd child inherited %s", k)
+		}
+	}
+}
