@@ -1,19 +1,27 @@
 package agent
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"filippo.io/age"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/lifeboat-dev/lifeboat/internal/s3test"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
+	"github.com/lifeboat-dev/lifeboat/verify"
 )
 
 // TestDrillRunErrorIsNoVerdict: a drill that cannot run to a verdict (the
@@ -147,4 +155,133 @@ func TestDrillRunErrorIsNoVerdict(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAgentSurvivesEtcdCrash: a backup whose MVCC content makes etcd
+// panic at boot (a tombstone at the revision of a put; verify.File accepts
+// it) fails its scheduled drill with a stored report naming the crash,
+// and the agent, whose drill's etcd crashed, keeps running and serving.
+func TestAgentSurvivesEtcdCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: real etcd and drills")
+	}
+	root := t.TempDir()
+	st, err := uploader.NewDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, st, 200)
+	lg, _ := testLogger(t)
+	m, err := Snapshot(t.Context(), SnapshotJob{Etcd: f.etcdConfig(), SpoolDir: f.spool, Backups: f.backups, Encoding: uploader.Encoding{Compression: "none"}, Version: "test"}, lg)
+	if err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	m = crashingBackup(t, f.backups, root, m)
+	cfg := f.config(t, lg)
+	cfg.Snapshot, cfg.Prune = nil, nil
+	cfg.Schedules = Schedules{Drill: "@every 1s"}
+	a := start(t, cfg, lg)
+	waitFor(t, "a failed drill", 2*time.Minute, func() bool {
+		mfs, _ := scrape(t, a.url)
+		v, ok := value(mfs, "lifeboat_drill_last_result")
+		return ok && v == 0
+	})
+	// Still alive and serving after the crash of its drill's etcd.
+	if code := httpCode(t, a.url+"/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz = %d after the drill's etcd crashed", code)
+	}
+	if err, _ := a.stop(t); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	last, err := f.backups.LastDrills(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := last[m.ID]
+	if r == nil || r.Passed {
+		t.Fatalf("stored drill of %s = %+v, want a failed verdict", m.ID, r)
+	}
+	failed := r.FailedChecks()
+	if len(failed) == 0 || failed[0].Name != "etcd boot" || !strings.Contains(failed[0].Actual, "unexpected smaller revision") {
+		t.Errorf("failed checks %+v, want \"etcd boot\" naming etcd's panic", failed)
+	}
+}
+
+// crashingBackup rewrites the plain backup m of the dir store at root so
+// that its key bucket holds a tombstone at the revision of its newest put,
+// with a matching sha256 trailer and manifest (as restore's
+// tombstoneAtPutRevision does).
+func crashingBackup(t *testing.T, b *uploader.Backups, root string, m *uploader.Manifest) *uploader.Manifest {
+	t.Helper()
+	obj := filepath.Join(root, filepath.FromSlash(m.Object))
+	raw, err := os.ReadFile(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "db")
+	if err := os.WriteFile(db, raw[:len(raw)-sha256.Size], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bdb, err := bolt.Open(db, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = bdb.Update(func(tx *bolt.Tx) error {
+		kb := tx.Bucket([]byte("key"))
+		c := kb.Cursor()
+		for k, v := c.Last(); k != nil; k, v = c.Prev() {
+			if len(k) == 17 {
+				return kb.Put(append(bytes.Clone(k), 't'), bytes.Clone(v))
+			}
+		}
+		return errors.New("no put record")
+	})
+	if cerr := bdb.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	data = append(data, sum[:]...)
+	snap := filepath.Join(t.TempDir(), "snap.db")
+	if err := os.WriteFile(snap, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	vs, err := verify.File(t.Context(), snap)
+	if err != nil {
+		t.Fatalf("the crafted snapshot must pass verify.File: %v", err)
+	}
+	if err := os.Remove(obj); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(obj, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := *m
+	c.Revision, c.CompactRevision, c.TotalKeys, c.DBSize = vs.Revision, vs.CompactRevision, vs.TotalKeys, vs.Size
+	c.BoltHash, c.HashKV, c.HashKVStatus = vs.BoltHash, vs.HashKV, "match"
+	c.SnapshotSHA256, c.ObjectSHA256 = hex.EncodeToString(sum[:]), hex.EncodeToString(sha256Of(data))
+	c.ObjectSize = int64(len(data))
+	js, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mpath := filepath.Join(root, filepath.FromSlash(b.ManifestKey(c.ID)))
+	if err := os.Remove(mpath); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mpath, js, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &c
+}
+
+func sha256Of(b []byte) []byte {
+	s := sha256.Sum256(b)
+	return s[:]
 }
