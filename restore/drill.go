@@ -179,6 +179,9 @@ type drill struct {
 	now func() time.Time
 	lg  *slog.Logger
 	rep *uploader.DrillReport
+	// requestFailed is set when a request to the restored etcd failed:
+	// then a crash may be on its way.
+	requestFailed bool
 }
 
 func round3(s float64) float64 {
@@ -338,7 +341,7 @@ func (d *drill) run(ctx context.Context) error {
 	// A crash while it served the checks is a verdict too, whatever the
 	// checks saw of it (connection errors).
 	exited := srv.Exited()
-	if exited == nil && (err != nil || d.failed() != nil) && ctx.Err() == nil {
+	if exited == nil && (err != nil || d.requestFailed) && ctx.Err() == nil {
 		exited = srv.WaitExited(2 * time.Second)
 	}
 	if exited != nil {
@@ -392,6 +395,7 @@ func (d *drill) checks(ctx context.Context, srv *Etcd, st verify.Status) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
+			d.requestFailed = true
 			d.check("hashkv", hex32(want), "error: "+err.Error(), false)
 			break
 		}
@@ -413,6 +417,7 @@ func (d *drill) checks(ctx context.Context, srv *Etcd, st verify.Status) error {
 	for _, p := range o.CheckPrefixes {
 		r, err := cli.Get(ctx, p, clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil {
+			d.requestFailed = true
 			d.check("prefix "+p, "at least 1 key", "error: "+err.Error(), false)
 			continue
 		}
@@ -423,8 +428,10 @@ func (d *drill) checks(ctx context.Context, srv *Etcd, st verify.Status) error {
 	val := d.rep.StartedAt.Format(time.RFC3339Nano)
 	actual := "ok"
 	if _, err := cli.Put(ctx, key, val); err != nil {
+		d.requestFailed = true
 		actual = "put: " + err.Error()
 	} else if r, err := cli.Get(ctx, key); err != nil {
+		d.requestFailed = true
 		actual = "get: " + err.Error()
 	} else if len(r.Kvs) != 1 || string(r.Kvs[0].Value) != val {
 		actual = "read back a different value"
