@@ -12,8 +12,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/uploader"
@@ -422,5 +425,31 @@ func TestEtcdChildEnvironment(t *testing.T) {
 		case k == "GOMEMLIMIT", k == "GOGC", strings.HasPrefix(k, "ETCD"), strings.HasPrefix(k, "AWS_"), strings.HasPrefix(k, "LIFEBOAT_"):
 			t.Errorf("the etcd child inherited %s", k)
 		}
+	}
+}
+
+// TestEtcdDeepSocketDir: a socket directory too deep for a unix socket
+// path (108 bytes) still works: the server binds relative to its working
+// directory and this process dials through a descriptor of it.
+func TestEtcdDeepSocketDir(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd")
+	}
+	dir := filepath.Join(t.TempDir(), strings.Repeat("d", 60), strings.Repeat("e", 60))
+	srv, err := restore.StartEtcd(t.Context(), restore.EtcdOptions{DataDir: filepath.Join(dir, "etcd"), SocketDir: filepath.Join(dir, "sock")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.ClientURL}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if _, err := cli.Put(t.Context(), "k", "v"); err != nil {
+		t.Fatalf("put through %s: %v", srv.ClientURL, err)
+	}
+	if _, err := cli.HashKV(t.Context(), srv.ClientURL, 0); err != nil {
+		t.Fatalf("HashKV through %s: %v", srv.ClientURL, err)
 	}
 }
