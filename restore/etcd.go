@@ -205,9 +205,11 @@ func startOnSockets(ctx context.Context, o EtcdOptions) (*Etcd, error) {
 	s, err := startChild(ctx, o, childSpec{
 		clientURL:    "unix://" + sock,
 		listenClient: "unix://" + clientSocket,
-		listenPeer:   o.PeerURL,
-		dir:          dir,
-		health:       "http://etcd/health",
+		// Whatever peer URL was restored, it listens on the peer socket: a
+		// single member never dials its own peer URL.
+		listenPeer: SocketPeerURL,
+		dir:        dir,
+		health:     "http://etcd/health",
 		dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", sock)
