@@ -6,12 +6,18 @@ BIN := $(CURDIR)/.bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.Version=$(VERSION)
 ETCD_VERSION := v3.7.3
+# Other etcd server versions the version tests run (verify, restore): the
+# newest 3.5 and 3.6 releases the module proxy serves, and 3.5.15, the last
+# release whose compaction removes a tombstone at the compact revision.
+ETCD35_VERSION := v3.5.35
+ETCD3515_VERSION := v3.5.15
+ETCD36_VERSION := v3.6.16
 VERSITYGW_VERSION := v1.8.0
 GOTEST_FLAGS ?= -timeout 30m
 
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build test test-short lint bench tools clean demo deploy-check image
+.PHONY: all build test test-short lint bench tools clean demo deploy-check image FORCE
 
 all: build
 
@@ -25,9 +31,36 @@ $(BIN)/lifeboat: $(shell find . -name '*.go' -not -path './.bin/*') go.mod go.su
 $(BIN)/etcd: go.mod
 	$(GO) build -o $@ go.etcd.io/etcd/server/v3
 
+# etcd servers of other versions for the version tests, each built from a
+# throwaway module under .bin/src (scripts/build-etcd.sh; a few minutes
+# each on 2 cores when nothing is cached).
+# The script returns at once when the binary is of that version already.
+$(BIN)/etcd-3.5: FORCE
+	./scripts/build-etcd.sh $(ETCD35_VERSION) $@
+
+$(BIN)/etcd-3.5.15: FORCE
+	./scripts/build-etcd.sh $(ETCD3515_VERSION) $@
+
+$(BIN)/etcd-3.6: FORCE
+	./scripts/build-etcd.sh $(ETCD36_VERSION) $@
+
+FORCE:
+
 # etcdctl: the baseline the benchmarks compare against (a go.mod tool).
 $(BIN)/etcdctl: go.mod
 	$(GO) build -o $@ go.etcd.io/etcd/etcdctl/v3
+
+# etcdutl: restores the file lifeboat fetch writes (tests and e2e).
+$(BIN)/etcdutl: go.mod
+	$(GO) build -o $@ go.etcd.io/etcd/etcdutl/v3
+
+# age and age-keygen: the "recovering without lifeboat" path in e2e, at the
+# version of the age module lifeboat uses (the CLIs need modules lifeboat
+# does not, so they are installed, not built from go.mod; Debian's age is
+# older). zstd's CLI is Debian's (the Go zstd lifeboat uses has none).
+AGE_VERSION := v1.3.2
+$(BIN)/age:
+	GOBIN=$(BIN) GOFLAGS= $(GO) install filippo.io/age/cmd/age@$(AGE_VERSION) filippo.io/age/cmd/age-keygen@$(AGE_VERSION)
 
 # versitygw: a real S3 server for the store tests.
 $(BIN)/versitygw:
@@ -38,7 +71,7 @@ $(BIN)/versitygw:
 $(BIN)/promtool:
 	./scripts/install-promtool.sh
 
-tools: $(BIN)/etcd $(BIN)/etcdctl $(BIN)/versitygw $(BIN)/promtool
+tools: $(BIN)/etcd $(BIN)/etcd-3.5 $(BIN)/etcd-3.5.15 $(BIN)/etcd-3.6 $(BIN)/etcdctl $(BIN)/etcdutl $(BIN)/age $(BIN)/versitygw $(BIN)/promtool
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
@@ -48,11 +81,18 @@ lint:
 # Unit, integration (real etcd in-process, real versitygw) and end-to-end
 # tests (the built binary against the etcd binary).
 test: tools build lint
-	VERSITYGW=$(BIN)/versitygw LIFEBOAT_BIN=$(BIN)/lifeboat ETCD_BIN=$(BIN)/etcd \
+	VERSITYGW=$(BIN)/versitygw LIFEBOAT_BIN=$(BIN)/lifeboat ETCD_BIN=$(BIN)/etcd ETCDUTL_BIN=$(BIN)/etcdutl \
+	  ETCD35_BIN=$(BIN)/etcd-3.5 ETCD3515_BIN=$(BIN)/etcd-3.5.15 ETCD36_BIN=$(BIN)/etcd-3.6 \
 	  $(GO) test $(GOTEST_FLAGS) ./...
-	# The race detector on the code that splits work across goroutines
-	# (the file check's two walkers, the snapshot stream).
-	$(GO) test -race $(GOTEST_FLAGS) -run 'TestFile|TestStream|TestCRC' ./verify ./snapshot
+	# The race detector on the code that splits work across goroutines: the
+	# file check's two walkers, the snapshot stream, save's sink and
+	# watchdog, the backup pipeline (spool tail, verifier, checksum, gate,
+	# store, member retry), the store readers, restore's fetch stream, the
+	# notifier and the leader lock (about 3 minutes on 2 cores).
+	$(GO) test -race $(GOTEST_FLAGS) -run 'TestFile|TestStream|TestCRC|TestSave|TestTake' ./verify ./snapshot
+	$(GO) test -race $(GOTEST_FLAGS) -run 'TestSnapshot|TestShutdownDuringUpload|TestNotifier|TestStaleNotification|TestTwoAgentsOneLeader|TestLockExpires' ./agent
+	$(GO) test -race $(GOTEST_FLAGS) -run 'TestDirStore|TestS3Store|TestS3ReadFaults|TestOpenDetectsDamage|TestEncodingRoundTrip' ./uploader
+	$(GO) test -race $(GOTEST_FLAGS) -run 'TestTrailerHash|TestRestoreRollsBack' ./restore
 	./scripts/e2e.sh
 	./deploy/check.sh
 

@@ -147,6 +147,9 @@ type backupState struct {
 	locked       int
 	newest       *uploader.Manifest
 	newestProven *uploader.Manifest
+	// drillUnknown are the listed backups whose last drill's verdict
+	// cannot be read.
+	drillUnknown []DrillProblem
 }
 
 // cronParser parses schedules the way the configuration validates them.
@@ -173,7 +176,7 @@ func New(cfg Config, lg *slog.Logger) (*Agent, error) {
 		cfg.Clock = RealClock{}
 	}
 	if cfg.RetryBackoff <= 0 {
-		cfg.RetryBackoff = 10 * time.Second
+		cfg.RetryBackoff = DefaultRetryBackoff
 	}
 	if cfg.RefreshInterval <= 0 {
 		cfg.RefreshInterval = 5 * time.Minute
@@ -537,7 +540,7 @@ func (a *Agent) snapshot(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("%w (retry cancelled: %v)", err, ctx.Err())
 		case <-a.clock.After(delay):
 		}
-		delay = min(delay*2, 5*time.Minute)
+		delay = min(delay*2, MaxRetryBackoff)
 	}
 }
 
@@ -546,14 +549,23 @@ func (a *Agent) snapshot(ctx context.Context) (string, error) {
 func (a *Agent) prune(ctx context.Context) (string, error) {
 	pj := *a.cfg.Prune
 	pj.Now = a.clock.Now
+	// Never sweep orphans while this agent's snapshot is in flight: its
+	// data object has no manifest yet, its multipart upload is incomplete.
+	if j := a.byName[JobSnapshot]; j != nil {
+		pj.SnapshotRunning = j.running.Load
+	}
 	drills, err := a.drillRecords(ctx)
 	if err != nil {
 		// Without the history prune could delete the newest proven backup.
 		return "", fmt.Errorf("prune not run: %w", err)
 	}
-	pj.DrillPassed = map[string]bool{}
+	pj.DrillPassed, pj.DrillUnknown = map[string]bool{}, map[string]bool{}
 	for id, r := range drills {
 		pj.DrillPassed[id] = r.Passed
+		if r.Unknown {
+			pj.DrillUnknown[id] = true
+			a.lg.Warn("last drill of backup unknown: kept if it may be the newest proven", "backup_id", id, "err", r.Err)
+		}
 	}
 	res, err := Prune(ctx, pj, a.lg)
 	if res != nil {
@@ -708,8 +720,12 @@ func (a *Agent) refresh(ctx context.Context) {
 		if st.newest == nil {
 			st.newest = e.Manifest
 		}
-		if st.newestProven == nil && drills[e.Manifest.ID].Passed {
+		r := drills[e.Manifest.ID]
+		if st.newestProven == nil && r.Passed && !r.Unknown {
 			st.newestProven = e.Manifest
+		}
+		if r.Unknown {
+			st.drillUnknown = append(st.drillUnknown, DrillProblem{BackupID: e.Manifest.ID, Error: r.Err})
 		}
 	}
 	a.m.backups.WithLabelValues(stateOK).Set(float64(st.ok))
@@ -741,7 +757,12 @@ func (a *Agent) refresh(ctx context.Context) {
 	if newestDrill.At.After(a.lastDrill) {
 		a.lastDrill = newestDrill.At
 		a.m.drillTime.Set(unixSeconds(newestDrill.At))
-		a.m.drillResult.Set(b2f(newestDrill.Passed))
+		if newestDrill.Unknown {
+			// No verdict is known: never an older one instead.
+			a.m.drillResult.Unset()
+		} else {
+			a.m.drillResult.Set(b2f(newestDrill.Passed))
+		}
 	}
 	a.mu.Unlock()
 	a.checkStale(now, st)

@@ -43,8 +43,13 @@ type DrillOutcome struct {
 type DrillRecord struct {
 	// Passed is that drill's verdict.
 	Passed bool
-	// At is when it ended.
+	// At is when it ended (when it started, for an unknown verdict).
 	At time.Time
+	// Unknown is set when the verdict cannot be known (the newest report
+	// of the backup cannot be read); Err says why. Unknown is not a pass,
+	// and prune keeps such a backup when it may be the newest proven one.
+	Unknown bool
+	Err     string
 }
 
 // DrillHistoryFunc returns the last drill of each backup, by backup id,

@@ -84,6 +84,10 @@ func StoreDrillHistory(b *uploader.Backups) DrillHistoryFunc {
 		}
 		out := make(map[string]DrillRecord, len(reps))
 		for id, r := range reps {
+			if r.State() == uploader.DrillUnknown {
+				out[id] = DrillRecord{Unknown: true, At: r.Started, Err: fmt.Sprint(r.Err)}
+				continue
+			}
 			out[id] = DrillRecord{Passed: r.Passed, At: r.FinishedAt}
 		}
 		return out, nil

@@ -80,7 +80,17 @@ type Status struct {
 	ListedAt           *time.Time     `json:"listed_at,omitempty"`
 	NewestBackup       *BackupSummary `json:"newest_backup"`
 	NewestProvenBackup *BackupSummary `json:"newest_proven_backup"`
-	Stale              bool           `json:"stale"`
+	// DrillUnknown lists the backups whose last drill's verdict cannot be
+	// read (its report is unreadable): not proven, whatever older reports
+	// say.
+	DrillUnknown []DrillProblem `json:"drill_unknown,omitempty"`
+	Stale        bool           `json:"stale"`
+}
+
+// DrillProblem is a backup whose last drill report cannot be read.
+type DrillProblem struct {
+	BackupID string `json:"backup_id"`
+	Error    string `json:"error"`
 }
 
 // LeaderStatus says who runs the jobs.
@@ -149,6 +159,7 @@ func (a *Agent) Status(ctx context.Context) Status {
 	st.StoreError = bs.err
 	st.NewestBackup = summary(bs.newest, now)
 	st.NewestProvenBackup = summary(bs.newestProven, now)
+	st.DrillUnknown = bs.drillUnknown
 
 	st.Leader.IsLeader = a.leaderCtx(ctx, 0) != nil
 	if a.lock != nil {

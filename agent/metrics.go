@@ -213,6 +213,13 @@ func (g *optionalGauge) Set(v float64) {
 	g.mu.Unlock()
 }
 
+// Unset makes the gauge absent again.
+func (g *optionalGauge) Unset() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.set = false
+}
+
 // Get returns the value and whether it was set.
 func (g *optionalGauge) Get() (float64, bool) {
 	g.mu.Lock()

@@ -3,4 +3,4 @@
 package agent
 
 // lowerThreadPriority is a no-op where threads cannot be reniced.
-func lowerThreadPriority() {}
+func lowerThreadPriority() error { return nil }

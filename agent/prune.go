@@ -21,11 +21,16 @@ type PruneJob struct {
 	// Policy says which backups to keep; it must be valid (an empty policy
 	// is an error, never "delete everything").
 	Policy retention.Policy
-	// OrphanGrace is how old (by the store's modification time) a data
-	// object without a manifest, a drill report without a backup, or an
-	// incomplete multipart upload must be before it is removed. It keeps
-	// prune away from uploads that are still running.
+	// OrphanGrace is how old a data object without a manifest, a drill
+	// report without a backup, or an incomplete multipart upload must be
+	// before it is removed: by the store's time (modification, initiation)
+	// and by the time its backup id names, both. It keeps prune away from
+	// uploads that are still running; see MinOrphanGrace.
 	OrphanGrace time.Duration
+	// SnapshotRunning, when set, reports whether a snapshot of the cluster
+	// is in flight (the agent's snapshot job). While it is, no orphan is
+	// removed and no upload aborted: they are reported kept.
+	SnapshotRunning func() bool
 	// DryRun plans and reports but changes nothing.
 	DryRun bool
 	// Now is the clock (time.Now when nil).
@@ -34,6 +39,10 @@ type PruneJob struct {
 	// not in it (or a nil map) count as not proven. The newest proven
 	// backup is never deleted.
 	DrillPassed map[string]bool
+	// DrillUnknown holds the ids whose last drill's verdict cannot be read
+	// (an unreadable report): such a backup is kept when it is newer than
+	// the newest proven one, since it may be that one.
+	DrillUnknown map[string]bool
 }
 
 // Action is what prune does with a backup.
@@ -117,6 +126,40 @@ type PruneResult struct {
 	// Errors are the problems met; each concerns one backup or object and
 	// did not stop the others.
 	Errors []error
+}
+
+// Retry backoff of the agent's snapshot job, which MinOrphanGrace counts.
+const (
+	// DefaultRetryBackoff is the first delay between snapshot attempts.
+	DefaultRetryBackoff = 10 * time.Second
+	// MaxRetryBackoff caps the doubling delay.
+	MaxRetryBackoff = 5 * time.Minute
+	// UnboundedOrphanGrace is the floor of the grace when snapshots have
+	// no timeout (the default grace).
+	UnboundedOrphanGrace = 24 * time.Hour
+)
+
+// MinOrphanGrace is the smallest orphan grace that keeps prune away from
+// the objects of snapshots still running: the longest a snapshot job can
+// run, (retries + 1) × timeout plus the backoff between attempts (backoff
+// doubling from firstBackoff, DefaultRetryBackoff when 0, up to
+// MaxRetryBackoff). An attempt's objects are never older than that, by
+// their id's time or the store's. With no timeout (0) there is no bound
+// and the floor is UnboundedOrphanGrace. It assumes the clocks of the hosts
+// that snapshot and prune, and the store's, agree (NTP); add any skew.
+func MinOrphanGrace(timeout time.Duration, retries int, firstBackoff time.Duration) time.Duration {
+	if timeout <= 0 {
+		return UnboundedOrphanGrace
+	}
+	if firstBackoff <= 0 {
+		firstBackoff = DefaultRetryBackoff
+	}
+	floor := time.Duration(retries+1) * timeout
+	for d, i := firstBackoff, 0; i < retries; i++ {
+		floor += min(d, MaxRetryBackoff)
+		d *= 2
+	}
+	return floor
 }
 
 // incompleteUploadStore is implemented by stores that can find and abort
@@ -225,11 +268,12 @@ func (p *pruner) plan(ctx context.Context) (*PrunePlan, error) {
 	for i, e := range ok {
 		m := e.Manifest
 		in[i] = retention.Backup{
-			ID:          m.ID,
-			Time:        m.CreatedAt,
-			Size:        e.Object.Size,
-			DrillPassed: p.job.DrillPassed[m.ID],
-			Locked:      manifestLocked(m, p.now) || e.Object.Locked(p.now),
+			ID:           m.ID,
+			Time:         m.CreatedAt,
+			Size:         e.Object.Size,
+			DrillPassed:  p.job.DrillPassed[m.ID] && !p.job.DrillUnknown[m.ID],
+			DrillUnknown: p.job.DrillUnknown[m.ID],
+			Locked:       manifestLocked(m, p.now) || e.Object.Locked(p.now),
 		}
 		byID[m.ID] = e
 	}
@@ -304,8 +348,12 @@ func (p *pruner) checkDelete(ctx context.Context, e uploader.Entry, claims map[s
 
 // planOrphan sorts an orphaned object into remove or keep.
 func (p *pruner) planOrphan(ctx context.Context, plan *PrunePlan, o uploader.ObjectInfo) {
-	if p.now.Sub(o.ModTime) < p.job.OrphanGrace {
+	if p.young(o.Key, o.ModTime) {
 		plan.OrphansKept = append(plan.OrphansKept, KeptObject{o, "younger than the grace period"})
+		return
+	}
+	if p.snapshotRunning() {
+		plan.OrphansKept = append(plan.OrphansKept, KeptObject{o, "a snapshot is in flight"})
 		return
 	}
 	// Listings do not carry lock state: ask.
@@ -321,6 +369,31 @@ func (p *pruner) planOrphan(ctx context.Context, plan *PrunePlan, o uploader.Obj
 	default:
 		plan.Orphans = append(plan.Orphans, o)
 	}
+}
+
+// young reports whether an object stored at storeTime is within the grace
+// period: by the store's time, or by the time of the backup id its key
+// names (a snapshot's objects carry its start time from the first byte).
+func (p *pruner) young(key string, storeTime time.Time) bool {
+	if p.now.Sub(storeTime) < p.job.OrphanGrace {
+		return true
+	}
+	t, ok := keyIDTime(key)
+	return ok && p.now.Sub(t) < p.job.OrphanGrace
+}
+
+func (p *pruner) snapshotRunning() bool {
+	return p.job.SnapshotRunning != nil && p.job.SnapshotRunning()
+}
+
+// keyIDTime returns the time of the backup id a key names: its base name
+// up to the first dot (snapshots/<id>.db…), else the directory of a drill
+// report (drills/<id>/<time>.json).
+func keyIDTime(key string) (time.Time, bool) {
+	if t, ok := uploader.IDTime(idOf(key)); ok {
+		return t, true
+	}
+	return uploader.IDTime(path.Base(path.Dir(key)))
 }
 
 // planDrillOrphans finds drill reports of backups that do not exist (left
@@ -357,9 +430,14 @@ func (p *pruner) planUploads(ctx context.Context, plan *PrunePlan) error {
 	}
 	prefix := path.Join(p.b.Cluster) + "/"
 	for _, u := range ups {
-		if strings.HasPrefix(u.Key, prefix) {
-			plan.IncompleteUploads = append(plan.IncompleteUploads, u)
+		if !strings.HasPrefix(u.Key, prefix) || p.young(u.Key, u.Initiated) {
+			continue
 		}
+		if p.snapshotRunning() {
+			plan.OrphansKept = append(plan.OrphansKept, KeptObject{uploader.ObjectInfo{Key: u.Key, ModTime: u.Initiated}, "incomplete upload kept: a snapshot is in flight"})
+			continue
+		}
+		plan.IncompleteUploads = append(plan.IncompleteUploads, u)
 	}
 	return nil
 }
@@ -387,6 +465,10 @@ func (p *pruner) apply(ctx context.Context, res *PruneResult, lg *slog.Logger) {
 			p.fail(fmt.Errorf("prune stopped: %w", err))
 			return
 		}
+		if p.snapshotRunning() {
+			lg.Info("orphan sweep stopped: a snapshot started; the rest waits for the next run", "cluster", p.b.Cluster)
+			return
+		}
 		if err := p.b.Store.Delete(ctx, o.Key); err != nil {
 			p.fail(fmt.Errorf("remove orphan: %w", err))
 			continue
@@ -397,6 +479,10 @@ func (p *pruner) apply(ctx context.Context, res *PruneResult, lg *slog.Logger) {
 	if len(res.Plan.IncompleteUploads) > 0 {
 		s := p.b.Store.(incompleteUploadStore)
 		for _, u := range res.Plan.IncompleteUploads {
+			if p.snapshotRunning() {
+				lg.Info("orphan sweep stopped: a snapshot started; the rest waits for the next run", "cluster", p.b.Cluster)
+				return
+			}
 			if err := s.AbortIncomplete(ctx, u.Key, u.UploadID); err != nil {
 				p.fail(err)
 				continue

@@ -446,6 +446,25 @@ func unitFile(t *testing.T, file string) map[string][]string {
 	return out
 }
 
+// syscallAllowed evaluates SystemCallFilter= lines as systemd does for the
+// system call name, which belongs to groups (e.g. @resources, and the
+// groups that include it): the first line sets the default (an allow list
+// denies everything else, a ~deny list allows it), then each line that
+// names the call or one of its groups allows it (or, with ~, denies it),
+// the last one winning.
+func syscallAllowed(lines []string, name string, groups ...string) bool {
+	allowed := len(lines) == 0 || strings.HasPrefix(lines[0], "~")
+	for _, line := range lines {
+		deny := strings.HasPrefix(line, "~")
+		for _, item := range strings.Fields(strings.TrimPrefix(line, "~")) {
+			if item == name || slices.Contains(groups, item) {
+				allowed = !deny
+			}
+		}
+	}
+	return allowed
+}
+
 // TestSystemdWiring: the units hand the service the files config.yaml
 // names, run it with that config, and keep its directories writable.
 func TestSystemdWiring(t *testing.T) {
@@ -510,6 +529,12 @@ func TestSystemdWiring(t *testing.T) {
 			}
 			if got := u["User"]; !slices.Equal(got, []string{"lifeboat"}) {
 				t.Errorf("User=%v, want lifeboat (lifeboat.sysusers)", got)
+			}
+			// The compression thread lowers its own priority
+			// (agent/priority_linux.go): @resources is denied, setpriority
+			// must be allowed again.
+			if !syscallAllowed(u["SystemCallFilter"], "setpriority", "@resources", "@system-service") {
+				t.Errorf("SystemCallFilter=%q refuses setpriority, which lifeboat calls; allow it (SystemCallFilter=setpriority after the deny list)", u["SystemCallFilter"])
 			}
 		})
 	}

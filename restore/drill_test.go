@@ -175,7 +175,9 @@ func TestDrillFails(t *testing.T) {
 			return rewriteManifest(t, b, m, func(m *uploader.Manifest) { m.TotalKeys-- })
 		}, wantCheck: "total keys"},
 		{name: "manifest snapshot sha256 edited", m: plain, damage: func(t *testing.T, b *uploader.Backups, root string, m *uploader.Manifest) *uploader.Manifest {
-			return rewriteManifest(t, b, m, func(m *uploader.Manifest) { m.SnapshotSHA256 = "00" + m.SnapshotSHA256[2:] })
+			return rewriteManifest(t, b, m, func(m *uploader.Manifest) {
+				m.SnapshotSHA256 = otherHexDigit(m.SnapshotSHA256[:1]) + m.SnapshotSHA256[1:]
+			})
 		}, wantCheck: "snapshot sha256"},
 		{name: "wrong identity", m: enc, ids: []age.Identity{other}, wantErr: uploader.ErrDecrypt},
 		{name: "no identity", m: enc, wantErr: uploader.ErrNoIdentity},
@@ -328,4 +330,13 @@ func TestDrillTimeout(t *testing.T) {
 		t.Errorf("report %+v", rep)
 	}
 	assertEmpty(t, scratch)
+}
+
+// otherHexDigit returns a hex digit different from d, so that an edited
+// checksum always differs from the real one.
+func otherHexDigit(d string) string {
+	if d == "0" {
+		return "1"
+	}
+	return "0"
 }

@@ -174,6 +174,10 @@ func rewriteManifest(t testing.TB, b *uploader.Backups, m *uploader.Manifest, ed
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Stores never replace an object: delete it first.
+	if err := b.Store.Delete(context.Background(), b.ManifestKey(c.ID)); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := b.Store.Put(context.Background(), b.ManifestKey(c.ID), strings.NewReader(string(data)), uploader.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -24,13 +24,16 @@ const NamePlaceholder = "{name}"
 // exists and is not empty and RestoreOptions.Force is not set.
 var ErrDataDirNotEmpty = errors.New("data directory is not empty")
 
+// ErrDataDirInUse is wrapped when a member's data directory holds the
+// database of an etcd that is still running (its bbolt file is locked):
+// stop that member first. Force does not override it.
+var ErrDataDirInUse = errors.New("data directory is in use by a running etcd")
+
 // ErrOptions is wrapped by mistakes in RestoreOptions (the caller's).
 var ErrOptions = errors.New("invalid restore options")
 
-// Defaults of etcd and etcdutl, used when the options leave them empty.
+// Defaults of etcdutl, used when the options leave them empty.
 const (
-	DefaultName     = "default"
-	DefaultPeerURL  = "http://localhost:2380"
 	DefaultToken    = "etcd-cluster"
 	oldDirSeparator = ".lifeboat-old-"
 )
@@ -50,17 +53,19 @@ type RestoreOptions struct {
 	WALDir string
 	// Name restores only this member (etcd --name). Default: every member
 	// of InitialCluster when DataDir is a template, the only member when
-	// it names one, else "default".
+	// it names one. Required without InitialCluster.
 	Name string
 	// InitialCluster is etcd's --initial-cluster (name=peerURL,...).
-	// Default: Name=PeerURLs.
+	// Without it, Name and PeerURLs make a single-member cluster; there is
+	// no default member (etcd's "default" at http://localhost:2380 would
+	// silently give the restored member a name and peer URL it never had).
 	InitialCluster string
 	// InitialClusterToken is the new cluster's token (default
 	// "etcd-cluster", as etcdutl). Every member of one cluster must be
 	// restored with the same token.
 	InitialClusterToken string
-	// PeerURLs are the restored member's advertised peer URLs when
-	// InitialCluster is empty (default http://localhost:2380).
+	// PeerURLs are the restored member's advertised peer URLs; required
+	// when InitialCluster is empty.
 	PeerURLs []string
 	// RevisionBump raises the revision by this much and, with
 	// MarkCompacted, marks everything up to the new revision compacted, so
@@ -76,6 +81,9 @@ type RestoreOptions struct {
 	SkipHashCheck bool
 	// Now is the clock that names moved-aside directories (time.Now when nil).
 	Now func() time.Time
+	// Owner, when set, gets every restored file and directory (chown -R
+	// after each member's restore), so etcd need not run as root.
+	Owner *Owner
 	// OnMember is called after each member is restored.
 	OnMember func(RestoredMember)
 }
@@ -184,17 +192,19 @@ func (o RestoreOptions) plan() (*plan, error) {
 	}
 	ic := o.InitialCluster
 	if ic == "" {
-		name := o.Name
-		if name == "" {
-			name = DefaultName
+		// etcd's defaults (member "default" at http://localhost:2380) are
+		// never what a restored member had: its name and peer URL are
+		// written into the restored member list, and a member started
+		// with other ones refuses to start or cannot be reached by peers.
+		if o.Name == "" {
+			return bad("--name is required without --initial-cluster: the member's etcd --name (the one it had, e.g. the node name on kubeadm) is written into the restored data; give --name NAME --initial-advertise-peer-urls URL for a single-member cluster, or --initial-cluster name=peerURL,...")
 		}
-		peers := o.PeerURLs
-		if len(peers) == 0 {
-			peers = []string{DefaultPeerURL}
+		if len(o.PeerURLs) == 0 {
+			return bad("give --initial-cluster name=peerURL,... (every member of the restored cluster) or, for a single-member cluster, --initial-advertise-peer-urls URL: the peer URLs are written into the restored data, and etcd's default http://localhost:2380 cannot be reached by other members")
 		}
 		var parts []string
-		for _, u := range peers {
-			parts = append(parts, name+"="+u)
+		for _, u := range o.PeerURLs {
+			parts = append(parts, o.Name+"="+u)
 		}
 		ic = strings.Join(parts, ",")
 	}
@@ -273,6 +283,9 @@ func Plan(o RestoreOptions) ([]PlannedMember, error) {
 	}
 	var out []PlannedMember
 	for _, m := range p.members {
+		if err := checkNotInUse(m); err != nil {
+			return nil, err
+		}
 		pm := PlannedMember{RestoredMember: m}
 		for _, d := range []string{m.DataDir, m.WALDir} {
 			if d == "" {
@@ -346,6 +359,9 @@ func Restore(ctx context.Context, o RestoreOptions) (*RestoreResult, error) {
 	}
 	targets := make([][2]target, len(p.members))
 	for i, m := range p.members {
+		if err := checkNotInUse(m); err != nil {
+			return nil, err
+		}
 		for j, d := range []string{m.DataDir, m.WALDir} {
 			if d == "" {
 				continue
@@ -426,6 +442,17 @@ func Restore(ctx context.Context, o RestoreOptions) (*RestoreResult, error) {
 			rollback()
 			return nil, fmt.Errorf("restore member %s into %s: %w", m.Name, m.DataDir, err)
 		}
+		if o.Owner != nil {
+			for _, d := range []string{m.DataDir, m.WALDir} {
+				if d == "" {
+					continue
+				}
+				if err := chownTree(d, *o.Owner); err != nil {
+					rollback()
+					return nil, fmt.Errorf("member %s: %w", m.Name, err)
+				}
+			}
+		}
 		m.Seconds = now().Sub(start).Seconds()
 		res.Members = append(res.Members, m)
 		if o.OnMember != nil {
@@ -433,6 +460,21 @@ func Restore(ctx context.Context, o RestoreOptions) (*RestoreResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// checkNotInUse refuses a member whose data dir an etcd still runs on.
+func checkNotInUse(m RestoredMember) error {
+	inUse, who, err := dbInUse(m.DataDir)
+	if err != nil {
+		return fmt.Errorf("member %s: %w", m.Name, err)
+	}
+	if !inUse {
+		return nil
+	}
+	if who == "" {
+		who = "a process this user cannot see"
+	}
+	return fmt.Errorf("member %s: %s: %w (its database is locked by %s): stop that etcd first (kubeadm: move its static pod manifest out of /etc/kubernetes/manifests); nothing was changed", m.Name, m.DataDir, ErrDataDirInUse, who)
 }
 
 // moveAside renames dir to <dir>.lifeboat-old-<stamp> (with a counter if

@@ -2,18 +2,27 @@ package restore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
+// ErrNotProven is wrapped when no backup's last drill passed
+// (latest-proven).
+var ErrNotProven = errors.New("no proven backup")
+
 // Select resolves a drill or restore target: a backup id, "latest" (the
-// newest backup whose data object is present) or "random": a backup chosen
-// with intn (like math/rand.IntN) among the intact ones other than the
-// newest, so that over time every retained backup gets drilled; the newest
-// when it is the only one.
+// newest backup whose data object is present), "latest-proven" (the newest
+// intact backup whose last drill passed, see SelectProven) or "random": a
+// backup chosen with intn (like math/rand.IntN) among the intact ones other
+// than the newest, so that over time every retained backup gets drilled;
+// the newest when it is the only one.
 func Select(ctx context.Context, b *uploader.Backups, ref string, intn func(int) int) (*uploader.Manifest, error) {
+	if ref == "latest-proven" {
+		return SelectProven(ctx, b)
+	}
 	if ref != "random" {
 		return b.Resolve(ctx, ref)
 	}
@@ -50,4 +59,39 @@ func SelectBefore(ctx context.Context, b *uploader.Backups, t time.Time) (*uploa
 		}
 	}
 	return nil, fmt.Errorf("%w of cluster %q in %s taken before %s", uploader.ErrNoBackups, b.Cluster, b.Store, t.UTC().Format(time.RFC3339))
+}
+
+// SelectProven returns the newest intact backup whose last drill passed:
+// the one to prefer in a restore. Only the newest report of a backup
+// counts (uploader.Backups.LastDrills); a backup whose newest report
+// cannot be read is not proven, never judged by an older, happier report.
+func SelectProven(ctx context.Context, b *uploader.Backups) (*uploader.Manifest, error) {
+	l, err := b.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	drills, err := b.LastDrills(ctx)
+	if err != nil {
+		return nil, err
+	}
+	unknown := 0
+	for _, e := range l.Backups { // newest first
+		if e.State != uploader.StateOK {
+			continue
+		}
+		d := drills[e.Manifest.ID]
+		switch d.State() {
+		case uploader.DrillUnknown:
+			unknown++
+		case uploader.DrillPassed:
+			if d.BackupID == e.Manifest.ID {
+				return e.Manifest, nil
+			}
+		}
+	}
+	msg := ""
+	if unknown > 0 {
+		msg = fmt.Sprintf(" (the last drill of %d could not be read)", unknown)
+	}
+	return nil, fmt.Errorf("%w of cluster %q in %s: no backup's last drill passed%s; run `lifeboat drill latest`, or give a backup id or latest", ErrNotProven, b.Cluster, b.Store, msg)
 }

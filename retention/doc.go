@@ -20,13 +20,16 @@
 //     every backup that claims to be from the future.
 //   - N = -1 means unlimited (every bucket); 0 turns a rule off.
 //
-// A backup is kept when any rule keeps it. On top of the policy three
+// A backup is kept when any rule keeps it. On top of the policy four
 // guarantees always hold, whatever the policy says:
 //
 //   - the newest backup is never deleted ("newest");
 //   - the newest backup whose last drill passed is never deleted
 //     ("newest-proven"), so a run of failed drills cannot prune away the
 //     last restore that is known to work;
+//   - a backup whose last drill's verdict is unknown (its report cannot be
+//     read) and that is newer than the newest proven backup is never
+//     deleted ("drill-unknown"): it may be the newest proven one;
 //   - a backup under Object Lock retention or legal hold is never planned
 //     for deletion ("locked"): the store would refuse it anyway, and the
 //     plan should say what will really happen.

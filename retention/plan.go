@@ -17,6 +17,9 @@ type Backup struct {
 	Size        int64     // bytes in the store; carried through, not used by the rules
 	DrillPassed bool      // its last drill passed
 	Locked      bool      // under Object Lock retention or legal hold at now
+	// DrillUnknown: its last drill's verdict cannot be known (the report
+	// is unreadable). Such a backup may be the newest proven one.
+	DrillUnknown bool
 }
 
 // Decision is the verdict on one backup.
@@ -26,7 +29,8 @@ type Decision struct {
 	// Reasons lists what kept the backup, in a fixed order: "last",
 	// "hourly 2026-11-29 13:00", "daily 2026-11-29", "weekly 2026-W48",
 	// "monthly 2026-11", "yearly 2026", "within 7d", "newest",
-	// "newest-proven", "locked". It is empty exactly when Keep is false.
+	// "newest-proven", "drill-unknown", "locked". It is empty exactly when
+	// Keep is false.
 	Reasons []string
 }
 
@@ -41,6 +45,7 @@ const (
 	keepWithin
 	keepNewest
 	keepNewestProven
+	keepDrillUnknown
 	keepLocked
 )
 
@@ -134,8 +139,16 @@ func Plan(backups []Backup, p Policy, now time.Time) ([]Decision, error) {
 	if len(order) > 0 {
 		marks[0] |= keepNewest
 	}
+	// Unknown is not good, nor bad: a backup whose last verdict is
+	// unknown and that is newer than the newest proven one may be the
+	// newest proven backup.
 	for i, e := range order {
-		if backups[e.idx].DrillPassed {
+		b := &backups[e.idx]
+		if b.DrillUnknown {
+			marks[i] |= keepDrillUnknown
+			continue
+		}
+		if b.DrillPassed {
 			marks[i] |= keepNewestProven
 			break
 		}
@@ -280,6 +293,9 @@ func decide(backups []Backup, order []entry, marks []uint16, p Policy, loc *time
 		}
 		if m&keepNewestProven != 0 {
 			all = append(all, "newest-proven")
+		}
+		if m&keepDrillUnknown != 0 {
+			all = append(all, "drill-unknown")
 		}
 		if m&keepLocked != 0 {
 			all = append(all, "locked")

@@ -366,6 +366,32 @@ func TestPlanEdgeCases(t *testing.T) {
 			},
 		},
 		{
+			name: "an unknown drill newer than the newest proven may be the newest proven",
+			backups: []Backup{
+				{ID: "a", Time: at}, {ID: "u", Time: at.Add(-time.Hour), DrillUnknown: true},
+				{ID: "p", Time: at.Add(-2 * time.Hour), DrillPassed: true},
+				{ID: "o", Time: at.Add(-3 * time.Hour), DrillUnknown: true}, {ID: "f", Time: at.Add(-4 * time.Hour)},
+			},
+			policy: Policy{Within: time.Minute},
+			want: []Decision{
+				{Backup: Backup{ID: "a", Time: at}, Keep: true, Reasons: []string{"newest"}},
+				{Backup: Backup{ID: "u", Time: at.Add(-time.Hour), DrillUnknown: true}, Keep: true, Reasons: []string{"drill-unknown"}},
+				{Backup: Backup{ID: "p", Time: at.Add(-2 * time.Hour), DrillPassed: true}, Keep: true, Reasons: []string{"newest-proven"}},
+				{Backup: Backup{ID: "o", Time: at.Add(-3 * time.Hour), DrillUnknown: true}},
+				{Backup: Backup{ID: "f", Time: at.Add(-4 * time.Hour)}},
+			},
+		},
+		{
+			name:    "no proven backup: every unknown drill may be the newest proven",
+			backups: []Backup{{ID: "a", Time: at, DrillUnknown: true}, {ID: "b", Time: at.Add(-time.Hour)}, {ID: "c", Time: at.Add(-2 * time.Hour), DrillUnknown: true}},
+			policy:  Policy{Within: time.Minute},
+			want: []Decision{
+				{Backup: Backup{ID: "a", Time: at, DrillUnknown: true}, Keep: true, Reasons: []string{"newest", "drill-unknown"}},
+				{Backup: Backup{ID: "b", Time: at.Add(-time.Hour)}},
+				{Backup: Backup{ID: "c", Time: at.Add(-2 * time.Hour), DrillUnknown: true}, Keep: true, Reasons: []string{"drill-unknown"}},
+			},
+		},
+		{
 			name:    "within keeps a backup from the future",
 			backups: []Backup{{ID: "late", Time: now.Add(time.Hour)}, {ID: "a", Time: now.Add(-time.Minute)}, {ID: "b", Time: now.Add(-time.Hour)}},
 			policy:  Policy{Within: 30 * time.Minute},
@@ -438,7 +464,7 @@ func diffDecisions(want, got []Decision) string {
 		for i := range want {
 			w, g := want[i], got[i]
 			if w.Backup.ID != g.Backup.ID || !w.Backup.Time.Equal(g.Backup.Time) || w.Backup.Size != g.Backup.Size ||
-				w.Backup.DrillPassed != g.Backup.DrillPassed || w.Backup.Locked != g.Backup.Locked ||
+				w.Backup.DrillPassed != g.Backup.DrillPassed || w.Backup.DrillUnknown != g.Backup.DrillUnknown || w.Backup.Locked != g.Backup.Locked ||
 				w.Keep != g.Keep || !slices.Equal(w.Reasons, g.Reasons) || (w.Reasons == nil) != (g.Reasons == nil) {
 				same = false
 				break

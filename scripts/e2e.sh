@@ -7,8 +7,10 @@ BIN=$PWD/.bin
 LB=$BIN/lifeboat
 work=$(mktemp -d)
 etcd_pid=""
+plain_pid=""
 cleanup() {
   [ -n "$etcd_pid" ] && kill "$etcd_pid" 2>/dev/null && wait "$etcd_pid" 2>/dev/null || true
+  [ -n "$plain_pid" ] && kill "$plain_pid" 2>/dev/null && wait "$plain_pid" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -57,6 +59,56 @@ echo "e2e: lifeboat verify latest"
 echo "e2e: modes are 0600/0700"
 find "$work/store" -type f ! -perm 0600 | grep . && fail "store file not 0600"
 find "$work/store" -mindepth 1 -type d ! -perm 0700 | grep . && fail "store dir not 0700"
+
+echo "e2e: recovering without lifeboat: sha256sum, age -d | zstd -d, then etcdutl snapshot restore"
+# age and age-keygen are built from lifeboat's own age module (make tools);
+# zstd is Debian's (installed here when missing and we may).
+[ -x "$BIN/age" ] && [ -x "$BIN/age-keygen" ] || make -s "$BIN/age" >/dev/null
+[ -x "$BIN/etcdutl" ] || make -s "$BIN/etcdutl" >/dev/null
+if ! command -v zstd >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get install -y -qq zstd >/dev/null || fail "apt-get install zstd failed"
+  else
+    fail "the zstd CLI is needed (Debian/Ubuntu: apt-get install zstd)"
+  fi
+fi
+"$BIN/age-keygen" -o "$work/key.txt" 2>/dev/null
+pub=$("$BIN/age-keygen" -y "$work/key.txt")
+enc=(--store "$store" --spool-dir "$work/spool" --log-format json --cluster enc --recipient "$pub" --identity-file "$work/key.txt")
+"$LB" snapshot "${enc[@]}" >/dev/null 2>"$work/enc.err" || fail "encrypted snapshot: $(cat "$work/enc.err")"
+obj=$(find "$work/store/enc" -name '*.db.zst.age')
+[ -f "$obj" ] || fail "no encrypted object in $work/store/enc"
+manifest=${obj%.db.zst.age}.json
+want=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["object_sha256"])' "$manifest")
+[ "$(sha256sum <"$obj" | cut -d' ' -f1)" = "$want" ] || fail "object sha256 differs from the manifest's"
+"$BIN/age" -d -i "$work/key.txt" <"$obj" | zstd -q -d >"$work/plain.db" || fail "age -d | zstd -d"
+"$BIN/etcdutl" snapshot restore "$work/plain.db" --data-dir "$work/plain-data" --name plain \
+  --initial-cluster "plain=http://127.0.0.1:1" --initial-advertise-peer-urls "http://127.0.0.1:1" \
+  >"$work/etcdutl.log" 2>&1 || fail "etcdutl snapshot restore of the age|zstd output: $(cat "$work/etcdutl.log")"
+pcport=$(free_port); ppport=$(free_port)
+"$BIN/etcd" --name plain --data-dir "$work/plain-data" \
+  --listen-client-urls "http://127.0.0.1:$pcport" --advertise-client-urls "http://127.0.0.1:$pcport" \
+  --listen-peer-urls "http://127.0.0.1:$ppport" --initial-advertise-peer-urls "http://127.0.0.1:1" \
+  --initial-cluster "plain=http://127.0.0.1:1" --log-level error >"$work/plain-etcd.log" 2>&1 &
+plain_pid=$!
+n=""
+for _ in $(seq 100); do
+  n=$(ETCDCTL_ENDPOINTS="http://127.0.0.1:$pcport" "$BIN/etcdctl" get --prefix /registry/configmaps/ --count-only -w fields 2>/dev/null | awk '/"Count"/ {print $3}') && [ -n "$n" ] && break
+  sleep 0.2
+done
+kill "$plain_pid"; wait "$plain_pid" 2>/dev/null || true; plain_pid=""
+[ "$n" = 300 ] || fail "etcd on the hand-restored dir has $n configmaps, want 300: $(cat "$work/plain-etcd.log")"
+
+echo "e2e: lifeboat fetch -o FILE gives the same snapshot file, which etcdutl restores"
+"$LB" fetch latest "${enc[@]}" -o "$work/fetched.db" >/dev/null 2>"$work/fetch.err" || fail "fetch: $(cat "$work/fetch.err")"
+[ "$(stat -c %a "$work/fetched.db")" = 600 ] || fail "fetched file mode $(stat -c %a "$work/fetched.db")"
+cmp -s "$work/fetched.db" "$work/plain.db" || fail "fetch output differs from age -d | zstd -d"
+"$BIN/etcdutl" snapshot restore "$work/fetched.db" --data-dir "$work/fetched-data" \
+  >"$work/etcdutl.log" 2>&1 || fail "etcdutl snapshot restore of the fetched file: $(cat "$work/etcdutl.log")"
+set +e
+"$LB" fetch latest "${enc[@]}" -o "$work/fetched.db" >/dev/null 2>&1; rc=$?
+set -e
+[ $rc = 1 ] || fail "fetch onto an existing file exited $rc, want 1"
 
 echo "e2e: a corrupted object fails verify with exit 1"
 obj=$(find "$work/store" -name '*.zst' | head -1)

@@ -13,7 +13,10 @@
 // with dirty pages.
 //
 // A stream that stops delivering bytes is cut after a stall timeout; a failed
-// or canceled snapshot never leaves a spool file behind. Errors name the
+// or canceled snapshot never leaves a spool file behind, and a spool file
+// from CreateSpool has no name at all, so not even a killed process leaves
+// one. A stream that breaks off mid-way is a *MemberError: the caller may
+// start over from another member (Options.Skip). Errors name the
 // endpoint and say what to check (endpoints, --cacert, --cert/--key,
 // --user/--password); passwords never appear in errors or logs (Secret).
 // Because the etcd client hides connection failures behind "context deadline

@@ -17,6 +17,21 @@ var ErrTrailer = errors.New("snapshot trailer check failed")
 // Options.StallTimeout.
 var ErrStalled = errors.New("snapshot stream stalled")
 
+// MemberError is returned by Take when the snapshot stream from one member
+// failed after bytes had arrived (the member stopped or restarted, the
+// connection broke, the stream stalled or failed its trailer check). The
+// member may be at fault, not the cluster: another member can serve the
+// snapshot, but only from the start, into a new spool file.
+type MemberError struct {
+	// Endpoint and Member name the member that failed.
+	Endpoint, Member string
+	// Err says how it failed.
+	Err error
+}
+
+func (e *MemberError) Error() string { return e.Err.Error() }
+func (e *MemberError) Unwrap() error { return e.Err }
+
 // explain wraps err from talking to endpoint with what it means and what the
 // user should check. op names the operation ("status", "snapshot").
 func explain(op, endpoint string, cfg Config, err error) error {

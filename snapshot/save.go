@@ -41,6 +41,9 @@ type Options struct {
 	// incremental writeback (plain writes: Take leaves the pages to the
 	// kernel, Save fsyncs the whole file at the end).
 	Chunk int64
+	// Skip lists endpoints Take must not stream from: members whose stream
+	// failed in an earlier attempt of the same backup.
+	Skip []string
 }
 
 func (o Options) withDefaults() Options {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -41,7 +42,10 @@ type Info struct {
 // into tee (nil for none; e.g. a compressor), checking etcd's sha256 trailer
 // as the bytes arrive (Save). If the stream cannot be started or fails
 // before the first byte, the next member is tried; once bytes have reached
-// the spool file and tee, a failure is final.
+// the spool file and tee, a failure is final: when the member's stream
+// broke (not the spool, the tee or ctx), the error is a *MemberError, and
+// the caller may start over with that member in opts.Skip. Members in
+// opts.Skip are never streamed from.
 //
 // On success the spool file holds the snapshot exactly as etcdctl snapshot
 // save would write it, but not fsynced: it is scratch space, read back and
@@ -51,6 +55,35 @@ type Info struct {
 // cause and what to check. lg receives one line per fallback and one on
 // success; nil discards them.
 func Take(ctx context.Context, cfg Config, spoolPath string, tee io.Writer, opts Options, lg *slog.Logger) (Info, error) {
+	var f *os.File
+	info, err := take(ctx, cfg, func() (*os.File, error) {
+		var err error
+		f, err = createSpool(spoolPath)
+		return f, err
+	}, tee, opts, lg)
+	if f == nil {
+		return info, err
+	}
+	if err != nil {
+		discardSpool(f)
+		return info, err
+	}
+	if err := f.Close(); err != nil {
+		_ = os.Remove(spoolPath)
+		return Info{}, fmt.Errorf("close spool file %s: %w", spoolPath, err)
+	}
+	return info, nil
+}
+
+// TakeFile is Take into spool, an empty file open for writing (e.g. from
+// CreateSpool), which it leaves open, on failure too: the caller closes
+// it, and discards it on failure.
+func TakeFile(ctx context.Context, cfg Config, spool *os.File, tee io.Writer, opts Options, lg *slog.Logger) (Info, error) {
+	return take(ctx, cfg, func() (*os.File, error) { return spool, nil }, tee, opts, lg)
+}
+
+// take is Take and TakeFile: spool is called once a member is known.
+func take(ctx context.Context, cfg Config, spool func() (*os.File, error), tee io.Writer, opts Options, lg *slog.Logger) (Info, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
@@ -74,27 +107,29 @@ func Take(ctx context.Context, cfg Config, spoolPath string, tee io.Writer, opts
 			lg.Warn("etcd member unreachable, not using it", "endpoint", m.Endpoint, "err", redact(m.Err, cfg.Password))
 		}
 	}
-	info, err := takeFirst(ctx, cfg, cc, members, spoolPath, tee, opts, lg)
-	return info, redact(err, cfg.Password)
-}
-
-func takeFirst(ctx context.Context, cfg Config, cc clientv3.Config, members []MemberStatus, spoolPath string, tee io.Writer, opts Options, lg *slog.Logger) (Info, error) {
-	f, err := createSpool(spoolPath)
+	f, err := spool()
 	if err != nil {
 		return Info{}, err
 	}
+	info, err := takeFirst(ctx, cfg, cc, members, f, tee, opts, lg)
+	return info, redact(err, cfg.Password)
+}
+
+// takeFirst streams from the first member that can serve into f.
+func takeFirst(ctx context.Context, cfg Config, cc clientv3.Config, members []MemberStatus, f *os.File, tee io.Writer, opts Options, lg *slog.Logger) (Info, error) {
 	start := time.Now()
 	var errs []error
+	skipped := 0
 	for _, m := range members {
 		if m.Err != nil {
 			continue
 		}
+		if slices.Contains(opts.Skip, m.Endpoint) {
+			skipped++
+			continue
+		}
 		n, storageVersion, sha, err := takeFrom(ctx, cfg, cc, m.Endpoint, f, tee, opts)
 		if err == nil {
-			if err := f.Close(); err != nil {
-				_ = os.Remove(spoolPath)
-				return Info{}, fmt.Errorf("close spool file %s: %w", spoolPath, err)
-			}
 			info := Info{
 				Endpoint:       m.Endpoint,
 				MemberID:       m.ID,
@@ -111,14 +146,19 @@ func takeFirst(ctx context.Context, cfg Config, cc clientv3.Config, members []Me
 			return info, nil
 		}
 		if n > 0 || ctx.Err() != nil {
-			discardSpool(f)
+			var me *MemberError
+			if errors.As(err, &me) {
+				me.Member = m.Name
+			}
 			return Info{}, err
 		}
 		lg.Warn("snapshot from member failed before any data, trying the next member",
 			"endpoint", m.Endpoint, "err", redact(err, cfg.Password))
 		errs = append(errs, err)
 	}
-	discardSpool(f)
+	if len(errs) == 0 && skipped > 0 {
+		return Info{}, fmt.Errorf("no etcd member left to stream from: %d failed already, the others are unreachable", skipped)
+	}
 	if len(errs) == 0 {
 		return Info{}, fmt.Errorf("no etcd member reachable at %v", cfg.Endpoints)
 	}
@@ -159,8 +199,20 @@ func takeFrom(ctx context.Context, cfg Config, cc clientv3.Config, ep string, f 
 	n, sha, err = save(ctx, s, f, tee, opts, false)
 	if err != nil {
 		var se *streamError
-		if errors.As(err, &se) {
+		switch {
+		case ctx.Err() != nil:
+			return n, "", "", fmt.Errorf("snapshot stream from %s: %w", ep, err)
+		case errors.As(err, &se) && n > 0:
+			// Mid-stream, a reset or EOF is the member going away, not a
+			// TLS mismatch (the stream had started).
+			err = fmt.Errorf("snapshot stream from %s broke off (the member stopped, restarted or lost its connection): %w", ep, err)
+			return n, "", "", &MemberError{Endpoint: ep, Err: err}
+		case errors.As(err, &se):
 			return n, "", "", explain("snapshot stream from", ep, cfg, err)
+		case errors.Is(err, ErrStalled):
+			return n, "", "", &MemberError{Endpoint: ep, Err: explain("snapshot stream from", ep, cfg, err)}
+		case errors.Is(err, ErrTrailer):
+			return n, "", "", &MemberError{Endpoint: ep, Err: fmt.Errorf("snapshot stream from %s: %w", ep, err)}
 		}
 		return n, "", "", fmt.Errorf("snapshot stream from %s: %w", ep, err)
 	}
@@ -209,14 +261,14 @@ func PrepareSpoolDir(dir string) error {
 	if !st.IsDir() {
 		return fmt.Errorf("spool dir %s: not a directory (%s)", dir, hint)
 	}
-	f, err := os.CreateTemp(dir, ".lifeboat-probe-*")
+	// The probe has no name (as the spool file): nothing to leave behind.
+	f, err := createAnonymous(dir)
 	if err != nil {
 		return fmt.Errorf("spool dir %s: not writable (%s): %w", dir, hint, err)
 	}
 	_, werr := f.Write([]byte{0})
 	cerr := f.Close()
-	rerr := os.Remove(f.Name())
-	if err := errors.Join(werr, cerr, rerr); err != nil {
+	if err := errors.Join(werr, cerr); err != nil {
 		return fmt.Errorf("spool dir %s: not writable (%s): %w", dir, hint, err)
 	}
 	return nil

@@ -158,7 +158,7 @@ func readDocument[T any](ctx context.Context, st Store, key, what string, parse 
 	var zero T
 	rc, err := st.Get(ctx, key)
 	if err != nil {
-		return zero, err
+		return zero, fmt.Errorf("read %s %s: %w", what, key, err)
 	}
 	defer rc.Close()
 	data, err := io.ReadAll(io.LimitReader(rc, 1<<20))

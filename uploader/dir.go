@@ -19,8 +19,11 @@ import (
 
 // Dir is a Store in a local directory. Objects are regular files (0600)
 // under root, in directories (0700) following the key's slashes. Put writes
-// to a hidden temporary file, fsyncs it, renames it into place and fsyncs the
-// directory, so a crash leaves either the old object or the new one.
+// to a hidden temporary file, fsyncs it, hard-links it to the key's name
+// (link(2) fails when the name exists, so an object is never replaced and of
+// two writers exactly one wins), removes the temporary name and fsyncs the
+// directory: a crash leaves no object or the whole new one. The directory
+// must be on a file system with hard links (every local Linux one, NFS).
 type Dir struct {
 	root string
 }
@@ -75,6 +78,11 @@ func (d *Dir) Put(ctx context.Context, key string, r io.Reader, opts PutOptions)
 	if err != nil {
 		return ObjectInfo{}, err
 	}
+	// Fail fast, before writing what would be refused at the link; the
+	// link decides a race.
+	if _, err := os.Lstat(p); err == nil {
+		return ObjectInfo{}, fmt.Errorf("put %s: %w (objects are never replaced: delete it first, or use another key)", p, ErrExists)
+	}
 	dir := filepath.Dir(p)
 	if err := mkdirAllSync(d.root, dir); err != nil {
 		return ObjectInfo{}, fmt.Errorf("put %s: %w", p, err)
@@ -109,10 +117,16 @@ func (d *Dir) Put(ctx context.Context, key string, r io.Reader, opts PutOptions)
 	if err := ctx.Err(); err != nil {
 		return ObjectInfo{}, fmt.Errorf("put %s: %w", p, err)
 	}
-	if err := os.Rename(tmp, p); err != nil {
-		return ObjectInfo{}, fmt.Errorf("put %s: %w", p, err)
+	if err := os.Link(tmp, p); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return ObjectInfo{}, fmt.Errorf("put %s: %w (objects are never replaced: delete it first, or use another key)", p, ErrExists)
+		}
+		return ObjectInfo{}, fmt.Errorf("put %s: the store directory must be on a file system with hard links: %w", p, err)
 	}
 	ok = true
+	// The object is committed; a temporary name that cannot be removed is
+	// skipped by List and harms nothing.
+	_ = os.Remove(tmp)
 	if err := syncDir(dir); err != nil {
 		return ObjectInfo{}, fmt.Errorf("put %s: fsync directory: %w", p, err)
 	}

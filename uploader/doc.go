@@ -10,5 +10,7 @@
 //
 // The commit protocol: the data object is written first (Put makes it
 // visible only once complete), the manifest last. A data object without a
-// manifest is an orphan, never a backup.
+// manifest is an orphan, never a backup. Stores create objects and never
+// replace them (Put fails with ErrExists), so two writers of one backup id
+// cannot both succeed.
 package uploader

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -134,7 +136,10 @@ func (b *Backups) DrillReportKey(id string, t time.Time) string {
 	return b.drillDir() + id + "/" + t.UTC().Format(drillTimeFormat) + ".json"
 }
 
-// PutDrillReport stores r beside its backup.
+// PutDrillReport stores r beside its backup. Reports are never replaced:
+// when a report of a drill that started in the same millisecond is stored
+// already (two agents), this one goes under the same time with a suffix
+// (<time>-2.json, ...).
 func (b *Backups) PutDrillReport(ctx context.Context, r *DrillReport) error {
 	if err := r.Validate(); err != nil {
 		return err
@@ -143,12 +148,22 @@ func (b *Backups) PutDrillReport(ctx context.Context, r *DrillReport) error {
 	if err != nil {
 		return err
 	}
-	key := b.DrillReportKey(r.BackupID, r.StartedAt)
-	if _, err := b.Store.Put(ctx, key, bytes.NewReader(data), PutOptions{ContentType: "application/json"}); err != nil {
-		return fmt.Errorf("write drill report %s: %w", key, err)
+	base := b.DrillReportKey(r.BackupID, r.StartedAt)
+	key := base
+	for n := 2; ; n++ {
+		_, err := b.Store.Put(ctx, key, bytes.NewReader(data), PutOptions{ContentType: "application/json"})
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, ErrExists) || n > maxReportSuffix {
+			return fmt.Errorf("write drill report %s: %w", key, err)
+		}
+		key = strings.TrimSuffix(base, ".json") + "-" + strconv.Itoa(n) + ".json"
 	}
-	return nil
 }
+
+// maxReportSuffix bounds the names tried for reports of one start time.
+const maxReportSuffix = 20
 
 func (b *Backups) readDrillReport(ctx context.Context, key string) (*DrillReport, error) {
 	return readDocument(ctx, b.Store, key, "drill report", ParseDrillReport)
@@ -185,11 +200,54 @@ func (b *Backups) DrillReports(ctx context.Context, id string) ([]*DrillReport, 
 	return out, nil
 }
 
-// LastDrills returns the newest readable drill report of every backup that
-// has one, by backup id: one listing of the drills area, then one read per
-// backup (the next older report only when the newest is unreadable).
-func (b *Backups) LastDrills(ctx context.Context) (map[string]*DrillReport, error) {
-	byID := map[string][]string{}
+// Drill states of a backup, as LastDrill.State reports them.
+const (
+	DrillNever   = "never"   // no drill report
+	DrillPassed  = "passed"  // the newest report says passed
+	DrillFailed  = "failed"  // the newest report says failed
+	DrillUnknown = "unknown" // the newest report cannot be read: no verdict
+)
+
+// LastDrill is what the store says about the newest drill of one backup.
+// The embedded report is nil exactly when Err is set: check State (or Err)
+// before reading its fields.
+type LastDrill struct {
+	*DrillReport
+	// Key is the newest report's key.
+	Key string
+	// Started is when that drill started, from its key: known even when
+	// the report cannot be read.
+	Started time.Time
+	// Err says why the newest report could not be read (a store error)
+	// or parsed. The verdict is then unknown: an older report never
+	// stands in for it, since the newest drill may have failed.
+	Err error
+}
+
+// State is DrillPassed, DrillFailed, DrillUnknown, or DrillNever for a nil
+// LastDrill.
+func (l *LastDrill) State() string {
+	switch {
+	case l == nil:
+		return DrillNever
+	case l.Err != nil || l.DrillReport == nil:
+		return DrillUnknown
+	case l.Passed:
+		return DrillPassed
+	}
+	return DrillFailed
+}
+
+// drillReaders bounds the reports read at once, as manifestReaders does.
+const drillReaders = 8
+
+// LastDrills returns the newest drill of every backup that has a report,
+// by backup id: one listing of the drills area, then one read per backup,
+// of its newest report only, up to drillReaders at once. A newest report
+// that cannot be read gives a LastDrill with Err set (state unknown); only
+// a failed listing or the end of ctx fails the call.
+func (b *Backups) LastDrills(ctx context.Context) (map[string]*LastDrill, error) {
+	newest := map[string]string{}
 	dir := b.drillDir()
 	err := b.Store.List(ctx, dir, func(o ObjectInfo) error {
 		rest := strings.TrimPrefix(o.Key, dir)
@@ -197,25 +255,50 @@ func (b *Backups) LastDrills(ctx context.Context) (map[string]*DrillReport, erro
 		if !ok || !ValidID(id) || strings.Contains(name, "/") || !strings.HasSuffix(name, ".json") {
 			return nil
 		}
-		byID[id] = append(byID[id], o.Key)
+		if o.Key > newest[id] {
+			newest[id] = o.Key
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list drill reports: %w", err)
 	}
-	out := make(map[string]*DrillReport, len(byID))
-	for id, keys := range byID {
-		sort.Sort(sort.Reverse(sort.StringSlice(keys)))
-		for _, k := range keys {
-			r, err := b.readDrillReport(ctx, k)
-			if err == nil {
-				out[id] = r
-				break
+	out := make(map[string]*LastDrill, len(newest))
+	for id, k := range newest {
+		out[id] = &LastDrill{Key: k, Started: reportTime(k)}
+	}
+	next := make(chan *LastDrill)
+	var wg sync.WaitGroup
+	for range min(drillReaders, len(out)) {
+		wg.Go(func() {
+			for l := range next {
+				l.DrillReport, l.Err = b.readDrillReport(ctx, l.Key)
+				if l.Err != nil {
+					l.DrillReport = nil
+				}
 			}
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-		}
+		})
+	}
+	for _, l := range out {
+		next <- l
+	}
+	close(next)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("read drill reports: %w", err)
 	}
 	return out, nil
+}
+
+// reportTime is the start time a report's key names (zero if none).
+func reportTime(key string) time.Time {
+	name := path.Base(key)
+	if len(name) < len(drillTimeFormat) {
+		return time.Time{}
+	}
+	t, err := time.Parse(drillTimeFormat, name[:len(drillTimeFormat)])
+	if err != nil {
+		return time.Time{}
+	}
+	return t
 }

@@ -39,8 +39,9 @@ func TestDrillReports(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// An unreadable newest report of c, and stray objects, are skipped.
-	for _, k := range []string{b.DrillReportKey(c, t0.Add(3*time.Hour)), "c1/drills/not-an-id/x.json", "c1/drills/" + c + "/note.txt"} {
+	// Stray objects are skipped (an unreadable newest report: see
+	// TestLastDrillsNewestUnreadable).
+	for _, k := range []string{"c1/drills/not-an-id/x.json", "c1/drills/" + c + "/note.txt"} {
 		if _, err := b.Store.Put(ctx, k, strings.NewReader("{"), PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +60,10 @@ func TestDrillReports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(map[string]*DrillReport{a: reports[2], c: reports[3]}, last); diff != "" {
+	if diff := cmp.Diff(map[string]*LastDrill{
+		a: {DrillReport: reports[2], Key: b.DrillReportKey(a, reports[2].StartedAt), Started: reports[2].StartedAt},
+		c: {DrillReport: reports[3], Key: b.DrillReportKey(c, reports[3].StartedAt), Started: reports[3].StartedAt},
+	}, last); diff != "" {
 		t.Errorf("LastDrills mismatch (-want +got):\n%s", diff)
 	}
 	if k := b.DrillReportKey(a, t0); k != "c1/drills/"+a+"/20261201T100000.000Z.json" {
@@ -146,4 +150,33 @@ func FuzzParseDrillReport(f *testing.F) {
 			t.Errorf("round trip changed the report:\n%s", diff)
 		}
 	})
+}
+
+// TestDrillReportSameStart: two drills of one backup that started in the
+// same millisecond (two agents) both keep their report; neither replaces
+// the other.
+func TestDrillReportSameStart(t *testing.T) {
+	b := newDirBackups(t)
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	const id = "20261130T113800Z-r42"
+	first, second := testReport(id, t0, true), testReport(id, t0, false)
+	for _, r := range []*DrillReport{first, second} {
+		if err := b.PutDrillReport(t.Context(), r); err != nil {
+			t.Fatalf("PutDrillReport: %v", err)
+		}
+	}
+	got, err := b.DrillReports(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("DrillReports = %d reports; want both", len(got))
+	}
+	passed := map[bool]int{}
+	for _, r := range got {
+		passed[r.Passed]++
+	}
+	if passed[true] != 1 || passed[false] != 1 {
+		t.Errorf("DrillReports verdicts %v; want one passed and one failed", passed)
+	}
 }

@@ -70,6 +70,16 @@ func NewID(t time.Time, rev int64) string {
 // ValidID reports whether id has the shape NewID produces.
 func ValidID(id string) bool { return idPattern.MatchString(id) }
 
+// IDTime returns the time an id names (when its snapshot started, UTC, to
+// the second); ok is false when id is not a backup id.
+func IDTime(id string) (t time.Time, ok bool) {
+	if !ValidID(id) {
+		return time.Time{}, false
+	}
+	t, err := time.Parse("20060102T150405Z", id[:16])
+	return t, err == nil
+}
+
 // ErrBadManifest is wrapped by manifest decoding errors.
 var ErrBadManifest = errors.New("bad manifest")
 

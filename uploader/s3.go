@@ -2,6 +2,7 @@ package uploader
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
@@ -423,6 +424,7 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, opts PutOptions) 
 		return ObjectInfo{}, fmt.Errorf("upload %s: %w", s.name(full), err)
 	}
 	body := &putReader{ctx: ctx, r: r, sha: sha256.New(), crc: crc32.NewIEEE()}
+	token := randomToken()
 	in := &transfermanager.UploadObjectInput{
 		Bucket:            aws.String(s.cfg.Bucket),
 		Key:               aws.String(full),
@@ -433,6 +435,13 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, opts PutOptions) 
 		ChecksumType:         tmtypes.ChecksumTypeFullObject,
 		ServerSideEncryption: tmtypes.ServerSideEncryption(s.cfg.SSE),
 		StorageClass:         tmtypes.StorageClass(s.cfg.StorageClass),
+		// Create, never replace: PutObject and CompleteMultipartUpload
+		// fail with 412 when the key exists, so of two writers of one key
+		// exactly one wins.
+		IfNoneMatch: aws.String("*"),
+		// The token tells this Put's object from another writer's when a
+		// retried request meets the object its own first attempt created.
+		Metadata: map[string]string{putTokenKey: token},
 	}
 	if opts.ContentType != "" {
 		in.ContentType = aws.String(opts.ContentType)
@@ -461,6 +470,10 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, opts PutOptions) 
 	if uc.maybeOrphans {
 		s.abortOrphans(ctx, full, uc.uploadID)
 	}
+	var versionID, etag *string
+	if out != nil {
+		versionID, etag = out.VersionID, out.ETag
+	}
 	if err != nil {
 		var mpe transfermanager.MultipartUploadError
 		if errors.As(err, &mpe) {
@@ -472,7 +485,20 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, opts PutOptions) 
 		if locked && isLockUnsupported(err) {
 			return ObjectInfo{}, fmt.Errorf("upload %s: %w: %w", s.name(full), s.errNoLock(), err)
 		}
-		return ObjectInfo{}, fmt.Errorf("upload %s: %w", s.name(full), err)
+		if isStatus(err, 501) {
+			return ObjectInfo{}, fmt.Errorf("upload %s: the S3 server does not support conditional writes (If-None-Match: *), which lifeboat needs so that no object is ever overwritten (use a server that supports them, e.g. AWS S3, versitygw): %w", s.name(full), err)
+		}
+		if !isStatus(err, 412) && !isStatus(err, 409) {
+			return ObjectInfo{}, fmt.Errorf("upload %s: %w", s.name(full), err)
+		}
+		// The key exists. It is this Put's own object only when a
+		// retried request found what its first attempt created (the
+		// response was lost): the token says so.
+		head, herr := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(full)})
+		if herr != nil || head.Metadata[putTokenKey] != token {
+			return ObjectInfo{}, fmt.Errorf("upload %s: %w (another writer created it, or is creating it; objects are never replaced: delete it first, or use another key): %w", s.name(full), ErrExists, err)
+		}
+		versionID, etag = head.VersionId, head.ETag
 	}
 	s.lg.Debug("upload completed", "object", s.name(full), "bytes", body.n)
 	if body.err != nil {
@@ -483,23 +509,22 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, opts PutOptions) 
 	in2 := &s3.HeadObjectInput{
 		Bucket:       aws.String(s.cfg.Bucket),
 		Key:          aws.String(full),
-		VersionId:    out.VersionID,
+		VersionId:    versionID,
 		ChecksumMode: types.ChecksumModeEnabled,
 	}
-	if out.VersionID == nil {
-		// Without versions, make sure it is this upload that is checked
-		// and not a concurrent one to the same key.
-		in2.IfMatch = out.ETag
+	if versionID == nil {
+		// Without versions, make sure it is this upload that is checked.
+		in2.IfMatch = etag
 	}
 	sha := hex.EncodeToString(body.sha.Sum(nil))
 	head, err := s.client.HeadObject(ctx, in2)
-	if err != nil && out.VersionID == nil && isStatus(err, 412) {
-		// Overwritten since: this upload was committed whole (the server
-		// checked every part's checksum) and is already history.
-		return ObjectInfo{Key: key, Size: body.n, SHA256: sha, LockMode: opts.LockMode, RetainUntil: opts.RetainUntil, LegalHold: opts.LegalHold}, nil
-	}
 	if err != nil {
+		// A 412 here means the object was deleted and created anew since:
+		// this Put's object is gone, which is no success.
 		return ObjectInfo{}, fmt.Errorf("confirm upload %s: %w", s.name(full), err)
+	}
+	if got := head.Metadata[putTokenKey]; got != token {
+		return ObjectInfo{}, fmt.Errorf("confirm upload %s: the stored object is another writer's (put token %q, sent %q): %w", s.name(full), got, token, ErrExists)
 	}
 	s.lg.Debug("upload confirmed", "object", s.name(full))
 	if got := aws.ToInt64(head.ContentLength); got != body.n {
@@ -514,6 +539,16 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, opts PutOptions) 
 	info := s.headInfo(key, head)
 	info.SHA256 = sha
 	return info, nil
+}
+
+// putTokenKey is the user metadata key (x-amz-meta-lifeboat-put) holding a
+// random token per Put.
+const putTokenKey = "lifeboat-put"
+
+func randomToken() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // checkObjectLock fails with a clear error when the bucket has no Object

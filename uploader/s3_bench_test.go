@@ -40,6 +40,12 @@ func BenchmarkS3Put(b *testing.B) {
 		if _, err := s.Put(b.Context(), "obj", newEtcdLikeReader(size), uploader.PutOptions{}); err != nil {
 			b.Fatalf("Put: %v", err)
 		}
+		// Put never replaces an object.
+		b.StopTimer()
+		if err := s.Delete(b.Context(), "obj"); err != nil {
+			b.Fatalf("Delete: %v", err)
+		}
+		b.StartTimer()
 	}
 	b.StopTimer()
 	peakHeap := stop()

@@ -223,3 +223,27 @@ func TestS3ReadFaults(t *testing.T) {
 		})
 	}
 }
+
+// TestS3NoConditionalWrites: a server that refuses If-None-Match (501)
+// fails the Put with a message saying why, rather than storing without the
+// guarantee that nothing is overwritten.
+func TestS3NoConditionalWrites(t *testing.T) {
+	env := newFaultEnv(t)
+	env.proxy.SetFault(every("PutObject", s3test.Status(http.StatusNotImplemented)))
+	_, err := env.store.Put(t.Context(), "c1/snapshots/x.json", strings.NewReader("{}"), uploader.PutOptions{})
+	if err == nil || !strings.Contains(err.Error(), "conditional writes") {
+		t.Errorf("Put through a server without conditional writes: %v; want an error saying so", err)
+	}
+}
+
+// TestS3ConfirmPreconditionFailed: when the HEAD that confirms an upload
+// finds another object at the key (412 to If-Match: the object was
+// replaced since), the Put fails; it used to report that as a success.
+func TestS3ConfirmPreconditionFailed(t *testing.T) {
+	env := newFaultEnv(t)
+	env.proxy.SetFault(on("HeadObject", 1, s3test.Status(http.StatusPreconditionFailed)))
+	_, err := env.store.Put(t.Context(), "c1/snapshots/x.db", strings.NewReader("data"), uploader.PutOptions{})
+	if err == nil || !strings.Contains(err.Error(), "confirm upload") {
+		t.Errorf("Put whose confirming HEAD gets 412: %v; want a confirm error", err)
+	}
+}

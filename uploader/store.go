@@ -10,6 +10,10 @@ import (
 // ErrNotFound is returned (wrapped) by Store methods when the key does not exist.
 var ErrNotFound = errors.New("not found")
 
+// ErrExists is returned (wrapped) by Put when an object is already stored at
+// the key: objects are created, never replaced.
+var ErrExists = errors.New("object already exists")
+
 // ObjectInfo describes one stored object.
 type ObjectInfo struct {
 	// Key is the object's key relative to the store's root (slash separated).
@@ -55,6 +59,11 @@ type PutOptions struct {
 //     upload aborted), leaves whatever was at key untouched, and returns an
 //     error wrapping r's error. This lets a caller hold back EOF until the
 //     content has been verified and fail the upload otherwise.
+//   - Put never replaces an object: when key exists, or another Put of the
+//     same key commits first, Put fails with an error wrapping ErrExists and
+//     leaves nothing behind (temp file removed, multipart upload aborted).
+//     Of concurrent Puts of one key exactly one succeeds. To write a key
+//     again, Delete it first.
 //   - Get returns a reader the caller must Close; a missing key gives an error
 //     wrapping ErrNotFound.
 //   - List calls fn for every object whose key starts with prefix, in

@@ -11,7 +11,9 @@
 // revision, after the structural checks of bbolt's tx.Check. CompareHashKV
 // compares that HashKV with a live member's answer, and refuses to compare
 // when the compact revisions differ, since etcd hashes differently around a
-// compaction.
+// compaction. CompareMemberHashKV also refuses for a member of an etcd
+// version whose HashKV rules are not known to be the ones File applies
+// (HashKVVersions: 3.5, 3.6 and 3.7, each tested against its servers).
 //
 // File does not use bbolt or etcd's mvcc store. bbolt memory-maps the file,
 // so a status pass over a 1 GiB snapshot makes 1 GiB resident, and it
@@ -21,7 +23,7 @@
 // small buffers, bounds-checks every page reference and offset, applies
 // tx.Check's rules and recomputes HashKV with the rules of etcd's mvcc store
 // (hashkv.go), in one pass over the file. Tests compare every result with
-// etcdutl, bbolt, etcd's mvcc store and live members.
+// etcdutl, bbolt, etcd's mvcc store and live members of each known version.
 //
 // Every integrity failure wraps ErrCorrupt; a damaged file never panics.
 //

@@ -169,7 +169,10 @@ func scan(ctx context.Context, r *reader, splitMin uint64) (Status, error) {
 		return Status{}, err
 	}
 	st.BoltHash = boltHash
-	st.Revision = h.revision()
+	// As etcd's store on this file (mvcc store.restore): etcd before
+	// 3.5.16 removes a tombstone at the compact revision, so the newest
+	// record may be older than the compaction.
+	st.Revision = max(h.revision(), st.CompactRevision, scheduled)
 	st.TotalKeys = h.liveKeys()
 	st.HashKV, st.HashKVComparable, st.HashKVReason = h.sum()
 	return st, nil

@@ -252,8 +252,7 @@ func checkAgainstEtcdutl(t *testing.T, path string) verify.Status {
 	if err != nil {
 		t.Fatalf("etcdutl status: %v", err)
 	}
-	gotStatus := snapshot.Status{Hash: got.BoltHash, Revision: got.Revision, TotalKey: got.TotalKeys,
-		TotalSize: got.Size, Version: got.StorageVersion}
+	gotStatus := asEtcdutl(got, es.Revision)
 	if diff := cmp.Diff(gotStatus, es); diff != "" {
 		t.Errorf("File disagrees with etcdutl snapshot status (-File +etcdutl):\n%s", diff)
 	}

@@ -90,8 +90,7 @@ func FuzzFile(f *testing.F) {
 			if err != nil {
 				t.Fatalf("File accepts a file etcdutl rejects: %v", err)
 			}
-			got := snapshot.Status{Hash: st.BoltHash, Revision: st.Revision, TotalKey: st.TotalKeys,
-				TotalSize: st.Size, Version: st.StorageVersion}
+			got := asEtcdutl(st, es.Revision)
 			if diff := cmp.Diff(got, es); diff != "" {
 				t.Fatalf("File disagrees with etcdutl (-File +etcdutl):\n%s", diff)
 			}

@@ -9,8 +9,9 @@ import (
 )
 
 // kvHasher recomputes etcd's HashKV (mvcc hashByRev / kvHasher in
-// go.etcd.io/etcd/server/v3/storage/mvcc, v3.7) at the newest revision R of
-// a snapshot, with compact revision C, from the key bucket alone.
+// go.etcd.io/etcd/server/v3/storage/mvcc, v3.7; the same in 3.5 and 3.6) at
+// the newest revision R of a snapshot, with compact revision C, from the
+// key bucket alone (R is C when the bucket ends below C: see sum).
 //
 // etcd hashes "key", then the key and value of each revision record in
 // order, skipping:
@@ -272,12 +273,13 @@ func (h *kvHasher) revision() int64 { return h.rev }
 
 // sum returns the HashKV, or 0 and the reason it is not comparable.
 func (h *kvHasher) sum() (uint32, bool, string) {
-	if h.rev == 0 {
+	// etcd before 3.5.16 (and 3.4.34) removes a tombstone at the compact
+	// revision: when it was the newest record, the bucket ends below the
+	// compact revision, and etcd's store starts at the compact revision.
+	// etcd's HashKV there hashes what the bucket holds, by the same rules.
+	if max(h.rev, h.compact) == 0 {
 		// etcd's HashKV at revision 0 means "at the current revision".
 		h.notComparable("the key bucket is empty: no revision to compare at")
-	}
-	if h.rev < h.compact {
-		h.notComparable(fmt.Sprintf("revision %d is below the compact revision %d", h.rev, h.compact))
 	}
 	if h.reason != "" {
 		return 0, false, h.reason

@@ -12,10 +12,27 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/etcdutl/v3/etcdutl"
+	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.etcd.io/etcd/server/v3/storage/backend"
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
 	"go.uber.org/zap"
+
+	"github.com/lifeboat-dev/lifeboat/verify"
 )
+
+// asEtcdutl is st as etcdutl's snapshot status reports it. The revisions
+// differ only when the key bucket ends below the compact revision (etcd
+// before 3.5.16 removed a tombstone at the compact revision) or a scheduled
+// one: etcdutl reports the newest record's revision (etcdutl), File the
+// revision etcd's store starts at.
+func asEtcdutl(st verify.Status, etcdutlRev int64) snapshot.Status {
+	rev := st.Revision
+	if etcdutlRev < rev && (rev == st.CompactRevision || !st.HashKVComparable) {
+		rev = etcdutlRev
+	}
+	return snapshot.Status{Hash: st.BoltHash, Revision: rev, TotalKey: st.TotalKeys,
+		TotalSize: st.Size, Version: st.StorageVersion}
+}
 
 // saveSnapshot streams a snapshot from the member at endpoint into a new
 // file in dir, exactly as received (database and sha256 trailer).

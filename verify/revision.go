@@ -6,10 +6,12 @@ import (
 	"os"
 )
 
-// Revision returns the newest revision of the snapshot at path: the revision
-// of the last record of its key bucket, which is what File reports as
-// Status.Revision for a sound file, and 0 when the key bucket is empty or
-// absent. It reads one path down the key bucket's tree, a handful of pages,
+// Revision returns the revision of the snapshot at path: the revision of
+// the last record of its key bucket, or the compact revision from the meta
+// bucket when that is newer, which is what File reports as Status.Revision
+// for a sound file; 0 when the key bucket is empty or absent and the file was
+// never compacted. It reads one path down the key bucket's and the meta
+// bucket's trees, a handful of pages,
 // so a caller can ask the live member for its HashKV at that revision while
 // File checks the whole file. It checks only what it reads: File is the
 // check. Damage it meets wraps ErrCorrupt, as in File.
@@ -39,7 +41,34 @@ func Revision(ctx context.Context, path string) (rev int64, err error) {
 	if rev, err = r.lastRevision(); err != nil {
 		return 0, fmt.Errorf("snapshot %s: key bucket: %w", path, err)
 	}
-	return rev, nil
+	compact, err := r.compactRevision()
+	if err != nil {
+		return 0, fmt.Errorf("snapshot %s: %w", path, err)
+	}
+	return max(rev, compact), nil
+}
+
+// compactRevision is the newer of the finished and scheduled compact
+// revisions of the meta bucket, 0 without one (see File's Revision).
+func (r *reader) compactRevision() (int64, error) {
+	rootVal := make([]byte, bucketHeaderSize)
+	ne.PutUint64(rootVal, r.meta.root)
+	metaVal, isBucket, err := r.lookup(rootVal, metaBucket, 0)
+	if err != nil {
+		return 0, fmt.Errorf("meta bucket: %w", err)
+	}
+	if metaVal == nil || !isBucket {
+		return 0, nil
+	}
+	finished, err := r.metaRevision(metaVal, finishedCompact)
+	if err != nil {
+		return 0, err
+	}
+	scheduled, err := r.metaRevision(metaVal, scheduledCompact)
+	if err != nil {
+		return 0, err
+	}
+	return max(finished, scheduled), nil
 }
 
 // lastRevision follows the rightmost path of the key bucket's tree to its

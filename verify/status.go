@@ -25,7 +25,11 @@ type Status struct {
 	// Size is the size of the bbolt database in bytes (tx.Size(), etcdutl's
 	// totalSize): without etcd's sha256 trailer.
 	Size int64
-	// Revision is the newest revision in the key bucket, 0 if it is empty.
+	// Revision is the revision of the data: the newest revision in the key
+	// bucket (etcdutl's revision), or the compact revision when that is
+	// newer (etcd before 3.5.16 compacted away a tombstone that was the
+	// newest record; etcd restored from the file starts at the compact
+	// revision too). 0 if the key bucket is empty and never compacted.
 	Revision int64
 	// CompactRevision is the finished compact revision from the meta bucket,
 	// 0 if the keyspace was never compacted.
@@ -64,6 +68,8 @@ type Status struct {
 // the records before compaction, reported with the previous compact
 // revision. When they are
 // comparable and differ it returns an error wrapping ErrHashKVMismatch.
+// It assumes the member hashes by File's rules: with a live member of any
+// version, use CompareMemberHashKV.
 func CompareHashKV(st Status, liveHash uint32, liveCompactRev int64) (string, error) {
 	if !st.HashKVComparable {
 		return "not comparable: " + st.HashKVReason, nil

@@ -77,7 +77,7 @@ func runAgent(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptions,
 	}
 	if cfg.Agent.Pushgateway != "" {
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		perr := agent.Push(pctx, cfg.Agent.Pushgateway, cfg.Cluster, pushInstance(cfg), ag.Registry(), nil)
+		perr := agent.Push(pctx, cfg.Agent.Pushgateway.Reveal(), cfg.Cluster, pushInstance(cfg), ag.Registry(), nil)
 		cancel()
 		if perr != nil {
 			err = errors.Join(err, perr)

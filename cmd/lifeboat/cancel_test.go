@@ -79,19 +79,9 @@ func TestSnapshotCancelledMidStream(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{"snapshot", "--endpoints", "http://" + proxy, "--store", "file://" + store, "--spool-dir", spool, "--log-level", "error"}, &stdout, &stderr)
 	}()
-	// Wait until the stream is under way: the spool file has bytes.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if entries, _ := os.ReadDir(spool); len(entries) > 0 {
-			if info, err := entries[0].Info(); err == nil && info.Size() > 0 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the snapshot stream never started")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// Wait until the stream is under way: the (unlinked) spool file has
+	// bytes.
+	waitSpool(t, os.Getpid(), spool, 1)
 	cancel()
 	select {
 	case code := <-done:

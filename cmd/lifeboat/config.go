@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/lifeboat-dev/lifeboat/agent"
 	"github.com/lifeboat-dev/lifeboat/retention"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
@@ -93,8 +95,9 @@ type AgentConfig struct {
 	SnapshotRetries int `yaml:"snapshot_retries"`
 	// StaleAfter: the newest backup older than this is "stale" (notified).
 	StaleAfter time.Duration `yaml:"stale_after"`
-	// Pushgateway, when set, receives the metrics after agent --once.
-	Pushgateway string `yaml:"pushgateway"`
+	// Pushgateway, when set, receives the metrics after agent --once. It
+	// may hold credentials (http://user:password@host:9091): a secret.
+	Pushgateway snapshot.Secret `yaml:"pushgateway"`
 	// Textfile, when set, receives the metrics after agent --once, for
 	// node_exporter's textfile collector.
 	Textfile string `yaml:"textfile"`
@@ -322,7 +325,10 @@ func (c *Config) Validate() error {
 	if len(c.Etcd.Endpoints) == 0 {
 		return cfgErr("etcd.endpoints", "empty: give at least one client URL")
 	}
-	for _, e := range c.Etcd.Endpoints {
+	for i, e := range c.Etcd.Endpoints {
+		if hasUserInfo(e) {
+			return cfgErr("etcd.endpoints", "entry %d holds credentials (user:password@): give them as etcd.user and etcd.password (--user, ETCDCTL_PASSWORD)", i+1)
+		}
 		if !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
 			return cfgErr("etcd.endpoints", "%q must be a URL starting with http:// or https://", e)
 		}
@@ -338,6 +344,8 @@ func (c *Config) Validate() error {
 	}
 	switch m := c.Etcd.Member; {
 	case m == "follower" || m == "leader" || m == "any":
+	case hasUserInfo(m):
+		return cfgErr("etcd.member", "holds credentials (user:password@): give them as etcd.user and etcd.password (--user, ETCDCTL_PASSWORD)")
 	case strings.HasPrefix(m, "http://") || strings.HasPrefix(m, "https://"):
 	default:
 		return cfgErr("etcd.member", "%q is not follower, leader, any or an endpoint URL", m)
@@ -412,13 +420,22 @@ func (c *Config) Validate() error {
 	if c.Agent.SnapshotRetries < 0 {
 		return cfgErr("agent.snapshot_retries", "must not be negative")
 	}
+	if floor := agent.MinOrphanGrace(c.Snapshot.Timeout, c.Agent.SnapshotRetries, 0); time.Duration(c.Retention.OrphanGrace) < floor {
+		backoff := floor - time.Duration(c.Agent.SnapshotRetries+1)*c.Snapshot.Timeout
+		how := fmt.Sprintf("(agent.snapshot_retries %d + 1) × snapshot.timeout %s + %s of backoff between attempts", c.Agent.SnapshotRetries, c.Snapshot.Timeout, backoff)
+		if c.Snapshot.Timeout <= 0 {
+			how = fmt.Sprintf("snapshot.timeout 0 leaves snapshots unbounded (agent.snapshot_retries %d)", c.Agent.SnapshotRetries)
+		}
+		return cfgErr("retention.orphan_grace", "%s is below its floor %s, the longest a snapshot can run: %s; prune would remove the objects of a backup still being stored. Set at least %s, or lower snapshot.timeout",
+			time.Duration(c.Retention.OrphanGrace), floor, how, floor)
+	}
 	if c.Agent.StaleAfter <= 0 {
 		return cfgErr("agent.stale_after", "must be positive")
 	}
 	if c.Agent.ShutdownTimeout <= 0 {
 		return cfgErr("agent.shutdown_timeout", "must be positive")
 	}
-	if p := c.Agent.Pushgateway; p != "" && !strings.HasPrefix(p, "http://") && !strings.HasPrefix(p, "https://") {
+	if p := c.Agent.Pushgateway.Reveal(); p != "" && !strings.HasPrefix(p, "http://") && !strings.HasPrefix(p, "https://") {
 		return cfgErr("agent.pushgateway", "must be an http(s) URL")
 	}
 	for i, w := range c.Notify.Webhooks {
@@ -462,7 +479,7 @@ func (c *Config) s3Config(loc string) uploader.S3Config {
 	bucket, prefix, _ := strings.Cut(loc, "/")
 	s := c.Store.S3
 	return uploader.S3Config{
-		Bucket: bucket, Prefix: prefix,
+		Bucket: bucket, Prefix: strings.Trim(prefix, "/"), // s3://bucket/prefix/ as s3://bucket/prefix
 		Endpoint: s.Endpoint, Region: s.Region, PathStyle: s.PathStyle,
 		SSE: s.SSE, SSEKMSKeyID: s.SSEKMSKeyID, StorageClass: s.StorageClass,
 		PartSize: s.PartSize, Concurrency: s.Concurrency, CreateBucket: s.CreateBucket,
@@ -490,8 +507,22 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // MarshalYAML implements yaml.Marshaler.
 func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
 
-// parseStoreURL splits a store URL into scheme and location.
+// hasUserInfo reports whether a URL (or host:port) names credentials
+// before its host (user:password@host).
+func hasUserInfo(u string) bool {
+	if _, rest, ok := strings.Cut(u, "://"); ok {
+		u = rest
+	}
+	host, _, _ := strings.Cut(u, "/")
+	return strings.Contains(host, "@")
+}
+
+// parseStoreURL splits a store URL into scheme and location. Its errors
+// never show a URL that holds credentials.
 func parseStoreURL(u string) (scheme, rest string, err error) {
+	if hasUserInfo(u) {
+		return "", "", errors.New("credentials in the store URL are not allowed (S3 takes them from the AWS credential chain: AWS_ACCESS_KEY_ID, profiles, IRSA)")
+	}
 	switch {
 	case strings.HasPrefix(u, "file://"):
 		p := strings.TrimPrefix(u, "file://")
@@ -578,18 +609,18 @@ func (o option) set(s string) error {
 		f.SetInt(int64(d))
 		return nil
 	case time.Duration:
-		d, err := time.ParseDuration(s)
+		d, err := retention.ParseDuration(s)
 		if err != nil {
-			return cfgErr(o.key, "%q is not a duration (like 30s, 5m, 1h)", s)
+			return cfgErr(o.key, "%q is not a duration (like 30s, 5m, 1h, 1d)", s)
 		}
 		f.SetInt(int64(d))
 		return nil
 	case []snapshot.Secret:
+		// URLs (webhooks): split only before the next http(s)://, so
+		// that a URL holding a comma can be set in one variable.
 		var parts []snapshot.Secret
-		for _, p := range strings.Split(s, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				parts = append(parts, snapshot.Secret(p))
-			}
+		for _, p := range splitURLs(s) {
+			parts = append(parts, snapshot.Secret(p))
 		}
 		f.Set(reflect.ValueOf(parts))
 		return nil
@@ -624,13 +655,39 @@ func (o option) set(s string) error {
 	return nil
 }
 
-// parseSize parses an integer with an optional KiB/MiB/GiB suffix.
+// splitURLs splits a comma-separated list of URLs at the commas that
+// are followed by (spaces and) http:// or https://: a comma inside a URL
+// stays. Empty entries are dropped.
+func splitURLs(s string) []string {
+	var out []string
+	add := func(p string) {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	start := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] != ',' {
+			continue
+		}
+		rest := strings.ToLower(strings.TrimLeft(s[i+1:], " \t"))
+		if strings.HasPrefix(rest, "http://") || strings.HasPrefix(rest, "https://") {
+			add(s[start:i])
+			start = i + 1
+		}
+	}
+	add(s[start:])
+	return out
+}
+
+// parseSize parses an integer with an optional KiB/MiB/GiB/TiB suffix
+// (8MiB, 8 MiB); an overflow is an error.
 func parseSize(s string) (int64, error) {
 	mult := int64(1)
 	for _, u := range []struct {
 		suf string
 		m   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}} {
 		if strings.HasSuffix(s, u.suf) {
 			s, mult = strings.TrimSuffix(s, u.suf), u.m
 			break
@@ -640,20 +697,151 @@ func parseSize(s string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if n > math.MaxInt64/mult || n < math.MinInt64/mult {
+		return 0, fmt.Errorf("%s: out of range", s)
+	}
 	return n * mult, nil
 }
 
+// withScheme gives an endpoint written without a scheme, as etcdctl
+// accepts it (127.0.0.1:2379), https:// when TLS is configured, else
+// http://. Anything else is returned unchanged (and validated later).
+func withScheme(e string, tls bool) string {
+	if e == "" || strings.Contains(e, "://") {
+		return e
+	}
+	if tls {
+		return "https://" + e
+	}
+	return "http://" + e
+}
+
+// normalize applies etcdctl's conventions after every source is read:
+// endpoints (and an endpoint as etcd.member) without a scheme.
+func (c *Config) normalize() {
+	tls := c.Etcd.CACert != "" || c.Etcd.Cert != ""
+	for i, e := range c.Etcd.Endpoints {
+		c.Etcd.Endpoints[i] = withScheme(strings.TrimSpace(e), tls)
+	}
+	switch m := c.Etcd.Member; m {
+	case "follower", "leader", "any", "":
+	default:
+		if strings.Contains(m, ":") {
+			c.Etcd.Member = withScheme(m, tls)
+		}
+	}
+}
+
 // decodeConfigFile strictly decodes YAML into c: unknown keys and wrong
-// types are errors naming the key and line.
+// types are errors naming the key and line. Durations and sizes are read
+// by the same parsers as environment and flags (1d, 8MiB), not YAML's.
 func decodeConfigFile(data []byte, c *Config) error {
+	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	err := dec.Decode(c)
+	err := dec.Decode(&doc)
 	if errors.Is(err, io.EOF) {
 		return nil // empty file
 	}
 	if err != nil {
 		return yamlError(data, err)
+	}
+	leaves := map[string]option{}
+	for _, o := range options(c) {
+		leaves[o.key] = o
+	}
+	if err := prepareNode(&doc, "", leaves, 0); err != nil {
+		return err
+	}
+	if err := doc.Decode(c); err != nil {
+		return yamlError(data, err)
+	}
+	return nil
+}
+
+// prepareNode walks the YAML tree against the config's keys: an unknown
+// key is an error (the decoder's KnownFields, which Node.Decode lacks),
+// and a duration or size leaf is parsed with the option's own parser and
+// rewritten into the form YAML's decoder takes.
+func prepareNode(n *yaml.Node, prefix string, leaves map[string]option, depth int) error {
+	if depth > 16 {
+		return &ConfigError{Key: prefix, Err: fmt.Errorf("line %d: nested too deeply", n.Line)}
+	}
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			if err := prepareNode(c, prefix, leaves, depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	case yaml.AliasNode:
+		if n.Alias != nil {
+			return prepareNode(n.Alias, prefix, leaves, depth+1)
+		}
+		return nil
+	case yaml.MappingNode:
+	default:
+		return nil // a type error: the decoder reports it
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Value == "<<" && k.Tag == "!!merge" {
+			if err := prepareNode(v, prefix, leaves, depth+1); err != nil {
+				return err
+			}
+			continue
+		}
+		key := k.Value
+		if prefix != "" {
+			key = prefix + "." + key
+		}
+		if o, ok := leaves[key]; ok {
+			if err := prepareLeaf(v, o); err != nil {
+				return err
+			}
+			continue
+		}
+		known := false
+		for l := range leaves {
+			if strings.HasPrefix(l, key+".") {
+				known = true
+				break
+			}
+		}
+		if !known {
+			return &ConfigError{Key: key, Err: fmt.Errorf("line %d: unknown key", k.Line)}
+		}
+		if err := prepareNode(v, key, leaves, depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prepareLeaf parses a duration or size scalar as the environment and
+// flags do and rewrites it canonically (a Go duration, a decimal integer).
+func prepareLeaf(v *yaml.Node, o option) error {
+	for v.Kind == yaml.AliasNode && v.Alias != nil && v.Alias != v {
+		v = v.Alias
+	}
+	if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
+		return nil
+	}
+	switch o.field.Interface().(type) {
+	case Duration, time.Duration:
+		d, err := retention.ParseDuration(v.Value)
+		if err != nil {
+			return &ConfigError{Key: o.key, Err: fmt.Errorf("line %d: %q is not a duration (like 30s, 36h, 1d, 2w)", v.Line, v.Value)}
+		}
+		v.Value, v.Tag, v.Style = time.Duration(d).String(), "!!str", 0
+		return nil
+	}
+	if k := o.field.Kind(); (k == reflect.Int64 || k == reflect.Int) && v.Tag == "!!str" {
+		n, err := parseSize(v.Value)
+		if err != nil {
+			return &ConfigError{Key: o.key, Err: fmt.Errorf("line %d: %q is not a number (sizes like 8MiB)", v.Line, v.Value)}
+		}
+		v.Value, v.Tag, v.Style = strconv.FormatInt(n, 10), "!!int", 0
 	}
 	return nil
 }
@@ -759,6 +947,7 @@ func LoadConfig(path string, getenv func(string) string, flags map[string]string
 			return nil, err
 		}
 	}
+	c.normalize()
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}

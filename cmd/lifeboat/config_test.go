@@ -119,7 +119,10 @@ func TestLoadConfigErrorsNameTheKey(t *testing.T) {
 		{name: "unknown nested key", file: "etcd:\n  endpoint: [http://a:1]\n", wantKey: "endpoint"},
 		{name: "wrong type", file: "etcd:\n  dial_timeout: [1, 2]\n", wantKey: "dial_timeout"},
 		{name: "bad duration", file: "snapshot:\n  stall_timeout: soon\n", wantKey: "stall_timeout"},
-		{name: "bad endpoint", file: "etcd:\n  endpoints: [127.0.0.1:2379]\n", wantKey: "etcd.endpoints"},
+		{name: "bad endpoint", file: "etcd:\n  endpoints: [\"ftp://127.0.0.1:2379\"]\n", wantKey: "etcd.endpoints"},
+		{name: "bad yaml size", file: "snapshot:\n  writeback_chunk: lots\n", wantKey: "snapshot.writeback_chunk"},
+		{name: "bad yaml duration in days", file: "snapshot:\n  timeout: 1x\n", wantKey: "snapshot.timeout"},
+		{name: "unknown key in a merge", file: "base: &b {level: info}\nlog:\n  <<: *b\n  levle: x\n", wantKey: "base"},
 		{name: "cert without key", file: "etcd:\n  cert: /c.pem\n", wantKey: "etcd.cert"},
 		{name: "bad member", file: "etcd:\n  member: boss\n", wantKey: "etcd.member"},
 		{name: "bad store url", file: "store:\n  url: ftp://x\n", wantKey: "store.url"},
@@ -201,6 +204,10 @@ func FuzzLoadConfig(f *testing.F) {
 		"etcd: {endpoints: 5}\n",
 		"- a\n- b\n",
 		"log: &a {level: *a}\n",
+		"snapshot:\n  writeback_chunk: 8MiB\n  timeout: 1d\nstore:\n  url: s3://bucket/prefix/\n",
+		"etcd:\n  endpoints: [127.0.0.1:2379]\n  member: 10.0.0.1:2379\n",
+		"log: &l {level: debug}\nagent:\n  <<: *l\n",
+		"notify:\n  webhooks: [\"https://h/x?a=1,2\"]\n",
 	}
 	for _, s := range seeds {
 		f.Add(s)

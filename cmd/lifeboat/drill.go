@@ -25,7 +25,7 @@ type drillOptions struct {
 func newDrillCmd(a *app) *cobra.Command {
 	var o drillOptions
 	c := &cobra.Command{
-		Use:   "drill [ID|latest|random]",
+		Use:   "drill [ID|latest|latest-proven|random]",
 		Short: "Rehearse a restore end to end, record the report beside the backup; exit 1 if any check fails",
 		Long: `drill fetches a backup, decrypts and decompresses it, verifies it, restores
 it with etcdutl into a scratch dir (drill.scratch_dir; about twice the

@@ -46,8 +46,13 @@ type listedBackup struct {
 	Problem  string             `json:"problem,omitempty"`
 	Manifest *uploader.Manifest `json:"manifest"`
 	// LastDrill is the newest drill report of the backup, null when it
-	// was never drilled.
+	// was never drilled or the report cannot be read.
 	LastDrill *uploader.DrillReport `json:"last_drill"`
+	// DrillState is passed, failed, never, or unknown when the newest
+	// report cannot be read (DrillError says why; an older report never
+	// stands in for it).
+	DrillState string `json:"drill_state"`
+	DrillError string `json:"drill_error,omitempty"`
 }
 
 type listOutput struct {
@@ -74,7 +79,16 @@ func runList(ctx context.Context, cfg *Config, lg *slog.Logger, o listOptions, o
 	if o.output == "json" {
 		res := listOutput{Store: backups.Store.String(), Cluster: cfg.Cluster, Backups: []listedBackup{}, Orphans: []string{}, Unreadable: []string{}}
 		for _, e := range l.Backups {
-			res.Backups = append(res.Backups, listedBackup{ID: e.Manifest.ID, State: e.State, Problem: e.Problem, Manifest: e.Manifest, LastDrill: drills[e.Manifest.ID]})
+			lb := listedBackup{ID: e.Manifest.ID, State: e.State, Problem: e.Problem, Manifest: e.Manifest}
+			d := drills[e.Manifest.ID]
+			lb.DrillState = d.State()
+			if d != nil {
+				lb.LastDrill = d.DrillReport
+				if d.Err != nil {
+					lb.DrillError = d.Err.Error()
+				}
+			}
+			res.Backups = append(res.Backups, lb)
 		}
 		for _, o := range l.Orphans {
 			res.Orphans = append(res.Orphans, o.Key)
@@ -111,14 +125,22 @@ func runList(ctx context.Context, cfg *Config, lg *slog.Logger, o listOptions, o
 	for _, u := range l.Unreadable {
 		fmt.Fprintf(out, "unreadable manifest: %s\n", u.Key)
 	}
+	for _, e := range l.Backups {
+		if d := drills[e.Manifest.ID]; d.State() == uploader.DrillUnknown {
+			fmt.Fprintf(out, "last drill of %s unknown: %v\n", e.Manifest.ID, d.Err)
+		}
+	}
 	return nil
 }
 
 // drillVerdict renders a backup's last drill: "passed 2h ago (5.1s)",
-// "FAILED 3d ago" or "never".
-func drillVerdict(r *uploader.DrillReport, now time.Time) string {
-	if r == nil {
+// "FAILED 3d ago", "UNKNOWN" (the report cannot be read) or "never".
+func drillVerdict(r *uploader.LastDrill, now time.Time) string {
+	switch r.State() {
+	case uploader.DrillNever:
 		return "never"
+	case uploader.DrillUnknown:
+		return "UNKNOWN (report unreadable)"
 	}
 	if r.Passed {
 		return fmt.Sprintf("passed %s ago (%.1fs)", humanAge(now.Sub(r.FinishedAt)), r.RecoverySeconds)

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lifeboat-dev/lifeboat/agent"
+	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
 type pruneOptions struct {
@@ -27,12 +28,15 @@ func newPruneCmd(a *app) *cobra.Command {
 		Short: "Apply the retention policy: delete the backups no rule keeps, remove orphans (--dry-run prints the plan)",
 		Long: `Apply the retention policy (retention.keep_* keys, --keep-* flags) to the
 cluster's backups. A backup is kept when any rule keeps it; the newest
-backup, the newest backup whose last drill passed, and backups under Object
+backup, the newest backup whose last drill passed, a newer backup whose
+last drill is unknown (its report unreadable), and backups under Object
 Lock or legal hold are never deleted. Each backup goes manifest first, then
 its data object, then its drill reports. Data objects without a manifest,
 drill reports without a backup and incomplete multipart uploads older than
-retention.orphan_grace are removed. Broken backups (data object missing)
-are reported, never deleted.`,
+retention.orphan_grace (by store time and by backup id time) are removed;
+the grace must be at least (agent.snapshot_retries + 1) x snapshot.timeout
+plus the retry backoff. Broken backups (data object missing) are reported,
+never deleted.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(o.output); err != nil {
@@ -130,17 +134,26 @@ func runPrune(ctx context.Context, cfg *Config, lg *slog.Logger, o pruneOptions,
 	if err != nil {
 		return fmt.Errorf("read drill reports: %w", err)
 	}
-	passed := make(map[string]bool, len(drills))
+	// A backup whose last verdict cannot be read is kept when it may be
+	// that backup.
+	passed, unknown := make(map[string]bool, len(drills)), map[string]bool{}
 	for id, r := range drills {
-		passed[id] = r.Passed
+		switch r.State() {
+		case uploader.DrillPassed:
+			passed[id] = true
+		case uploader.DrillUnknown:
+			unknown[id] = true
+			lg.Warn("last drill of backup unknown: kept if it may be the newest proven", "backup_id", id, "err", r.Err)
+		}
 	}
 	res, err := agent.Prune(ctx, agent.PruneJob{
-		Backups:     backups,
-		Policy:      policy,
-		OrphanGrace: time.Duration(cfg.Retention.OrphanGrace),
-		DryRun:      o.dryRun,
-		Now:         func() time.Time { return now },
-		DrillPassed: passed,
+		Backups:      backups,
+		Policy:       policy,
+		OrphanGrace:  time.Duration(cfg.Retention.OrphanGrace),
+		DryRun:       o.dryRun,
+		Now:          func() time.Time { return now },
+		DrillPassed:  passed,
+		DrillUnknown: unknown,
 	}, lg)
 	if res == nil {
 		return err

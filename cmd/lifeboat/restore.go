@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -34,25 +35,30 @@ type restoreOptions struct {
 	markCompacted bool
 	force         bool
 	dryRun        bool
+	owner         string
 }
 
 func newRestoreCmd(a *app) *cobra.Command {
 	var o restoreOptions
 	c := &cobra.Command{
-		Use:   "restore [ID|latest] --data-dir DIR",
+		Use:   "restore [ID|latest|latest-proven] --data-dir DIR",
 		Short: "Restore a backup into a member's data dir, or every member's (--initial-cluster, --data-dir /restore/{name})",
 		Long: `restore fetches a backup from the store, decrypts and decompresses it,
 checks its sha256 against the manifest and etcd's own trailer, checks the
 bbolt file, and restores it with etcdutl's snapshot restore into --data-dir.
 
-One member:    lifeboat restore latest --data-dir /var/lib/etcd --name m1 \
+One member:    lifeboat restore latest --data-dir /var/lib/etcd --name m1 --owner etcd \
                  --initial-cluster m1=https://10.0.0.1:2380,m2=...,m3=...
 Whole cluster: lifeboat restore latest --data-dir '/restore/{name}' \
                  --initial-cluster m1=https://10.0.0.1:2380,m2=...,m3=...
                writes every member's data dir from one download.
 
-It prints the etcd flags each member needs to start. A non-empty data dir is
-refused; --force moves it aside to <dir>.lifeboat-old-<time> (never deletes).
+One member of a single-member cluster: --name m1 --initial-advertise-peer-urls URL.
+There is no default member name or peer URL (exit 2 without them).
+
+It prints the etcd flags each member needs to start. A data dir whose etcd
+still runs is refused (named from /proc), even with --force. A non-empty data
+dir is refused; --force moves it aside to <dir>.lifeboat-old-<time> (never deletes).
 --dry-run restores into a temporary dir under the drill scratch dir, boots
 it, checks it, removes it, and changes nothing else.
 
@@ -84,13 +90,14 @@ clients watching from the old revisions re-list instead of missing changes.`,
 	f.StringVar(&o.before, "before", "", "restore the newest backup taken before TIME (RFC 3339, 2006-01-02 15:04 UTC, or an age like 2h)")
 	f.StringVar(&o.dataDir, "data-dir", "", "member data dir, or a template with {name} for every member")
 	f.StringVar(&o.walDir, "wal-dir", "", "dedicated WAL dir (template with {name} for several members)")
-	f.StringVar(&o.name, "name", "", "restore only this member (etcd --name; default: every member with a {name} template, else \"default\")")
-	f.StringVar(&o.cluster, "initial-cluster", "", "the restored cluster: name=peerURL,... (default NAME=PEER-URLS)")
+	f.StringVar(&o.name, "name", "", "the member to restore (etcd --name; required unless --initial-cluster names one member or a {name} template restores them all)")
+	f.StringVar(&o.cluster, "initial-cluster", "", "the restored cluster: name=peerURL,... (or, for one member, --name with --initial-advertise-peer-urls)")
 	f.StringVar(&o.token, "initial-cluster-token", "", "token of the restored cluster (default lifeboat-<backup id>: the same for every member, never the old cluster's)")
-	f.StringSliceVar(&o.peerURLs, "initial-advertise-peer-urls", nil, "the member's peer URLs when --initial-cluster is not given (default http://localhost:2380)")
+	f.StringSliceVar(&o.peerURLs, "initial-advertise-peer-urls", nil, "the member's peer URLs: with --name, a single-member cluster without --initial-cluster")
 	f.Uint64Var(&o.bumpRevision, "bump-revision", 0, "raise the revision by N (Kubernetes: 1000000000, see the README)")
 	f.BoolVar(&o.markCompacted, "mark-compacted", false, "mark every revision up to the bumped one compacted, so watchers re-list (needs --bump-revision)")
 	f.BoolVar(&o.force, "force", false, "move a non-empty data dir aside to <dir>.lifeboat-old-<time> instead of refusing")
+	f.StringVar(&o.owner, "owner", "", "give the restored dirs to USER[:GROUP] (names or numeric ids; default group: the user's), e.g. etcd")
 	f.BoolVar(&o.dryRun, "dry-run", false, "restore into a temporary dir, boot it, check it, remove it; change nothing else")
 	return c
 }
@@ -125,7 +132,7 @@ func selectBackup(ctx context.Context, b *uploader.Backups, ref, before string, 
 		return restore.SelectBefore(ctx, b, t)
 	}
 	m, err := restore.Select(ctx, b, ref, rand.IntN)
-	if err != nil && !uploader.ValidID(ref) && ref != "latest" && ref != "random" {
+	if err != nil && !uploader.ValidID(ref) && ref != "latest" && ref != "latest-proven" && ref != "random" {
 		return nil, usageError{err}
 	}
 	return m, err
@@ -133,6 +140,14 @@ func selectBackup(ctx context.Context, b *uploader.Backups, ref, before string, 
 
 func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o restoreOptions, now time.Time) error {
 	out := a.stdout
+	var owner *restore.Owner
+	if o.owner != "" {
+		ow, err := restore.ParseOwner(o.owner)
+		if err != nil {
+			return usagef("--owner: %w", err)
+		}
+		owner = &ow
+	}
 	backups, err := openBackups(ctx, cfg, lg)
 	if err != nil {
 		return err
@@ -151,6 +166,7 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 		RevisionBump: o.bumpRevision, MarkCompacted: o.markCompacted, Force: o.force,
 		Now: func() time.Time { return now },
 	}
+	ropts.Owner = owner
 	if ropts.InitialClusterToken == "" {
 		ropts.InitialClusterToken = "lifeboat-" + m.ID
 	}
@@ -160,6 +176,9 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 	var planned []restore.PlannedMember
 	if o.dataDir != "" {
 		planned, err = restore.Plan(ropts)
+		if errors.Is(err, restore.ErrDataDirInUse) {
+			return err
+		}
 		if err != nil {
 			return usageError{err}
 		}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -89,11 +90,11 @@ func TestRestoreCommand(t *testing.T) {
 
 	t.Run("dry run changes nothing", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "etcd")
-		code, out, errOut := runCLI(t, nil, restoreArgs("latest", "--dry-run", "--data-dir", dir, "--bump-revision", "1000", "--mark-compacted")...)
+		code, out, errOut := runCLI(t, nil, restoreArgs("latest", "--dry-run", "--data-dir", dir, "--name", "m1", "--initial-advertise-peer-urls", "http://10.0.0.1:2380", "--bump-revision", "1000", "--mark-compacted")...)
 		if code != 0 {
 			t.Fatalf("restore --dry-run exit %d\n%s\n%s", code, out, errOut)
 		}
-		if !strings.Contains(out, "PASSED") || !strings.Contains(out, "would restore member default into "+dir) {
+		if !strings.Contains(out, "PASSED") || !strings.Contains(out, "would restore member m1 into "+dir) {
 			t.Errorf("output:\n%s", out)
 		}
 		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
@@ -107,19 +108,54 @@ func TestRestoreCommand(t *testing.T) {
 
 	t.Run("before", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "etcd")
-		code, _, errOut := runCLI(t, nil, restoreArgs("--before", "2000-01-01", "--data-dir", dir)...)
+		one := []string{"--data-dir", dir, "--initial-cluster", "m1=http://10.0.0.1:2380"}
+		code, _, errOut := runCLI(t, nil, restoreArgs(append([]string{"--before", "2000-01-01"}, one...)...)...)
 		if code != 1 || !strings.Contains(errOut, "no backups") {
 			t.Errorf("restore --before 2000: exit %d %s", code, errOut)
 		}
-		code, out, errOut := runCLI(t, nil, restoreArgs("--before", m.CreatedAt.Add(time.Second).Format(time.RFC3339), "--data-dir", dir)...)
+		code, out, errOut := runCLI(t, nil, restoreArgs(append([]string{"--before", m.CreatedAt.Add(time.Second).Format(time.RFC3339)}, one...)...)...)
 		if code != 0 || !strings.Contains(out, "backup "+m.ID) {
 			t.Errorf("restore --before just after the backup: exit %d\n%s\n%s", code, out, errOut)
+		}
+	})
+
+	t.Run("owner", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("chown needs root")
+		}
+		dir := filepath.Join(t.TempDir(), "etcd")
+		code, out, errOut := runCLI(t, nil, restoreArgs("latest", "--data-dir", dir, "--name", "m1", "--initial-advertise-peer-urls", "http://10.0.0.1:2380", "--owner", "4242:4343")...)
+		if code != 0 {
+			t.Fatalf("restore --owner exit %d\n%s\n%s", code, out, errOut)
+		}
+		fi, err := os.Stat(filepath.Join(dir, "member", "snap", "db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 4242 || st.Gid != 4343 {
+			t.Errorf("restored db owned by %d:%d, want 4242:4343", st.Uid, st.Gid)
+		}
+	})
+
+	t.Run("no silent default member", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "etcd")
+		code, _, errOut := runCLI(t, nil, restoreArgs("latest", "--data-dir", dir)...)
+		if code != 2 || !strings.Contains(errOut, "--name is required") {
+			t.Errorf("restore without --name: exit %d, want 2 saying --name is required: %s", code, errOut)
+		}
+		code, _, errOut = runCLI(t, nil, restoreArgs("latest", "--data-dir", dir, "--name", "m1")...)
+		if code != 2 || !strings.Contains(errOut, "--initial-advertise-peer-urls") {
+			t.Errorf("restore without peer URLs: exit %d, want 2 naming the flags: %s", code, errOut)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("refused restore created %s: %v", dir, err)
 		}
 	})
 
 	t.Run("usage", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "etcd")
 		for _, args := range [][]string{
+			{"latest", "--data-dir", dir, "--name", "m1", "--initial-advertise-peer-urls", "http://10.0.0.1:2380", "--owner", "no-such-user-lifeboat"},
 			{"--data-dir", dir},
 			{"latest"},
 			{"latest", "--data-dir", dir, "--mark-compacted"},

@@ -202,7 +202,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	pf.String("pushgateway", "", "agent --once: push metrics to this Pushgateway URL")
 	pf.String("textfile", "", "agent --once: write metrics to this file for node_exporter")
 	pf.String("shutdown-timeout", "", "agent: bound of a graceful shutdown (default 30s)")
-	pf.StringSlice("webhook", nil, "notification webhook URL (repeatable)")
+	pf.StringArray("webhook", nil, "notification webhook URL (repeatable; a comma inside a URL is kept)")
 	pf.StringSlice("notify-on", nil, "events to notify: drill_failed, snapshot_failed, prune_failed, stale")
 	pf.String("notify-timeout", "", "timeout of one webhook attempt (default 10s)")
 	pf.String("orphan-grace", "", "age before orphaned objects and incomplete uploads are removed (default 24h)")
@@ -216,6 +216,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newDemoCmd(a),
 		newPruneCmd(a),
 		newRestoreCmd(a),
+		newFetchCmd(a),
 		newDrillCmd(a),
 		newAgentCmd(a),
 		newEtcdCmd(a),

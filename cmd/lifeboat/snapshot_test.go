@@ -159,7 +159,7 @@ func TestSnapshotBadInput(t *testing.T) {
 		{name: "missing CA file", args: []string{"--endpoints", ep, "--cacert", "/nonexistent/ca.pem"}, wantCode: 1, wantErr: "/nonexistent/ca.pem"},
 		{name: "spool dir not writable", args: good, env: goodEnv, spool: func(*testing.T) string { return filepath.Join(notADir, "spool") }, wantCode: 1, wantErr: "spool"},
 		{name: "spool disk full", args: good, env: goodEnv, spool: smallTmpfs, wantCode: 1, wantErr: "no space left"},
-		{name: "invalid config", args: []string{"--endpoints", "localhost:2379"}, wantCode: 2, wantErr: "etcd.endpoints"},
+		{name: "invalid config", args: []string{"--endpoints", "ftp://localhost:2379"}, wantCode: 2, wantErr: "etcd.endpoints"},
 		{name: "bad flag", args: []string{"--no-such-flag"}, wantCode: 2, wantErr: "no-such-flag"},
 	}
 	for _, tt := range tests {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -21,7 +22,7 @@ import (
 
 func newVerifyCmd(a *app) *cobra.Command {
 	return &cobra.Command{
-		Use:   "verify ID|latest|FILE",
+		Use:   "verify ID|latest|latest-proven|FILE",
 		Short: "Check a stored backup (object sha256, decryption, decompression, trailer, bbolt, status against the manifest) or a local snapshot file",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -56,7 +57,7 @@ func runVerify(ctx context.Context, cfg *Config, lg *slog.Logger, ref string, ou
 	if err != nil {
 		return err
 	}
-	m, err := backups.Resolve(ctx, ref)
+	m, err := selectBackup(ctx, backups, ref, "", time.Now())
 	if err != nil {
 		return err
 	}

@@ -205,6 +205,10 @@ func runSeqPipe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer f.Close()
+	// Put never replaces an object: remove the previous run's.
+	if err := st.Delete(ctx, "seqpipe.db.zst"); err != nil {
+		return err
+	}
 	_, err = st.Put(ctx, "seqpipe.db.zst", f, uploader.PutOptions{})
 	return err
 }

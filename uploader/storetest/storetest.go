@@ -42,7 +42,8 @@ const (
 // for every call (a new directory, a new bucket or prefix).
 func Run(t *testing.T, newStore func(t *testing.T) uploader.Store) {
 	t.Run("PutGetStat", func(t *testing.T) { testPutGetStat(t, newStore(t)) })
-	t.Run("Overwrite", func(t *testing.T) { testOverwrite(t, newStore(t)) })
+	t.Run("NoOverwrite", func(t *testing.T) { testNoOverwrite(t, newStore(t)) })
+	t.Run("ConcurrentCreate", func(t *testing.T) { testConcurrentCreate(t, newStore(t)) })
 	t.Run("MissingKey", func(t *testing.T) { testMissingKey(t, newStore(t)) })
 	t.Run("Delete", func(t *testing.T) { testDelete(t, newStore(t)) })
 	t.Run("List", func(t *testing.T) { testList(t, newStore(t)) })
@@ -235,15 +236,102 @@ func testPutGetStat(t *testing.T, s uploader.Store) {
 	}
 }
 
-func testOverwrite(t *testing.T, s uploader.Store) {
+// testNoOverwrite: a Put of a key that exists fails with ErrExists, names
+// the object, leaves the stored object as it was and nothing behind, whether
+// the new content is one small write or a multipart upload.
+func testNoOverwrite(t *testing.T, s uploader.Store) {
 	const key = "snapshots/x.json"
-	Put(t, s, key, []byte("first version, longer than the second"))
-	Put(t, s, key, []byte("second"))
-	if got := string(Read(t, s, key)); got != "second" {
-		t.Errorf("after overwrite Get = %q; want %q", got, "second")
+	first := []byte("first version, longer than the second")
+	Put(t, s, key, first)
+	for _, tc := range []struct {
+		name string
+		size int
+	}{
+		{"small", 6},
+		{"past one part", FailSize},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := s.Put(t.Context(), key, &plainReader{bytes.NewReader(Data(5, tc.size))}, uploader.PutOptions{})
+			if !errors.Is(err, uploader.ErrExists) {
+				t.Fatalf("second Put(%q) error = %v; want ErrExists", key, err)
+			}
+			if !strings.Contains(err.Error(), "x.json") {
+				t.Errorf("second Put error %q does not name the object", err)
+			}
+			if got := Read(t, s, key); !bytes.Equal(got, first) {
+				t.Errorf("after the refused Put Get = %q; want the first version %q", got, first)
+			}
+			if keys := Keys(t, s, ""); !slices.Equal(keys, []string{key}) {
+				t.Errorf("List = %q; want [%q]", keys, key)
+			}
+			AssertNoLeftovers(t, s)
+		})
 	}
-	if keys := Keys(t, s, ""); !slices.Equal(keys, []string{key}) {
-		t.Errorf("List = %q; want [%q]", keys, key)
+	// Once deleted, the key can be written again.
+	if err := s.Delete(t.Context(), key); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	Put(t, s, key, []byte("again"))
+	if got := string(Read(t, s, key)); got != "again" {
+		t.Errorf("after delete and Put Get = %q; want %q", got, "again")
+	}
+}
+
+// testConcurrentCreate: writers of one key at the same time (two agents
+// taking the same backup id): exactly one succeeds, the others fail with
+// ErrExists, the stored object is the winner's, whole, and nothing is left
+// behind.
+func testConcurrentCreate(t *testing.T, s uploader.Store) {
+	for _, tc := range []struct {
+		name  string
+		sizes []int
+	}{
+		{"two small", []int{300 << 10, 300 << 10}},
+		{"small and past one part", []int{1000, FailSize}},
+		{"four past one part", []int{FailSize, FailSize + 1, FailSize + 2, FailSize + 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := "same/" + strings.ReplaceAll(tc.name, " ", "-")
+			versions := make([][]byte, len(tc.sizes))
+			errs := make([]error, len(tc.sizes))
+			infos := make([]uploader.ObjectInfo, len(tc.sizes))
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for i, n := range tc.sizes {
+				versions[i] = Data(uint64(300+i), n)
+				wg.Go(func() {
+					<-start
+					infos[i], errs[i] = s.Put(t.Context(), key, &plainReader{bytes.NewReader(versions[i])}, uploader.PutOptions{})
+				})
+			}
+			close(start)
+			wg.Wait()
+			winner := -1
+			for i, err := range errs {
+				switch {
+				case err == nil && winner >= 0:
+					t.Errorf("writers %d and %d both succeeded", winner, i)
+				case err == nil:
+					winner = i
+				case !errors.Is(err, uploader.ErrExists):
+					t.Errorf("writer %d: error %v; want ErrExists", i, err)
+				}
+			}
+			if winner < 0 {
+				t.Fatalf("no writer succeeded: %v", errs)
+			}
+			got := Read(t, s, key)
+			if !bytes.Equal(got, versions[winner]) {
+				t.Errorf("Get = %d bytes (sha256 %s); want the winner's %d bytes (sha256 %s)", len(got), sum(got), len(versions[winner]), sum(versions[winner]))
+			}
+			if infos[winner].SHA256 != sum(versions[winner]) {
+				t.Errorf("winner's Put info sha256 %s; want %s", infos[winner].SHA256, sum(versions[winner]))
+			}
+			if keys := Keys(t, s, key); !slices.Equal(keys, []string{key}) {
+				t.Errorf("List(%q) = %q; want [%q]", key, keys, key)
+			}
+			AssertNoLeftovers(t, s)
+		})
 	}
 }
 
@@ -412,9 +500,12 @@ func testReaderFails(t *testing.T, s uploader.Store) {
 			Put(t, s, key, prev)
 			newKey := key + ".new"
 
+			// Over an existing object the Put fails either way: the
+			// reader's error, or ErrExists (a store may refuse before
+			// reading).
 			info, err := s.Put(t.Context(), key, Failing(7, tc.size), uploader.PutOptions{})
-			if !errors.Is(err, ErrInjected) {
-				t.Fatalf("Put over an object with a failing reader = %+v, %v; want an error wrapping %v", info, err, ErrInjected)
+			if !errors.Is(err, ErrInjected) && !errors.Is(err, uploader.ErrExists) {
+				t.Fatalf("Put over an object with a failing reader = %+v, %v; want an error wrapping %v or ErrExists", info, err, ErrInjected)
 			}
 			if got := Read(t, s, key); !bytes.Equal(got, prev) {
 				t.Errorf("previous object changed to %d bytes %.40q", len(got), got)
@@ -485,23 +576,13 @@ func testCanceled(t *testing.T, s uploader.Store) {
 func testConcurrent(t *testing.T, s uploader.Store) {
 	const n = 8
 	var wg sync.WaitGroup
-	errs := make(chan error, 2*n)
+	errs := make(chan error, n)
 	for i := range n {
 		wg.Go(func() {
 			key := fmt.Sprintf("conc/distinct-%d", i)
 			content := Data(uint64(100+i), 256<<10)
 			if _, err := s.Put(t.Context(), key, bytes.NewReader(content), uploader.PutOptions{}); err != nil {
 				errs <- fmt.Errorf("Put(%q): %w", key, err)
-			}
-		})
-	}
-	// Several writers of one key: the result is one of them, whole.
-	versions := make([][]byte, 4)
-	for i := range versions {
-		versions[i] = Data(uint64(200+i), 300<<10)
-		wg.Go(func() {
-			if _, err := s.Put(t.Context(), "conc/same", bytes.NewReader(versions[i]), uploader.PutOptions{}); err != nil {
-				errs <- fmt.Errorf("Put(conc/same) #%d: %w", i, err)
 			}
 		})
 	}
@@ -516,12 +597,8 @@ func testConcurrent(t *testing.T, s uploader.Store) {
 			t.Errorf("Get(%q): content differs from what was put", key)
 		}
 	}
-	got := Read(t, s, "conc/same")
-	if !slices.ContainsFunc(versions, func(v []byte) bool { return bytes.Equal(v, got) }) {
-		t.Errorf("Get(conc/same) = %d bytes matching none of the concurrent writers", len(got))
-	}
-	if keys := Keys(t, s, "conc/"); len(keys) != n+1 {
-		t.Errorf("List(conc/) = %q; want %d keys", keys, n+1)
+	if keys := Keys(t, s, "conc/"); len(keys) != n {
+		t.Errorf("List(conc/) = %q; want %d keys", keys, n)
 	}
 	AssertNoLeftovers(t, s)
 }

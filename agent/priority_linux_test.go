@@ -1,0 +1,105 @@
+package agent
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/snapshot"
+	"github.com/lifeboat-dev/lifeboat/uploader"
+)
+
+// denySetpriority installs a seccomp filter on every thread of the process
+// that fails setpriority(2) with EPERM, as the systemd unit's
+// SystemCallFilter does when it does not allow the call.
+func denySetpriority(t *testing.T) {
+	t.Helper()
+	var arch uint32
+	switch runtime.GOARCH {
+	case "amd64":
+		arch = unix.AUDIT_ARCH_X86_64
+	case "arm64":
+		arch = unix.AUDIT_ARCH_AARCH64
+	default:
+		t.Skipf("no seccomp filter for %s in this test", runtime.GOARCH)
+	}
+	const (
+		ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+		jeq = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+		ret = unix.BPF_RET | unix.BPF_K
+	)
+	filter := []unix.SockFilter{
+		{Code: ld, K: 4}, // seccomp_data.arch
+		{Code: jeq, Jt: 1, K: arch},
+		{Code: ret, K: unix.SECCOMP_RET_ALLOW},
+		{Code: ld, K: 0}, // seccomp_data.nr
+		{Code: jeq, Jf: 1, K: unix.SYS_SETPRIORITY},
+		{Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
+		{Code: ret, K: unix.SECCOMP_RET_ALLOW},
+	}
+	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		t.Fatalf("prctl(PR_SET_NO_NEW_PRIVS): %v", err)
+	}
+	if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog))); errno != 0 {
+		t.Fatalf("seccomp(SECCOMP_SET_MODE_FILTER): %v", errno)
+	}
+	if err := unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 10); err != unix.EPERM {
+		t.Fatalf("setpriority under the filter: %v, want EPERM", err)
+	}
+}
+
+// TestPriorityRefusedWarnsOnce: when the seccomp filter refuses
+// setpriority (a unit without it in SystemCallFilter), backups still
+// succeed and the process logs one warning that says what to allow, not
+// one per backup. The filter cannot be removed again, so the test runs
+// itself in a child process.
+func TestPriorityRefusedWarnsOnce(t *testing.T) {
+	if os.Getenv("LIFEBOAT_TEST_DENY_SETPRIORITY") != "1" {
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestPriorityRefusedWarnsOnce$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), "LIFEBOAT_TEST_DENY_SETPRIORITY=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestPriorityRefusedWarnsOnce") {
+			t.Fatalf("child under a seccomp filter: %v\n%s", err, out)
+		}
+		return
+	}
+	denySetpriority(t)
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	if _, err := c.Client(t).Put(t.Context(), "/registry/namespaces/default", "x"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := uploader.NewDir(filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg, logs := testLogger(t)
+	for i := range 2 {
+		at := time.Date(2026, 12, 1, 8, 0, i, 0, time.UTC)
+		job := SnapshotJob{
+			Etcd:     snapshot.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second},
+			SpoolDir: filepath.Join(t.TempDir(), "spool"),
+			Backups:  &uploader.Backups{Store: st, Cluster: testCluster},
+			Encoding: uploader.Encoding{Compression: "zstd"},
+			Now:      func() time.Time { return at },
+		}
+		if _, err := Snapshot(t.Context(), job, lg); err != nil {
+			t.Fatalf("snapshot %d: %v", i+1, err)
+		}
+	}
+	out := logs.String()
+	if n := strings.Count(out, "level=WARN msg=\"cannot lower the compression thread's priority"); n != 1 {
+		t.Errorf("%d warnings about the refused setpriority in two backups, want 1:\n%s", n, out)
+	}
+	if !strings.Contains(out, "SystemCallFilter") || !strings.Contains(out, "operation not permitted") {
+		t.Errorf("the warning does not say what to allow and why:\n%s", out)
+	}
+}

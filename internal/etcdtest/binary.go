@@ -1,0 +1,223 @@
+package etcdtest
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/lifeboat-dev/lifeboat/internal/syncbuf"
+)
+
+// Process is a single-member etcd cluster run from an etcd binary as a
+// child process on loopback: a server of another etcd version than the one
+// in go.mod (the version tests build them, see scripts/build-etcd.sh).
+type Process struct {
+	// ClientURL is where clients reach it (http://127.0.0.1:PORT).
+	ClientURL string
+	// DataDir is its data directory, under t.TempDir.
+	DataDir string
+	// Binary is the executable it runs.
+	Binary string
+
+	cmd    *exec.Cmd
+	exited chan struct{}
+	err    error // of cmd.Wait, once exited is closed
+	out    *syncbuf.Buffer
+}
+
+// FindBinary returns the etcd binary named by the environment variable env
+// or, when env is unset, .bin/name in the module root if it exists, else "".
+func FindBinary(t testing.TB, env, name string) string {
+	t.Helper()
+	if b := os.Getenv(env); b != "" {
+		return b
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			b := filepath.Join(dir, ".bin", name)
+			if _, err := os.Stat(b); err == nil {
+				return b
+			}
+			return ""
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
+
+// NeedBinary is FindBinary that ends the test when there is no binary:
+// Fatal under CI=true, Skip otherwise.
+func NeedBinary(t testing.TB, env, name string) string {
+	t.Helper()
+	b := FindBinary(t, env, name)
+	if b == "" {
+		msg := fmt.Sprintf("no etcd binary .bin/%s: run `make tools` or set %s", name, env)
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return b
+}
+
+// StartBinary starts binary as a new single-member cluster with its data
+// under t.TempDir, listening on free loopback ports, without fsync, and
+// waits until /health reports it healthy (a leader and a served read). It
+// is stopped at test cleanup.
+func StartBinary(t testing.TB, binary string) *Process {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), readyTimeout)
+	defer cancel()
+	var err error
+	for range startAttempts {
+		var p *Process
+		p, err = startBinary(ctx, binary, t.TempDir())
+		if err == nil {
+			t.Cleanup(p.Stop)
+			return p
+		}
+		if !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+	}
+	t.Fatalf("etcdtest: %v", err)
+	return nil
+}
+
+func startBinary(ctx context.Context, binary, dir string) (*Process, error) {
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	p := &Process{ClientURL: client, DataDir: filepath.Join(dir, "data"), Binary: binary, exited: make(chan struct{}), out: &syncbuf.Buffer{Max: 1 << 20}}
+	p.cmd = exec.Command(binary,
+		"--name", "m0",
+		"--data-dir", p.DataDir,
+		"--listen-client-urls", client,
+		"--advertise-client-urls", client,
+		"--listen-peer-urls", peer,
+		"--initial-advertise-peer-urls", peer,
+		"--initial-cluster", "m0="+peer,
+		"--initial-cluster-token", "etcdtest-"+randomHex(8),
+		"--unsafe-no-fsync",
+		"--log-level", "error",
+	)
+	// etcd reads every flag from ETCD_<FLAG> too: only the flags count.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ETCD_") {
+			p.cmd.Env = append(p.cmd.Env, kv)
+		}
+	}
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.SysProcAttr = childAttr()
+	started := make(chan error, 1)
+	go func() {
+		// Pdeathsig (Linux) fires when the thread that started the child
+		// ends: keep this goroutine on its thread until the child exits.
+		runtime.LockOSThread()
+		err := p.cmd.Start()
+		started <- err
+		if err == nil {
+			p.err = p.cmd.Wait()
+		}
+		close(p.exited)
+	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("start %s: %w", binary, err)
+	}
+	if err := p.waitReady(ctx); err != nil {
+		p.Stop()
+		return nil, err
+	}
+	return p, nil
+}
+
+// waitReady polls /health, then a read, until ctx ends or etcd exits.
+func (p *Process) waitReady(ctx context.Context) error {
+	hc := &http.Client{Timeout: time.Second}
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.ClientURL+"/health", nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := hc.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-p.exited:
+			return fmt.Errorf("%s exited: %v: %s", p.Binary, p.err, lastLines(p.out.String(), 5))
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready: %w: %s", p.Binary, ctx.Err(), lastLines(p.out.String(), 5))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// ClientConfig returns a client configuration for the server with a 5 s
+// DialTimeout.
+func (p *Process) ClientConfig() clientv3.Config {
+	return clientv3.Config{Endpoints: []string{p.ClientURL}, DialTimeout: dialTimeout, Logger: zap.NewNop()}
+}
+
+// Client returns a client built from ClientConfig; it is closed at test
+// cleanup.
+func (p *Process) Client(t testing.TB) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(p.ClientConfig())
+	if err != nil {
+		t.Fatalf("etcdtest: new client: %v", err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+// Stop stops the server (SIGTERM, SIGKILL after 30 s) and waits for it. It
+// is idempotent.
+func (p *Process) Stop() {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// Output returns the last of the server's log (at level error).
+func (p *Process) Output() string { return p.out.String() }
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
