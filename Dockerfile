@@ -3,8 +3,8 @@
 # this; build it with
 #   make image                      (docker build -t lifeboat:$(VERSION) .)
 #   docker build --build-arg VERSION=v1.2.3 -t REGISTRY/lifeboat:v1.2.3 .
-# The drill's throwaway etcd is embedded in the binary: the image needs
-# nothing else.
+# The drill's throwaway etcd is the binary itself, run as a child process
+# (lifeboat __etcd): the image needs nothing else.
 
 FROM golang:1.26 AS build
 WORKDIR /src

@@ -488,7 +488,9 @@ func (a *Agent) execute(ctx context.Context, j *job, why string) error {
 			a.lg.Error("job failed", "job", j.name, "backup_id", id, "seconds", round(dur), "err", err)
 			// A drill with nothing to drill proves nothing either way;
 			// the stale event covers a store without backups.
-			if !(j.name == JobDrill && errors.Is(err, uploader.ErrNoBackups)) {
+			// A drill that reached no verdict is no drill failure either.
+			var runErr *drillRunError
+			if !(j.name == JobDrill && (errors.Is(err, uploader.ErrNoBackups) || errors.As(err, &runErr))) {
 				a.notif.notify(event{kind: j.notifyOn, backupID: id, err: err.Error(), at: rec.End})
 			}
 		}
@@ -592,6 +594,19 @@ func (a *Agent) drill(ctx context.Context) (string, error) {
 		}
 		return outcomeID(out), err
 	}
+	if out == nil || out.RunError {
+		// The drill could not run to a verdict: an error of the run, not
+		// of the backup; verdicts and proven backups stay as they were.
+		a.m.drillErrors.Inc()
+		a.m.drillErrTime.Set(unixSeconds(now))
+		if err == nil {
+			err = errors.New("no verdict")
+			if out != nil && out.Error != "" {
+				err = errors.New(out.Error)
+			}
+		}
+		return outcomeID(out), &drillRunError{err: err}
+	}
 	a.mu.Lock()
 	a.lastDrill = now
 	a.m.drillTime.Set(unixSeconds(now))
@@ -622,6 +637,13 @@ func (a *Agent) drill(ctx context.Context) (string, error) {
 	}
 	return out.BackupID, nil
 }
+
+// drillRunError is a drill that reached no verdict; it is not notified
+// as drill_failed (LifeboatDrillError alerts on the metrics).
+type drillRunError struct{ err error }
+
+func (e *drillRunError) Error() string { return "drill could not run: " + e.err.Error() }
+func (e *drillRunError) Unwrap() error { return e.err }
 
 func outcomeID(o *DrillOutcome) string {
 	if o == nil {

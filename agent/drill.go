@@ -10,10 +10,13 @@ import (
 // wires it to the restore package; the agent only schedules it, records
 // the outcome in metrics and /status, and notifies when it fails.
 //
-// A drill that ran and found a problem returns an outcome with Passed
-// false (and may return an error too); an error with a nil outcome means
-// the drill could not run at all (no backup, store unreachable). Both
-// count as a failed drill. It must stop and clean up its scratch space
+// A drill that reached a verdict returns an outcome with Passed set (a
+// failed one may return an error too). A drill that could not reach one
+// (store unreachable, download failed, no space, no identity, timeout)
+// returns an error with a nil outcome or one with RunError set: that is an
+// error of the run (lifeboat_drill_errors_total, LifeboatDrillError), not
+// a verdict on any backup, and leaves the drill verdict metrics and the
+// proven backups as they were. It must stop and clean up its scratch space
 // when ctx ends.
 type DrillFunc func(ctx context.Context) (*DrillOutcome, error)
 
@@ -29,8 +32,11 @@ type DrillOutcome struct {
 	// Recovery is the time from the start of the fetch to a healthy
 	// restored member: what a real recovery of this backup would take.
 	Recovery time.Duration
-	// Error says why the drill failed.
+	// Error says why the drill failed or could not run.
 	Error string
+	// RunError marks an outcome without a verdict: the drill could not
+	// run to one. Passed is then false and says nothing of the backup.
+	RunError bool
 }
 
 // DrillRecord is the result of the last drill of one backup.

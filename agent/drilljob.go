@@ -28,9 +28,11 @@ type DrillJob struct {
 }
 
 // RunDrill runs job once. The outcome is nil when no backup could be
-// selected. The report is stored whenever the drill ran to a verdict; a
-// drill cut short by ctx stores nothing, so a shutdown never marks a
-// backup as failed.
+// selected. The report is stored exactly when the drill ran to a verdict
+// (restore.Verdict): a drill that could not (no space, the store, the
+// download, the identity, a timeout, a shutdown) stores nothing and
+// returns an outcome with RunError, so that an infrastructure error never
+// marks a backup as failed.
 func RunDrill(ctx context.Context, job DrillJob, lg *slog.Logger) (*DrillOutcome, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
@@ -62,7 +64,8 @@ func RunDrill(ctx context.Context, job DrillJob, lg *slog.Logger) (*DrillOutcome
 		out.Phases[p.Name] += time.Duration(p.Seconds * float64(time.Second))
 	}
 	out.Recovery = time.Duration(rep.RecoverySeconds * float64(time.Second))
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || !restore.Verdict(err) {
+		out.RunError = true
 		return out, err
 	}
 	if perr := job.Backups.PutDrillReport(ctx, rep); perr != nil {

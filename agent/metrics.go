@@ -69,6 +69,8 @@ type metrics struct {
 	drillTime    prometheus.Gauge
 	drillPhase   *prometheus.GaugeVec
 	drillRecover *optionalGauge
+	drillErrors  prometheus.Counter
+	drillErrTime prometheus.Gauge
 	deleted      prometheus.Counter
 	uploadBytes  prometheus.Counter
 	leader       prometheus.Gauge
@@ -131,6 +133,14 @@ func newMetrics(reg prometheus.Registerer, jobs []string, version string) (*metr
 		}, []string{"phase"}),
 		drillRecover: newOptionalGauge("lifeboat_drill_recovery_seconds",
 			"Time the last drill this agent ran took from fetching the backup to a healthy restored member (absent until then)."),
+		drillErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lifeboat_drill_errors_total",
+			Help: "Drill runs that ended without a verdict on a backup (store unreachable, download failed, no space, no identity, timeout): errors of the run, not of the backup.",
+		}),
+		drillErrTime: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lifeboat_drill_last_error_timestamp_seconds",
+			Help: "When a drill run last ended without a verdict (Unix time; 0: not since start).",
+		}),
 		deleted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "lifeboat_retention_deleted_total",
 			Help: "Backups deleted by the retention policy.",
@@ -158,7 +168,7 @@ func newMetrics(reg prometheus.Registerer, jobs []string, version string) (*metr
 	}
 	for _, c := range []prometheus.Collector{m.lastSuccess, m.runs, m.duration, m.snapSize, m.snapRevision,
 		m.hashKVErrors, m.backups, m.newest, m.newestProven, m.drillResult, m.drillTime, m.drillPhase, m.drillRecover,
-		m.deleted, m.uploadBytes, m.leader, m.storeUp, m.notifies, m.buildInfo} {
+		m.drillErrors, m.drillErrTime, m.deleted, m.uploadBytes, m.leader, m.storeUp, m.notifies, m.buildInfo} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}

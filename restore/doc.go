@@ -13,11 +13,14 @@
 // undoes its own writes when a member fails.
 //
 // Drill rehearses a restore end to end in a scratch directory: fetch,
-// decode, restore, verify, boot a throwaway etcd on loopback (embedded, or
-// an external etcd binary), check revision, key count, HashKV, key
-// prefixes and a write, and report each phase's duration. Select picks the
-// backup (latest, random or an id). StartEtcd starts throwaway servers for
-// drills and the demo.
+// decode, restore, verify, boot a throwaway etcd in a child process (this
+// binary's hidden EtcdCommand, running RunEtcd, or an external etcd
+// binary) on unix sockets in the drill's private directory, check
+// revision, key count, HashKV, key prefixes and a write, and report each
+// phase's duration. A crash of that etcd on the restored data is a failed
+// verdict, never the end of the caller. Select picks the backup (latest,
+// random or an id). StartEtcd starts throwaway servers for drills and the
+// demo.
 //
 // The package reads the store but never writes it: callers store drill
 // reports (uploader.Backups.PutDrillReport).

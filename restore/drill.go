@@ -49,9 +49,12 @@ type DrillOptions struct {
 	// ScratchDir holds the drill's files (created 0700 if missing); the
 	// drill's own subdirectory is removed afterwards, always.
 	ScratchDir string
-	// EtcdBinary runs the throwaway etcd from this binary instead of the
-	// embedded server.
+	// EtcdBinary runs the throwaway etcd from this binary instead of this
+	// program's own (restore.EtcdCommand); either way in a child process.
 	EtcdBinary string
+	// OnBoot, when set, is called with the booted server before the
+	// checks (tests inspect its process and sockets).
+	OnBoot func(*Etcd)
 	// CheckPrefixes must each hold at least one key after the restore.
 	CheckPrefixes []string
 	// Timeout bounds the drill (default 15m).
@@ -86,17 +89,24 @@ const spaceMargin = 256 << 20
 // object, decrypt and decompress it into the scratch directory while
 // checking its sha256 and etcd's trailer; then restore it with etcdutl
 // while verify.File checks the file read-only; boot a throwaway etcd on
-// the restored data (loopback, fresh ports and cluster token, so it can
-// never reach or join a real cluster); and check its revision, key count,
-// HashKV (when the backup recorded a comparable one), the configured
-// prefixes and a test write. The etcd server is stopped and the scratch
-// subdirectory removed on every path, failure, timeout and cancellation
-// included.
+// the restored data in a child process (unix sockets in the drill's 0700
+// directory, no TCP port, a fresh cluster token, so it can never reach or
+// join a real cluster, and nobody else can read the restored data); and
+// check its revision, key count, HashKV against the file-computed HashKV
+// of the manifest, the configured prefixes and a test write. The etcd
+// server is stopped and the scratch subdirectory removed on every path,
+// failure, timeout and cancellation included.
 //
-// The report is returned whenever a manifest was given, also on failure;
-// the caller stores it (uploader.Backups.PutDrillReport). The error is
-// nil exactly when the report passed; it wraps ErrDrillFailed when a check
-// failed.
+// The report is returned whenever a manifest was given, also on failure.
+// The error is nil exactly when the report passed. It wraps ErrDrillFailed
+// when the drill reached a verdict against the backup: a check of its
+// content failed (object or snapshot sha256, bbolt structure, db size,
+// bolt hash, revision, key count, HashKV, prefixes, the test write) or
+// etcd refused or crashed on the restored data. Any other error (no space,
+// the store, the download, a missing or wrong identity, a timeout,
+// cancellation) says the drill could not run to a verdict: it is no
+// verdict on the backup, and callers store the report only for a verdict
+// (see Verdict).
 func Drill(ctx context.Context, o DrillOptions) (rep *uploader.DrillReport, err error) {
 	if o.Manifest == nil || o.Backups == nil {
 		return nil, errors.New("drill: no backup given")
@@ -133,14 +143,34 @@ func Drill(ctx context.Context, o DrillOptions) (rep *uploader.DrillReport, err 
 	rep.RecoverySeconds = round3(rep.RecoverySeconds)
 	failed := rep.FailedChecks()
 	switch {
-	case runErr != nil && !errors.Is(runErr, ErrDrillFailed):
+	case ctx.Err() != nil:
+		// Cut short (timeout, cancellation): checks that failed because
+		// of it say nothing about the backup.
+		if runErr == nil {
+			runErr = ctx.Err()
+		}
+		if errors.Is(runErr, ErrDrillFailed) {
+			runErr = fmt.Errorf("drill cut short: %w", ctx.Err())
+		}
 		rep.Error = runErr.Error()
 	case len(failed) > 0:
+		if runErr != nil && !errors.Is(runErr, ErrDrillFailed) {
+			rep.Error = runErr.Error()
+		}
 		c := failed[0]
 		runErr = fmt.Errorf("%w: check %s: expected %s, actual %s", ErrDrillFailed, c.Name, c.Expected, c.Actual)
+	case runErr != nil:
+		rep.Error = runErr.Error()
 	}
 	rep.Passed = runErr == nil
 	return rep, runErr
+}
+
+// Verdict reports whether err, returned by Drill, is a verdict on the
+// backup (nil: passed; ErrDrillFailed: failed), as opposed to an error of
+// the run that reached none. Only a verdict's report is stored.
+func Verdict(err error) bool {
+	return err == nil || errors.Is(err, ErrDrillFailed)
 }
 
 type drill struct {
@@ -149,6 +179,9 @@ type drill struct {
 	now func() time.Time
 	lg  *slog.Logger
 	rep *uploader.DrillReport
+	// requestFailed is set when a request to the restored etcd failed:
+	// then a crash may be on its way.
+	requestFailed bool
 }
 
 func round3(s float64) float64 {
@@ -232,11 +265,9 @@ func (d *drill) run(ctx context.Context) error {
 		return ferr
 	}
 
-	// restore, with the read-only structural check alongside.
-	peer, err := FreeLoopbackURL()
-	if err != nil {
-		return err
-	}
+	// restore, with the read-only structural check alongside. The
+	// member's peer URL is a unix socket in the drill's directory.
+	peer := SocketPeerURL
 	token := "lifeboat-drill-" + randomHex(8)
 	dataDir := filepath.Join(work, "etcd")
 	var (
@@ -273,30 +304,50 @@ func (d *drill) run(ctx context.Context) error {
 		d.check("db size", strconv.FormatInt(m.DBSize, 10), strconv.FormatInt(st.Size, 10), st.Size == m.DBSize)
 		d.check("bolt hash", hex32(m.BoltHash), hex32(st.BoltHash), st.BoltHash == m.BoltHash)
 	}
+	if err := d.failed(); err != nil {
+		// Never boot a file that failed its structural check.
+		return err
+	}
 	if rErr != nil {
 		return rErr
 	}
-	if err := d.failed(); err != nil {
-		// Never boot a file that failed its structural check: a damaged
-		// bbolt file can crash an embedded server.
-		return err
-	}
 	os.Remove(spool) // free the space before etcd grows its files
 
-	// boot
+	// boot, in a child process: etcd panics or exits on some logically
+	// corrupt data, and that is a verdict, not the end of the caller.
 	t = d.now()
-	srv, err := StartEtcd(ctx, EtcdOptions{DataDir: dataDir, Name: drillName, PeerURL: peer, Token: token, Binary: o.EtcdBinary})
+	srv, err := StartEtcd(ctx, EtcdOptions{
+		DataDir: dataDir, Name: drillName, PeerURL: peer, Token: token,
+		SocketDir: filepath.Join(work, "sock"), Binary: o.EtcdBinary,
+	})
 	d.phase(PhaseBoot, d.now().Sub(t))
+	if errors.Is(err, ErrEtcdExited) && ctx.Err() == nil {
+		d.check("etcd boot", "serves the restored data", "etcd refused or crashed on the restored data: "+err.Error(), false)
+		return d.failed()
+	}
 	if err != nil {
 		return fmt.Errorf("boot restored etcd: %w", err)
 	}
 	defer srv.Close()
 	d.rep.Etcd = srv.Kind
+	if o.OnBoot != nil {
+		o.OnBoot(srv)
+	}
 
 	// checks
 	t = d.now()
 	err = d.checks(ctx, srv, st)
 	d.phase(PhaseChecks, d.now().Sub(t))
+	// A crash while it served the checks is a verdict too, whatever the
+	// checks saw of it (connection errors).
+	exited := srv.Exited()
+	if exited == nil && (err != nil || d.requestFailed) && ctx.Err() == nil {
+		exited = srv.WaitExited(2 * time.Second)
+	}
+	if exited != nil {
+		d.check("etcd running", "serves the restored data", "etcd crashed on the restored data: "+exited.Error(), false)
+		return d.failed()
+	}
 	if err != nil {
 		return err
 	}
@@ -310,7 +361,7 @@ func (d *drill) checks(ctx context.Context, srv *Etcd, st verify.Status) error {
 		return fmt.Errorf("connect to restored etcd: %w", err)
 	}
 	defer cli.Close()
-	if sr, err := cli.Status(ctx, srv.ClientURL); err == nil && srv.Kind != "" && !strings.HasPrefix(srv.Kind, "embedded") {
+	if sr, err := cli.Status(ctx, srv.ClientURL); err == nil && o.EtcdBinary != "" {
 		d.rep.Etcd = srv.Kind + " " + sr.Version
 	}
 
@@ -323,30 +374,42 @@ func (d *drill) checks(ctx context.Context, srv *Etcd, st verify.Status) error {
 	d.check("revision", strconv.FormatInt(wantRev, 10), strconv.FormatInt(gotRev, 10), gotRev == wantRev)
 	d.check("total keys", strconv.Itoa(m.TotalKeys), strconv.FormatInt(all.Count, 10), all.Count == int64(m.TotalKeys))
 
+	// The restored member's HashKV against the file-computed HashKV of
+	// the manifest, whether or not the live member could be compared
+	// when the backup was taken: it checks the backup and lifeboat's own
+	// hasher against real etcd at every drill.
+	want := m.HashKV
+	if want == 0 && m.HashKVStatus != "match" && st.HashKVComparable {
+		// A manifest without a comparable file hash (an older hasher):
+		// the file as the drill just computed it.
+		want = st.HashKV
+	}
 	switch {
 	case o.RevisionBump > 0:
 		d.check("hashkv", hex32(m.HashKV), "not comparable: revision bumped by "+strconv.FormatUint(o.RevisionBump, 10), true)
-	case m.HashKVStatus != "match" && !strings.HasPrefix(m.HashKVStatus, "deferred") && !strings.HasPrefix(m.HashKVStatus, "error: "):
-		// A deferred or failed live comparison leaves a valid file hash
-		// for the restored member to check.
-		d.check("hashkv", hex32(m.HashKV), "not comparable: the backup's hashkv status is "+strconv.Quote(m.HashKVStatus), true)
+	case !st.HashKVComparable:
+		d.check("hashkv", hex32(m.HashKV), "not comparable: "+st.HashKVReason, true)
 	default:
 		resp, err := cli.HashKV(ctx, srv.ClientURL, m.Revision)
 		if err != nil {
-			d.check("hashkv", hex32(m.HashKV), "error: "+err.Error(), false)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			d.requestFailed = true
+			d.check("hashkv", hex32(want), "error: "+err.Error(), false)
 			break
 		}
-		want := verify.Status{Revision: m.Revision, CompactRevision: m.CompactRevision, HashKV: m.HashKV, HashKVComparable: true}
-		status, cerr := verify.CompareHashKV(want, resp.Hash, resp.CompactRevision)
+		expect := verify.Status{Revision: m.Revision, CompactRevision: m.CompactRevision, HashKV: want, HashKVComparable: true}
+		status, cerr := verify.CompareHashKV(expect, resp.Hash, resp.CompactRevision)
 		switch {
 		case cerr != nil:
-			d.check("hashkv", hex32(m.HashKV), hex32(resp.Hash), false)
+			d.check("hashkv", hex32(want), hex32(resp.Hash), false)
 		case status == "match":
-			d.check("hashkv", hex32(m.HashKV), hex32(resp.Hash), true)
+			d.check("hashkv", hex32(want), hex32(resp.Hash), true)
 		default:
 			// The restored member has the snapshot's compaction; a
 			// difference means the manifest is wrong.
-			d.check("hashkv", hex32(m.HashKV)+" at compact revision "+strconv.FormatInt(m.CompactRevision, 10),
+			d.check("hashkv", hex32(want)+" at compact revision "+strconv.FormatInt(m.CompactRevision, 10),
 				hex32(resp.Hash)+" at compact revision "+strconv.FormatInt(resp.CompactRevision, 10), false)
 		}
 	}
@@ -354,6 +417,7 @@ func (d *drill) checks(ctx context.Context, srv *Etcd, st verify.Status) error {
 	for _, p := range o.CheckPrefixes {
 		r, err := cli.Get(ctx, p, clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil {
+			d.requestFailed = true
 			d.check("prefix "+p, "at least 1 key", "error: "+err.Error(), false)
 			continue
 		}
@@ -364,8 +428,10 @@ func (d *drill) checks(ctx context.Context, srv *Etcd, st verify.Status) error {
 	val := d.rep.StartedAt.Format(time.RFC3339Nano)
 	actual := "ok"
 	if _, err := cli.Put(ctx, key, val); err != nil {
+		d.requestFailed = true
 		actual = "put: " + err.Error()
 	} else if r, err := cli.Get(ctx, key); err != nil {
+		d.requestFailed = true
 		actual = "get: " + err.Error()
 	} else if len(r.Kvs) != 1 || string(r.Kvs[0].Value) != val {
 		actual = "read back a different value"

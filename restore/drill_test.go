@@ -210,6 +210,11 @@ func TestDrillFails(t *testing.T) {
 			if err == nil || rep == nil || rep.Passed {
 				t.Fatalf("Drill passed a bad backup: err %v, report %+v", err, rep)
 			}
+			// Only a check of the content is a verdict; the rest are
+			// errors of the run (item 9 of issue 11).
+			if got, want := restore.Verdict(err), tt.wantCheck != ""; got != want {
+				t.Errorf("Verdict(%v) = %v, want %v", err, got, want)
+			}
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) {
 					t.Errorf("error %v, want %v", err, tt.wantErr)

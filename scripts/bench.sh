@@ -131,12 +131,20 @@ baseline_restore() {
   rm -rf "$DIR/bl"
 }
 lifeboat_drill() { "${LIFEBOAT_BENCH_BIN:-$BIN/lifeboat}" drill latest --store s3://bench/etcd --s3-endpoint "$s3url" --s3-path-style --identity-file "$DIR/age.key" --scratch-dir "$DIR/scratch" --spool-dir "$DIR/spool" --log-format json -o json; }
-export -f baseline_restore lifeboat_drill; export bport bpeer snaprev
+# The same drill from a local store holding the plain snapshot: what the
+# baseline does by hand, with lifeboat's checks (sha256 while copying,
+# bbolt structure and HashKV of the file, key count, prefixes, a write).
+lifeboat_drill_local() { "${LIFEBOAT_BENCH_BIN:-$BIN/lifeboat}" drill latest --store "file://$DIR/drillstore" --scratch-dir "$DIR/scratch" --log-format json -o json; }
+export -f baseline_restore lifeboat_drill lifeboat_drill_local; export bport bpeer snaprev
 want drill && ! want s3 && bash -c lifeboat_s3 >/dev/null 2>&1 # a backup to drill
+want drill && { rm -rf "$DIR/drillstore"; "${LIFEBOAT_BENCH_BIN:-$BIN/lifeboat}" snapshot --endpoints "$ep" --store "file://$DIR/drillstore" --compression none --spool-dir "$DIR/spool" --log-format json >/dev/null 2>&1; }
 want drill && for i in $(seq "$RUNS"); do
   timed restore-baseline bash -c baseline_restore
   timed drill-s3 bash -c lifeboat_drill
+  timed restore-baseline bash -c baseline_restore
+  timed drill-local bash -c lifeboat_drill_local
 done
+rm -rf "$DIR/drillstore"
 kill $vgw_pid; wait $vgw_pid 2>/dev/null || true; vgw_pid=""
 rm -rf "$DIR/vgw" "$DIR/etcdctl.db"
 
@@ -260,6 +268,7 @@ if "lifeboat-s3" in runs:
 if "drill-s3" in runs:
     lines += [
       f"| drill from S3 with age vs etcdutl restore + etcd start + HashKV on a local file (s) | {wall('restore-baseline'):.2f} | {wall('drill-s3'):.2f} | {paired('drill-s3', 'restore-baseline'):.2f}x |",
+      f"| drill from a local store, uncompressed, vs the same baseline (s) | {wall('restore-baseline'):.2f} | {wall('drill-local'):.2f} | {paired('drill-local', 'restore-baseline'):.2f}x |",
     ]
 def idle_ratio(name, idle):
     """Median over runs of name's p99 divided by the idle p99 measured just before it."""

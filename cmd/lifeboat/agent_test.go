@@ -120,8 +120,10 @@ func TestAgentOnce(t *testing.T) {
 			name:     "encrypted without identity",
 			args:     []string{"--prune-schedule", "", "--recipient", id.Recipient().String()},
 			wantCode: exitFailed,
-			want:     []string{`lifeboat_drill_last_result 0`},
-			wantLog:  "ENCRYPTION WARNING",
+			// No identity is an error of the drill run, not a verdict on
+			// the backup (issue 11, item 9).
+			want:    []string{`lifeboat_drill_errors_total 1`, `lifeboat_job_runs_total{job_name="drill",result="failure"} 1`},
+			wantLog: "ENCRYPTION WARNING",
 		},
 		{
 			name:     "snapshot fails",

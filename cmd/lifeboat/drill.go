@@ -29,15 +29,18 @@ func newDrillCmd(a *app) *cobra.Command {
 		Short: "Rehearse a restore end to end, record the report beside the backup; exit 1 if any check fails",
 		Long: `drill fetches a backup, decrypts and decompresses it, verifies it, restores
 it with etcdutl into a scratch dir (drill.scratch_dir; about twice the
-database size must be free), boots a throwaway etcd on it (loopback only,
-fresh ports and cluster token; --etcd-binary to match your cluster's etcd)
-and checks revision, key count and HashKV against the manifest, the
---check-prefix prefixes and a test write. The scratch dir is emptied
-afterwards, whatever happens.
+database size must be free), boots a throwaway etcd on it in a process of
+its own (unix sockets in the scratch dir, no TCP port, a fresh cluster
+token; --etcd-binary to match your cluster's etcd) and checks revision, key
+count and HashKV against the manifest, the --check-prefix prefixes and a
+test write. The scratch dir is emptied afterwards, whatever happens.
 
 It prints each phase's duration; their sum is the measured recovery time.
-The report is stored at <cluster>/drills/<id>/<time>.json; lifeboat list
-shows the last verdict of each backup. "random" drills an older backup
+A verdict (passed, or a content check failed, or etcd refused or crashed
+on the restored data) is stored at <cluster>/drills/<id>/<time>.json;
+lifeboat list shows the last verdict of each backup. A drill that could
+not run to a verdict (store, download, space, identity, timeout) exits 1
+and stores nothing. "random" drills an older backup
 chosen at random, so that over time every retained backup gets proven.`,
 		Args: maxArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -99,6 +102,15 @@ func runDrill(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o drill
 		}
 		return rep, fmt.Errorf("drill of backup %s interrupted, no report stored: %w", m.ID, err)
 	}
+	if !restore.Verdict(err) {
+		// The drill could not run to a verdict (store, download, space,
+		// identity, timeout): an error of the run, not of the backup, so
+		// no report is stored and the backup's last verdict stands.
+		if o.output == "table" {
+			printDrillReport(out, rep)
+		}
+		return rep, fmt.Errorf("drill of backup %s could not run, no report stored (the backup's last verdict stands): %w", m.ID, err)
+	}
 	// The report is stored also when the drill failed; a parent context
 	// ending now must not lose it.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
@@ -122,9 +134,6 @@ func runDrill(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o drill
 	}
 	if errors.Is(err, restore.ErrDrillFailed) {
 		return rep, errors.Join(fmt.Errorf("backup %s: %w", m.ID, err), perr)
-	}
-	if err != nil {
-		return rep, errors.Join(fmt.Errorf("drill of backup %s failed: %w", m.ID, err), perr)
 	}
 	return rep, perr
 }

@@ -2,10 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"filippo.io/age"
 
 	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/uploader"
@@ -166,4 +169,32 @@ func assertEmptyDir(t *testing.T, dir string) {
 	if len(entries) != 0 {
 		t.Errorf("%s not empty: %v", dir, entries)
 	}
+}
+
+// TestDrillRunErrorStoresNoReport: a drill that cannot run to a verdict
+// (here: an encrypted backup and no identity) exits 1 and stores no
+// report, so the backup does not read as FAILED.
+func TestDrillRunErrorStoresNoReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd")
+	}
+	e := newDrillEnv(t)
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := runCLI(t, nil, append([]string{"snapshot", "--recipient", id.Recipient().String()}, e.args...)...); code != 0 {
+		t.Fatalf("snapshot exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut := runCLI(t, nil, append([]string{"drill"}, e.args...)...)
+	if code != 1 {
+		t.Fatalf("drill without an identity: exit %d, want 1\n%s\n%s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, "could not run, no report stored") {
+		t.Errorf("stderr does not say the drill could not run:\n%s", errOut)
+	}
+	if _, err := os.Stat(filepath.Join(e.store, "test", "drills")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a drill report was stored for a run error: %v", storeFiles(t, filepath.Join(e.store, "test")))
+	}
+	assertEmptyDir(t, e.scratch)
 }

@@ -221,6 +221,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newFetchCmd(a),
 		newDrillCmd(a),
 		newAgentCmd(a),
+		newEtcdCmd(a),
 	)
 	return root
 }

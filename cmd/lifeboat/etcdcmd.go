@@ -1,0 +1,24 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/lifeboat-dev/lifeboat/restore"
+)
+
+// newEtcdCmd is the hidden command a drill (and restore --dry-run, and the
+// demo) starts its throwaway etcd with: this binary, in a process of its
+// own, so that an etcd that panics on restored data takes only itself down
+// and runs without the parent's soft memory limit. It takes etcd's flags
+// as restore.StartEtcd passes them; it is no interface for people.
+func newEtcdCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:                restore.EtcdCommand,
+		Short:              "Run a drill's throwaway etcd (internal)",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return restore.RunEtcd(cmd.Context(), args, a.stderr)
+		},
+	}
+}

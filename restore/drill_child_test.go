@@ -1,0 +1,455 @@
+package restore_test
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/uploader"
+	"github.com/lifeboat-dev/lifeboat/verify"
+)
+
+// craftBackup rewrites an uncompressed, unencrypted backup of a dir store
+// at root: its database is changed by edit, the sha256 trailer recomputed,
+// verify.File must still accept it, and the manifest is rewritten to match
+// the new file (as a backup taken of data that was already bad would be).
+func craftBackup(t *testing.T, b *uploader.Backups, root string, m *uploader.Manifest, edit func(tx *bolt.Tx) error) *uploader.Manifest {
+	t.Helper()
+	if m.Compression != "none" || m.Encryption != "none" {
+		t.Fatalf("craftBackup needs a plain backup, got %s/%s", m.Compression, m.Encryption)
+	}
+	obj := filepath.Join(root, filepath.FromSlash(m.Object))
+	raw, err := os.ReadFile(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "db")
+	if err := os.WriteFile(db, raw[:len(raw)-sha256.Size], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bdb, err := bolt.Open(db, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bdb.Update(edit); err != nil {
+		t.Fatal(err)
+	}
+	if err := bdb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	data = append(data, sum[:]...)
+	snap := filepath.Join(t.TempDir(), "snap.db")
+	if err := os.WriteFile(snap, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := verify.File(t.Context(), snap)
+	if err != nil {
+		t.Fatalf("the crafted snapshot must pass verify.File: %v", err)
+	}
+	if err := os.Remove(obj); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(obj, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := *m
+	c.Revision, c.CompactRevision, c.TotalKeys, c.DBSize = st.Revision, st.CompactRevision, st.TotalKeys, st.Size
+	c.BoltHash, c.HashKV, c.HashKVStatus = st.BoltHash, st.HashKV, "match"
+	c.SnapshotSHA256 = hex.EncodeToString(sum[:])
+	c.ObjectSize = int64(len(data))
+	objSum := sha256.Sum256(data)
+	c.ObjectSHA256 = hex.EncodeToString(objSum[:])
+	js, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mpath := filepath.Join(root, filepath.FromSlash(b.ManifestKey(c.ID)))
+	if err := os.Remove(mpath); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mpath, js, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Manifest(t.Context(), c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// tombstoneAtPutRevision adds, for the newest put in the key bucket, a
+// deletion of the same key at the same revision: structurally a valid
+// record (verify.File accepts it), logically impossible, and etcd v3.7.3
+// panics on it while it rebuilds its index at boot ("'put' with an
+// unexpected smaller revision").
+func tombstoneAtPutRevision(tx *bolt.Tx) error {
+	kb := tx.Bucket([]byte("key"))
+	if kb == nil {
+		return errors.New("no key bucket")
+	}
+	c := kb.Cursor()
+	for k, v := c.Last(); k != nil; k, v = c.Prev() {
+		if len(k) == 17 {
+			tomb := append(bytes.Clone(k), 't')
+			return kb.Put(tomb, bytes.Clone(v))
+		}
+	}
+	return errors.New("no put record")
+}
+
+// TestDrillEtcdCrash drills a backup whose MVCC content makes etcd panic
+// at boot. The drill's etcd runs in a child process: the drill fails with
+// a verdict naming the crash and the end of etcd's output, and this test
+// process (the caller, like the agent) survives it.
+func TestDrillEtcdCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd")
+	}
+	src := startSource(t, 200)
+	tests := []struct {
+		name   string
+		binary bool
+	}{
+		{name: "lifeboat's own etcd"},
+		{name: "etcd binary", binary: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var bin string
+			if tt.binary {
+				bin = needEtcdBinary(t)
+			}
+			root := t.TempDir()
+			b := dirBackups(t, root)
+			m := src.backup(t, b, uploader.Encoding{Compression: "none"})
+			m = craftBackup(t, b, root, m, tombstoneAtPutRevision)
+			scratch := t.TempDir()
+			rep, err := restore.Drill(t.Context(), restore.DrillOptions{Backups: b, Manifest: m, ScratchDir: scratch, EtcdBinary: bin, Version: "test"})
+			assertEmpty(t, scratch)
+			if !errors.Is(err, restore.ErrDrillFailed) || !restore.Verdict(err) {
+				t.Fatalf("Drill error %v, want a failed verdict (ErrDrillFailed)\nreport %+v", err, rep)
+			}
+			if rep == nil || rep.Passed {
+				t.Fatalf("report %+v", rep)
+			}
+			failed := rep.FailedChecks()
+			if len(failed) == 0 || failed[0].Name != "etcd boot" {
+				t.Fatalf("failed checks %+v, want first \"etcd boot\"", failed)
+			}
+			for _, want := range []string{"etcd exited", "unexpected smaller revision"} {
+				if !strings.Contains(failed[0].Actual, want) {
+					t.Errorf("etcd boot check does not name the crash (%q):\n%s", want, failed[0].Actual)
+				}
+			}
+			if !strings.Contains(err.Error(), "unexpected smaller revision") {
+				t.Errorf("error does not name the crash: %v", err)
+			}
+			// The verdict is stored, and list reads the backup as failed.
+			if err := b.PutDrillReport(t.Context(), rep); err != nil {
+				t.Fatal(err)
+			}
+			last, err := b.LastDrills(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := last[m.ID]; got == nil || got.Passed {
+				t.Errorf("LastDrills()[%s] = %+v, want a failed drill", m.ID, got)
+			}
+		})
+	}
+}
+
+// TestDrillEtcdPrivate checks, while the drill's etcd serves the restored
+// data, that it listens on no TCP port (none of its file descriptors is a
+// listening TCP socket of /proc/net/tcp or tcp6) and that its unix sockets
+// sit in a directory only lifeboat's user can enter.
+func TestDrillEtcdPrivate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd")
+	}
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("needs /proc")
+	}
+	src := startSource(t, 100)
+	b := dirBackups(t, t.TempDir())
+	m := src.backup(t, b, uploader.Encoding{Compression: "zstd"})
+	for _, binary := range []bool{false, true} {
+		name := "lifeboat's own etcd"
+		if binary {
+			name = "etcd binary"
+		}
+		t.Run(name, func(t *testing.T) {
+			var bin string
+			if binary {
+				bin = needEtcdBinary(t)
+			}
+			var inspected bool
+			rep, err := restore.Drill(t.Context(), restore.DrillOptions{
+				Backups: b, Manifest: m, ScratchDir: t.TempDir(), EtcdBinary: bin,
+				OnBoot: func(srv *restore.Etcd) {
+					inspected = true
+					if !strings.HasPrefix(srv.ClientURL, "unix://") || !strings.HasPrefix(srv.PeerURL, "unix://") {
+						t.Errorf("client URL %s, peer URL %s: want unix sockets", srv.ClientURL, srv.PeerURL)
+					}
+					fi, err := os.Stat(srv.SocketDir)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if perm := fi.Mode().Perm(); perm != 0o700 {
+						t.Errorf("socket directory %s has mode %o, want 700", srv.SocketDir, perm)
+					}
+					inodes := socketInodes(t, srv.Pid())
+					if len(inodes) == 0 {
+						t.Fatalf("etcd (pid %d) has no sockets: not the server process?", srv.Pid())
+					}
+					listening := tcpListeners(t)
+					for ino := range inodes {
+						if addr, ok := listening[ino]; ok {
+							t.Errorf("etcd (pid %d) listens on TCP %s", srv.Pid(), addr)
+						}
+					}
+					unix := unixSockets(t)
+					var inDir int
+					for ino := range inodes {
+						// etcd binds them relative to its working
+						// directory, the socket directory.
+						p := unix[ino]
+						if p != "" && !filepath.IsAbs(p) {
+							p = filepath.Join(srv.SocketDir, p)
+						}
+						if fi, err := os.Stat(p); err == nil && fi.Mode()&os.ModeSocket != 0 && filepath.Dir(p) == srv.SocketDir {
+							inDir++
+						}
+					}
+					if inDir < 2 {
+						t.Errorf("etcd (pid %d) listens on %d unix sockets in %s, want client and peer", srv.Pid(), inDir, srv.SocketDir)
+					}
+				},
+			})
+			if err != nil {
+				t.Fatalf("Drill: %v\n%+v", err, rep)
+			}
+			if !inspected {
+				t.Fatal("OnBoot was not called")
+			}
+		})
+	}
+}
+
+// socketInodes returns the inodes of the sockets among pid's open files.
+func socketInodes(t *testing.T, pid int) map[string]bool {
+	t.Helper()
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "fd")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, e := range entries {
+		l, err := os.Readlink(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue // closed meanwhile
+		}
+		if ino, ok := strings.CutPrefix(l, "socket:["); ok {
+			out[strings.TrimSuffix(ino, "]")] = true
+		}
+	}
+	return out
+}
+
+// tcpListeners maps the inode of every listening TCP socket (IPv4 and
+// IPv6) to its local address.
+func tcpListeners(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		forLines(t, f, func(fields []string) {
+			// sl local_address rem_address st ... uid timeout inode
+			if len(fields) > 9 && fields[3] == "0A" {
+				out[fields[9]] = fields[1]
+			}
+		})
+	}
+	return out
+}
+
+// unixSockets maps the inode of every bound unix socket to its path.
+func unixSockets(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	forLines(t, "/proc/net/unix", func(fields []string) {
+		// Num RefCount Protocol Flags Type St Inode Path
+		if len(fields) > 7 {
+			out[fields[6]] = fields[7]
+		}
+	})
+	return out
+}
+
+func forLines(t *testing.T, path string, f func([]string)) {
+	t.Helper()
+	file, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		t.Fatal(err)
+	}
+	defer file.Close()
+	sc := bufio.NewScanner(file)
+	sc.Scan() // header
+	for sc.Scan() {
+		f(strings.Fields(sc.Text()))
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDrillComparesFileHashKV: the restored member's HashKV is compared
+// with the file-computed HashKV of the manifest also when the live member
+// could not be compared when the backup was taken.
+func TestDrillComparesFileHashKV(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd")
+	}
+	src := startSource(t, 200)
+	b := dirBackups(t, t.TempDir())
+	m := src.backup(t, b, uploader.Encoding{Compression: "zstd"})
+	tests := []struct {
+		name   string
+		edit   func(m *uploader.Manifest)
+		passed bool
+	}{
+		{name: "live not comparable, file hash right", passed: true, edit: func(m *uploader.Manifest) {
+			m.HashKVStatus, m.HashKVLive = "not comparable: live HashKV: context deadline exceeded", 0
+		}},
+		{name: "live not comparable, file hash wrong", edit: func(m *uploader.Manifest) {
+			m.HashKVStatus, m.HashKVLive = "not comparable: live HashKV: context deadline exceeded", 0
+			m.HashKV ^= 0x10
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mm := rewriteManifest(t, b, m, tt.edit)
+			rep, err := restore.Drill(t.Context(), restore.DrillOptions{Backups: b, Manifest: mm, ScratchDir: t.TempDir()})
+			if rep == nil {
+				t.Fatalf("Drill: %v", err)
+			}
+			var hashkv *uploader.Check
+			for i, c := range rep.Checks {
+				if c.Name == "hashkv" {
+					hashkv = &rep.Checks[i]
+				}
+			}
+			if hashkv == nil {
+				t.Fatalf("no hashkv check (error %v): %+v", err, rep.Checks)
+			}
+			if strings.HasPrefix(hashkv.Actual, "not comparable") || hashkv.Actual != hexHash(src.hashKV(t, m.Revision)) {
+				t.Errorf("hashkv check %+v: want the restored member's HashKV %s", *hashkv, hexHash(src.hashKV(t, m.Revision)))
+			}
+			if tt.passed {
+				if err != nil || !hashkv.Passed {
+					t.Errorf("Drill: %v, hashkv check %+v", err, *hashkv)
+				}
+				return
+			}
+			if !errors.Is(err, restore.ErrDrillFailed) || hashkv.Passed {
+				t.Errorf("Drill: %v, hashkv check %+v: want a failed verdict", err, *hashkv)
+			}
+		})
+	}
+}
+
+// hashKV is the source's HashKV at rev.
+func (s *source) hashKV(t *testing.T, rev int64) uint32 {
+	t.Helper()
+	ep := s.c.Endpoints()[0]
+	h, err := s.c.Client(t).HashKV(t.Context(), ep, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.Hash
+}
+
+func hexHash(v uint32) string { return fmt.Sprintf("0x%08x", v) }
+
+// TestEtcdChildEnvironment: the throwaway etcd does not inherit the
+// parent's Go runtime tuning (lifeboat's soft memory limit is sized for
+// its own buffers), etcd's ETCD_* configuration, or credentials.
+func TestEtcdChildEnvironment(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd")
+	}
+	if _, err := os.Stat("/proc/self/environ"); err != nil {
+		t.Skip("needs /proc")
+	}
+	for k, v := range map[string]string{
+		"GOMEMLIMIT": "40MiB", "GOGC": "25", "ETCD_QUOTA_BACKEND_BYTES": "1", "AWS_SECRET_ACCESS_KEY": "s3cr3t",
+		"ETCDCTL_PASSWORD": "s3cr3t", "LIFEBOAT_STORE_URL": "s3://bucket/x",
+	} {
+		t.Setenv(k, v)
+	}
+	dir := t.TempDir()
+	srv, err := restore.StartEtcd(t.Context(), restore.EtcdOptions{DataDir: filepath.Join(dir, "etcd"), SocketDir: filepath.Join(dir, "sock")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	env, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(srv.Pid()), "environ"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range strings.Split(string(env), "\x00") {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case k == "GOMEMLIMIT", k == "GOGC", strings.HasPrefix(k, "ETCD"), strings.HasPrefix(k, "AWS_"), strings.HasPrefix(k, "LIFEBOAT_"):
+			t.Errorf("the etcd child inherited %s", k)
+		}
+	}
+}
+
+// TestEtcdDeepSocketDir: a socket directory too deep for a unix socket
+// path (108 bytes) still works: the server binds relative to its working
+// directory and this process dials through a descriptor of it.
+func TestEtcdDeepSocketDir(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd")
+	}
+	dir := filepath.Join(t.TempDir(), strings.Repeat("d", 60), strings.Repeat("e", 60))
+	srv, err := restore.StartEtcd(t.Context(), restore.EtcdOptions{DataDir: filepath.Join(dir, "etcd"), SocketDir: filepath.Join(dir, "sock")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.ClientURL}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if _, err := cli.Put(t.Context(), "k", "v"); err != nil {
+		t.Fatalf("put through %s: %v", srv.ClientURL, err)
+	}
+	if _, err := cli.HashKV(t.Context(), srv.ClientURL, 0); err != nil {
+		t.Fatalf("HashKV through %s: %v", srv.ClientURL, err)
+	}
+}
