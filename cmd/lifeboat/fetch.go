@@ -97,7 +97,7 @@ func runFetch(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o fetch
 		dir, base = cfg.Snapshot.SpoolDir, "lifeboat-fetch-"+m.ID
 	}
 	tmpPrefix := "." + base + ".lifeboat-tmp-"
-	sweepFetchLeftovers(dir, tmpPrefix, lg)
+	sweepLeftovers(dir, tmpPrefix, "", "fetch", lg)
 	tmp := filepath.Join(dir, tmpPrefix+strconv.Itoa(os.Getpid()))
 	defer os.Remove(tmp)
 
@@ -157,22 +157,31 @@ func copyFileTo(w io.Writer, path string) error {
 	return nil
 }
 
-// sweepFetchLeftovers removes the temporary files of earlier fetches to
-// the same FILE whose process is gone (killed with SIGKILL, or the
-// machine crashed): a failed fetch leaves nothing, even then.
-func sweepFetchLeftovers(dir, prefix string, lg *slog.Logger) {
+// sweepLeftovers removes the temporary files that earlier runs of a
+// command left in dir when their process was killed with SIGKILL (or the
+// machine crashed): files named prefix + [anything "-"] + pid + suffix whose
+// process is gone. A failed fetch or verify leaves nothing, even then.
+func sweepLeftovers(dir, prefix, suffix, what string, lg *slog.Logger) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
-		pid, err := strconv.Atoi(strings.TrimPrefix(e.Name(), prefix))
-		if !strings.HasPrefix(e.Name(), prefix) || err != nil || pid <= 0 || !processGone(pid) {
+		name := e.Name()
+		if !strings.HasPrefix(name, prefix) || !strings.HasSuffix(name, suffix) || len(name) < len(prefix)+len(suffix) {
 			continue
 		}
-		p := filepath.Join(dir, e.Name())
+		mid := name[len(prefix) : len(name)-len(suffix)]
+		if i := strings.LastIndexByte(mid, '-'); i >= 0 {
+			mid = mid[i+1:]
+		}
+		pid, err := strconv.Atoi(mid)
+		if err != nil || pid <= 0 || !processGone(pid) {
+			continue
+		}
+		p := filepath.Join(dir, name)
 		if err := os.Remove(p); err == nil {
-			lg.Info("removed the leftover of an interrupted fetch", "path", p)
+			lg.Info("removed the leftover of an interrupted "+what, "path", p)
 		}
 	}
 }

@@ -61,7 +61,7 @@ func runVerify(ctx context.Context, cfg *Config, lg *slog.Logger, ref string, ou
 	if err != nil {
 		return err
 	}
-	st, err := verifyBackup(ctx, backups, m, ids, cfg.Snapshot.SpoolDir)
+	st, err := verifyBackup(ctx, backups, m, ids, cfg.Snapshot.SpoolDir, lg)
 	if err != nil {
 		return fmt.Errorf("backup %s failed verification: %w", m.ID, err)
 	}
@@ -88,11 +88,13 @@ func printStatus(out io.Writer, digest string, st verify.Status) {
 // verifyBackup reads backup m back into a temporary file in spoolDir
 // (object sha256 and size, decryption, decompression and etcd's trailer,
 // checked as the bytes stream), then checks the file read-only against the
-// manifest. The temporary file is always removed.
-func verifyBackup(ctx context.Context, b *uploader.Backups, m *uploader.Manifest, ids []age.Identity, spoolDir string) (verify.Status, error) {
+// manifest. The temporary file is always removed; one that a verify killed
+// with SIGKILL left is removed by the next verify.
+func verifyBackup(ctx context.Context, b *uploader.Backups, m *uploader.Manifest, ids []age.Identity, spoolDir string, lg *slog.Logger) (verify.Status, error) {
 	if err := snapshot.PrepareSpoolDir(spoolDir); err != nil {
 		return verify.Status{}, err
 	}
+	sweepLeftovers(spoolDir, "lifeboat-verify-", ".db", "verify", lg)
 	path := filepath.Join(spoolDir, "lifeboat-verify-"+m.ID+"-"+strconv.Itoa(os.Getpid())+".db")
 	defer os.Remove(path)
 	if _, err := restore.Fetch(ctx, b, m, path, restore.FetchOptions{Identities: ids}); err != nil {
