@@ -694,6 +694,9 @@ func (a *Agent) refresh(ctx context.Context) {
 	defer cancel()
 	now := a.clock.Now()
 	l, err := a.cfg.Backups.List(ctx)
+	if err != nil && ctx.Err() != nil {
+		return // cut short (shutdown): nothing learnt, nothing changes
+	}
 	if err != nil {
 		a.m.storeUp.Set(0)
 		a.mu.Lock()
@@ -706,6 +709,9 @@ func (a *Agent) refresh(ctx context.Context) {
 	}
 	a.m.storeUp.Set(1)
 	drills, derr := a.drillRecords(ctx)
+	if derr != nil && ctx.Err() != nil {
+		return // cut short: an unread drill history is not "nothing proven"
+	}
 	if derr != nil {
 		a.lg.Warn("cannot read the drill history; proven backups unknown", "err", derr)
 	}
