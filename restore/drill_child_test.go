@@ -453,3 +453,39 @@ func TestEtcdDeepSocketDir(t *testing.T) {
 		t.Fatalf("HashKV through %s: %v", srv.ClientURL, err)
 	}
 }
+
+// TestEtcdShortElection: the throwaway etcd runs with a 10 ms heartbeat
+// and a 100 ms election timeout. It has no peers, so no timeout can cause
+// a leader change; with etcd's defaults (100 ms, 1 s) a single member
+// waits 0.1–1.1 s for its first election after loading the data, which
+// is most of the boot phase on a small database.
+func TestEtcdShortElection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd")
+	}
+	if _, err := os.Stat("/proc/self/cmdline"); err != nil {
+		t.Skip("needs /proc")
+	}
+	dir := t.TempDir()
+	srv, err := restore.StartEtcd(t.Context(), restore.EtcdOptions{DataDir: filepath.Join(dir, "etcd"), SocketDir: filepath.Join(dir, "sock")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	raw, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(srv.Pid()), "cmdline"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00")
+	got := map[string]string{}
+	for i := 0; i+1 < len(args); i++ {
+		if strings.HasPrefix(args[i], "--") {
+			got[args[i]] = args[i+1]
+		}
+	}
+	for flag, want := range map[string]string{"--heartbeat-interval": "10", "--election-timeout": "100"} {
+		if got[flag] != want {
+			t.Errorf("etcd child %s = %q, want %q (args %q)", flag, got[flag], want, args)
+		}
+	}
+}
