@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -488,4 +489,26 @@ func TestEtcdShortElection(t *testing.T) {
 			t.Errorf("etcd child %s = %q, want %q (args %q)", flag, got[flag], want, args)
 		}
 	}
+}
+
+// TestEtcdKill: Kill stops the server at once and waits for it; it is
+// not reported as a crash, and Close after it does nothing.
+func TestEtcdKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd")
+	}
+	dir := t.TempDir()
+	srv, err := restore.StartEtcd(t.Context(), restore.EtcdOptions{DataDir: filepath.Join(dir, "etcd"), SocketDir: filepath.Join(dir, "sock")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := srv.Pid()
+	srv.Kill()
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("etcd child %d after Kill: signal 0 gave %v, want ESRCH (gone)", pid, err)
+	}
+	if err := srv.Exited(); err != nil {
+		t.Errorf("Exited after Kill = %v, want nil (stopped, not crashed)", err)
+	}
+	srv.Close()
 }

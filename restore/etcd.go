@@ -442,11 +442,19 @@ func crashSummary(out string) string {
 }
 
 // Close stops the server (SIGTERM, then SIGKILL after 30s) and waits for
-// it. It is idempotent.
-func (s *Etcd) Close() {
+// it. It is idempotent, and Close after Kill (or Kill after Close) does
+// nothing.
+func (s *Etcd) Close() { s.stop(syscall.SIGTERM) }
+
+// Kill stops the server at once (SIGKILL) and waits for it: for a server
+// whose data is deleted next (a drill's), where a graceful stop would only
+// flush a database about to be removed. It is idempotent.
+func (s *Etcd) Kill() { s.stop(syscall.SIGKILL) }
+
+func (s *Etcd) stop(sig syscall.Signal) {
 	s.closeOnce.Do(func() {
 		s.stopping.Store(true)
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		_ = s.cmd.Process.Signal(sig)
 		t := time.NewTimer(30 * time.Second)
 		defer t.Stop()
 		select {
