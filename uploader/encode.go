@@ -128,7 +128,7 @@ func NewDecoder(r io.Reader, compression, encryption string, ids []age.Identity)
 	case "none", "":
 		return io.NopCloser(in), nil
 	case "zstd":
-		zr, err := zstd.NewReader(in, zstd.WithDecoderConcurrency(1))
+		zr, err := zstd.NewReader(in, zstd.WithDecoderConcurrency(decoderConcurrency))
 		if err != nil {
 			return nil, fmt.Errorf("zstd: %w", err)
 		}
@@ -137,6 +137,10 @@ func NewDecoder(r io.Reader, compression, encryption string, ids []age.Identity)
 		return nil, fmt.Errorf("unknown compression %q", compression)
 	}
 }
+
+// decoderConcurrency is the zstd decoder's: 1 decodes in the reading
+// goroutine (a variable for BenchmarkDecode).
+var decoderConcurrency = 1
 
 type zstdReadCloser struct{ d *zstd.Decoder }
 
