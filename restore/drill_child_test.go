@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -452,4 +453,62 @@ func TestEtcdDeepSocketDir(t *testing.T) {
 	if _, err := cli.HashKV(t.Context(), srv.ClientURL, 0); err != nil {
 		t.Fatalf("HashKV through %s: %v", srv.ClientURL, err)
 	}
+}
+
+// TestEtcdShortElection: the throwaway etcd runs with a 10 ms heartbeat
+// and a 100 ms election timeout. It has no peers, so no timeout can cause
+// a leader change; with etcd's defaults (100 ms, 1 s) a single member
+// waits 0.1–1.1 s for its first election after loading the data, which
+// is most of the boot phase on a small database.
+func TestEtcdShortElection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd")
+	}
+	if _, err := os.Stat("/proc/self/cmdline"); err != nil {
+		t.Skip("needs /proc")
+	}
+	dir := t.TempDir()
+	srv, err := restore.StartEtcd(t.Context(), restore.EtcdOptions{DataDir: filepath.Join(dir, "etcd"), SocketDir: filepath.Join(dir, "sock")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	raw, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(srv.Pid()), "cmdline"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00")
+	got := map[string]string{}
+	for i := 0; i+1 < len(args); i++ {
+		if strings.HasPrefix(args[i], "--") {
+			got[args[i]] = args[i+1]
+		}
+	}
+	for flag, want := range map[string]string{"--heartbeat-interval": "10", "--election-timeout": "100"} {
+		if got[flag] != want {
+			t.Errorf("etcd child %s = %q, want %q (args %q)", flag, got[flag], want, args)
+		}
+	}
+}
+
+// TestEtcdKill: Kill stops the server at once and waits for it; it is
+// not reported as a crash, and Close after it does nothing.
+func TestEtcdKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd")
+	}
+	dir := t.TempDir()
+	srv, err := restore.StartEtcd(t.Context(), restore.EtcdOptions{DataDir: filepath.Join(dir, "etcd"), SocketDir: filepath.Join(dir, "sock")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := srv.Pid()
+	srv.Kill()
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("etcd child %d after Kill: signal 0 gave %v, want ESRCH (gone)", pid, err)
+	}
+	if err := srv.Exited(); err != nil {
+		t.Errorf("Exited after Kill = %v, want nil (stopped, not crashed)", err)
+	}
+	srv.Close()
 }

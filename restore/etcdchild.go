@@ -16,7 +16,8 @@ import (
 // configured by args, the etcd flags StartEtcd passes after EtcdCommand
 // (--name, --data-dir, --listen-client-urls, --advertise-client-urls,
 // --listen-peer-urls, --initial-advertise-peer-urls, --initial-cluster,
-// --initial-cluster-token, --quota-backend-bytes, --log-level), until ctx
+// --initial-cluster-token, --heartbeat-interval, --election-timeout,
+// --quota-backend-bytes, --log-level), until ctx
 // ends (SIGTERM in the caller) or the server fails. etcd's log goes to
 // stderr. When etcd panics or exits on the data it serves, it takes this
 // process down, never the one that started it.
@@ -36,6 +37,8 @@ func RunEtcd(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.StringVar(&advertisePeer, "initial-advertise-peer-urls", "", "advertised peer URL")
 	fs.StringVar(&cfg.InitialCluster, "initial-cluster", "", "initial cluster (name=peerURL)")
 	fs.StringVar(&cfg.InitialClusterToken, "initial-cluster-token", "", "initial cluster token")
+	fs.UintVar(&cfg.TickMs, "heartbeat-interval", cfg.TickMs, "heartbeat interval (ms)")
+	fs.UintVar(&cfg.ElectionMs, "election-timeout", cfg.ElectionMs, "election timeout (ms)")
 	fs.Int64Var(&cfg.QuotaBackendBytes, "quota-backend-bytes", 0, "backend quota")
 	fs.StringVar(&cfg.LogLevel, "log-level", "error", "log level")
 	if err := fs.Parse(args); err != nil {

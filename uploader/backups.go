@@ -248,6 +248,13 @@ type openReader struct {
 
 func (o *openReader) Read(p []byte) (int, error) {
 	n, err := o.dec.Read(p)
+	if err != nil {
+		// The decoder's read-ahead, if any, reads cr in a goroutine:
+		// stop it before reading cr here.
+		if s, ok := o.dec.(interface{ stopReadAhead() }); ok {
+			s.stopReadAhead()
+		}
+	}
 	if err == io.EOF {
 		// The decoder may stop before the object's end (e.g. trailing
 		// bytes): drain so the whole object is hashed and checked.
@@ -272,8 +279,10 @@ func (o *openReader) Read(p []byte) (int, error) {
 }
 
 func (o *openReader) Close() error {
+	// The store's reader first: a read-ahead blocked reading it returns.
+	err := o.rc.Close()
 	o.dec.Close()
-	return o.rc.Close()
+	return err
 }
 
 type checkedReader struct {

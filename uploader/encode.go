@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"filippo.io/age"
 	"github.com/klauspost/compress/zstd"
@@ -128,20 +129,144 @@ func NewDecoder(r io.Reader, compression, encryption string, ids []age.Identity)
 	case "none", "":
 		return io.NopCloser(in), nil
 	case "zstd":
-		zr, err := zstd.NewReader(in, zstd.WithDecoderConcurrency(1))
+		var ra *readAhead
+		if readAheadChunks > 0 {
+			ra = newReadAhead(in, readAheadChunk, readAheadChunks)
+			in = ra
+		}
+		zr, err := zstd.NewReader(in, zstd.WithDecoderConcurrency(decoderConcurrency))
 		if err != nil {
+			if ra != nil {
+				ra.Close()
+			}
 			return nil, fmt.Errorf("zstd: %w", err)
 		}
-		return zstdReadCloser{zr}, nil
+		return &zstdReadCloser{d: zr, ra: ra}, nil
 	default:
 		return nil, fmt.Errorf("unknown compression %q", compression)
 	}
 }
 
-type zstdReadCloser struct{ d *zstd.Decoder }
+// decoderConcurrency is the zstd decoder's: 1 decodes in the reading
+// goroutine (a variable for BenchmarkDecode).
+var decoderConcurrency = 1
 
-func (z zstdReadCloser) Read(p []byte) (int, error) { return z.d.Read(p) }
-func (z zstdReadCloser) Close() error               { z.d.Close(); return nil }
+// The read-ahead below the zstd decoder: readAheadChunks chunks of
+// readAheadChunk bytes in flight (0 chunks: none, for BenchmarkDecode).
+var (
+	readAheadChunk  = 256 << 10
+	readAheadChunks = 4
+)
+
+// zstdReadCloser decompresses; Close stops the read-ahead (waiting for its
+// goroutine) and releases the decoder. Close is idempotent.
+type zstdReadCloser struct {
+	d    *zstd.Decoder
+	ra   *readAhead
+	once sync.Once
+}
+
+func (z *zstdReadCloser) Read(p []byte) (int, error) { return z.d.Read(p) }
+
+// stopReadAhead stops the read-ahead: then the reader below can be read
+// by the caller (to drain it after the decoder's end).
+func (z *zstdReadCloser) stopReadAhead() {
+	if z.ra != nil {
+		z.ra.Close()
+	}
+}
+
+func (z *zstdReadCloser) Close() error {
+	z.once.Do(func() {
+		if z.ra != nil {
+			z.ra.Close()
+		}
+		z.d.Close()
+	})
+	return nil
+}
+
+// readAhead reads r in a goroutine of its own, chunk after chunk, so that
+// what lies below the zstd decoder (the store's bytes, their sha256,
+// age's decryption) runs beside decompression instead of in turn with it:
+// decompression is the longest step of a drill's decode and has a core to
+// itself. Memory: chunks+1 buffers. Read returns r's bytes in order, then
+// r's error (io.EOF at its end). Close stops the goroutine and waits for
+// it; after Close nobody reads r any more. Read and Close are for one
+// goroutine.
+type readAhead struct {
+	full   chan []byte
+	free   chan []byte
+	done   chan struct{}
+	wg     sync.WaitGroup
+	err    error // r's error, set before full is closed
+	buf    []byte
+	off    int
+	closed bool
+}
+
+func newReadAhead(r io.Reader, chunk, chunks int) *readAhead {
+	ra := &readAhead{full: make(chan []byte, chunks), free: make(chan []byte, chunks+1), done: make(chan struct{})}
+	for range chunks + 1 {
+		ra.free <- make([]byte, chunk)
+	}
+	ra.wg.Go(func() {
+		defer close(ra.full)
+		for {
+			var buf []byte
+			select {
+			case buf = <-ra.free:
+			case <-ra.done:
+				return
+			}
+			n, err := io.ReadFull(r, buf)
+			if n > 0 {
+				select {
+				case ra.full <- buf[:n]:
+				case <-ra.done:
+					return
+				}
+			}
+			if err == io.ErrUnexpectedEOF {
+				err = io.EOF
+			}
+			if err != nil {
+				ra.err = err
+				return
+			}
+		}
+	})
+	return ra
+}
+
+func (ra *readAhead) Read(p []byte) (int, error) {
+	if ra.closed {
+		return 0, errors.New("read after close")
+	}
+	for ra.off == len(ra.buf) {
+		if ra.buf != nil {
+			ra.free <- ra.buf[:cap(ra.buf)]
+			ra.buf, ra.off = nil, 0
+		}
+		buf, ok := <-ra.full
+		if !ok {
+			return 0, ra.err
+		}
+		ra.buf = buf
+	}
+	n := copy(p, ra.buf[ra.off:])
+	ra.off += n
+	return n, nil
+}
+
+func (ra *readAhead) Close() {
+	if ra.closed {
+		return
+	}
+	ra.closed = true
+	close(ra.done)
+	ra.wg.Wait()
+}
 
 // ParseRecipients parses age X25519 recipients (age1…) given inline and in
 // recipient files (one per line, # comments). It returns the recipients and
