@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"go.etcd.io/etcd/server/v3/embed"
 )
@@ -96,4 +99,22 @@ func RunEtcd(ctx context.Context, args []string, stderr io.Writer) error {
 	// A graceful stop; the parent kills the process if it takes 30s.
 	e.Close()
 	return nil
+}
+
+// ChildMain runs the drill's etcd when this process was started as one
+// (args[1] is EtcdCommand), until SIGINT or SIGTERM, and reports that it
+// did with the exit code; otherwise it returns false at once. A test
+// binary's TestMain calls it first, so that StartEtcd, which runs its own
+// executable, can run the test binary as it runs lifeboat.
+func ChildMain(args []string, stderr io.Writer) (ran bool, code int) {
+	if len(args) < 2 || args[1] != EtcdCommand {
+		return false, 0
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := RunEtcd(ctx, args[2:], stderr); err != nil {
+		fmt.Fprintln(stderr, err)
+		return true, 1
+	}
+	return true, 0
 }
