@@ -1,27 +1,20 @@
 package agent
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"filippo.io/age"
-	bolt "go.etcd.io/bbolt"
 
+	"github.com/lifeboat-dev/lifeboat/internal/corrupt"
 	"github.com/lifeboat-dev/lifeboat/internal/s3test"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
-	"github.com/lifeboat-dev/lifeboat/verify"
 )
 
 // TestDrillRunErrorIsNoVerdict: a drill that cannot run to a verdict (the
@@ -176,7 +169,7 @@ func TestAgentSurvivesEtcdCrash(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Snapshot: %v", err)
 	}
-	m = crashingBackup(t, f.backups, root, m)
+	m = corrupt.Backup(t, f.backups, root, m, corrupt.TombstoneAtPutRevision)
 	cfg := f.config(t, lg)
 	cfg.Snapshot, cfg.Prune = nil, nil
 	cfg.Schedules = Schedules{Drill: "@every 1s"}
@@ -205,83 +198,4 @@ func TestAgentSurvivesEtcdCrash(t *testing.T) {
 	if len(failed) == 0 || failed[0].Name != "etcd boot" || !strings.Contains(failed[0].Actual, "unexpected smaller revision") {
 		t.Errorf("failed checks %+v, want \"etcd boot\" naming etcd's panic", failed)
 	}
-}
-
-// crashingBackup rewrites the plain backup m of the dir store at root so
-// that its key bucket holds a tombstone at the revision of its newest put,
-// with a matching sha256 trailer and manifest (as restore's
-// tombstoneAtPutRevision does).
-func crashingBackup(t *testing.T, b *uploader.Backups, root string, m *uploader.Manifest) *uploader.Manifest {
-	t.Helper()
-	obj := filepath.Join(root, filepath.FromSlash(m.Object))
-	raw, err := os.ReadFile(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := filepath.Join(t.TempDir(), "db")
-	if err := os.WriteFile(db, raw[:len(raw)-sha256.Size], 0o600); err != nil {
-		t.Fatal(err)
-	}
-	bdb, err := bolt.Open(db, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = bdb.Update(func(tx *bolt.Tx) error {
-		kb := tx.Bucket([]byte("key"))
-		c := kb.Cursor()
-		for k, v := c.Last(); k != nil; k, v = c.Prev() {
-			if len(k) == 17 {
-				return kb.Put(append(bytes.Clone(k), 't'), bytes.Clone(v))
-			}
-		}
-		return errors.New("no put record")
-	})
-	if cerr := bdb.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(data)
-	data = append(data, sum[:]...)
-	snap := filepath.Join(t.TempDir(), "snap.db")
-	if err := os.WriteFile(snap, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	vs, err := verify.File(t.Context(), snap)
-	if err != nil {
-		t.Fatalf("the crafted snapshot must pass verify.File: %v", err)
-	}
-	if err := os.Remove(obj); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(obj, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c := *m
-	c.Revision, c.CompactRevision, c.TotalKeys, c.DBSize = vs.Revision, vs.CompactRevision, vs.TotalKeys, vs.Size
-	c.BoltHash, c.HashKV, c.HashKVStatus = vs.BoltHash, vs.HashKV, "match"
-	c.SnapshotSHA256, c.ObjectSHA256 = hex.EncodeToString(sum[:]), hex.EncodeToString(sha256Of(data))
-	c.ObjectSize = int64(len(data))
-	js, err := c.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mpath := filepath.Join(root, filepath.FromSlash(b.ManifestKey(c.ID)))
-	if err := os.Remove(mpath); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(mpath, js, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return &c
-}
-
-func sha256Of(b []byte) []byte {
-	s := sha256.Sum256(b)
-	return s[:]
 }
