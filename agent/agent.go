@@ -16,6 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/robfig/cron/v3"
 
+	"github.com/lifeboat-dev/lifeboat/backup"
+	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/retention/prune"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
@@ -39,13 +42,13 @@ type Config struct {
 	// Snapshot, Prune and Drill are the jobs; a nil job, or an empty
 	// schedule, disables it. The agent sets Snapshot.Now and
 	// Prune.Now from Clock and Prune.DrillPassed from the drill history.
-	Snapshot *SnapshotJob
-	Prune    *PruneJob
+	Snapshot *backup.Job
+	Prune    *prune.Job
 	Drill    DrillFunc
 	// DrillHistory returns the last drill of each backup (nil: the drill
-	// reports in Backups, see StoreDrillHistory). The drills this agent
+	// reports in Backups, see restore.StoreDrillHistory). The drills this agent
 	// ran count too.
-	DrillHistory DrillHistoryFunc
+	DrillHistory restore.DrillHistoryFunc
 	Schedules    Schedules
 	// Jitter delays each scheduled run by a random time up to this.
 	Jitter time.Duration
@@ -106,7 +109,7 @@ type Agent struct {
 	mu    sync.Mutex
 	state backupState
 	// drills are the drill records of the drills this agent ran.
-	drills map[string]DrillRecord
+	drills map[string]restore.DrillRecord
 	// lastDrill is when the drill the gauges show ended.
 	lastDrill time.Time
 	stale     bool // the stale event was sent and no fresh backup seen since
@@ -176,7 +179,7 @@ func New(cfg Config, lg *slog.Logger) (*Agent, error) {
 		cfg.Clock = RealClock{}
 	}
 	if cfg.RetryBackoff <= 0 {
-		cfg.RetryBackoff = DefaultRetryBackoff
+		cfg.RetryBackoff = prune.DefaultRetryBackoff
 	}
 	if cfg.RefreshInterval <= 0 {
 		cfg.RefreshInterval = 5 * time.Minute
@@ -188,9 +191,9 @@ func New(cfg Config, lg *slog.Logger) (*Agent, error) {
 		cfg.Registry = prometheus.NewRegistry()
 	}
 	if cfg.DrillHistory == nil {
-		cfg.DrillHistory = StoreDrillHistory(cfg.Backups)
+		cfg.DrillHistory = restore.StoreDrillHistory(cfg.Backups)
 	}
-	a := &Agent{cfg: cfg, lg: lg, clock: cfg.Clock, reg: cfg.Registry, byName: map[string]*job{}, drills: map[string]DrillRecord{}}
+	a := &Agent{cfg: cfg, lg: lg, clock: cfg.Clock, reg: cfg.Registry, byName: map[string]*job{}, drills: map[string]restore.DrillRecord{}}
 
 	type candidate struct {
 		name, spec, notifyOn string
@@ -520,13 +523,13 @@ func (a *Agent) snapshot(ctx context.Context) (string, error) {
 		if a.cfg.SnapshotTimeout > 0 {
 			actx, cancel = context.WithTimeout(ctx, a.cfg.SnapshotTimeout)
 		}
-		m, err := Snapshot(actx, sj, a.lg)
+		m, err := backup.Run(actx, sj, a.lg)
 		cancel()
 		if err == nil {
 			a.m.snapSize.WithLabelValues("raw").Set(float64(m.DBSize))
 			a.m.snapSize.WithLabelValues("stored").Set(float64(m.ObjectSize))
 			a.m.snapRevision.Set(float64(m.Revision))
-			if hashKVFailed(m) {
+			if backup.HashKVFailed(m) {
 				a.m.hashKVErrors.Inc()
 			}
 			return m.ID, nil
@@ -543,7 +546,7 @@ func (a *Agent) snapshot(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("%w (retry cancelled: %v)", err, ctx.Err())
 		case <-a.clock.After(delay):
 		}
-		delay = min(delay*2, MaxRetryBackoff)
+		delay = min(delay*2, prune.MaxRetryBackoff)
 	}
 }
 
@@ -570,7 +573,7 @@ func (a *Agent) prune(ctx context.Context) (string, error) {
 			a.lg.Warn("last drill of backup unknown: kept if it may be the newest proven", "backup_id", id, "err", r.Err)
 		}
 	}
-	res, err := Prune(ctx, pj, a.lg)
+	res, err := prune.Run(ctx, pj, a.lg)
 	if res != nil {
 		a.m.deleted.Add(float64(len(res.Deleted)))
 	}
@@ -621,7 +624,7 @@ func (a *Agent) drill(ctx context.Context) (string, error) {
 		}
 		if out.BackupID != "" {
 			a.mu.Lock()
-			a.drills[out.BackupID] = DrillRecord{Passed: passed, At: now}
+			a.drills[out.BackupID] = restore.DrillRecord{Passed: passed, At: now}
 			a.mu.Unlock()
 		}
 	}
@@ -645,7 +648,7 @@ type drillRunError struct{ err error }
 func (e *drillRunError) Error() string { return "drill could not run: " + e.err.Error() }
 func (e *drillRunError) Unwrap() error { return e.err }
 
-func outcomeID(o *DrillOutcome) string {
+func outcomeID(o *restore.DrillOutcome) string {
 	if o == nil {
 		return ""
 	}
@@ -654,8 +657,8 @@ func outcomeID(o *DrillOutcome) string {
 
 // drillRecords merges the store's drill history with the drills this agent
 // ran; the newer record of a backup wins.
-func (a *Agent) drillRecords(ctx context.Context) (map[string]DrillRecord, error) {
-	out := map[string]DrillRecord{}
+func (a *Agent) drillRecords(ctx context.Context) (map[string]restore.DrillRecord, error) {
+	out := map[string]restore.DrillRecord{}
 	if a.cfg.DrillHistory != nil {
 		h, err := a.cfg.DrillHistory(ctx)
 		if err != nil {
@@ -721,7 +724,7 @@ func (a *Agent) refresh(ctx context.Context) {
 			st.broken++
 			continue
 		}
-		if manifestLocked(e.Manifest, now) {
+		if prune.Locked(e.Manifest, now) {
 			st.locked++
 		} else {
 			st.ok++
@@ -748,7 +751,7 @@ func (a *Agent) refresh(ctx context.Context) {
 	if j := a.byName[JobSnapshot]; j != nil && st.newest != nil {
 		a.learnSuccess(j, st.newest.CreatedAt.Add(time.Duration(st.newest.DurationSeconds*float64(time.Second))))
 	}
-	var newestDrill DrillRecord
+	var newestDrill restore.DrillRecord
 	var newestPass time.Time
 	for _, r := range drills {
 		if r.At.After(newestDrill.At) {

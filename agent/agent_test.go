@@ -25,7 +25,11 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/goleak"
 
+	"github.com/lifeboat-dev/lifeboat/backup"
+	"github.com/lifeboat-dev/lifeboat/internal/jobtest"
 	"github.com/lifeboat-dev/lifeboat/internal/s3test"
+	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/retention/prune"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -43,7 +47,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	lg, logs := testLogger(t)
 	cfg := f.config(t, lg)
 	// One backup before the start, so that the first drill has one.
-	if _, err := Snapshot(t.Context(), *cfg.Snapshot, lg); err != nil {
+	if _, err := backup.Run(t.Context(), *cfg.Snapshot, lg); err != nil {
 		t.Fatalf("Snapshot: %v", err)
 	}
 	leaks := goleak.IgnoreCurrent()
@@ -173,9 +177,9 @@ func TestMetricsLint(t *testing.T) {
 	reg := NewRegistry()
 	a := start(t, Config{
 		Backups:   b,
-		Snapshot:  &SnapshotJob{Backups: b},
-		Prune:     &PruneJob{Backups: b},
-		Drill:     func(context.Context) (*DrillOutcome, error) { return nil, errors.New("unused") },
+		Snapshot:  &backup.Job{Backups: b},
+		Prune:     &prune.Job{Backups: b},
+		Drill:     func(context.Context) (*restore.DrillOutcome, error) { return nil, errors.New("unused") },
 		Schedules: Schedules{Snapshot: "@daily", Prune: "@daily", Drill: "@daily"},
 		Listen:    "127.0.0.1:0", Registry: reg, Version: "test",
 	}, lg)
@@ -203,7 +207,7 @@ func TestScheduleSkipsOverlap(t *testing.T) {
 	var calls atomic.Int32
 	a := start(t, Config{
 		Backups: b,
-		Drill: func(ctx context.Context) (*DrillOutcome, error) {
+		Drill: func(ctx context.Context) (*restore.DrillOutcome, error) {
 			calls.Add(1)
 			started <- struct{}{}
 			select {
@@ -211,7 +215,7 @@ func TestScheduleSkipsOverlap(t *testing.T) {
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
-			return &DrillOutcome{BackupID: "20261130T120000Z-r1", Passed: true, Phases: map[string]time.Duration{"boot": time.Second}}, nil
+			return &restore.DrillOutcome{BackupID: "20261130T120000Z-r1", Passed: true, Phases: map[string]time.Duration{"boot": time.Second}}, nil
 		},
 		Schedules: Schedules{Drill: "@every 1m"},
 		Jitter:    10 * time.Second,
@@ -408,7 +412,7 @@ func TestShutdownDuringUpload(t *testing.T) {
 		t.Skip("slow: real etcd and versitygw")
 	}
 	srv := s3test.Start(t)
-	s3Env(t, srv.AccessKey, srv.SecretKey)
+	jobtest.S3Env(t, srv.AccessKey, srv.SecretKey)
 	proxy := s3test.NewProxy(t, srv.Endpoint)
 	bucket := fmt.Sprintf("agent-test-%d", bucketSeq.Add(1))
 	srv.CreateBucket(t, bucket, false)
@@ -533,7 +537,7 @@ func TestCorruptBackupFailsDrill(t *testing.T) {
 	}
 	f := newFixture(t, st, 300)
 	lg, logs := testLogger(t)
-	m, err := Snapshot(t.Context(), SnapshotJob{Etcd: f.etcdConfig(), SpoolDir: f.spool, Backups: f.backups,
+	m, err := backup.Run(t.Context(), backup.Job{Etcd: f.etcdConfig(), SpoolDir: f.spool, Backups: f.backups,
 		Encoding: uploader.Encoding{Compression: "zstd"}, Version: "test"}, lg)
 	if err != nil {
 		t.Fatalf("Snapshot: %v", err)
@@ -799,7 +803,7 @@ func TestStaleNotification(t *testing.T) {
 	lg, _ := testLogger(t)
 	st, _ := uploader.NewDir(t.TempDir())
 	b := &uploader.Backups{Store: st, Cluster: testCluster}
-	old := putBackup(t, b, time.Now().Add(-5*time.Hour), uploader.PutOptions{}, false)
+	old := jobtest.PutBackup(t, b, time.Now().Add(-5*time.Hour), uploader.PutOptions{}, false)
 	hook := newWebhook(t)
 	clock := newFakeClock(time.Now().Truncate(time.Second))
 	a := start(t, Config{
@@ -834,7 +838,7 @@ func TestSnapshotRetried(t *testing.T) {
 	hook := newWebhook(t)
 	a, err := New(Config{
 		Backups: b,
-		Snapshot: &SnapshotJob{Etcd: snapshot.Config{Endpoints: []string{"http://127.0.0.1:1"}, DialTimeout: time.Second},
+		Snapshot: &backup.Job{Etcd: snapshot.Config{Endpoints: []string{"http://127.0.0.1:1"}, DialTimeout: time.Second},
 			SpoolDir: t.TempDir(), Backups: b, Encoding: uploader.Encoding{Compression: "zstd"}},
 		Schedules:       Schedules{Snapshot: "@hourly"},
 		SnapshotRetries: 2, RetryBackoff: 20 * time.Millisecond,

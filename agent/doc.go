@@ -1,6 +1,14 @@
-// Package agent runs lifeboat's jobs: a snapshot job (take, verify, encode,
-// store, commit), a prune job (retention, orphans) and, as the daemon, their schedules, metrics and
-// notifications. Commands in cmd/lifeboat call it; it calls the lower
-// packages (snapshot, verify, uploader, retention, restore) and never the
-// other way round.
+// Package agent is lifeboat's daemon: it runs the jobs on their cron
+// schedules (with jitter, retries and no overlapping runs), only while it
+// holds the cluster's leader lock in etcd when one is configured, and
+// reports on them: Prometheus metrics, /metrics /healthz /readyz /status
+// over HTTP, webhook notifications, systemd readiness and watchdog, and
+// for agent --once the textfile and Pushgateway exports.
+//
+// It owns no job. The jobs are the same ones the CLI's one-shot commands
+// call: backup.Run (take, verify, encode, store, commit), prune.Run
+// (retention/prune: the policy applied to the store, orphans) and
+// restore.RunDrillJob (the drill and its report); cmd/lifeboat wires them
+// into a Config. agent imports those packages and none of them imports
+// agent.
 package agent

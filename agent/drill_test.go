@@ -11,8 +11,11 @@ import (
 
 	"filippo.io/age"
 
+	"github.com/lifeboat-dev/lifeboat/backup"
 	"github.com/lifeboat-dev/lifeboat/internal/corrupt"
+	"github.com/lifeboat-dev/lifeboat/internal/jobtest"
 	"github.com/lifeboat-dev/lifeboat/internal/s3test"
+	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -42,7 +45,7 @@ func TestDrillRunErrorIsNoVerdict(t *testing.T) {
 			enc:  uploader.Encoding{Compression: "zstd"},
 			setup: func(t *testing.T) (uploader.Store, uploader.Store, func(*atomic.Bool)) {
 				srv := s3test.Start(t)
-				s3Env(t, srv.AccessKey, srv.SecretKey)
+				jobtest.S3Env(t, srv.AccessKey, srv.SecretKey)
 				proxy := s3test.NewProxy(t, srv.Endpoint)
 				bucket := fmt.Sprintf("agent-test-%d", bucketSeq.Add(1))
 				srv.CreateBucket(t, bucket, false)
@@ -83,7 +86,7 @@ func TestDrillRunErrorIsNoVerdict(t *testing.T) {
 			st, direct, fault := tt.setup(t)
 			f := newFixture(t, st, 200)
 			lg, logs := testLogger(t)
-			m, err := Snapshot(t.Context(), SnapshotJob{Etcd: f.etcdConfig(), SpoolDir: f.spool, Backups: f.backups, Encoding: tt.enc, Version: "test"}, lg)
+			m, err := backup.Run(t.Context(), backup.Job{Etcd: f.etcdConfig(), SpoolDir: f.spool, Backups: f.backups, Encoding: tt.enc, Version: "test"}, lg)
 			if err != nil {
 				t.Fatalf("Snapshot: %v", err)
 			}
@@ -93,14 +96,14 @@ func TestDrillRunErrorIsNoVerdict(t *testing.T) {
 			cfg.Schedules = Schedules{Drill: "@every 1s"}
 			cfg.Notify = NotifyConfig{Webhooks: []snapshot.Secret{snapshot.Secret(hook.srv.URL)}, On: []string{EventDrillFailed}, Backoff: 50 * time.Millisecond}
 			var noIdentity atomic.Bool
-			drill := DrillJob{Backups: f.backups, Target: "latest"}
+			drill := restore.DrillJob{Backups: f.backups, Target: "latest"}
 			drill.Options.ScratchDir, drill.Options.Timeout, drill.Options.Version = f.scratch, 2*time.Minute, "test"
-			cfg.Drill = func(ctx context.Context) (*DrillOutcome, error) {
+			cfg.Drill = func(ctx context.Context) (*restore.DrillOutcome, error) {
 				j := drill
 				if !noIdentity.Load() {
 					j.Options.Identities = []age.Identity{id}
 				}
-				return RunDrill(ctx, j, lg)
+				return restore.RunDrillJob(ctx, j, lg)
 			}
 			a := start(t, cfg, lg)
 
@@ -165,7 +168,7 @@ func TestAgentSurvivesEtcdCrash(t *testing.T) {
 	}
 	f := newFixture(t, st, 200)
 	lg, _ := testLogger(t)
-	m, err := Snapshot(t.Context(), SnapshotJob{Etcd: f.etcdConfig(), SpoolDir: f.spool, Backups: f.backups, Encoding: uploader.Encoding{Compression: "none"}, Version: "test"}, lg)
+	m, err := backup.Run(t.Context(), backup.Job{Etcd: f.etcdConfig(), SpoolDir: f.spool, Backups: f.backups, Encoding: uploader.Encoding{Compression: "none"}, Version: "test"}, lg)
 	if err != nil {
 		t.Fatalf("Snapshot: %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lifeboat-dev/lifeboat/internal/jobtest"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
@@ -22,8 +23,8 @@ func TestStatusDrillUnknown(t *testing.T) {
 	}
 	b := &uploader.Backups{Store: d, Cluster: testCluster}
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	older := putBackup(t, b, now.Add(-2*time.Hour), uploader.PutOptions{}, false)
-	newest := putBackup(t, b, now.Add(-time.Hour), uploader.PutOptions{}, false)
+	older := jobtest.PutBackup(t, b, now.Add(-2*time.Hour), uploader.PutOptions{}, false)
+	newest := jobtest.PutBackup(t, b, now.Add(-time.Hour), uploader.PutOptions{}, false)
 	report := func(id string, start time.Time) {
 		t.Helper()
 		r := &uploader.DrillReport{Format: uploader.DrillReportFormat, BackupID: id, Cluster: testCluster,

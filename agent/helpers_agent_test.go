@@ -9,10 +9,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,28 +20,29 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/lifeboat-dev/lifeboat/backup"
 	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
-	"github.com/lifeboat-dev/lifeboat/internal/seed"
-	"github.com/lifeboat-dev/lifeboat/internal/syncbuf"
+	"github.com/lifeboat-dev/lifeboat/internal/jobtest"
 	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/retention"
+	"github.com/lifeboat-dev/lifeboat/retention/prune"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
-// testLogger logs to a buffer that is printed when the test fails.
-func testLogger(t *testing.T) (*slog.Logger, *syncbuf.Buffer) {
-	t.Helper()
-	buf := &syncbuf.Buffer{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("agent log:\n%s", buf.String())
-		}
-	})
-	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
-}
+// The fixtures the jobs' tests share (internal/jobtest), under the names
+// these tests use.
+const testCluster = jobtest.Cluster
 
-// fixture is a real etcd cluster with Kubernetes-like data and a store.
+var (
+	testLogger = jobtest.Logger
+	manifests  = jobtest.Manifests
+	dirEntries = jobtest.DirEntries
+	bucketSeq  atomic.Int64
+)
+
+// fixture is a real etcd cluster with Kubernetes-like data and a store
+// (jobtest.Fixture).
 type fixture struct {
 	etcd    *etcdtest.Cluster
 	backups *uploader.Backups
@@ -52,22 +52,8 @@ type fixture struct {
 
 func newFixture(t *testing.T, st uploader.Store, objects int) *fixture {
 	t.Helper()
-	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
-	if _, err := seed.Kubernetes(t.Context(), c.Client(t), seed.Options{Objects: objects, Compact: true, Seed: 3}); err != nil {
-		t.Fatalf("seed: %v", err)
-	}
-	if st == nil {
-		d, err := uploader.NewDir(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		st = d
-	}
-	dir := t.TempDir()
-	return &fixture{
-		etcd: c, backups: &uploader.Backups{Store: st, Cluster: testCluster},
-		spool: filepath.Join(dir, "spool"), scratch: filepath.Join(dir, "scratch"),
-	}
+	f := jobtest.NewFixture(t, st, objects)
+	return &fixture{etcd: f.Etcd, backups: f.Backups, spool: f.Spool, scratch: f.Scratch}
 }
 
 func (f *fixture) etcdConfig() snapshot.Config {
@@ -79,16 +65,16 @@ func (f *fixture) etcdConfig() snapshot.Config {
 // HTTP on a free port. Callers adjust it.
 func (f *fixture) config(t *testing.T, lg *slog.Logger) Config {
 	t.Helper()
-	drill := DrillJob{Backups: f.backups, Target: "latest", Options: restore.DrillOptions{ScratchDir: f.scratch, Timeout: 2 * time.Minute, Version: "test"}}
+	drill := restore.DrillJob{Backups: f.backups, Target: "latest", Options: restore.DrillOptions{ScratchDir: f.scratch, Timeout: 2 * time.Minute, Version: "test"}}
 	return Config{
 		Cluster: testCluster,
 		Backups: f.backups,
-		Snapshot: &SnapshotJob{
+		Snapshot: &backup.Job{
 			Etcd: f.etcdConfig(), SpoolDir: f.spool, Backups: f.backups,
 			Encoding: uploader.Encoding{Compression: "zstd"}, Version: "test",
 		},
-		Prune:           &PruneJob{Backups: f.backups, Policy: retention.Policy{Last: 2}, OrphanGrace: time.Hour},
-		Drill:           func(ctx context.Context) (*DrillOutcome, error) { return RunDrill(ctx, drill, lg) },
+		Prune:           &prune.Job{Backups: f.backups, Policy: retention.Policy{Last: 2}, OrphanGrace: time.Hour},
+		Drill:           func(ctx context.Context) (*restore.DrillOutcome, error) { return restore.RunDrillJob(ctx, drill, lg) },
 		Schedules:       Schedules{Snapshot: "@every 1s", Prune: "@every 1s", Drill: "@every 1s"},
 		RetryBackoff:    100 * time.Millisecond,
 		ShutdownTimeout: 30 * time.Second,
@@ -258,34 +244,6 @@ func httpCode(t *testing.T, url string) int {
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode
-}
-
-// manifests lists the ids of the committed backups.
-func manifests(t *testing.T, b *uploader.Backups) []string {
-	t.Helper()
-	l, err := b.List(context.Background())
-	if err != nil {
-		t.Fatalf("list: %v", err)
-	}
-	var ids []string
-	for _, e := range l.Backups {
-		ids = append(ids, e.Manifest.ID)
-	}
-	sort.Strings(ids)
-	return ids
-}
-
-func dirEntries(t *testing.T, dir string) []string {
-	t.Helper()
-	es, err := os.ReadDir(dir)
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range es {
-		out = append(out, e.Name())
-	}
-	return out
 }
 
 // promtoolCheck runs `promtool check metrics` on a scrape. Without

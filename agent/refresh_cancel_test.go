@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lifeboat-dev/lifeboat/backup"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestRefreshCanceledKeepsGauges(t *testing.T) {
 	f := newFixture(t, nil, 50)
 	lg, _ := testLogger(t)
-	m, err := Snapshot(t.Context(), SnapshotJob{Etcd: f.etcdConfig(), SpoolDir: f.spool, Backups: f.backups, Version: "test"}, lg)
+	m, err := backup.Run(t.Context(), backup.Job{Etcd: f.etcdConfig(), SpoolDir: f.spool, Backups: f.backups, Version: "test"}, lg)
 	if err != nil {
 		t.Fatalf("Snapshot: %v", err)
 	}

@@ -16,7 +16,7 @@ import (
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.uber.org/zap"
 
-	"github.com/lifeboat-dev/lifeboat/agent"
+	"github.com/lifeboat-dev/lifeboat/backup"
 	"github.com/lifeboat-dev/lifeboat/internal/s3test"
 	"github.com/lifeboat-dev/lifeboat/internal/seed"
 	"github.com/lifeboat-dev/lifeboat/restore"
@@ -76,7 +76,7 @@ func benchBackup(b *testing.B) (*uploader.Backups, *uploader.Manifest, string) {
 				return err
 			}
 			f.backups = &uploader.Backups{Store: st, Cluster: "bench"}
-			f.m, err = agent.Snapshot(ctx, agent.SnapshotJob{
+			f.m, err = backup.Run(ctx, backup.Job{
 				Etcd:     lsnap.Config{Endpoints: []string{srv.ClientURL}, Member: "any"},
 				SpoolDir: filepath.Join(dir, "spool"), Backups: f.backups, Encoding: uploader.Encoding{Compression: "zstd"},
 			}, slog.New(slog.DiscardHandler))

@@ -22,6 +22,13 @@
 // random or an id). StartEtcd starts throwaway servers for drills and the
 // demo.
 //
-// The package reads the store but never writes it: callers store drill
-// reports (uploader.Backups.PutDrillReport).
+// The drill job is here too, for the CLI's lifeboat drill and the agent's
+// scheduled drill alike: DrillAndStore runs a drill and stores its report
+// beside the backup exactly when the drill reached a verdict (never for an
+// interrupted drill or one that could not run); RunDrillJob picks the
+// backup, runs DrillAndStore and sums it up as a DrillOutcome;
+// StoreDrillHistory reads the last drill of each backup back. Writing drill
+// reports is the only write this package makes to the store.
+//
+// It does not schedule drills or export their metrics: the agent does.
 package restore

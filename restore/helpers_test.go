@@ -14,7 +14,7 @@ import (
 
 	"filippo.io/age"
 
-	"github.com/lifeboat-dev/lifeboat/agent"
+	"github.com/lifeboat-dev/lifeboat/backup"
 	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/internal/s3test"
 	"github.com/lifeboat-dev/lifeboat/internal/seed"
@@ -41,7 +41,7 @@ func startSource(t testing.TB, objects int) *source {
 // backup takes a backup of the source with the real pipeline.
 func (s *source) backup(t testing.TB, b *uploader.Backups, enc uploader.Encoding) *uploader.Manifest {
 	t.Helper()
-	m, err := agent.Snapshot(t.Context(), agent.SnapshotJob{
+	m, err := backup.Run(t.Context(), backup.Job{
 		Etcd:     snapshot.Config{Endpoints: s.c.Endpoints(), Member: "any"},
 		SpoolDir: t.TempDir(),
 		Backups:  b,

@@ -11,7 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/lifeboat-dev/lifeboat/agent"
+	"github.com/lifeboat-dev/lifeboat/backup"
 	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
@@ -147,7 +147,7 @@ func TestVersions(t *testing.T) {
 			b := dirBackups(t, t.TempDir())
 			for _, stage := range versionStages {
 				stage.write(t, cli)
-				m, err := agent.Snapshot(ctx, agent.SnapshotJob{
+				m, err := backup.Run(ctx, backup.Job{
 					Etcd:     snapshot.Config{Endpoints: []string{src.ClientURL}},
 					SpoolDir: t.TempDir(),
 					Backups:  b,

@@ -1,4 +1,4 @@
-package agent
+package backup
 
 import "golang.org/x/sys/unix"
 

@@ -1,4 +1,4 @@
-package agent
+package backup
 
 import (
 	"os"
@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/jobtest"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -84,17 +85,17 @@ func TestPriorityRefusedWarnsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lg, logs := testLogger(t)
+	lg, logs := jobtest.Logger(t)
 	for i := range 2 {
 		at := time.Date(2026, 12, 1, 8, 0, i, 0, time.UTC)
-		job := SnapshotJob{
+		job := Job{
 			Etcd:     snapshot.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second},
 			SpoolDir: filepath.Join(t.TempDir(), "spool"),
-			Backups:  &uploader.Backups{Store: st, Cluster: testCluster},
+			Backups:  &uploader.Backups{Store: st, Cluster: jobtest.Cluster},
 			Encoding: uploader.Encoding{Compression: "zstd"},
 			Now:      func() time.Time { return at },
 		}
-		if _, err := Snapshot(t.Context(), job, lg); err != nil {
+		if _, err := Run(t.Context(), job, lg); err != nil {
 			t.Fatalf("snapshot %d: %v", i+1, err)
 		}
 	}

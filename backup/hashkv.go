@@ -1,4 +1,4 @@
-package agent
+package backup
 
 import (
 	"errors"
@@ -18,8 +18,9 @@ import (
 // "not comparable".
 const HashKVErrorPrefix = "error: "
 
-// hashKVFailed reports whether m's live HashKV comparison ended in an error.
-func hashKVFailed(m *uploader.Manifest) bool {
+// HashKVFailed reports whether m's live HashKV comparison ended in an
+// error (the agent counts these in lifeboat_snapshot_hashkv_errors_total).
+func HashKVFailed(m *uploader.Manifest) bool {
 	return strings.HasPrefix(m.HashKVStatus, HashKVErrorPrefix)
 }
 

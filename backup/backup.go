@@ -1,4 +1,4 @@
-package agent
+package backup
 
 import (
 	"context"
@@ -21,9 +21,9 @@ import (
 	"github.com/lifeboat-dev/lifeboat/verify"
 )
 
-// SnapshotJob is one backup: take a snapshot from etcd, verify it, encode
-// it and store it, then commit it with its manifest.
-type SnapshotJob struct {
+// Job is one backup: take a snapshot from etcd, verify it, encode it and
+// store it, then commit it with its manifest.
+type Job struct {
 	// Etcd is how to reach the cluster.
 	Etcd snapshot.Config
 	// Options tune the stream (stall timeout, writeback).
@@ -56,7 +56,7 @@ var ErrExists = errors.New("backup exists")
 // nothing was kept.
 var ErrVerify = errors.New("snapshot failed verification")
 
-// Snapshot runs the job. It returns the committed manifest; on any error
+// Run runs the job. It returns the committed manifest; on any error
 // nothing is kept: the upload is aborted, no manifest is written and the
 // spool file is freed.
 //
@@ -71,13 +71,13 @@ var ErrVerify = errors.New("snapshot failed verification")
 // upload is aborted — until ctx ends or no member is left. The error of a
 // failed backup names its first cause: the stream, the store, the encoder
 // or the verification that failed first, not the steps stopped after it.
-func Snapshot(ctx context.Context, job SnapshotJob, lg *slog.Logger) (*uploader.Manifest, error) {
+func Run(ctx context.Context, job Job, lg *slog.Logger) (*uploader.Manifest, error) {
 	if err := snapshot.PrepareSpoolDir(job.SpoolDir); err != nil {
 		return nil, err
 	}
 	var failed []error
 	for {
-		m, err := snapshotOnce(ctx, job, lg)
+		m, err := runOnce(ctx, job, lg)
 		var me *snapshot.MemberError
 		if err == nil || ctx.Err() != nil || !errors.As(err, &me) {
 			if err != nil && len(failed) > 0 {
@@ -95,8 +95,8 @@ func Snapshot(ctx context.Context, job SnapshotJob, lg *slog.Logger) (*uploader.
 	}
 }
 
-// snapshotOnce is one attempt of Snapshot, from one member.
-func snapshotOnce(parent context.Context, job SnapshotJob, lg *slog.Logger) (*uploader.Manifest, error) {
+// runOnce is one attempt of Run, from one member.
+func runOnce(parent context.Context, job Job, lg *slog.Logger) (*uploader.Manifest, error) {
 	now := job.Now
 	if now == nil {
 		now = time.Now
@@ -137,7 +137,7 @@ func snapshotOnce(parent context.Context, job SnapshotJob, lg *slog.Logger) (*up
 	// Freeing a large file takes a while (the kernel drops its cached
 	// pages at the last close): once nothing reads the spool any more it
 	// is closed in the background, overlapping the end of the upload.
-	// Snapshot returns only when it is gone, on every path.
+	// Run returns only when it is gone, on every path.
 	var (
 		rmOnce sync.Once
 		rmDone = make(chan struct{})

@@ -1,16 +1,13 @@
-package agent
+package prune
 
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,12 +16,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/lifeboat-dev/lifeboat/internal/jobtest"
 	"github.com/lifeboat-dev/lifeboat/internal/s3test"
 	"github.com/lifeboat-dev/lifeboat/retention"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
-
-const testCluster = "prod"
 
 // testStore is one real store implementation the prune tests run against.
 type testStore struct {
@@ -45,92 +41,9 @@ func testStores(t *testing.T) []testStore {
 			return d
 		}},
 		{"s3", func(t *testing.T) uploader.Store {
-			s, _ := newS3Store(t, s3test.Start(t), false)
+			s, _ := jobtest.NewS3Store(t, s3test.Start(t), false)
 			return s
 		}},
-	}
-}
-
-var bucketSeq atomic.Int64
-
-// newS3Store creates a bucket on srv and opens an S3 store on it under
-// the prefix "team"; it returns the store and the bucket's name.
-func newS3Store(t *testing.T, srv *s3test.Server, objectLock bool) (*uploader.S3, string) {
-	t.Helper()
-	s3Env(t, srv.AccessKey, srv.SecretKey)
-	bucket := fmt.Sprintf("prune-test-%d", bucketSeq.Add(1))
-	srv.CreateBucket(t, bucket, objectLock)
-	s, err := uploader.NewS3(t.Context(), uploader.S3Config{
-		Bucket: bucket, Prefix: "team", Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true,
-	}, nil)
-	if err != nil {
-		t.Fatalf("NewS3: %v", err)
-	}
-	return s, bucket
-}
-
-// s3Env points the AWS SDK's default chain at the server's credentials and
-// at nothing else on this machine.
-func s3Env(t *testing.T, accessKey, secretKey string) {
-	t.Helper()
-	none := filepath.Join(t.TempDir(), "no-such-aws-file")
-	for k, v := range map[string]string{
-		"AWS_ACCESS_KEY_ID":           accessKey,
-		"AWS_SECRET_ACCESS_KEY":       secretKey,
-		"AWS_SESSION_TOKEN":           "",
-		"AWS_PROFILE":                 "",
-		"AWS_REGION":                  "",
-		"AWS_ENDPOINT_URL":            "",
-		"AWS_ENDPOINT_URL_S3":         "",
-		"AWS_CONFIG_FILE":             none,
-		"AWS_SHARED_CREDENTIALS_FILE": none,
-		"AWS_EC2_METADATA_DISABLED":   "true",
-	} {
-		t.Setenv(k, v)
-	}
-}
-
-var revSeq atomic.Int64
-
-// putBackup stores a synthetic backup taken at at: a data object, then its
-// manifest. lock is applied to the data object; when inManifest is set the
-// manifest records it too (as lifeboat snapshot does).
-func putBackup(t *testing.T, b *uploader.Backups, at time.Time, lock uploader.PutOptions, inManifest bool) *uploader.Manifest {
-	t.Helper()
-	m := putObject(t, b, at, lock)
-	if inManifest {
-		m.LockMode, m.LegalHold = lock.LockMode, lock.LegalHold
-		if lock.LockMode != "" {
-			until := lock.RetainUntil
-			m.RetainUntil = &until
-		}
-	}
-	if err := b.PutManifest(t.Context(), m); err != nil {
-		t.Fatalf("PutManifest %s: %v", m.ID, err)
-	}
-	return m
-}
-
-// putObject stores only the data object of a synthetic backup (an orphan)
-// and returns the manifest that would commit it.
-func putObject(t *testing.T, b *uploader.Backups, at time.Time, lock uploader.PutOptions) *uploader.Manifest {
-	t.Helper()
-	rev := 1000 + revSeq.Add(1)
-	id := uploader.NewID(at, rev)
-	data := bytes.Repeat([]byte(id), 1+int(rev%7))
-	key := b.ObjectKey(id, uploader.Encoding{Compression: "none"})
-	info, err := b.Store.Put(t.Context(), key, bytes.NewReader(data), lock)
-	if err != nil {
-		t.Fatalf("put %s: %v", key, err)
-	}
-	sum := sha256.Sum256(data)
-	return &uploader.Manifest{
-		Format: uploader.ManifestFormat, ID: id, Cluster: b.Cluster,
-		EtcdClusterID: "cdf818194e3a8c32", EtcdMemberID: "8e9e05c52164694d", Endpoint: "http://127.0.0.1:2379",
-		EtcdVersion: "3.7.3", CreatedAt: at, Revision: rev, TotalKeys: 10, DBSize: int64(len(data)),
-		SnapshotSHA256: hex.EncodeToString(sum[:]), HashKVStatus: "match",
-		Object: key, ObjectSize: info.Size, ObjectSHA256: info.SHA256,
-		Compression: "none", Encryption: "none", AgentVersion: "test",
 	}
 }
 
@@ -144,38 +57,8 @@ func putDrillReport(t *testing.T, b *uploader.Backups, id string) string {
 	return key
 }
 
-// listed returns the ids of the listed backups (newest first) and the keys
-// of the orphans.
-func listed(t *testing.T, b *uploader.Backups) (ids, orphans []string) {
-	t.Helper()
-	l, err := b.List(t.Context())
-	if err != nil {
-		t.Fatalf("List: %v", err)
-	}
-	for _, e := range l.Backups {
-		ids = append(ids, e.Manifest.ID)
-	}
-	for _, o := range l.Orphans {
-		orphans = append(orphans, o.Key)
-	}
-	return ids, orphans
-}
-
-// allKeys returns every key of the store under the cluster.
-func allKeys(t *testing.T, st uploader.Store) []string {
-	t.Helper()
-	var keys []string
-	if err := st.List(t.Context(), testCluster+"/", func(o uploader.ObjectInfo) error {
-		keys = append(keys, o.Key)
-		return nil
-	}); err != nil {
-		t.Fatalf("List: %v", err)
-	}
-	return keys
-}
-
 // planned summarises a plan as "day action reasons" lines, newest first.
-func planned(p *PrunePlan, day map[string]string) []string {
+func planned(p *Plan, day map[string]string) []string {
 	var out []string
 	for _, pb := range p.Backups {
 		out = append(out, strings.TrimSpace(fmt.Sprintf("%s %s %s", day[pb.Entry.Manifest.ID], pb.Action, strings.Join(pb.Decision.Reasons, ", "))))
@@ -190,13 +73,13 @@ func TestPruneWorkedExample(t *testing.T) {
 	policy := retention.Policy{Last: 2, Daily: 4, Weekly: 3}
 	for _, ts := range testStores(t) {
 		t.Run(ts.name, func(t *testing.T) {
-			b := &uploader.Backups{Store: ts.open(t), Cluster: testCluster}
+			b := &uploader.Backups{Store: ts.open(t), Cluster: jobtest.Cluster}
 			// One backup a day at 10:00 from Thursday 19 to Monday 30
 			// November 2026, and one more at 04:00 on the 30th.
 			day := map[string]string{}
 			ids := map[string]string{}
 			add := func(name string, at time.Time) {
-				m := putBackup(t, b, at, uploader.PutOptions{}, false)
+				m := jobtest.PutBackup(t, b, at, uploader.PutOptions{}, false)
 				day[m.ID], ids[name] = name, m.ID
 			}
 			for d := 19; d <= 30; d++ {
@@ -204,7 +87,7 @@ func TestPruneWorkedExample(t *testing.T) {
 			}
 			add("30-04h", time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC))
 			// A broken backup: a manifest whose data object is missing.
-			broken := putObject(t, b, time.Date(2026, 11, 18, 10, 0, 0, 0, time.UTC), uploader.PutOptions{})
+			broken := jobtest.PutObject(t, b, time.Date(2026, 11, 18, 10, 0, 0, 0, time.UTC), uploader.PutOptions{})
 			if err := b.Store.Delete(t.Context(), broken.Object); err != nil {
 				t.Fatal(err)
 			}
@@ -214,7 +97,7 @@ func TestPruneWorkedExample(t *testing.T) {
 			// Drill reports of a backup that goes and of one that stays.
 			goneReport := putDrillReport(t, b, ids["19"])
 			keptReport := putDrillReport(t, b, ids["21"])
-			job := PruneJob{
+			job := Job{
 				Backups: b, Policy: policy, OrphanGrace: 24 * time.Hour, Now: fixedClock(now),
 				// The 21st is the newest backup whose last drill passed:
 				// no rule keeps it, the guarantee does.
@@ -238,10 +121,10 @@ func TestPruneWorkedExample(t *testing.T) {
 			wantDeleted := []string{ids["26"], ids["25"], ids["24"], ids["23"], ids["20"], ids["19"]}
 			wantSurvivors := []string{ids["30"], ids["30-04h"], ids["29"], ids["28"], ids["27"], ids["22"], ids["21"], broken.ID}
 
-			before := allKeys(t, b.Store)
+			before := jobtest.AllKeys(t, b.Store)
 			dry := job
 			dry.DryRun = true
-			res, err := Prune(t.Context(), dry, nil)
+			res, err := Run(t.Context(), dry, nil)
 			if err != nil {
 				t.Fatalf("dry run: %v", err)
 			}
@@ -251,11 +134,11 @@ func TestPruneWorkedExample(t *testing.T) {
 			if len(res.Deleted) != 0 {
 				t.Errorf("dry run Deleted = %v", res.Deleted)
 			}
-			if diff := cmp.Diff(before, allKeys(t, b.Store)); diff != "" {
+			if diff := cmp.Diff(before, jobtest.AllKeys(t, b.Store)); diff != "" {
 				t.Errorf("dry run changed the store (-before +after):\n%s", diff)
 			}
 
-			res, err = Prune(t.Context(), job, nil)
+			res, err = Run(t.Context(), job, nil)
 			if err != nil {
 				t.Fatalf("Prune: %v", err)
 			}
@@ -268,7 +151,7 @@ func TestPruneWorkedExample(t *testing.T) {
 			if res.Broken != 1 || len(res.Plan.Broken) != 1 || res.Plan.Broken[0].Manifest.ID != broken.ID {
 				t.Errorf("Broken = %d, %+v; want backup %s", res.Broken, res.Plan.Broken, broken.ID)
 			}
-			gotIDs, orphans := listed(t, b)
+			gotIDs, orphans := jobtest.Listed(t, b)
 			if diff := cmp.Diff(wantSurvivors, gotIDs); diff != "" {
 				t.Errorf("listed after prune (-want +got):\n%s", diff)
 			}
@@ -283,15 +166,15 @@ func TestPruneWorkedExample(t *testing.T) {
 			}
 
 			// Pruning again changes nothing.
-			after := allKeys(t, b.Store)
-			res, err = Prune(t.Context(), job, nil)
+			after := jobtest.AllKeys(t, b.Store)
+			res, err = Run(t.Context(), job, nil)
 			if err != nil {
 				t.Fatalf("second Prune: %v", err)
 			}
 			if len(res.Deleted) != 0 || res.OrphansRemoved != 0 {
 				t.Errorf("second prune deleted %v and %d orphans", res.Deleted, res.OrphansRemoved)
 			}
-			if diff := cmp.Diff(after, allKeys(t, b.Store)); diff != "" {
+			if diff := cmp.Diff(after, jobtest.AllKeys(t, b.Store)); diff != "" {
 				t.Errorf("second prune changed the store (-before +after):\n%s", diff)
 			}
 		})
@@ -320,26 +203,26 @@ func TestPruneInterruptedLeavesOnlyOrphans(t *testing.T) {
 		for _, step := range []string{"manifest", "data object", "drill report"} {
 			t.Run(ts.name+"/"+strings.ReplaceAll(step, " ", "-"), func(t *testing.T) {
 				st := ts.open(t)
-				b := &uploader.Backups{Store: st, Cluster: testCluster}
-				old := putBackup(t, b, base.Add(-48*time.Hour), uploader.PutOptions{}, false)
-				newest := putBackup(t, b, base.Add(-time.Hour), uploader.PutOptions{}, false)
+				b := &uploader.Backups{Store: st, Cluster: jobtest.Cluster}
+				old := jobtest.PutBackup(t, b, base.Add(-48*time.Hour), uploader.PutOptions{}, false)
+				newest := jobtest.PutBackup(t, b, base.Add(-time.Hour), uploader.PutOptions{}, false)
 				report := putDrillReport(t, b, old.ID)
 				fail := map[string]string{"manifest": b.ManifestKey(old.ID), "data object": old.Object, "drill report": report}[step]
 
-				job := PruneJob{
-					Backups:     &uploader.Backups{Store: &failingStore{Store: st, failDelete: fail}, Cluster: testCluster},
+				job := Job{
+					Backups:     &uploader.Backups{Store: &failingStore{Store: st, failDelete: fail}, Cluster: jobtest.Cluster},
 					Policy:      retention.Policy{Last: 1},
 					OrphanGrace: 24 * time.Hour,
 					Now:         fixedClock(base),
 				}
-				res, err := Prune(t.Context(), job, nil)
+				res, err := Run(t.Context(), job, nil)
 				if !errors.Is(err, errInjected) {
 					t.Fatalf("Prune error = %v, want the injected failure", err)
 				}
 				if len(res.Errors) != 1 || len(res.Deleted) != 0 {
 					t.Errorf("Errors = %v, Deleted = %v; want one error, nothing deleted", res.Errors, res.Deleted)
 				}
-				ids, orphans := listed(t, b)
+				ids, orphans := jobtest.Listed(t, b)
 				wantIDs, wantOrphans := []string{newest.ID}, []string(nil)
 				switch step {
 				case "manifest":
@@ -365,11 +248,11 @@ func TestPruneInterruptedLeavesOnlyOrphans(t *testing.T) {
 				// A later run, past the grace period, cleans up what is left.
 				job.Backups = b
 				job.Now = fixedClock(base.Add(48 * time.Hour))
-				if _, err := Prune(t.Context(), job, nil); err != nil {
+				if _, err := Run(t.Context(), job, nil); err != nil {
 					t.Fatalf("second Prune: %v", err)
 				}
 				want := []string{b.ManifestKey(newest.ID), newest.Object}
-				if diff := cmp.Diff(want, allKeys(t, st), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+				if diff := cmp.Diff(want, jobtest.AllKeys(t, st), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 					t.Errorf("store after the second run (-want +got):\n%s", diff)
 				}
 			})
@@ -381,21 +264,21 @@ func TestPruneOrphans(t *testing.T) {
 	realNow := time.Now().UTC()
 	for _, ts := range testStores(t) {
 		t.Run(ts.name, func(t *testing.T) {
-			b := &uploader.Backups{Store: ts.open(t), Cluster: testCluster}
-			newest := putBackup(t, b, realNow.Add(-time.Hour), uploader.PutOptions{}, false)
-			orphan := putObject(t, b, realNow.Add(-2*time.Hour), uploader.PutOptions{})
+			b := &uploader.Backups{Store: ts.open(t), Cluster: jobtest.Cluster}
+			newest := jobtest.PutBackup(t, b, realNow.Add(-time.Hour), uploader.PutOptions{}, false)
+			orphan := jobtest.PutObject(t, b, realNow.Add(-2*time.Hour), uploader.PutOptions{})
 			strayReport := putDrillReport(t, b, uploader.NewID(realNow.Add(-3*time.Hour), 7))
 			// An unreadable manifest (a future format) and its data object:
 			// neither is touched, however old.
-			future := putObject(t, b, realNow.Add(-4*time.Hour), uploader.PutOptions{})
+			future := jobtest.PutObject(t, b, realNow.Add(-4*time.Hour), uploader.PutOptions{})
 			futureKey := b.ManifestKey(future.ID)
 			if _, err := b.Store.Put(t.Context(), futureKey, strings.NewReader(`{"format": 99, "id": "`+future.ID+`"}`), uploader.PutOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			futureReport := putDrillReport(t, b, future.ID)
 
-			job := PruneJob{Backups: b, Policy: retention.Policy{Last: 5}, OrphanGrace: time.Hour, Now: fixedClock(realNow)}
-			res, err := Prune(t.Context(), job, nil)
+			job := Job{Backups: b, Policy: retention.Policy{Last: 5}, OrphanGrace: time.Hour, Now: fixedClock(realNow)}
+			res, err := Run(t.Context(), job, nil)
 			if err != nil {
 				t.Fatalf("Prune: %v", err)
 			}
@@ -418,7 +301,7 @@ func TestPruneOrphans(t *testing.T) {
 
 			// Two hours later the orphan and the stray report are old enough.
 			job.Now = fixedClock(realNow.Add(2 * time.Hour))
-			res, err = Prune(t.Context(), job, nil)
+			res, err = Run(t.Context(), job, nil)
 			if err != nil {
 				t.Fatalf("Prune: %v", err)
 			}
@@ -426,7 +309,7 @@ func TestPruneOrphans(t *testing.T) {
 				t.Errorf("OrphansRemoved = %d, want 2 (%v)", res.OrphansRemoved, res.Plan.Orphans)
 			}
 			want := []string{b.ManifestKey(newest.ID), newest.Object, future.Object, futureKey, futureReport}
-			if diff := cmp.Diff(want, allKeys(t, b.Store), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+			if diff := cmp.Diff(want, jobtest.AllKeys(t, b.Store), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 				t.Errorf("store after removing orphans (-want +got):\n%s", diff)
 			}
 		})
@@ -440,24 +323,24 @@ func TestPruneOrphanAgeInOneRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &uploader.Backups{Store: d, Cluster: testCluster}
+	b := &uploader.Backups{Store: d, Cluster: jobtest.Cluster}
 	now := time.Now().UTC()
-	putBackup(t, b, now.Add(-time.Hour), uploader.PutOptions{}, false)
-	old := putObject(t, b, now.Add(-50*time.Hour), uploader.PutOptions{})
-	young := putObject(t, b, now.Add(-2*time.Hour), uploader.PutOptions{})
+	jobtest.PutBackup(t, b, now.Add(-time.Hour), uploader.PutOptions{}, false)
+	old := jobtest.PutObject(t, b, now.Add(-50*time.Hour), uploader.PutOptions{})
+	young := jobtest.PutObject(t, b, now.Add(-2*time.Hour), uploader.PutOptions{})
 	for key, mtime := range map[string]time.Time{old.Object: now.Add(-25 * time.Hour), young.Object: now.Add(-23 * time.Hour)} {
 		if err := os.Chtimes(filepath.Join(d.Root(), filepath.FromSlash(key)), mtime, mtime); err != nil {
 			t.Fatal(err)
 		}
 	}
-	res, err := Prune(t.Context(), PruneJob{Backups: b, Policy: retention.Policy{Last: 1}, OrphanGrace: 24 * time.Hour, Now: fixedClock(now)}, nil)
+	res, err := Run(t.Context(), Job{Backups: b, Policy: retention.Policy{Last: 1}, OrphanGrace: 24 * time.Hour, Now: fixedClock(now)}, nil)
 	if err != nil {
 		t.Fatalf("Prune: %v", err)
 	}
 	if res.OrphansRemoved != 1 {
 		t.Errorf("OrphansRemoved = %d, want 1", res.OrphansRemoved)
 	}
-	_, orphans := listed(t, b)
+	_, orphans := jobtest.Listed(t, b)
 	if diff := cmp.Diff([]string{young.Object}, orphans); diff != "" {
 		t.Errorf("orphans left (-want +got):\n%s", diff)
 	}
@@ -465,24 +348,24 @@ func TestPruneOrphanAgeInOneRun(t *testing.T) {
 
 func TestPruneLockedOnS3(t *testing.T) {
 	srv := s3test.Start(t)
-	st, _ := newS3Store(t, srv, true)
-	b := &uploader.Backups{Store: st, Cluster: testCluster}
+	st, _ := jobtest.NewS3Store(t, srv, true)
+	b := &uploader.Backups{Store: st, Cluster: jobtest.Cluster}
 	now := time.Now().UTC()
 	governance := uploader.PutOptions{LockMode: "GOVERNANCE", RetainUntil: now.Add(time.Hour).Truncate(time.Second)}
 	short := uploader.PutOptions{LockMode: "GOVERNANCE", RetainUntil: now.Add(time.Minute).Truncate(time.Second)}
 
-	newest := putBackup(t, b, now.Add(-time.Hour), uploader.PutOptions{}, false)
+	newest := jobtest.PutBackup(t, b, now.Add(-time.Hour), uploader.PutOptions{}, false)
 	// Locked as lifeboat snapshot records it, in the manifest and on the object.
-	inManifest := putBackup(t, b, now.Add(-2*time.Hour), governance, true)
+	inManifest := jobtest.PutBackup(t, b, now.Add(-2*time.Hour), governance, true)
 	// Locked on the object only, as bucket default retention or a hold set
 	// later would: only a Stat before deleting finds it.
-	onObject := putBackup(t, b, now.Add(-3*time.Hour), governance, false)
-	held := putBackup(t, b, now.Add(-4*time.Hour), uploader.PutOptions{LegalHold: true}, false)
-	free := putBackup(t, b, now.Add(-5*time.Hour), uploader.PutOptions{}, false)
+	onObject := jobtest.PutBackup(t, b, now.Add(-3*time.Hour), governance, false)
+	held := jobtest.PutBackup(t, b, now.Add(-4*time.Hour), uploader.PutOptions{LegalHold: true}, false)
+	free := jobtest.PutBackup(t, b, now.Add(-5*time.Hour), uploader.PutOptions{}, false)
 	// A lock the manifest records that has run out by the time prune runs.
-	lapsed := putBackup(t, b, now.Add(-6*time.Hour), short, true)
+	lapsed := jobtest.PutBackup(t, b, now.Add(-6*time.Hour), short, true)
 
-	job := PruneJob{Backups: b, Policy: retention.Policy{Last: 1}, OrphanGrace: 24 * time.Hour, Now: fixedClock(now.Add(2 * time.Minute))}
+	job := Job{Backups: b, Policy: retention.Policy{Last: 1}, OrphanGrace: 24 * time.Hour, Now: fixedClock(now.Add(2 * time.Minute))}
 	for _, run := range []struct {
 		name     string
 		dryRun   bool
@@ -493,7 +376,7 @@ func TestPruneLockedOnS3(t *testing.T) {
 		{"again", false, false},
 	} {
 		job.DryRun = run.dryRun
-		res, err := Prune(t.Context(), job, nil)
+		res, err := Run(t.Context(), job, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", run.name, err)
 		}
@@ -516,7 +399,7 @@ func TestPruneLockedOnS3(t *testing.T) {
 		}
 	}
 
-	ids, _ := listed(t, b)
+	ids, _ := jobtest.Listed(t, b)
 	if diff := cmp.Diff([]string{newest.ID, inManifest.ID, onObject.ID, held.ID}, ids); diff != "" {
 		t.Errorf("listed after prune (-want +got):\n%s", diff)
 	}
@@ -535,12 +418,12 @@ func TestPruneLockedOnS3(t *testing.T) {
 
 func TestPruneLockedOrphanKept(t *testing.T) {
 	srv := s3test.Start(t)
-	st, _ := newS3Store(t, srv, true)
-	b := &uploader.Backups{Store: st, Cluster: testCluster}
+	st, _ := jobtest.NewS3Store(t, srv, true)
+	b := &uploader.Backups{Store: st, Cluster: jobtest.Cluster}
 	now := time.Now().UTC()
-	putBackup(t, b, now.Add(-time.Hour), uploader.PutOptions{}, false)
-	orphan := putObject(t, b, now.Add(-2*time.Hour), uploader.PutOptions{LegalHold: true})
-	res, err := Prune(t.Context(), PruneJob{Backups: b, Policy: retention.Policy{Last: 1}, Now: fixedClock(now.Add(time.Minute))}, nil)
+	jobtest.PutBackup(t, b, now.Add(-time.Hour), uploader.PutOptions{}, false)
+	orphan := jobtest.PutObject(t, b, now.Add(-2*time.Hour), uploader.PutOptions{LegalHold: true})
+	res, err := Run(t.Context(), Job{Backups: b, Policy: retention.Policy{Last: 1}, Now: fixedClock(now.Add(time.Minute))}, nil)
 	if err != nil {
 		t.Fatalf("Prune: %v", err)
 	}
@@ -555,10 +438,10 @@ func TestPruneLockedOrphanKept(t *testing.T) {
 
 func TestPruneAbortsIncompleteUploads(t *testing.T) {
 	srv := s3test.Start(t)
-	st, bucket := newS3Store(t, srv, false)
-	b := &uploader.Backups{Store: st, Cluster: testCluster}
+	st, bucket := jobtest.NewS3Store(t, srv, false)
+	b := &uploader.Backups{Store: st, Cluster: jobtest.Cluster}
 	client := srv.Client(t)
-	putBackup(t, b, time.Now().Add(-time.Hour), uploader.PutOptions{}, false)
+	jobtest.PutBackup(t, b, time.Now().Add(-time.Hour), uploader.PutOptions{}, false)
 
 	// An upload of this cluster, and one of another cluster in the same
 	// bucket and prefix, both left unfinished.
@@ -576,7 +459,7 @@ func TestPruneAbortsIncompleteUploads(t *testing.T) {
 			t.Fatalf("UploadPart %s: %v", key, err)
 		}
 	}
-	mine := "team/" + testCluster + "/snapshots/" + uploader.NewID(time.Now(), 99) + ".db.zst"
+	mine := "team/" + jobtest.Cluster + "/snapshots/" + uploader.NewID(time.Now(), 99) + ".db.zst"
 	start(mine)
 	start("team/staging/snapshots/" + uploader.NewID(time.Now(), 98) + ".db.zst")
 	uploads := func() []string {
@@ -609,9 +492,9 @@ func TestPruneAbortsIncompleteUploads(t *testing.T) {
 		{"again", 0, false, 0, 0, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			job := PruneJob{Backups: b, Policy: retention.Policy{Last: 1}, OrphanGrace: tc.grace, DryRun: tc.dryRun,
+			job := Job{Backups: b, Policy: retention.Policy{Last: 1}, OrphanGrace: tc.grace, DryRun: tc.dryRun,
 				Now: fixedClock(time.Now().Add(time.Minute))}
-			res, err := Prune(t.Context(), job, nil)
+			res, err := Run(t.Context(), job, nil)
 			if err != nil {
 				t.Fatalf("Prune: %v", err)
 			}
@@ -635,16 +518,16 @@ func TestPruneRefusesEmptyPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &uploader.Backups{Store: d, Cluster: testCluster}
+	b := &uploader.Backups{Store: d, Cluster: jobtest.Cluster}
 	now := time.Now().UTC()
-	putBackup(t, b, now.Add(-48*time.Hour), uploader.PutOptions{}, false)
-	putBackup(t, b, now.Add(-time.Hour), uploader.PutOptions{}, false)
-	before := allKeys(t, d)
-	res, err := Prune(t.Context(), PruneJob{Backups: b, Now: fixedClock(now)}, nil)
+	jobtest.PutBackup(t, b, now.Add(-48*time.Hour), uploader.PutOptions{}, false)
+	jobtest.PutBackup(t, b, now.Add(-time.Hour), uploader.PutOptions{}, false)
+	before := jobtest.AllKeys(t, d)
+	res, err := Run(t.Context(), Job{Backups: b, Now: fixedClock(now)}, nil)
 	if err == nil || res != nil {
 		t.Fatalf("Prune with an empty policy = %+v, %v; want an error", res, err)
 	}
-	if diff := cmp.Diff(before, allKeys(t, d)); diff != "" {
+	if diff := cmp.Diff(before, jobtest.AllKeys(t, d)); diff != "" {
 		t.Errorf("store changed (-before +after):\n%s", diff)
 	}
 }
@@ -658,9 +541,9 @@ func BenchmarkPruneDryRunDir(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bk := &uploader.Backups{Store: d, Cluster: testCluster}
+	bk := &uploader.Backups{Store: d, Cluster: jobtest.Cluster}
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	dir := filepath.Join(root, testCluster, "snapshots")
+	dir := filepath.Join(root, jobtest.Cluster, "snapshots")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		b.Fatal(err)
 	}
@@ -670,7 +553,7 @@ func BenchmarkPruneDryRunDir(b *testing.B) {
 		id := uploader.NewID(at, int64(i+1))
 		obj := bk.ObjectKey(id, uploader.Encoding{Compression: "none"})
 		m := &uploader.Manifest{
-			Format: uploader.ManifestFormat, ID: id, Cluster: testCluster, CreatedAt: at, Revision: int64(i + 1),
+			Format: uploader.ManifestFormat, ID: id, Cluster: jobtest.Cluster, CreatedAt: at, Revision: int64(i + 1),
 			SnapshotSHA256: strings.Repeat("a", 64), Object: obj, ObjectSize: 4, ObjectSHA256: strings.Repeat("b", 64),
 			Compression: "none", Encryption: "none",
 		}
@@ -685,9 +568,9 @@ func BenchmarkPruneDryRunDir(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	job := PruneJob{Backups: bk, Policy: retention.Policy{Hourly: 48, Daily: 30, Monthly: 12}, DryRun: true, Now: fixedClock(now)}
+	job := Job{Backups: bk, Policy: retention.Policy{Hourly: 48, Daily: 30, Monthly: 12}, DryRun: true, Now: fixedClock(now)}
 	for b.Loop() {
-		res, err := Prune(context.Background(), job, nil)
+		res, err := Run(context.Background(), job, nil)
 		if err != nil || len(res.Plan.Backups) != n {
 			b.Fatalf("Prune: %v", err)
 		}

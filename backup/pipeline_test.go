@@ -1,4 +1,4 @@
-package agent
+package backup
 
 import (
 	"errors"
@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/jobtest"
 	"github.com/lifeboat-dev/lifeboat/internal/s3test"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
@@ -104,16 +105,16 @@ func TestSnapshotMemberDiesMidStream(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	fillCluster(t, c, 6)
 
-	newJob := func(t *testing.T, endpoints []string) SnapshotJob {
+	newJob := func(t *testing.T, endpoints []string) Job {
 		st, err := uploader.NewDir(filepath.Join(t.TempDir(), "store"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return SnapshotJob{
+		return Job{
 			// "any": endpoint order, so the first (cut) endpoint streams first.
 			Etcd:     snapshot.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Member: snapshot.MemberAny},
 			SpoolDir: filepath.Join(t.TempDir(), "spool"),
-			Backups:  &uploader.Backups{Store: st, Cluster: testCluster},
+			Backups:  &uploader.Backups{Store: st, Cluster: jobtest.Cluster},
 			Encoding: uploader.Encoding{Compression: "zstd"},
 			Version:  "test",
 		}
@@ -122,10 +123,10 @@ func TestSnapshotMemberDiesMidStream(t *testing.T) {
 	t.Run("one member fails", func(t *testing.T) {
 		cut := newCutProxy(t, c.Members[0].ClientURL, 1<<20)
 		job := newJob(t, []string{cut.url, c.Members[1].ClientURL, c.Members[2].ClientURL})
-		lg, logs := testLogger(t)
-		m, err := Snapshot(t.Context(), job, lg)
+		lg, logs := jobtest.Logger(t)
+		m, err := Run(t.Context(), job, lg)
 		if err != nil {
-			t.Fatalf("Snapshot: %v", err)
+			t.Fatalf("Run: %v", err)
 		}
 		if cut.cuts.Load() == 0 {
 			t.Fatal("the proxy never cut a stream: the database is too small for the test")
@@ -139,13 +140,13 @@ func TestSnapshotMemberDiesMidStream(t *testing.T) {
 				t.Errorf("log does not mention %q", want)
 			}
 		}
-		if got := manifests(t, job.Backups); len(got) != 1 || got[0] != m.ID {
+		if got := jobtest.Manifests(t, job.Backups); len(got) != 1 || got[0] != m.ID {
 			t.Errorf("manifests = %v, want only %s", got, m.ID)
 		}
-		if keys := allKeys(t, job.Backups.Store); len(keys) != 2 {
+		if keys := jobtest.AllKeys(t, job.Backups.Store); len(keys) != 2 {
 			t.Errorf("store holds %v, want the object and the manifest of %s only", keys, m.ID)
 		}
-		if left := dirEntries(t, job.SpoolDir); len(left) != 0 {
+		if left := jobtest.DirEntries(t, job.SpoolDir); len(left) != 0 {
 			t.Errorf("spool dir not empty: %v", left)
 		}
 	})
@@ -156,10 +157,10 @@ func TestSnapshotMemberDiesMidStream(t *testing.T) {
 			eps = append(eps, newCutProxy(t, mem.ClientURL, 1<<20).url)
 		}
 		job := newJob(t, eps)
-		lg, _ := testLogger(t)
-		_, err := Snapshot(t.Context(), job, lg)
+		lg, _ := jobtest.Logger(t)
+		_, err := Run(t.Context(), job, lg)
 		if err == nil {
-			t.Fatal("Snapshot succeeded although every stream was cut")
+			t.Fatal("Run succeeded although every stream was cut")
 		}
 		t.Logf("error: %v", err)
 		msg := err.Error()
@@ -171,10 +172,10 @@ func TestSnapshotMemberDiesMidStream(t *testing.T) {
 				t.Errorf("error does not name %q: %v", want, err)
 			}
 		}
-		if keys := allKeys(t, job.Backups.Store); len(keys) != 0 {
+		if keys := jobtest.AllKeys(t, job.Backups.Store); len(keys) != 0 {
 			t.Errorf("store holds %v after a failed backup", keys)
 		}
-		if left := dirEntries(t, job.SpoolDir); len(left) != 0 {
+		if left := jobtest.DirEntries(t, job.SpoolDir); len(left) != 0 {
 			t.Errorf("spool dir not empty: %v", left)
 		}
 	})
@@ -208,7 +209,7 @@ func TestSnapshotEncoderFeedCorrupted(t *testing.T) {
 			return d, func() []string { return nil }
 		}},
 		{"s3", func(t *testing.T) (uploader.Store, func() []string) {
-			st, bucket := newS3Store(t, srv, false)
+			st, bucket := jobtest.NewS3Store(t, srv, false)
 			client := srv.Client(t)
 			return st, func() []string {
 				out, err := client.ListMultipartUploads(t.Context(), &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
@@ -225,31 +226,31 @@ func TestSnapshotEncoderFeedCorrupted(t *testing.T) {
 	} {
 		t.Run(ts.name, func(t *testing.T) {
 			st, uploads := ts.open(t)
-			f := newFixture(t, st, 200)
-			job := SnapshotJob{
-				Etcd: f.etcdConfig(), SpoolDir: f.spool, Backups: f.backups,
+			f := jobtest.NewFixture(t, st, 200)
+			job := Job{
+				Etcd: f.EtcdConfig(), SpoolDir: f.Spool, Backups: f.Backups,
 				Encoding: uploader.Encoding{Compression: "zstd"}, Version: "test",
 			}
-			lg, _ := testLogger(t)
+			lg, _ := jobtest.Logger(t)
 			flipped.Store(0)
-			m, err := Snapshot(t.Context(), job, lg)
+			m, err := Run(t.Context(), job, lg)
 			if flipped.Load() != 1 {
 				t.Fatalf("the hook flipped %d bytes, want 1", flipped.Load())
 			}
 			if err == nil {
-				t.Fatalf("Snapshot committed %s although the encoder was fed a flipped byte", m.ID)
+				t.Fatalf("Run committed %s although the encoder was fed a flipped byte", m.ID)
 			}
 			t.Logf("error: %v", err)
 			if !errors.Is(err, ErrVerify) || !strings.Contains(err.Error(), "crc32c") {
 				t.Errorf("error = %v, want ErrVerify naming the checksums", err)
 			}
-			if keys := allKeys(t, f.backups.Store); len(keys) != 0 {
+			if keys := jobtest.AllKeys(t, f.Backups.Store); len(keys) != 0 {
 				t.Errorf("store holds %v", keys)
 			}
 			if left := uploads(); len(left) != 0 {
 				t.Errorf("multipart uploads left: %v", left)
 			}
-			if left := dirEntries(t, f.spool); len(left) != 0 {
+			if left := jobtest.DirEntries(t, f.Spool); len(left) != 0 {
 				t.Errorf("spool dir not empty: %v", left)
 			}
 		})

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package agent
+package backup
 
 // lowerThreadPriority is a no-op where threads cannot be reniced.
 func lowerThreadPriority() error { return nil }

@@ -1,4 +1,4 @@
-package agent
+package backup
 
 import (
 	"crypto/rand"

@@ -1,4 +1,4 @@
-package agent
+package prune
 
 import (
 	"context"
@@ -13,9 +13,9 @@ import (
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
-// PruneJob applies a retention policy to one cluster's backups and cleans
+// Job applies a retention policy to one cluster's backups and cleans
 // up what failed uploads and interrupted prunes left behind.
-type PruneJob struct {
+type Job struct {
 	// Backups is the cluster's backup area.
 	Backups *uploader.Backups
 	// Policy says which backups to keep; it must be valid (an empty policy
@@ -82,8 +82,8 @@ type KeptObject struct {
 	Reason string
 }
 
-// PrunePlan is what a prune run found and decided.
-type PrunePlan struct {
+// Plan is what a prune run found and decided.
+type Plan struct {
 	// Now is the time the plan was made for.
 	Now time.Time
 	// Backups are the backups with their data object (state ok), newest
@@ -109,9 +109,9 @@ type PrunePlan struct {
 	IncompleteUploads []uploader.IncompleteUpload
 }
 
-// PruneResult is what a prune run did.
-type PruneResult struct {
-	Plan *PrunePlan
+// Result is what a prune run did.
+type Result struct {
+	Plan *Plan
 	// Deleted are the ids of the backups whose manifest, data object and
 	// drill reports were all deleted (none in a dry run).
 	Deleted []string
@@ -169,7 +169,7 @@ type incompleteUploadStore interface {
 	AbortIncomplete(ctx context.Context, key, uploadID string) error
 }
 
-// Prune plans and, unless job.DryRun, applies the retention policy.
+// Run plans and, unless job.DryRun, applies the retention policy.
 //
 // Only backups whose data object is present take part in the policy;
 // broken ones are reported and kept. A backup is never deleted while it is
@@ -184,10 +184,10 @@ type incompleteUploadStore interface {
 // data.
 //
 // An error with one backup or object does not stop the others; they are
-// collected in PruneResult.Errors and make Prune return an error at the
+// collected in Result.Errors and make Run return an error at the
 // end, together with the result. Failing to list the store, or an invalid
 // policy, returns a nil result.
-func Prune(ctx context.Context, job PruneJob, lg *slog.Logger) (*PruneResult, error) {
+func Run(ctx context.Context, job Job, lg *slog.Logger) (*Result, error) {
 	if job.Backups == nil {
 		return nil, errors.New("prune: no backup store")
 	}
@@ -203,7 +203,7 @@ func Prune(ctx context.Context, job PruneJob, lg *slog.Logger) (*PruneResult, er
 	if err != nil {
 		return nil, err
 	}
-	res := &PruneResult{Plan: plan, Broken: len(plan.Broken), Errors: p.errs}
+	res := &Result{Plan: plan, Broken: len(plan.Broken), Errors: p.errs}
 	for _, pb := range plan.Backups {
 		if pb.Action == ActionLocked {
 			res.Locked = append(res.Locked, pb.Entry.Manifest.ID)
@@ -223,7 +223,7 @@ func Prune(ctx context.Context, job PruneJob, lg *slog.Logger) (*PruneResult, er
 }
 
 type pruner struct {
-	job  PruneJob
+	job  Job
 	b    *uploader.Backups
 	now  time.Time
 	errs []error
@@ -233,7 +233,7 @@ func (p *pruner) fail(err error) { p.errs = append(p.errs, err) }
 
 // plan lists the store and decides. Per-object problems are collected in
 // p.errs; only a failed listing or an invalid policy is returned.
-func (p *pruner) plan(ctx context.Context) (*PrunePlan, error) {
+func (p *pruner) plan(ctx context.Context) (*Plan, error) {
 	if err := p.job.Policy.Validate(); err != nil {
 		return nil, fmt.Errorf("prune: %w", err)
 	}
@@ -241,7 +241,7 @@ func (p *pruner) plan(ctx context.Context) (*PrunePlan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prune: list backups of cluster %q in %s: %w", p.b.Cluster, p.b.Store, err)
 	}
-	plan := &PrunePlan{Now: p.now, Unreadable: l.Unreadable}
+	plan := &Plan{Now: p.now, Unreadable: l.Unreadable}
 
 	// Ids that are, or may be, backups: their objects and drill reports
 	// are never orphans.
@@ -273,7 +273,7 @@ func (p *pruner) plan(ctx context.Context) (*PrunePlan, error) {
 			Size:         e.Object.Size,
 			DrillPassed:  p.job.DrillPassed[m.ID] && !p.job.DrillUnknown[m.ID],
 			DrillUnknown: p.job.DrillUnknown[m.ID],
-			Locked:       manifestLocked(m, p.now) || e.Object.Locked(p.now),
+			Locked:       Locked(m, p.now) || e.Object.Locked(p.now),
 		}
 		byID[m.ID] = e
 	}
@@ -347,7 +347,7 @@ func (p *pruner) checkDelete(ctx context.Context, e uploader.Entry, claims map[s
 }
 
 // planOrphan sorts an orphaned object into remove or keep.
-func (p *pruner) planOrphan(ctx context.Context, plan *PrunePlan, o uploader.ObjectInfo) {
+func (p *pruner) planOrphan(ctx context.Context, plan *Plan, o uploader.ObjectInfo) {
 	if p.young(o.Key, o.ModTime) {
 		plan.OrphansKept = append(plan.OrphansKept, KeptObject{o, "younger than the grace period"})
 		return
@@ -398,7 +398,7 @@ func keyIDTime(key string) (time.Time, bool) {
 
 // planDrillOrphans finds drill reports of backups that do not exist (left
 // by a prune interrupted after the data object was deleted).
-func (p *pruner) planDrillOrphans(ctx context.Context, plan *PrunePlan, known map[string]bool) error {
+func (p *pruner) planDrillOrphans(ctx context.Context, plan *Plan, known map[string]bool) error {
 	dir := path.Join(p.b.Cluster, "drills") + "/"
 	var stray []uploader.ObjectInfo
 	err := p.b.Store.List(ctx, dir, func(o uploader.ObjectInfo) error {
@@ -419,7 +419,7 @@ func (p *pruner) planDrillOrphans(ctx context.Context, plan *PrunePlan, known ma
 
 // planUploads lists this cluster's incomplete multipart uploads older than
 // the grace period, when the store can.
-func (p *pruner) planUploads(ctx context.Context, plan *PrunePlan) error {
+func (p *pruner) planUploads(ctx context.Context, plan *Plan) error {
 	s, ok := p.b.Store.(incompleteUploadStore)
 	if !ok {
 		return nil
@@ -443,7 +443,7 @@ func (p *pruner) planUploads(ctx context.Context, plan *PrunePlan) error {
 }
 
 // apply carries out the plan.
-func (p *pruner) apply(ctx context.Context, res *PruneResult, lg *slog.Logger) {
+func (p *pruner) apply(ctx context.Context, res *Result, lg *slog.Logger) {
 	for _, pb := range res.Plan.Backups {
 		if pb.Action != ActionDelete {
 			continue
@@ -524,8 +524,10 @@ func drillPrefix(b *uploader.Backups, id string) string {
 	return path.Join(b.Cluster, "drills", id) + "/"
 }
 
-// manifestLocked reports whether the manifest records a lock in force at now.
-func manifestLocked(m *uploader.Manifest, now time.Time) bool {
+// Locked reports whether manifest m records an Object Lock retention or
+// legal hold in force at now (the store may hold a lock the manifest does
+// not record: Run asks it before deleting).
+func Locked(m *uploader.Manifest, now time.Time) bool {
 	return m.LegalHold || (m.LockMode != "" && m.RetainUntil != nil && now.Before(*m.RetainUntil))
 }
 

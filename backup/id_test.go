@@ -1,4 +1,4 @@
-package agent
+package backup
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/jobtest"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -25,19 +26,19 @@ func TestSnapshotNeverOverwritesABackup(t *testing.T) {
 		t.Fatal(err)
 	}
 	frozen := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	job := SnapshotJob{
+	job := Job{
 		Etcd:     snapshot.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second, Member: "any"},
 		SpoolDir: filepath.Join(t.TempDir(), "spool"),
 		Backups:  &uploader.Backups{Store: st, Cluster: "c"},
 		Encoding: uploader.Encoding{Compression: "zstd"},
 		Now:      func() time.Time { return frozen },
 	}
-	lg, _ := testLogger(t)
-	first, err := Snapshot(t.Context(), job, lg)
+	lg, _ := jobtest.Logger(t)
+	first, err := Run(t.Context(), job, lg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Snapshot(t.Context(), job, lg); !errors.Is(err, ErrExists) {
+	if _, err := Run(t.Context(), job, lg); !errors.Is(err, ErrExists) {
 		t.Fatalf("second snapshot in the same second: %v, want ErrExists", err)
 	}
 	m, err := job.Backups.Manifest(t.Context(), first.ID)

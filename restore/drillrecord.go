@@ -1,0 +1,45 @@
+package restore
+
+import (
+	"context"
+	"time"
+)
+
+// DrillOutcome is what one drill found.
+type DrillOutcome struct {
+	// BackupID is the backup drilled.
+	BackupID string
+	// Passed is the verdict.
+	Passed bool
+	// Phases holds the duration of each phase that ran, keyed by the
+	// names of the drill report's phases (fetch, decode, restore,
+	// verify, boot, checks).
+	Phases map[string]time.Duration
+	// Recovery is the time from the start of the fetch to a healthy
+	// restored member: what a real recovery of this backup would take.
+	Recovery time.Duration
+	// Error says why the drill failed or could not run.
+	Error string
+	// RunError marks an outcome without a verdict: the drill could not
+	// run to one. Passed is then false and says nothing of the backup.
+	RunError bool
+}
+
+// DrillRecord is the result of the last drill of one backup.
+type DrillRecord struct {
+	// Passed is that drill's verdict.
+	Passed bool
+	// At is when it ended (when it started, for an unknown verdict).
+	At time.Time
+	// Unknown is set when the verdict cannot be known (the newest report
+	// of the backup cannot be read); Err says why. Unknown is not a pass,
+	// and prune keeps such a backup when it may be the newest proven one.
+	Unknown bool
+	Err     string
+}
+
+// DrillHistoryFunc returns the last drill of each backup, by backup id,
+// as recorded in the store (drill reports), so that every agent (and every
+// restart) knows which backups are proven. StoreDrillHistory reads it from
+// the store's drill reports.
+type DrillHistoryFunc func(ctx context.Context) (map[string]DrillRecord, error)

@@ -1,0 +1,20 @@
+// Package prune applies a retention policy to one cluster's backups in a
+// store: Run plans (Plan), and unless it is a dry run deletes what no rule
+// keeps and cleans up what failed uploads and interrupted prunes left
+// behind (orphaned data objects, drill reports of deleted backups,
+// incomplete multipart uploads), then says what it did (Result).
+//
+// The keep/delete decision is retention.Plan's, a pure function; this
+// package does the I/O around it: listing, the checks before a delete
+// (Object Lock, a manifest named where the next run looks, a data object
+// shared by two manifests), the safe order of a delete (manifest, data
+// object, drill reports: a crash leaves orphans, never a listed backup
+// without data), and the orphan grace that keeps it away from a backup
+// still being written (MinOrphanGrace; Job.SnapshotRunning when the
+// caller knows a snapshot is in flight). It keeps the newest backup whose
+// last drill passed, from the drill history the caller passes in.
+//
+// It does not read drill reports, schedule runs or take backups: the
+// caller (lifeboat prune, the agent) passes Job.DrillPassed and
+// Job.DrillUnknown.
+package prune
