@@ -90,7 +90,7 @@ test: tools build lint
 	# store, member retry), the store readers, restore's fetch stream, the
 	# notifier and the leader lock (about 3 minutes on 2 cores).
 	$(GO) test -race $(GOTEST_FLAGS) -run 'TestFile|TestStream|TestCRC|TestSave|TestTake' ./verify ./snapshot
-	$(GO) test -race $(GOTEST_FLAGS) -run 'TestSnapshot|TestShutdownDuringUpload|TestNotifier|TestStaleNotification|TestTwoAgentsOneLeader|TestLockExpires' ./agent
+	$(GO) test -race $(GOTEST_FLAGS) -run 'TestSnapshot|TestPriority|TestShutdownDuringUpload|TestNotifier|TestStaleNotification|TestTwoAgentsOneLeader|TestLockExpires' ./backup ./agent
 	$(GO) test -race $(GOTEST_FLAGS) -run 'TestDirStore|TestS3Store|TestS3ReadFaults|TestOpenDetectsDamage|TestEncodingRoundTrip' ./uploader
 	$(GO) test -race $(GOTEST_FLAGS) -run 'TestTrailerHash|TestRestoreRollsBack' ./restore
 	./scripts/e2e.sh

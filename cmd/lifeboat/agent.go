@@ -15,6 +15,7 @@ import (
 
 	"github.com/lifeboat-dev/lifeboat/agent"
 	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/retention/prune"
 )
 
 type agentOptions struct {
@@ -93,9 +94,9 @@ func runAgent(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptions,
 func agentConfig(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptions, getenv func(string) string) (agent.Config, error) {
 	var none agent.Config
 	s := cfg.Schedule
-	prune := s.Prune != ""
+	pruning := s.Prune != ""
 	policy, err := cfg.Retention.Policy()
-	if err != nil && prune {
+	if err != nil && pruning {
 		return none, &ConfigError{Key: "retention", Err: fmt.Errorf("%w (schedule.prune is %q: set retention.keep_* or an empty schedule.prune)", errors.Unwrap(err), s.Prune)}
 	}
 	enc, err := encodingFromConfig(cfg)
@@ -135,10 +136,10 @@ func agentConfig(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptio
 		Identity: identity,
 		Version:  Version,
 	}
-	if prune {
-		acfg.Prune = &agent.PruneJob{Backups: backups, Policy: policy, OrphanGrace: time.Duration(cfg.Retention.OrphanGrace)}
+	if pruning {
+		acfg.Prune = &prune.Job{Backups: backups, Policy: policy, OrphanGrace: time.Duration(cfg.Retention.OrphanGrace)}
 	}
-	drill := agent.DrillJob{
+	drill := restore.DrillJob{
 		Backups: backups,
 		Target:  s.DrillTarget,
 		Options: restore.DrillOptions{
@@ -150,7 +151,7 @@ func agentConfig(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptio
 			Version:       Version,
 		},
 	}
-	acfg.Drill = func(ctx context.Context) (*agent.DrillOutcome, error) { return agent.RunDrill(ctx, drill, lg) }
+	acfg.Drill = func(ctx context.Context) (*restore.DrillOutcome, error) { return restore.RunDrillJob(ctx, drill, lg) }
 	if cfg.Agent.Lock {
 		cc, err := etcdConfig(cfg).ClientConfig()
 		if err != nil {

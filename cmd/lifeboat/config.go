@@ -19,8 +19,8 @@ import (
 	"github.com/robfig/cron/v3"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/lifeboat-dev/lifeboat/agent"
 	"github.com/lifeboat-dev/lifeboat/retention"
+	"github.com/lifeboat-dev/lifeboat/retention/prune"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -428,7 +428,7 @@ func (c *Config) Validate() error {
 	if c.Agent.SnapshotRetries < 0 {
 		return cfgErr("agent.snapshot_retries", "must not be negative")
 	}
-	if floor := agent.MinOrphanGrace(c.Snapshot.Timeout, c.Agent.SnapshotRetries, 0); time.Duration(c.Retention.OrphanGrace) < floor {
+	if floor := prune.MinOrphanGrace(c.Snapshot.Timeout, c.Agent.SnapshotRetries, 0); time.Duration(c.Retention.OrphanGrace) < floor {
 		backoff := floor - time.Duration(c.Agent.SnapshotRetries+1)*c.Snapshot.Timeout
 		how := fmt.Sprintf("(agent.snapshot_retries %d + 1) × snapshot.timeout %s + %s of backoff between attempts", c.Agent.SnapshotRetries, c.Snapshot.Timeout, backoff)
 		if c.Snapshot.Timeout <= 0 {

@@ -63,10 +63,6 @@ chosen at random, so that over time every retained backup gets proven.`,
 	return c
 }
 
-// reportTimeout bounds storing a drill's report, which happens even when
-// the drill failed.
-const reportTimeout = time.Minute
-
 func runDrill(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o drillOptions) (*uploader.DrillReport, error) {
 	out := a.stdout
 	backups, err := openBackups(ctx, cfg, lg)
@@ -85,37 +81,30 @@ func runDrill(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o drill
 		fmt.Fprintf(out, "drilling backup %s (revision %d, %d keys, %s) in %s\n", m.ID, m.Revision, m.TotalKeys, humanBytes(m.DBSize), cfg.Drill.ScratchDir)
 	}
 	p := newProgress(a.stderr, lg, "download", m.ObjectSize)
-	rep, err := restore.Drill(ctx, restore.DrillOptions{
+	// The agent's drill job stores its reports by the same rule.
+	d, err := restore.DrillAndStore(ctx, restore.DrillOptions{
 		Backups: backups, Manifest: m, Identities: ids,
 		ScratchDir: cfg.Drill.ScratchDir, EtcdBinary: cfg.Drill.EtcdBinary, CheckPrefixes: cfg.Drill.CheckPrefixes,
 		Timeout: cfg.Drill.Timeout, Progress: p.update, Logger: lg, Version: Version,
 	})
 	p.done()
+	rep := d.Report
 	if rep == nil {
 		return nil, err
 	}
-	if ctx.Err() != nil {
-		// Interrupted (SIGINT/SIGTERM): not a verdict on the backup, so
-		// no report is stored (as the agent does).
+	if !d.Verdict {
 		if o.output == "table" {
 			printDrillReport(out, rep)
 		}
-		return rep, fmt.Errorf("drill of backup %s interrupted, no report stored: %w", m.ID, err)
-	}
-	if !restore.Verdict(err) {
+		if d.Interrupted {
+			// SIGINT/SIGTERM: not a verdict on the backup.
+			return rep, fmt.Errorf("drill of backup %s interrupted, no report stored: %w", m.ID, err)
+		}
 		// The drill could not run to a verdict (store, download, space,
-		// identity, timeout): an error of the run, not of the backup, so
-		// no report is stored and the backup's last verdict stands.
-		if o.output == "table" {
-			printDrillReport(out, rep)
-		}
+		// identity, timeout): an error of the run, not of the backup.
 		return rep, fmt.Errorf("drill of backup %s could not run, no report stored (the backup's last verdict stands): %w", m.ID, err)
 	}
-	// The report is stored also when the drill failed; a parent context
-	// ending now must not lose it.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
-	perr := backups.PutDrillReport(wctx, rep)
-	cancel()
+	perr := d.StoreErr
 	switch o.output {
 	case "json":
 		enc := json.NewEncoder(out)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lifeboat-dev/lifeboat/agent"
+	"github.com/lifeboat-dev/lifeboat/retention/prune"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
@@ -146,7 +146,7 @@ func runPrune(ctx context.Context, cfg *Config, lg *slog.Logger, o pruneOptions,
 			lg.Warn("last drill of backup unknown: kept if it may be the newest proven", "backup_id", id, "err", r.Err)
 		}
 	}
-	res, err := agent.Prune(ctx, agent.PruneJob{
+	res, err := prune.Run(ctx, prune.Job{
 		Backups:      backups,
 		Policy:       policy,
 		OrphanGrace:  time.Duration(cfg.Retention.OrphanGrace),
@@ -176,7 +176,7 @@ func runPrune(ctx context.Context, cfg *Config, lg *slog.Logger, o pruneOptions,
 }
 
 // pruneReport turns the result into the printed report.
-func pruneReport(res *agent.PruneResult, dryRun bool) pruneOutput {
+func pruneReport(res *prune.Result, dryRun bool) pruneOutput {
 	p := res.Plan
 	rep := pruneOutput{
 		Now: p.Now, DryRun: dryRun,
@@ -200,13 +200,13 @@ func pruneReport(res *agent.PruneResult, dryRun bool) pruneOutput {
 		})
 		s.Backups++
 		switch pb.Action {
-		case agent.ActionKeep:
+		case prune.ActionKeep:
 			s.Kept++
-		case agent.ActionDelete:
+		case prune.ActionDelete:
 			s.Delete++
-		case agent.ActionLocked:
+		case prune.ActionLocked:
 			s.Locked++
-		case agent.ActionSkip:
+		case prune.ActionSkip:
 			s.Skipped++
 		}
 	}
@@ -238,12 +238,12 @@ func pruneReport(res *agent.PruneResult, dryRun bool) pruneOutput {
 // decision is the DECISION column: "keep (last, daily 2026-11-29)",
 // "delete", "deleted", "locked: kept", "skip: …".
 func (b prunedBackup) decision(dryRun bool) string {
-	switch agent.Action(b.Action) {
-	case agent.ActionKeep:
+	switch prune.Action(b.Action) {
+	case prune.ActionKeep:
 		return "keep (" + strings.Join(b.Reasons, ", ") + ")"
-	case agent.ActionLocked:
+	case prune.ActionLocked:
 		return "locked: kept"
-	case agent.ActionSkip:
+	case prune.ActionSkip:
 		return "skip: " + b.Problem
 	}
 	switch {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lifeboat-dev/lifeboat/agent"
+	"github.com/lifeboat-dev/lifeboat/backup"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
@@ -43,7 +43,7 @@ func runSnapshot(ctx context.Context, cfg *Config, lg *slog.Logger, out io.Write
 		ctx, cancel = context.WithTimeout(ctx, cfg.Snapshot.Timeout)
 		defer cancel()
 	}
-	m, err := agent.Snapshot(ctx, *snapshotJob(cfg, backups, enc), lg)
+	m, err := backup.Run(ctx, *snapshotJob(cfg, backups, enc), lg)
 	if err != nil {
 		return nil, fmt.Errorf("backup not taken: %w", err)
 	}

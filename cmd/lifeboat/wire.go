@@ -9,7 +9,7 @@ import (
 	"filippo.io/age"
 	"github.com/spf13/cobra"
 
-	"github.com/lifeboat-dev/lifeboat/agent"
+	"github.com/lifeboat-dev/lifeboat/backup"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -104,8 +104,8 @@ func humanBytes(n int64) string {
 }
 
 // snapshotJob builds the snapshot job cfg describes.
-func snapshotJob(cfg *Config, backups *uploader.Backups, enc uploader.Encoding) *agent.SnapshotJob {
-	return &agent.SnapshotJob{
+func snapshotJob(cfg *Config, backups *uploader.Backups, enc uploader.Encoding) *backup.Job {
+	return &backup.Job{
 		Etcd:       etcdConfig(cfg),
 		Options:    snapshotOptions(cfg),
 		SpoolDir:   cfg.Snapshot.SpoolDir,
