@@ -1,9 +1,9 @@
 // Package retention decides which backups to keep and which to delete.
 //
 // It is a pure function of its inputs: a list of backups, a [Policy] and the
-// current time. It does no I/O, reads no clock and deletes nothing; the caller
-// (lifeboat prune, or the agent) turns the returned [Decision] list into
-// deletions, and prints it for --dry-run.
+// current time. It does no I/O, reads no clock and deletes nothing; the prune
+// job (package retention/prune, for lifeboat prune and the agent) turns the
+// returned [Decision] list into deletions, and prints it for --dry-run.
 //
 // # Rules
 //
