@@ -46,8 +46,8 @@ type Config struct {
 	Prune    *prune.Job
 	Drill    DrillFunc
 	// DrillHistory returns the last drill of each backup (nil: the drill
-	// reports in Backups, see restore.StoreDrillHistory). The drills this agent
-	// ran count too.
+	// reports in Backups, see restore.StoreDrillHistory). The drills this
+	// agent ran count too.
 	DrillHistory restore.DrillHistoryFunc
 	Schedules    Schedules
 	// Jitter delays each scheduled run by a random time up to this.
