@@ -42,6 +42,32 @@ type Server struct {
 	stopOnce sync.Once
 }
 
+// Env points the AWS SDK's default chain at s's credentials and at
+// nothing else on this machine (no shared config, no instance metadata)
+// for the rest of the test, so that a store built from the environment, as
+// users configure it, talks to s.
+func (s *Server) Env(t testing.TB) {
+	t.Helper()
+	none := filepath.Join(t.TempDir(), "no-such-aws-file")
+	for k, v := range map[string]string{
+		"AWS_ACCESS_KEY_ID":           s.AccessKey,
+		"AWS_SECRET_ACCESS_KEY":       s.SecretKey,
+		"AWS_SESSION_TOKEN":           "",
+		"AWS_PROFILE":                 "",
+		"AWS_REGION":                  "",
+		"AWS_DEFAULT_REGION":          "",
+		"AWS_ENDPOINT_URL":            "",
+		"AWS_ENDPOINT_URL_S3":         "",
+		"AWS_CONFIG_FILE":             none,
+		"AWS_SHARED_CREDENTIALS_FILE": none,
+		"AWS_EC2_METADATA_DISABLED":   "true",
+		"AWS_WEB_IDENTITY_TOKEN_FILE": "",
+		"AWS_ROLE_ARN":                "",
+	} {
+		t.Setenv(k, v)
+	}
+}
+
 // startTimeout bounds how long Start waits for /health. versitygw is usually
 // ready in well under a second; the machine may be busy.
 const startTimeout = 30 * time.Second
