@@ -9,8 +9,9 @@ import (
 
 // maxCached bounds the entries of each kind (manifests, drill reports) a
 // cache holds, about 1 KiB each: a repository with more backups than this
-// reads the rest on every listing, as an uncached Repo does.
-const maxCached = 10000
+// reads the rest on every listing, as an uncached Repo does. (A variable
+// for TestCacheBound.)
+var maxCached = 10000
 
 // cache holds parsed manifests and drill reports by object key. They are
 // immutable once written, so a read is needed only for a key not seen
