@@ -69,15 +69,7 @@ var bucketSeq atomic.Int64
 // s3Backups returns backups in a fresh bucket of a real versitygw.
 func s3Backups(t testing.TB, srv *s3test.Server) *repository.Repo {
 	t.Helper()
-	none := filepath.Join(t.TempDir(), "no-such-aws-file")
-	for k, v := range map[string]string{
-		"AWS_ACCESS_KEY_ID": srv.AccessKey, "AWS_SECRET_ACCESS_KEY": srv.SecretKey, "AWS_SESSION_TOKEN": "",
-		"AWS_PROFILE": "", "AWS_REGION": "", "AWS_DEFAULT_REGION": "", "AWS_ENDPOINT_URL": "", "AWS_ENDPOINT_URL_S3": "",
-		"AWS_CONFIG_FILE": none, "AWS_SHARED_CREDENTIALS_FILE": none, "AWS_EC2_METADATA_DISABLED": "true",
-		"AWS_WEB_IDENTITY_TOKEN_FILE": "", "AWS_ROLE_ARN": "",
-	} {
-		t.Setenv(k, v)
-	}
+	srv.Env(t)
 	bucket := fmt.Sprintf("lifeboat-restore-%d", bucketSeq.Add(1))
 	srv.CreateBucket(t, bucket, false)
 	st, err := uploader.NewS3(t.Context(), uploader.S3Config{

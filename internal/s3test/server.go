@@ -42,16 +42,22 @@ type Server struct {
 	stopOnce sync.Once
 }
 
-// Env points the AWS SDK's default chain at s's credentials and at
-// nothing else on this machine (no shared config, no instance metadata)
-// for the rest of the test, so that a store built from the environment, as
-// users configure it, talks to s.
+// Env points the AWS SDK's default chain at s's credentials, see Env.
 func (s *Server) Env(t testing.TB) {
+	t.Helper()
+	Env(t, s.AccessKey, s.SecretKey)
+}
+
+// Env points the AWS SDK's default chain at the given credentials and at
+// nothing else on this machine (no shared config, no instance metadata)
+// for the rest of the test, so that tests exercise the same
+// environment-variable path users configure.
+func Env(t testing.TB, accessKey, secretKey string) {
 	t.Helper()
 	none := filepath.Join(t.TempDir(), "no-such-aws-file")
 	for k, v := range map[string]string{
-		"AWS_ACCESS_KEY_ID":           s.AccessKey,
-		"AWS_SECRET_ACCESS_KEY":       s.SecretKey,
+		"AWS_ACCESS_KEY_ID":           accessKey,
+		"AWS_SECRET_ACCESS_KEY":       secretKey,
 		"AWS_SESSION_TOKEN":           "",
 		"AWS_PROFILE":                 "",
 		"AWS_REGION":                  "",
