@@ -13,8 +13,8 @@ import (
 
 	"github.com/lifeboat-dev/lifeboat/backup"
 	"github.com/lifeboat-dev/lifeboat/internal/corrupt"
-	"github.com/lifeboat-dev/lifeboat/internal/jobtest"
 	"github.com/lifeboat-dev/lifeboat/internal/s3test"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
@@ -38,14 +38,14 @@ func TestDrillRunErrorIsNoVerdict(t *testing.T) {
 		// setup returns the store the agent uses, the one to read the
 		// drill reports from afterwards, and the fault to turn on.
 		setup func(t *testing.T) (agentStore, direct uploader.Store, fault func(drillJob *atomic.Bool))
-		enc   uploader.Encoding
+		enc   repository.Encoding
 	}{
 		{
 			name: "the store fails the download",
-			enc:  uploader.Encoding{Compression: "zstd"},
+			enc:  repository.Encoding{Compression: "zstd"},
 			setup: func(t *testing.T) (uploader.Store, uploader.Store, func(*atomic.Bool)) {
 				srv := s3test.Start(t)
-				jobtest.S3Env(t, srv.AccessKey, srv.SecretKey)
+				s3test.Env(t, srv.AccessKey, srv.SecretKey)
 				proxy := s3test.NewProxy(t, srv.Endpoint)
 				bucket := fmt.Sprintf("agent-test-%d", bucketSeq.Add(1))
 				srv.CreateBucket(t, bucket, false)
@@ -71,7 +71,7 @@ func TestDrillRunErrorIsNoVerdict(t *testing.T) {
 		},
 		{
 			name: "no identity for an encrypted backup",
-			enc:  uploader.Encoding{Compression: "zstd", Recipients: []age.Recipient{id.Recipient()}, RecipientKeys: []string{id.Recipient().String()}},
+			enc:  repository.Encoding{Compression: "zstd", Recipients: []age.Recipient{id.Recipient()}, RecipientKeys: []string{id.Recipient().String()}},
 			setup: func(t *testing.T) (uploader.Store, uploader.Store, func(*atomic.Bool)) {
 				st, err := uploader.NewDir(t.TempDir())
 				if err != nil {
@@ -138,7 +138,7 @@ func TestDrillRunErrorIsNoVerdict(t *testing.T) {
 				t.Errorf("webhook sent for a run error: %+v", n)
 			}
 			// Only the passed drills' reports are in the store.
-			b := &uploader.Backups{Store: direct, Cluster: testCluster}
+			b := &repository.Repo{Store: direct, Cluster: testCluster}
 			last, err := b.LastDrills(t.Context())
 			if err != nil {
 				t.Fatal(err)
@@ -168,7 +168,7 @@ func TestAgentSurvivesEtcdCrash(t *testing.T) {
 	}
 	f := newFixture(t, st, 200)
 	lg, _ := testLogger(t)
-	m, err := backup.Run(t.Context(), backup.Job{Etcd: f.etcdConfig(), SpoolDir: f.spool, Backups: f.backups, Encoding: uploader.Encoding{Compression: "none"}, Version: "test"}, lg)
+	m, err := backup.Run(t.Context(), backup.Job{Etcd: f.etcdConfig(), SpoolDir: f.spool, Backups: f.backups, Encoding: repository.Encoding{Compression: "none"}, Version: "test"}, lg)
 	if err != nil {
 		t.Fatalf("Snapshot: %v", err)
 	}

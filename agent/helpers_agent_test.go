@@ -23,6 +23,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/backup"
 	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/internal/jobtest"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/retention"
 	"github.com/lifeboat-dev/lifeboat/retention/prune"
@@ -45,7 +46,7 @@ var (
 // (jobtest.Fixture).
 type fixture struct {
 	etcd    *etcdtest.Cluster
-	backups *uploader.Backups
+	backups *repository.Repo
 	spool   string
 	scratch string
 }
@@ -71,7 +72,7 @@ func (f *fixture) config(t *testing.T, lg *slog.Logger) Config {
 		Backups: f.backups,
 		Snapshot: &backup.Job{
 			Etcd: f.etcdConfig(), SpoolDir: f.spool, Backups: f.backups,
-			Encoding: uploader.Encoding{Compression: "zstd"}, Version: "test",
+			Encoding: repository.Encoding{Compression: "zstd"}, Version: "test",
 		},
 		Prune:           &prune.Job{Backups: f.backups, Policy: retention.Policy{Last: 2}, OrphanGrace: time.Hour},
 		Drill:           func(ctx context.Context) (*restore.DrillOutcome, error) { return restore.RunDrillJob(ctx, drill, lg) },

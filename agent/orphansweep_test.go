@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lifeboat-dev/lifeboat/internal/jobtest"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/retention"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -26,7 +27,7 @@ func TestAgentNoOrphanSweepDuringSnapshot(t *testing.T) {
 	var releaseOnce sync.Once
 	unhold := func() { releaseOnce.Do(func() { close(release) }) }
 	t.Cleanup(unhold)
-	held := &uploader.Backups{Store: jobtest.HoldStore{Store: f.backups.Store, Reached: reached, Release: release}, Cluster: testCluster}
+	held := &repository.Repo{Store: jobtest.HoldStore{Store: f.backups.Store, Reached: reached, Release: release}, Cluster: testCluster}
 
 	cfg := f.config(t, lg)
 	cfg.Snapshot.Backups = held

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/internal/jobtest"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -29,8 +30,8 @@ func TestSnapshotNeverOverwritesABackup(t *testing.T) {
 	job := Job{
 		Etcd:     snapshot.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second, Member: "any"},
 		SpoolDir: filepath.Join(t.TempDir(), "spool"),
-		Backups:  &uploader.Backups{Store: st, Cluster: "c"},
-		Encoding: uploader.Encoding{Compression: "zstd"},
+		Backups:  &repository.Repo{Store: st, Cluster: "c"},
+		Encoding: repository.Encoding{Compression: "zstd"},
 		Now:      func() time.Time { return frozen },
 	}
 	lg, _ := jobtest.Logger(t)

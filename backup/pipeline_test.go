@@ -18,6 +18,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/internal/jobtest"
 	"github.com/lifeboat-dev/lifeboat/internal/s3test"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -114,8 +115,8 @@ func TestSnapshotMemberDiesMidStream(t *testing.T) {
 			// "any": endpoint order, so the first (cut) endpoint streams first.
 			Etcd:     snapshot.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Member: snapshot.MemberAny},
 			SpoolDir: filepath.Join(t.TempDir(), "spool"),
-			Backups:  &uploader.Backups{Store: st, Cluster: jobtest.Cluster},
-			Encoding: uploader.Encoding{Compression: "zstd"},
+			Backups:  &repository.Repo{Store: st, Cluster: jobtest.Cluster},
+			Encoding: repository.Encoding{Compression: "zstd"},
 			Version:  "test",
 		}
 	}
@@ -229,7 +230,7 @@ func TestSnapshotEncoderFeedCorrupted(t *testing.T) {
 			f := jobtest.NewFixture(t, st, 200)
 			job := Job{
 				Etcd: f.EtcdConfig(), SpoolDir: f.Spool, Backups: f.Backups,
-				Encoding: uploader.Encoding{Compression: "zstd"}, Version: "test",
+				Encoding: repository.Encoding{Compression: "zstd"}, Version: "test",
 			}
 			lg, _ := jobtest.Logger(t)
 			flipped.Store(0)

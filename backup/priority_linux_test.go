@@ -14,6 +14,7 @@ import (
 
 	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/internal/jobtest"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -91,8 +92,8 @@ func TestPriorityRefusedWarnsOnce(t *testing.T) {
 		job := Job{
 			Etcd:     snapshot.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second},
 			SpoolDir: filepath.Join(t.TempDir(), "spool"),
-			Backups:  &uploader.Backups{Store: st, Cluster: jobtest.Cluster},
-			Encoding: uploader.Encoding{Compression: "zstd"},
+			Backups:  &repository.Repo{Store: st, Cluster: jobtest.Cluster},
+			Encoding: repository.Encoding{Compression: "zstd"},
 			Now:      func() time.Time { return at },
 		}
 		if _, err := Run(t.Context(), job, lg); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"filippo.io/age"
 
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -46,7 +47,7 @@ func TestDrillAndStore(t *testing.T) {
 	id := newIdentity(t)
 	tests := []struct {
 		name     string
-		enc      uploader.Encoding
+		enc      repository.Encoding
 		prefixes []string
 		// cancel: "" never, "fetch" as the download starts, "report"
 		// as the report is written.
@@ -55,10 +56,10 @@ func TestDrillAndStore(t *testing.T) {
 		wantInterrupted bool
 		wantErr         error
 	}{
-		{name: "passed", enc: uploader.Encoding{Compression: "zstd"}, wantVerdict: true},
-		{name: "a check failed", enc: uploader.Encoding{Compression: "zstd"}, prefixes: []string{"/no/such/prefix/"}, wantVerdict: true, wantErr: restore.ErrDrillFailed},
-		{name: "ctx ends while the report is stored", enc: uploader.Encoding{Compression: "zstd"}, cancel: "report", wantVerdict: true},
-		{name: "interrupted", enc: uploader.Encoding{Compression: "zstd"}, cancel: "fetch", wantInterrupted: true, wantErr: context.Canceled},
+		{name: "passed", enc: repository.Encoding{Compression: "zstd"}, wantVerdict: true},
+		{name: "a check failed", enc: repository.Encoding{Compression: "zstd"}, prefixes: []string{"/no/such/prefix/"}, wantVerdict: true, wantErr: restore.ErrDrillFailed},
+		{name: "ctx ends while the report is stored", enc: repository.Encoding{Compression: "zstd"}, cancel: "report", wantVerdict: true},
+		{name: "interrupted", enc: repository.Encoding{Compression: "zstd"}, cancel: "fetch", wantInterrupted: true, wantErr: context.Canceled},
 		{name: "no identity: no verdict", enc: ageEncoding(id)},
 	}
 	for _, tt := range tests {
@@ -72,7 +73,7 @@ func TestDrillAndStore(t *testing.T) {
 				st.cancel = cancel
 			}
 			o := restore.DrillOptions{
-				Backups: &uploader.Backups{Store: st, Cluster: direct.Cluster}, Manifest: m,
+				Backups: &repository.Repo{Store: st, Cluster: direct.Cluster}, Manifest: m,
 				ScratchDir: t.TempDir(), CheckPrefixes: tt.prefixes, Version: "test",
 			}
 			if tt.cancel == "fetch" {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/lifeboat-dev/lifeboat/uploader"
+	"github.com/lifeboat-dev/lifeboat/repository"
 )
 
 // ReportTimeout bounds storing a drill's report (DrillAndStore), which
@@ -14,7 +14,7 @@ const ReportTimeout = time.Minute
 // StoredDrill is what DrillAndStore did.
 type StoredDrill struct {
 	// Report is the drill's report; nil when the drill did not start.
-	Report *uploader.DrillReport
+	Report *repository.DrillReport
 	// Verdict is set when the drill ran to a verdict (passed, or a check
 	// failed) and its report was stored, or StoreErr says why not.
 	Verdict bool

@@ -20,6 +20,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/internal/s3test"
 	"github.com/lifeboat-dev/lifeboat/internal/seed"
 	"github.com/lifeboat-dev/lifeboat/internal/syncbuf"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -41,10 +42,10 @@ func Logger(t *testing.T) (*slog.Logger, *syncbuf.Buffer) {
 }
 
 // Fixture is a real single-member etcd with Kubernetes-like data and a
-// store for its backups.
+// store for its backups (a caching repository.New).
 type Fixture struct {
 	Etcd    *etcdtest.Cluster
-	Backups *uploader.Backups
+	Backups *repository.Repo
 	// Spool and Scratch are paths (not yet created) for a backup's spool
 	// and a drill's scratch space.
 	Spool   string
@@ -69,7 +70,7 @@ func NewFixture(t *testing.T, st uploader.Store, objects int) *Fixture {
 	}
 	dir := t.TempDir()
 	return &Fixture{
-		Etcd: c, Backups: &uploader.Backups{Store: st, Cluster: Cluster},
+		Etcd: c, Backups: repository.New(st, Cluster),
 		Spool: filepath.Join(dir, "spool"), Scratch: filepath.Join(dir, "scratch"),
 	}
 }
@@ -80,7 +81,7 @@ func (f *Fixture) EtcdConfig() snapshot.Config {
 }
 
 // Manifests lists the ids of the committed backups, sorted.
-func Manifests(t *testing.T, b *uploader.Backups) []string {
+func Manifests(t *testing.T, b *repository.Repo) []string {
 	t.Helper()
 	l, err := b.List(context.Background())
 	if err != nil {
@@ -96,7 +97,7 @@ func Manifests(t *testing.T, b *uploader.Backups) []string {
 
 // Listed returns the ids of the listed backups (newest first) and the
 // keys of the orphans.
-func Listed(t *testing.T, b *uploader.Backups) (ids, orphans []string) {
+func Listed(t *testing.T, b *repository.Repo) (ids, orphans []string) {
 	t.Helper()
 	l, err := b.List(t.Context())
 	if err != nil {
@@ -144,7 +145,7 @@ var bucketSeq atomic.Int64
 // the prefix "team"; it returns the store and the bucket's name.
 func NewS3Store(t *testing.T, srv *s3test.Server, objectLock bool) (*uploader.S3, string) {
 	t.Helper()
-	S3Env(t, srv.AccessKey, srv.SecretKey)
+	s3test.Env(t, srv.AccessKey, srv.SecretKey)
 	bucket := fmt.Sprintf("prune-test-%d", bucketSeq.Add(1))
 	srv.CreateBucket(t, bucket, objectLock)
 	s, err := uploader.NewS3(t.Context(), uploader.S3Config{
@@ -156,33 +157,12 @@ func NewS3Store(t *testing.T, srv *s3test.Server, objectLock bool) (*uploader.S3
 	return s, bucket
 }
 
-// S3Env points the AWS SDK's default chain at the server's credentials and
-// at nothing else on this machine.
-func S3Env(t *testing.T, accessKey, secretKey string) {
-	t.Helper()
-	none := filepath.Join(t.TempDir(), "no-such-aws-file")
-	for k, v := range map[string]string{
-		"AWS_ACCESS_KEY_ID":           accessKey,
-		"AWS_SECRET_ACCESS_KEY":       secretKey,
-		"AWS_SESSION_TOKEN":           "",
-		"AWS_PROFILE":                 "",
-		"AWS_REGION":                  "",
-		"AWS_ENDPOINT_URL":            "",
-		"AWS_ENDPOINT_URL_S3":         "",
-		"AWS_CONFIG_FILE":             none,
-		"AWS_SHARED_CREDENTIALS_FILE": none,
-		"AWS_EC2_METADATA_DISABLED":   "true",
-	} {
-		t.Setenv(k, v)
-	}
-}
-
 var revSeq atomic.Int64
 
 // PutBackup stores a synthetic backup taken at at: a data object, then its
 // manifest. lock is applied to the data object; when inManifest is set the
 // manifest records it too (as lifeboat snapshot does).
-func PutBackup(t *testing.T, b *uploader.Backups, at time.Time, lock uploader.PutOptions, inManifest bool) *uploader.Manifest {
+func PutBackup(t *testing.T, b *repository.Repo, at time.Time, lock uploader.PutOptions, inManifest bool) *repository.Manifest {
 	t.Helper()
 	m := PutObject(t, b, at, lock)
 	if inManifest {
@@ -200,19 +180,19 @@ func PutBackup(t *testing.T, b *uploader.Backups, at time.Time, lock uploader.Pu
 
 // PutObject stores only the data object of a synthetic backup (an orphan)
 // and returns the manifest that would commit it.
-func PutObject(t *testing.T, b *uploader.Backups, at time.Time, lock uploader.PutOptions) *uploader.Manifest {
+func PutObject(t *testing.T, b *repository.Repo, at time.Time, lock uploader.PutOptions) *repository.Manifest {
 	t.Helper()
 	rev := 1000 + revSeq.Add(1)
-	id := uploader.NewID(at, rev)
+	id := repository.NewID(at, rev)
 	data := bytes.Repeat([]byte(id), 1+int(rev%7))
-	key := b.ObjectKey(id, uploader.Encoding{Compression: "none"})
+	key := b.ObjectKey(id, repository.Encoding{Compression: "none"})
 	info, err := b.Store.Put(t.Context(), key, bytes.NewReader(data), lock)
 	if err != nil {
 		t.Fatalf("put %s: %v", key, err)
 	}
 	sum := sha256.Sum256(data)
-	return &uploader.Manifest{
-		Format: uploader.ManifestFormat, ID: id, Cluster: b.Cluster,
+	return &repository.Manifest{
+		Format: repository.ManifestFormat, ID: id, Cluster: b.Cluster,
 		EtcdClusterID: "cdf818194e3a8c32", EtcdMemberID: "8e9e05c52164694d", Endpoint: "http://127.0.0.1:2379",
 		EtcdVersion: "3.7.3", CreatedAt: at, Revision: rev, TotalKeys: 10, DBSize: int64(len(data)),
 		SnapshotSHA256: hex.EncodeToString(sum[:]), HashKVStatus: "match",

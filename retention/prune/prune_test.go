@@ -18,6 +18,7 @@ import (
 
 	"github.com/lifeboat-dev/lifeboat/internal/jobtest"
 	"github.com/lifeboat-dev/lifeboat/internal/s3test"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/retention"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -48,7 +49,7 @@ func testStores(t *testing.T) []testStore {
 }
 
 // putDrillReport stores a drill report of backup id.
-func putDrillReport(t *testing.T, b *uploader.Backups, id string) string {
+func putDrillReport(t *testing.T, b *repository.Repo, id string) string {
 	t.Helper()
 	key := drillPrefix(b, id) + "20261130T000000Z.json"
 	if _, err := b.Store.Put(t.Context(), key, strings.NewReader(`{"verdict":"pass"}`), uploader.PutOptions{}); err != nil {
@@ -73,7 +74,7 @@ func TestPruneWorkedExample(t *testing.T) {
 	policy := retention.Policy{Last: 2, Daily: 4, Weekly: 3}
 	for _, ts := range testStores(t) {
 		t.Run(ts.name, func(t *testing.T) {
-			b := &uploader.Backups{Store: ts.open(t), Cluster: jobtest.Cluster}
+			b := &repository.Repo{Store: ts.open(t), Cluster: jobtest.Cluster}
 			// One backup a day at 10:00 from Thursday 19 to Monday 30
 			// November 2026, and one more at 04:00 on the 30th.
 			day := map[string]string{}
@@ -203,14 +204,14 @@ func TestPruneInterruptedLeavesOnlyOrphans(t *testing.T) {
 		for _, step := range []string{"manifest", "data object", "drill report"} {
 			t.Run(ts.name+"/"+strings.ReplaceAll(step, " ", "-"), func(t *testing.T) {
 				st := ts.open(t)
-				b := &uploader.Backups{Store: st, Cluster: jobtest.Cluster}
+				b := &repository.Repo{Store: st, Cluster: jobtest.Cluster}
 				old := jobtest.PutBackup(t, b, base.Add(-48*time.Hour), uploader.PutOptions{}, false)
 				newest := jobtest.PutBackup(t, b, base.Add(-time.Hour), uploader.PutOptions{}, false)
 				report := putDrillReport(t, b, old.ID)
 				fail := map[string]string{"manifest": b.ManifestKey(old.ID), "data object": old.Object, "drill report": report}[step]
 
 				job := Job{
-					Backups:     &uploader.Backups{Store: &failingStore{Store: st, failDelete: fail}, Cluster: jobtest.Cluster},
+					Backups:     &repository.Repo{Store: &failingStore{Store: st, failDelete: fail}, Cluster: jobtest.Cluster},
 					Policy:      retention.Policy{Last: 1},
 					OrphanGrace: 24 * time.Hour,
 					Now:         fixedClock(base),
@@ -239,7 +240,7 @@ func TestPruneInterruptedLeavesOnlyOrphans(t *testing.T) {
 				}
 				if l, _ := b.List(t.Context()); l != nil {
 					for _, e := range l.Backups {
-						if e.State != uploader.StateOK {
+						if e.State != repository.StateOK {
 							t.Errorf("backup %s is %s after an interrupted prune: %s", e.Manifest.ID, e.State, e.Problem)
 						}
 					}
@@ -264,10 +265,10 @@ func TestPruneOrphans(t *testing.T) {
 	realNow := time.Now().UTC()
 	for _, ts := range testStores(t) {
 		t.Run(ts.name, func(t *testing.T) {
-			b := &uploader.Backups{Store: ts.open(t), Cluster: jobtest.Cluster}
+			b := &repository.Repo{Store: ts.open(t), Cluster: jobtest.Cluster}
 			newest := jobtest.PutBackup(t, b, realNow.Add(-time.Hour), uploader.PutOptions{}, false)
 			orphan := jobtest.PutObject(t, b, realNow.Add(-2*time.Hour), uploader.PutOptions{})
-			strayReport := putDrillReport(t, b, uploader.NewID(realNow.Add(-3*time.Hour), 7))
+			strayReport := putDrillReport(t, b, repository.NewID(realNow.Add(-3*time.Hour), 7))
 			// An unreadable manifest (a future format) and its data object:
 			// neither is touched, however old.
 			future := jobtest.PutObject(t, b, realNow.Add(-4*time.Hour), uploader.PutOptions{})
@@ -323,7 +324,7 @@ func TestPruneOrphanAgeInOneRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &uploader.Backups{Store: d, Cluster: jobtest.Cluster}
+	b := &repository.Repo{Store: d, Cluster: jobtest.Cluster}
 	now := time.Now().UTC()
 	jobtest.PutBackup(t, b, now.Add(-time.Hour), uploader.PutOptions{}, false)
 	old := jobtest.PutObject(t, b, now.Add(-50*time.Hour), uploader.PutOptions{})
@@ -349,7 +350,7 @@ func TestPruneOrphanAgeInOneRun(t *testing.T) {
 func TestPruneLockedOnS3(t *testing.T) {
 	srv := s3test.Start(t)
 	st, _ := jobtest.NewS3Store(t, srv, true)
-	b := &uploader.Backups{Store: st, Cluster: jobtest.Cluster}
+	b := &repository.Repo{Store: st, Cluster: jobtest.Cluster}
 	now := time.Now().UTC()
 	governance := uploader.PutOptions{LockMode: "GOVERNANCE", RetainUntil: now.Add(time.Hour).Truncate(time.Second)}
 	short := uploader.PutOptions{LockMode: "GOVERNANCE", RetainUntil: now.Add(time.Minute).Truncate(time.Second)}
@@ -403,13 +404,13 @@ func TestPruneLockedOnS3(t *testing.T) {
 	if diff := cmp.Diff([]string{newest.ID, inManifest.ID, onObject.ID, held.ID}, ids); diff != "" {
 		t.Errorf("listed after prune (-want +got):\n%s", diff)
 	}
-	for _, m := range []*uploader.Manifest{inManifest, onObject, held} {
+	for _, m := range []*repository.Manifest{inManifest, onObject, held} {
 		info, err := st.Stat(t.Context(), m.Object)
 		if err != nil || !info.Locked(now) {
 			t.Errorf("locked object %s after prune: %+v, %v; want it still there and locked", m.Object, info, err)
 		}
 	}
-	for _, m := range []*uploader.Manifest{free, lapsed} {
+	for _, m := range []*repository.Manifest{free, lapsed} {
 		if _, err := st.Stat(t.Context(), m.Object); !errors.Is(err, uploader.ErrNotFound) {
 			t.Errorf("unlocked object %s after prune: %v, want not found", m.Object, err)
 		}
@@ -419,7 +420,7 @@ func TestPruneLockedOnS3(t *testing.T) {
 func TestPruneLockedOrphanKept(t *testing.T) {
 	srv := s3test.Start(t)
 	st, _ := jobtest.NewS3Store(t, srv, true)
-	b := &uploader.Backups{Store: st, Cluster: jobtest.Cluster}
+	b := &repository.Repo{Store: st, Cluster: jobtest.Cluster}
 	now := time.Now().UTC()
 	jobtest.PutBackup(t, b, now.Add(-time.Hour), uploader.PutOptions{}, false)
 	orphan := jobtest.PutObject(t, b, now.Add(-2*time.Hour), uploader.PutOptions{LegalHold: true})
@@ -439,7 +440,7 @@ func TestPruneLockedOrphanKept(t *testing.T) {
 func TestPruneAbortsIncompleteUploads(t *testing.T) {
 	srv := s3test.Start(t)
 	st, bucket := jobtest.NewS3Store(t, srv, false)
-	b := &uploader.Backups{Store: st, Cluster: jobtest.Cluster}
+	b := &repository.Repo{Store: st, Cluster: jobtest.Cluster}
 	client := srv.Client(t)
 	jobtest.PutBackup(t, b, time.Now().Add(-time.Hour), uploader.PutOptions{}, false)
 
@@ -459,9 +460,9 @@ func TestPruneAbortsIncompleteUploads(t *testing.T) {
 			t.Fatalf("UploadPart %s: %v", key, err)
 		}
 	}
-	mine := "team/" + jobtest.Cluster + "/snapshots/" + uploader.NewID(time.Now(), 99) + ".db.zst"
+	mine := "team/" + jobtest.Cluster + "/snapshots/" + repository.NewID(time.Now(), 99) + ".db.zst"
 	start(mine)
-	start("team/staging/snapshots/" + uploader.NewID(time.Now(), 98) + ".db.zst")
+	start("team/staging/snapshots/" + repository.NewID(time.Now(), 98) + ".db.zst")
 	uploads := func() []string {
 		t.Helper()
 		out, err := client.ListMultipartUploads(t.Context(), &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
@@ -518,7 +519,7 @@ func TestPruneRefusesEmptyPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &uploader.Backups{Store: d, Cluster: jobtest.Cluster}
+	b := &repository.Repo{Store: d, Cluster: jobtest.Cluster}
 	now := time.Now().UTC()
 	jobtest.PutBackup(t, b, now.Add(-48*time.Hour), uploader.PutOptions{}, false)
 	jobtest.PutBackup(t, b, now.Add(-time.Hour), uploader.PutOptions{}, false)
@@ -541,7 +542,7 @@ func BenchmarkPruneDryRunDir(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bk := &uploader.Backups{Store: d, Cluster: jobtest.Cluster}
+	bk := &repository.Repo{Store: d, Cluster: jobtest.Cluster}
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	dir := filepath.Join(root, jobtest.Cluster, "snapshots")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -550,10 +551,10 @@ func BenchmarkPruneDryRunDir(b *testing.B) {
 	const n = 10000
 	for i := range n {
 		at := now.Add(-time.Duration(i) * time.Hour)
-		id := uploader.NewID(at, int64(i+1))
-		obj := bk.ObjectKey(id, uploader.Encoding{Compression: "none"})
-		m := &uploader.Manifest{
-			Format: uploader.ManifestFormat, ID: id, Cluster: jobtest.Cluster, CreatedAt: at, Revision: int64(i + 1),
+		id := repository.NewID(at, int64(i+1))
+		obj := bk.ObjectKey(id, repository.Encoding{Compression: "none"})
+		m := &repository.Manifest{
+			Format: repository.ManifestFormat, ID: id, Cluster: jobtest.Cluster, CreatedAt: at, Revision: int64(i + 1),
 			SnapshotSHA256: strings.Repeat("a", 64), Object: obj, ObjectSize: 4, ObjectSHA256: strings.Repeat("b", 64),
 			Compression: "none", Encryption: "none",
 		}

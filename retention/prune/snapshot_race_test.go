@@ -13,6 +13,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/backup"
 	"github.com/lifeboat-dev/lifeboat/internal/jobtest"
 	"github.com/lifeboat-dev/lifeboat/internal/s3test"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/retention"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -56,7 +57,7 @@ func TestPruneDuringSnapshot(t *testing.T) {
 			t.Cleanup(unhold)
 			var st uploader.Store
 			if tc.s3 {
-				jobtest.S3Env(t, srv.AccessKey, srv.SecretKey)
+				s3test.Env(t, srv.AccessKey, srv.SecretKey)
 				proxy := s3test.NewProxy(t, srv.Endpoint)
 				bucket := fmt.Sprintf("race-test-%d", raceBucketSeq.Add(1))
 				srv.CreateBucket(t, bucket, false)
@@ -84,17 +85,17 @@ func TestPruneDuringSnapshot(t *testing.T) {
 				}
 				st = d
 			}
-			b := &uploader.Backups{Store: st, Cluster: jobtest.Cluster}
+			b := &repository.Repo{Store: st, Cluster: jobtest.Cluster}
 			held := b
 			if !tc.holdPart {
-				held = &uploader.Backups{Store: jobtest.HoldStore{Store: st, Reached: reached, Release: release}, Cluster: jobtest.Cluster}
+				held = &repository.Repo{Store: jobtest.HoldStore{Store: st, Reached: reached, Release: release}, Cluster: jobtest.Cluster}
 			}
 			job := backup.Job{
 				Etcd: f.EtcdConfig(), SpoolDir: filepath.Join(t.TempDir(), "spool"), Backups: held,
-				Encoding: uploader.Encoding{Compression: "none"}, Version: "test",
+				Encoding: repository.Encoding{Compression: "none"}, Version: "test",
 			}
 			type result struct {
-				m   *uploader.Manifest
+				m   *repository.Manifest
 				err error
 			}
 			done := make(chan result, 1)
@@ -129,7 +130,7 @@ func TestPruneDuringSnapshot(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(l.Backups) != 1 || l.Backups[0].Manifest.ID != r.m.ID || l.Backups[0].State != uploader.StateOK || len(l.Orphans) != 0 {
+			if len(l.Backups) != 1 || l.Backups[0].Manifest.ID != r.m.ID || l.Backups[0].State != repository.StateOK || len(l.Orphans) != 0 {
 				var got []string
 				for _, e := range l.Backups {
 					got = append(got, e.Manifest.ID+" "+e.State+" "+e.Problem)
