@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -71,6 +72,11 @@ func Dial(ctx context.Context, cfg Config, lg *slog.Logger) (*Session, error) {
 	// The session logs in itself, once (see login): a client given the
 	// credentials would log in on its own, once per client.
 	cc.Username, cc.Password = "", ""
+	// clientv3's unary interceptor retries a refused token up to 100
+	// times (it cannot renew a token it did not get); the session renews
+	// it itself (withToken) and makes each request once. A later
+	// WithUnaryInterceptor replaces an earlier one.
+	cc.DialOptions = append(slices.Clip(cc.DialOptions), grpc.WithUnaryInterceptor(invokeOnce))
 	s := &Session{cfg: cfg, cc: cc, lg: lg}
 	for _, ep := range cfg.Endpoints {
 		cli, err := clientv3.New(forEndpoint(cc, ep))
@@ -82,6 +88,11 @@ func Dial(ctx context.Context, cfg Config, lg *slog.Logger) (*Session, error) {
 		s.clis = append(s.clis, cli)
 	}
 	return s, nil
+}
+
+// invokeOnce is a unary interceptor that makes the call as it is.
+func invokeOnce(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	return invoker(ctx, method, req, reply, cc, opts...)
 }
 
 // Close closes the session's connections. Streams and requests still
@@ -98,10 +109,6 @@ func (s *Session) Close() error {
 	}
 	return nil
 }
-
-// Config returns the configuration the session was dialed with, defaults
-// filled in.
-func (s *Session) Config() Config { return s.cfg }
 
 // client returns the client of endpoint ep, nil if ep is not one of the
 // session's endpoints.

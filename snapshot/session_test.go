@@ -87,6 +87,7 @@ func TestSessionDialsEachMemberOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	auths = etcdtest.Authentications(t)
+	hashes := etcdtest.Handled(t, "HashKV")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		// The member may apply the change a moment after the leader: poll.
@@ -101,6 +102,9 @@ func TestSessionDialsEachMemberOnce(t *testing.T) {
 	}
 	if got := etcdtest.Authentications(t) - auths; got != 1 {
 		t.Errorf("%d logins for a stale token, want 1", got)
+	}
+	if got := etcdtest.Handled(t, "HashKV") - hashes; got != 2 {
+		t.Errorf("%d HashKV requests for one HashKV with a stale token, want 2 (refused, then with the new token)", got)
 	}
 	for i, n := range counts() {
 		if n != 1 {

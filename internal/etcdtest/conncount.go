@@ -80,11 +80,18 @@ func CountConns(t testing.TB, clientURL string) *ConnCounter {
 }
 
 // Authentications returns how many Authenticate requests the in-process
-// etcd members of this test binary have handled so far, from etcd's gRPC
-// server metrics (grpc_server_handled_total, in the default Prometheus
-// registry, shared by all members). Take the difference around the code
-// under test.
+// etcd members of this test binary have handled so far (Handled).
 func Authentications(t testing.TB) int {
+	t.Helper()
+	return Handled(t, "Authenticate")
+}
+
+// Handled returns how many requests of the gRPC method (its short name,
+// e.g. "Authenticate", "HashKV") the in-process etcd members of this test
+// binary have handled so far, from etcd's gRPC server metrics
+// (grpc_server_handled_total, in the default Prometheus registry, shared
+// by all members). Take the difference around the code under test.
+func Handled(t testing.TB, method string) int {
 	t.Helper()
 	mfs, err := prometheus.DefaultGatherer.Gather()
 	if err != nil {
@@ -99,7 +106,7 @@ func Authentications(t testing.TB) int {
 		found = true
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "grpc_method" && l.GetValue() == "Authenticate" {
+				if l.GetName() == "grpc_method" && l.GetValue() == method {
 					n += m.GetCounter().GetValue()
 				}
 			}
