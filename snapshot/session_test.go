@@ -1,7 +1,11 @@
 package snapshot_test
 
 import (
+	"io"
+	"net"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,5 +114,52 @@ func TestSessionDialsEachMemberOnce(t *testing.T) {
 		if n != 1 {
 			t.Errorf("member %s dialed %d times by one session, want once", c.Members[i].Name, n)
 		}
+	}
+}
+
+// TestSessionUnixSocket: an endpoint on a unix socket (unix://path, as
+// etcd's --listen-client-urls allows) works through a session like a TCP
+// one. The socket forwards to a real member.
+func TestSessionUnixSocket(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	fill(t, c, 10, 1000)
+	sock := filepath.Join(t.TempDir(), "etcd.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { l.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", strings.TrimPrefix(c.Members[0].ClientURL, "http://"))
+			if err != nil {
+				conn.Close()
+				continue
+			}
+			wg.Go(func() { _, _ = io.Copy(up, conn); up.Close() })
+			wg.Go(func() { _, _ = io.Copy(conn, up); conn.Close() })
+		}
+	})
+	for _, ep := range []string{"unix://" + sock, "unix:" + sock} {
+		t.Run(ep, func(t *testing.T) {
+			cfg := configFor(c)
+			cfg.Endpoints = []string{ep}
+			s := dial(t, cfg, nil)
+			info, err := s.Take(t.Context(), filepath.Join(t.TempDir(), "snap.db"), nil, snapshot.Options{})
+			if err != nil {
+				t.Fatalf("Take over %s: %v", ep, err)
+			}
+			if info.Endpoint != ep {
+				t.Errorf("Endpoint = %s, want %s", info.Endpoint, ep)
+			}
+			if _, _, err := s.HashKV(t.Context(), ep, 0); err != nil {
+				t.Errorf("HashKV over %s: %v", ep, err)
+			}
+		})
 	}
 }
