@@ -257,12 +257,18 @@ func TestSnapshotEncoderFeedCorrupted(t *testing.T) {
 }
 
 // TestSnapshotDialsEachMemberOnce (issue 12, move 3): one backup of a
-// 3-member cluster with TLS and user/password auth dials each member at
-// most once (one connection, so one TLS handshake) and logs in once: a
-// counting proxy stands in front of each member, and etcd's own gRPC
-// server metrics count the Authenticate calls.
+// 3-member cluster with user/password auth, with TLS client certificates
+// and without, dials each member at most once (one connection, so one TLS
+// handshake) and logs in once: a counting proxy stands in front of each
+// member, and etcd's own gRPC server metrics count the Authenticate calls.
 func TestSnapshotDialsEachMemberOnce(t *testing.T) {
-	c := etcdtest.Start(t, etcdtest.Options{Members: 3, TLS: true, Auth: true})
+	for _, tls := range []bool{true, false} {
+		t.Run(fmt.Sprintf("tls=%v", tls), func(t *testing.T) { testSnapshotDialsEachMemberOnce(t, tls) })
+	}
+}
+
+func testSnapshotDialsEachMemberOnce(t *testing.T, tls bool) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3, TLS: tls, Auth: true})
 	fillCluster(t, c, 1)
 	var (
 		proxies []*etcdtest.ConnCounter

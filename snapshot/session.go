@@ -45,9 +45,13 @@ type Session struct {
 	mu      sync.Mutex
 	members []MemberStatus // the latest Members answer, for the next Take
 
-	authMu  sync.Mutex
-	token   string // "" before the login, and when auth is off
-	authOff bool   // the cluster said auth is not enabled
+	authMu sync.Mutex
+	token  string // "" before the login, and when auth is off
+	// tokenAt is when the token was issued; tokenKnown holds the
+	// (normalized) endpoints that issued or accepted it.
+	tokenAt    time.Time
+	tokenKnown map[string]bool
+	authOff    bool // the cluster said auth is not enabled
 }
 
 // Dial opens a session with the cluster described by cfg: it validates
@@ -194,8 +198,11 @@ func (s *Session) lastMembers() []MemberStatus {
 	return m
 }
 
-// status asks one endpoint for its status. etcd answers it without a
-// login. The request does not wait for a connection that failed: it fails
+// status asks one endpoint for its status. It asks without a token until
+// the session has one: etcd answers a client certificate's user (and a
+// cluster without auth), and a member that sees no leader can answer
+// although it cannot log anyone in; when etcd wants a user, status logs
+// the session in (once for all endpoints) and asks again. The request does not wait for a connection that failed: it fails
 // at once with gRPC's reason, and a direct probe (TCP, TLS handshake,
 // HTTP/2 preface, on the failure path only) names the cause that gRPC's
 // text may blur.
@@ -203,9 +210,13 @@ func (s *Session) status(parent context.Context, ep string, cli *clientv3.Client
 	st := MemberStatus{Endpoint: ep}
 	ctx, cancel := context.WithTimeout(parent, s.cfg.DialTimeout)
 	defer cancel()
-	resp, err := pb.NewMaintenanceClient(cli.ActiveConnection()).Status(ctx, &pb.StatusRequest{})
+	var resp *pb.StatusResponse
+	err := s.tokenCall(ctx, ep, false, func(ctx context.Context) error {
+		var err error
+		resp, err = pb.NewMaintenanceClient(cli.ActiveConnection()).Status(ctx, &pb.StatusRequest{})
+		return clientv3.ContextError(ctx, err)
+	})
 	if err != nil {
-		err = clientv3.ContextError(ctx, err)
 		if perr := probe(ctx, ep, s.cc.TLS); perr != nil {
 			st.Err = explain("connect to", ep, s.cfg, perr)
 		} else {
@@ -299,10 +310,14 @@ func (s *Session) authenticate(parent context.Context, ep string) error {
 	case errors.Is(err, rpctypes.ErrAuthNotEnabled):
 		s.authOff = true
 		return nil
+	case err != nil && isTimeout(err):
+		return redact(fmt.Errorf("%w (etcd's user/password login is a raft request and needs quorum: if the cluster lost it, "+
+			"authenticate with a client certificate instead, --cert/--key without --user/--password)", explain("log in to", ep, s.cfg, err)), s.cfg.Password)
 	case err != nil:
 		return redact(explain("log in to", ep, s.cfg, err), s.cfg.Password)
 	}
-	s.token = resp.Token
+	s.token, s.tokenAt = resp.Token, time.Now()
+	s.tokenKnown = map[string]bool{normalizeEndpoint(ep): true}
 	return nil
 }
 
@@ -312,16 +327,32 @@ func (s *Session) authenticate(parent context.Context, ep string) error {
 // says the token is missing or stale (expired, or the auth data changed),
 // it logs in again on ep, once, and repeats the call.
 func (s *Session) withToken(ctx context.Context, ep string, call func(context.Context) error) error {
+	return s.tokenCall(ctx, ep, true, call)
+}
+
+// tokenCall is withToken; without eager, a session without a token yet
+// makes the call without one first.
+func (s *Session) tokenCall(ctx context.Context, ep string, eager bool, call func(context.Context) error) error {
 	s.authMu.Lock()
-	if s.cfg.User != "" && s.token == "" && !s.authOff {
+	if eager && s.cfg.User != "" && s.token == "" && !s.authOff {
 		if err := s.authenticate(ctx, ep); err != nil {
 			s.authMu.Unlock()
 			return err
 		}
 	}
-	token := s.token
+	token, issuedAt, known := s.token, s.tokenAt, s.tokenKnown[normalizeEndpoint(ep)]
 	s.authMu.Unlock()
 	err := call(tokenContext(ctx, token))
+	if errors.Is(err, rpctypes.ErrInvalidAuthToken) && !known {
+		err = awaitToken(ctx, issuedAt, func() error { return call(tokenContext(ctx, token)) }, err)
+	}
+	if err == nil && token != "" && !known {
+		s.authMu.Lock()
+		if s.token == token {
+			s.tokenKnown[normalizeEndpoint(ep)] = true
+		}
+		s.authMu.Unlock()
+	}
 	if err == nil || s.cfg.User == "" || !staleToken(err) {
 		return err
 	}
@@ -335,6 +366,28 @@ func (s *Session) withToken(ctx context.Context, ep string, call func(context.Co
 	token = s.token
 	s.authMu.Unlock()
 	return call(tokenContext(ctx, token))
+}
+
+// tokenSpread bounds how long a token issued by one member may be refused
+// by another as unknown: the login is a raft entry, and a member knows the
+// token once it has applied it, usually milliseconds after the member
+// that issued it.
+const tokenSpread = 2 * time.Second
+
+// awaitToken repeats call, every 20 ms, while it is refused for an invalid
+// token and the token is younger than tokenSpread: a member that has not
+// accepted the token yet may not have applied the login. err is the first
+// call's error.
+func awaitToken(ctx context.Context, issuedAt time.Time, call func() error, err error) error {
+	for errors.Is(err, rpctypes.ErrInvalidAuthToken) && time.Since(issuedAt) < tokenSpread {
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(20 * time.Millisecond):
+		}
+		err = call()
+	}
+	return err
 }
 
 // tokenContext adds etcd's auth token to ctx's outgoing metadata, as

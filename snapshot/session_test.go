@@ -1,6 +1,7 @@
 package snapshot_test
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"path/filepath"
@@ -16,11 +17,18 @@ import (
 // TestSessionDialsEachMemberOnce (issue 12, move 3): the steps of a backup
 // (Members, Take, HashKV of another member, a second Take as a retry
 // after a broken stream does) over one session dial each member once and
-// log in once, on a 3-member cluster with TLS and user/password auth. A
-// change of etcd's auth data makes the token stale: the session logs in
-// again, once, and the request succeeds.
+// log in once, on a 3-member cluster with user/password auth, with TLS
+// client certificates and without (then even a status request needs the
+// login). Turning auth off and on makes the token stale: the session logs
+// in again, once, and the request succeeds.
 func TestSessionDialsEachMemberOnce(t *testing.T) {
-	c := etcdtest.Start(t, etcdtest.Options{Members: 3, TLS: true, Auth: true})
+	for _, tls := range []bool{true, false} {
+		t.Run(fmt.Sprintf("tls=%v", tls), func(t *testing.T) { testSessionDialsEachMemberOnce(t, tls) })
+	}
+}
+
+func testSessionDialsEachMemberOnce(t *testing.T, tls bool) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3, TLS: tls, Auth: true})
 	fill(t, c, 10, 1000)
 	cfg := configFor(c)
 	var proxies []*etcdtest.ConnCounter
@@ -45,6 +53,9 @@ func TestSessionDialsEachMemberOnce(t *testing.T) {
 		t.Fatalf("Members: %v", err)
 	}
 	for _, st := range sts {
+		if st.Err != nil {
+			t.Errorf("member %s: %v", st.Endpoint, st.Err)
+		}
 		if st.Name == "" || st.ClusterSize != 3 {
 			t.Errorf("member %s: name %q, cluster size %d; want the name from the member list and 3", st.Endpoint, st.Name, st.ClusterSize)
 		}
