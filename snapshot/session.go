@@ -51,7 +51,8 @@ type Session struct {
 	// (normalized) endpoints that issued or accepted it.
 	tokenAt    time.Time
 	tokenKnown map[string]bool
-	authOff    bool // the cluster said auth is not enabled
+	authOff    bool  // the cluster said auth is not enabled
+	refused    error // etcd refused the credentials: the refusal
 }
 
 // Dial opens a session with the cluster described by cfg: it validates
@@ -139,9 +140,11 @@ func (s *Session) client(ep string) *clientv3.Client {
 //     then the default order.
 //
 // Members that could not be asked come last with Err set. With a user and
-// password, Members also logs the session in (once per session) on a
-// member that sees a leader, because etcd's login needs quorum; when that
-// cannot succeed, every member that answered gets the login error as Err.
+// password, Members also logs the session in (once per session): when
+// etcd refuses a status request without a user, there and then; else,
+// after the statuses, on a member that sees a leader, because etcd's login
+// needs quorum. When the login cannot succeed, every member that answered
+// gets the login error as Err.
 // The error is non-nil when no endpoint answered (it then says why for the
 // first endpoint), when the login failed, and when the endpoints that
 // answered belong to different clusters (ErrMixedClusters, naming each
@@ -296,7 +299,12 @@ func (s *Session) login(ctx context.Context, members []MemberStatus) error {
 }
 
 // authenticate logs in on ep and keeps the token; the caller holds authMu.
+// Once etcd has refused the credentials, it returns that refusal without
+// asking again.
 func (s *Session) authenticate(parent context.Context, ep string) error {
+	if s.refused != nil {
+		return s.refused
+	}
 	cli := s.client(ep)
 	if cli == nil {
 		return fmt.Errorf("log in to %s: not one of the endpoints %v", ep, s.cfg.Endpoints)
@@ -313,6 +321,9 @@ func (s *Session) authenticate(parent context.Context, ep string) error {
 	case err != nil && isTimeout(err):
 		return redact(fmt.Errorf("%w (etcd's user/password login is a raft request and needs quorum: if the cluster lost it, "+
 			"authenticate with a client certificate instead, --cert/--key without --user/--password)", explain("log in to", ep, s.cfg, err)), s.cfg.Password)
+	case errors.Is(err, rpctypes.ErrAuthFailed):
+		s.refused = redact(explain("log in to", ep, s.cfg, err), s.cfg.Password)
+		return s.refused
 	case err != nil:
 		return redact(explain("log in to", ep, s.cfg, err), s.cfg.Password)
 	}

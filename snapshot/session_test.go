@@ -174,3 +174,24 @@ func TestSessionUnixSocket(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionRefusedLogin: wrong credentials are refused once per session,
+// not once per member, and the error says what to check without the
+// password. Without client certificates etcd wants the user already for
+// status, so every member asks for the login at the same time.
+func TestSessionRefusedLogin(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3, Auth: true})
+	cfg := configFor(c)
+	const wrong = "wrong-password-2468"
+	cfg.Password = wrong
+	auths := etcdtest.Authentications(t)
+	s := dial(t, cfg, nil)
+	_, err := s.Members(t.Context())
+	checkErr(t, err, []string{`authentication failed for user "root"`, "--user/--password"}, wrong, c.Password)
+	if _, err := s.Take(t.Context(), filepath.Join(t.TempDir(), "snap.db"), nil, snapshot.Options{}); err == nil {
+		t.Error("Take with a refused login succeeded")
+	}
+	if got := etcdtest.Authentications(t) - auths; got != 1 {
+		t.Errorf("%d logins with wrong credentials in one session, want 1", got)
+	}
+}
