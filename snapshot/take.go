@@ -41,7 +41,7 @@ type Info struct {
 // in that order that can serve it into a new file at spoolPath (0600,
 // O_EXCL; its directory must exist, see PrepareSpoolDir) and, byte for byte,
 // into tee (nil for none; e.g. a compressor), checking etcd's sha256 trailer
-// as the bytes arrive (Save). If the stream cannot be started or fails
+// as the bytes arrive. If the stream cannot be started or fails
 // before the first byte, the next member is tried; once bytes have reached
 // the spool file and tee, a failure is final: when the member's stream
 // broke (not the spool, the tee or ctx), the error is a *MemberError, and
@@ -202,7 +202,7 @@ func takeFrom(ctx context.Context, cfg Config, cc clientv3.Config, ep string, f 
 	}
 	defer s.Close()
 
-	n, sha, err = save(ctx, s, f, tee, opts, false)
+	n, sha, err = save(ctx, s, f, tee, opts)
 	if err != nil {
 		var se *streamError
 		switch {
