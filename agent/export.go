@@ -1,24 +1,31 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/push"
 	"github.com/prometheus/common/expfmt"
+
+	"github.com/lifeboat-dev/lifeboat/internal/writeback"
 )
 
 // WriteTextfile writes g's metrics to path in the text format for
 // node_exporter's textfile collector, atomically: a temporary file in the
 // same directory (a dot-name the collector ignores), fsync, rename, fsync
 // of the directory. A reader sees the old file or the new one, never half.
+//
+// It is client_golang's prometheus.WriteToTextfile (the same encoding, the
+// same 0644) plus what that one lacks: WriteToTextfile renames its
+// temporary file without an fsync of the file or of the directory, so
+// after a power loss the textfile node_exporter reads can be empty or
+// missing although the run reported success. The write itself is
+// writeback.WriteFileAtomic, lifeboat's one atomic file write.
 //
 // The file is 0644, not the house's 0600: node_exporter usually runs as
 // another user and must read it, and metrics hold no secrets.
@@ -27,43 +34,16 @@ func WriteTextfile(path string, g prometheus.Gatherer) error {
 	if err != nil {
 		return fmt.Errorf("gather metrics: %w", err)
 	}
-	var buf bytes.Buffer
-	for _, mf := range mfs {
-		if _, err := expfmt.MetricFamilyToText(&buf, mf); err != nil {
-			return fmt.Errorf("encode metrics: %w", err)
+	err = writeback.WriteFileAtomic(path, writeback.FileOptions{Perm: 0o644}, func(w io.Writer) error {
+		for _, mf := range mfs {
+			if _, err := expfmt.MetricFamilyToText(w, mf); err != nil {
+				return fmt.Errorf("encode metrics: %w", err)
+			}
 		}
-	}
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("write metrics textfile: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(buf.Bytes()); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write metrics textfile %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write metrics textfile %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write metrics textfile %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write metrics textfile %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write metrics textfile: %w", err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("write metrics textfile: sync directory: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("write metrics textfile: sync directory %s: %w", dir, err)
 	}
 	return nil
 }

@@ -19,6 +19,15 @@ type Systemd struct {
 
 // sdNotify sends state (e.g. "READY=1") to the service manager. It does
 // nothing when socket is empty.
+//
+// It is go-systemd's daemon.SdNotify (github.com/coreos/go-systemd/v22,
+// in the module graph through etcd's client) with the socket as an
+// argument: SdNotify reads $NOTIFY_SOCKET from the process environment on
+// every call and has no variant that takes the address, while the agent
+// takes its configuration as Go values (cmd/lifeboat reads the
+// environment, systemdFromEnv) and its tests give each agent its own
+// socket. The protocol is the same one datagram to the same unixgram
+// socket, '@' mapping to the abstract namespace in both.
 func sdNotify(socket, state string) error {
 	if socket == "" {
 		return nil

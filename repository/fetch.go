@@ -1,12 +1,10 @@
 package repository
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"hash"
 	"io"
 	"os"
 	"sync"
@@ -92,14 +90,14 @@ func Fetch(ctx context.Context, b *Repo, m *Manifest, path string, o FetchOption
 		f.Close()
 		return res, err
 	}
-	th := &trailerHash{h: sha256.New()}
+	th := verify.NewTrailerHash()
 	werr := stream(ctx, rc, func(p []byte) error {
 		if _, err := f.Write(p); err != nil {
 			return fmt.Errorf("write %s: %w", path, err)
 		}
 		th.Write(p)
 		if o.Progress != nil {
-			o.Progress(ms.n.Load(), th.n)
+			o.Progress(ms.n.Load(), th.Size())
 		}
 		return nil
 	})
@@ -107,11 +105,11 @@ func Fetch(ctx context.Context, b *Repo, m *Manifest, path string, o FetchOption
 	if cerr := f.Close(); werr == nil && cerr != nil {
 		werr = fmt.Errorf("write %s: %w", path, cerr)
 	}
-	res.Size = th.n
+	res.Size = th.Size()
 	if werr != nil {
 		return res, werr
 	}
-	digest, err := th.check()
+	digest, err := th.Check()
 	if err != nil {
 		return res, fmt.Errorf("backup %s: %w", m.ID, err)
 	}
@@ -182,45 +180,6 @@ func stream(ctx context.Context, r io.Reader, write func([]byte) error) error {
 		return werr
 	}
 	return ctx.Err()
-}
-
-// trailerHash hashes everything written to it except the last sha256.Size
-// bytes, which it keeps: etcd's snapshot trailer.
-type trailerHash struct {
-	h    hash.Hash
-	tail []byte
-	n    int64
-}
-
-func (t *trailerHash) Write(p []byte) {
-	t.n += int64(len(p))
-	if len(p) >= sha256.Size {
-		t.h.Write(t.tail)
-		t.h.Write(p[:len(p)-sha256.Size])
-		t.tail = append(t.tail[:0], p[len(p)-sha256.Size:]...)
-		return
-	}
-	t.tail = append(t.tail, p...)
-	if extra := len(t.tail) - sha256.Size; extra > 0 {
-		t.h.Write(t.tail[:extra])
-		t.tail = t.tail[:copy(t.tail, t.tail[extra:])]
-	}
-}
-
-// check verifies the trailer as verify.TrailerReader does and returns the
-// hex digest.
-func (t *trailerHash) check() (string, error) {
-	if t.n < sha256.Size || t.n%512 != sha256.Size {
-		return "", fmt.Errorf("%w: no sha256 trailer (size %d is not 32 modulo 512)", verify.ErrCorrupt, t.n)
-	}
-	if t.n == sha256.Size {
-		return "", fmt.Errorf("%w: empty database before the sha256 trailer", verify.ErrCorrupt)
-	}
-	sum := t.h.Sum(nil)
-	if !bytes.Equal(sum, t.tail) {
-		return "", fmt.Errorf("%w: sha256 trailer mismatch: data %x, trailer %x", verify.ErrCorrupt, sum, t.tail)
-	}
-	return hex.EncodeToString(sum), nil
 }
 
 // meteredStore wraps a store for one Fetch: the object reader it returns

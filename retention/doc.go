@@ -48,10 +48,9 @@
 // occurrences are one hourly bucket. The package never loads time zones
 // itself; the caller passes a *time.Location.
 //
-// # Spec syntax
+// # Syntax
 //
-// [ParsePolicy] reads the compact form used by flags and the config file,
-// "last=3,daily=7,weekly=4,within=2d", and also the form [Policy.String]
-// prints, "keep-last 3, keep-daily 7". [ParseDuration] extends Go's
+// [Policy.String] prints a policy as "keep-last 3, keep-daily 7,
+// keep-within 2d". [ParseDuration], which reads keep-within, extends Go's
 // durations with d (24h), w (7d) and y (365d).
 package retention

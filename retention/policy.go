@@ -28,7 +28,7 @@ type Policy struct {
 	Within time.Duration
 
 	// Location is the time zone of the calendar buckets; nil means UTC. It
-	// is not part of the spec that ParsePolicy reads and String prints.
+	// is not part of what String prints.
 	Location *time.Location
 }
 
@@ -64,8 +64,8 @@ func (p Policy) Validate() error {
 }
 
 // String returns the policy as "keep-last 3, keep-daily 7, keep-within 2d",
-// listing the rules that are on in a fixed order. ParsePolicy reads it back.
-// The location is not included.
+// listing the rules that are on in a fixed order (prune's report and logs
+// show it). The location is not included.
 func (p Policy) String() string {
 	var parts []string
 	for i, n := range p.counts() {
@@ -83,78 +83,4 @@ func (p Policy) String() string {
 		return "keep nothing"
 	}
 	return strings.Join(parts, ", ")
-}
-
-// ParsePolicy reads a policy spec: comma-separated rules, each NAME=VALUE
-// or NAME VALUE, in any order, with optional spaces and an optional "keep-"
-// prefix: "last=3,daily=7,weekly=4,within=2d" or
-// "keep-last 3, keep-daily 7". A count is a number, or -1 or "unlimited".
-// within takes a duration as read by ParseDuration. The result is valid
-// (see Validate); its Location is nil (UTC).
-func ParsePolicy(spec string) (Policy, error) {
-	var p Policy
-	counts := p.counts()
-	seen := make(map[string]bool, len(countRules)+1)
-	for item := range strings.SplitSeq(spec, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
-		name, value, ok := strings.Cut(item, "=")
-		if !ok {
-			f := strings.Fields(item)
-			if len(f) != 2 {
-				return Policy{}, fmt.Errorf("retention rule %q: want NAME=VALUE, e.g. daily=7", item)
-			}
-			name, value = f[0], f[1]
-		}
-		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
-		rule := strings.TrimPrefix(strings.ToLower(name), "keep-")
-		if seen[rule] {
-			return Policy{}, fmt.Errorf("retention keep-%s: given more than once", rule)
-		}
-		seen[rule] = true
-
-		if rule == "within" {
-			d, err := ParseDuration(value)
-			if err != nil {
-				return Policy{}, fmt.Errorf("retention keep-within: %w", err)
-			}
-			p.Within = d
-			continue
-		}
-		i := ruleIndex(rule)
-		if i < 0 {
-			return Policy{}, fmt.Errorf("unknown retention rule %q: want last, hourly, daily, weekly, monthly, yearly or within", name)
-		}
-		n, err := parseCount(value)
-		if err != nil {
-			return Policy{}, fmt.Errorf("retention keep-%s: %w", rule, err)
-		}
-		*counts[i] = n
-	}
-	if err := p.Validate(); err != nil {
-		return Policy{}, err
-	}
-	return p, nil
-}
-
-func ruleIndex(rule string) int {
-	for i, r := range countRules {
-		if r == rule {
-			return i
-		}
-	}
-	return -1
-}
-
-func parseCount(s string) (int, error) {
-	if strings.EqualFold(s, "unlimited") {
-		return Unlimited, nil
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		return 0, fmt.Errorf("invalid count %q: want a number, or -1 or unlimited", s)
-	}
-	return n, nil
 }

@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/google/go-cmp/cmp"
 )
 
 func TestValidate(t *testing.T) {
@@ -58,78 +56,6 @@ func TestPolicyString(t *testing.T) {
 		t.Run(tt.want, func(t *testing.T) {
 			if got := tt.policy.String(); got != tt.want {
 				t.Errorf("String() = %q, want %q", got, tt.want)
-			}
-		})
-	}
-}
-
-func TestParsePolicy(t *testing.T) {
-	tests := []struct {
-		spec string
-		want Policy
-	}{
-		{"last=3,daily=7,weekly=4,within=2d", Policy{Last: 3, Daily: 7, Weekly: 4, Within: 2 * day}},
-		{" within = 2d , weekly=4,daily =7, last= 3 ", Policy{Last: 3, Daily: 7, Weekly: 4, Within: 2 * day}},
-		{"keep-last 3, keep-daily 7", Policy{Last: 3, Daily: 7}},
-		{"keep-hourly=unlimited,yearly=-1", Policy{Hourly: Unlimited, Yearly: Unlimited}},
-		{"Daily=7,MONTHLY=Unlimited", Policy{Daily: 7, Monthly: Unlimited}},
-		{"hourly=24,,monthly=12,", Policy{Hourly: 24, Monthly: 12}},
-		{"last=0,daily=1", Policy{Daily: 1}},
-		{"within=1y2d", Policy{Within: 367 * day}},
-		{"within=36h30m", Policy{Within: 36*time.Hour + 30*time.Minute}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.spec, func(t *testing.T) {
-			got, err := ParsePolicy(tt.spec)
-			if err != nil {
-				t.Fatalf("ParsePolicy(%q): %v", tt.spec, err)
-			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("ParsePolicy(%q) (-want +got):\n%s", tt.spec, diff)
-			}
-			back, err := ParsePolicy(got.String())
-			if err != nil {
-				t.Fatalf("ParsePolicy(%q) of String(): %v", got.String(), err)
-			}
-			if diff := cmp.Diff(got, back); diff != "" {
-				t.Errorf("round trip through %q (-first +second):\n%s", got.String(), diff)
-			}
-		})
-	}
-}
-
-func TestParsePolicyErrors(t *testing.T) {
-	tests := []struct {
-		spec string
-		want string // a part of the error; the rule's name where there is one
-	}{
-		{"", "retention policy keeps nothing: set at least one keep-* rule"},
-		{" , ,", "keeps nothing"},
-		{"last=0,daily=0", "keeps nothing"},
-		{"within=0s", "keeps nothing"},
-		{"fortnightly=2", `unknown retention rule "fortnightly"`},
-		{"keep-secondly 5", `unknown retention rule "keep-secondly"`},
-		{"daily=7,daily=8", "keep-daily: given more than once"},
-		{"last=1,keep-last=2", "keep-last: given more than once"},
-		{"daily=seven", `keep-daily: invalid count "seven"`},
-		{"weekly=", `keep-weekly: invalid count ""`},
-		{"monthly=1.5", `keep-monthly: invalid count "1.5"`},
-		{"yearly=99999999999999999999", "keep-yearly: invalid count"},
-		{"hourly=-2", "keep-hourly -2: want a count >= 0, or -1 for unlimited"},
-		{"within=2 days", "keep-within: invalid duration"},
-		{"within=forever", `keep-within: invalid duration "forever"`},
-		{"within=-1h,last=1", "keep-within -1h: must not be negative"},
-		{"daily", `retention rule "daily": want NAME=VALUE`},
-		{"daily 7 8", `retention rule "daily 7 8": want NAME=VALUE`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.spec, func(t *testing.T) {
-			p, err := ParsePolicy(tt.spec)
-			if err == nil {
-				t.Fatalf("ParsePolicy(%q) = %s, want an error containing %q", tt.spec, p, tt.want)
-			}
-			if !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("ParsePolicy(%q) error = %q, want it to contain %q", tt.spec, err, tt.want)
 			}
 		})
 	}

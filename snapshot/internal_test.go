@@ -9,116 +9,54 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/lifeboat-dev/lifeboat/verify"
 )
 
-// snapshotBytes returns a fake snapshot stream: size database bytes followed
-// by their sha256.
-func snapshotBytes(size int, seed uint64) []byte {
-	r := rand.New(rand.NewPCG(seed, 1))
-	b := make([]byte, size, size+sha256.Size)
-	for i := range b {
-		b[i] = byte(r.Uint32())
+// TestTrailerCheck: the stream's trailer errors are ErrTrailer (and
+// verify.ErrCorrupt) and say what happened and what to do. The check
+// itself is verify.TrailerHash's, tested there.
+func TestTrailerCheck(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	db := make([]byte, 4096)
+	for i := range db {
+		db[i] = byte(r.Uint32())
 	}
-	sum := sha256.Sum256(b)
-	return append(b, sum[:]...)
-}
-
-func TestTrailerHashSplits(t *testing.T) {
-	data := snapshotBytes(3*4096, 1)
-	want := hex.EncodeToString(data[len(data)-sha256.Size:])
-	tests := []struct {
-		name   string
-		splits func(r *rand.Rand) int
-	}{
-		{name: "one byte at a time", splits: func(*rand.Rand) int { return 1 }},
-		{name: "31 bytes", splits: func(*rand.Rand) int { return 31 }},
-		{name: "32 bytes", splits: func(*rand.Rand) int { return 32 }},
-		{name: "33 bytes", splits: func(*rand.Rand) int { return 33 }},
-		{name: "4096 bytes", splits: func(*rand.Rand) int { return 4096 }},
-		{name: "whole", splits: func(*rand.Rand) int { return len(data) }},
-		{name: "random small", splits: func(r *rand.Rand) int { return 1 + r.IntN(40) }},
-		{name: "random large", splits: func(r *rand.Rand) int { return 1 + r.IntN(9000) }},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := rand.New(rand.NewPCG(2, 3))
-			var h trailerHash
-			h.init()
-			for rest := data; len(rest) > 0; {
-				n := min(tt.splits(r), len(rest))
-				h.Write(rest[:n])
-				rest = rest[n:]
-			}
-			got, err := h.check(int64(len(data)))
-			if err != nil {
-				t.Fatalf("check: %v", err)
-			}
-			if got != want {
-				t.Errorf("sha256 = %s, want %s", got, want)
-			}
-		})
-	}
-}
-
-func TestTrailerHashErrors(t *testing.T) {
-	good := snapshotBytes(4096, 4)
+	sum := sha256.Sum256(db)
+	good := append(append([]byte(nil), db...), sum[:]...)
 	flipped := append([]byte(nil), good...)
-	flipped[100] ^= 1
-	badTrailer := append([]byte(nil), good...)
-	badTrailer[len(badTrailer)-1] ^= 0x80
+	flipped[7] ^= 1
 	tests := []struct {
-		name string
-		data []byte
+		name    string
+		data    []byte
+		wantErr []string // nil: success
 	}{
-		{name: "empty", data: nil},
-		{name: "shorter than a trailer", data: good[:20]},
-		{name: "no trailer", data: good[:4096]},
-		{name: "cut mid-way", data: good[:1000]},
-		{name: "cut at sector plus 32", data: good[:512+32]},
-		{name: "flipped data byte", data: flipped},
-		{name: "flipped trailer byte", data: badTrailer},
+		{name: "intact", data: good},
+		{name: "trailer missing", data: db, wantErr: []string{"trailer sha256 missing", "after 4096 bytes", "cut short, retry"}},
+		{name: "cut short", data: good[:1000], wantErr: []string{"trailer sha256 missing", "after 1000 bytes"}},
+		{name: "one byte flipped", data: flipped, wantErr: []string{"trailer sha256 mismatch: got ", " want " + hex.EncodeToString(sum[:]), "corrupted in transit, retry"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var h trailerHash
-			h.init()
+			h := verify.NewTrailerHash()
 			h.Write(tt.data)
-			_, err := h.check(int64(len(tt.data)))
-			if !errors.Is(err, ErrTrailer) {
-				t.Fatalf("check error = %v, want ErrTrailer", err)
+			got, err := trailerCheck(h)
+			if tt.wantErr == nil {
+				if err != nil || got != hex.EncodeToString(sum[:]) {
+					t.Fatalf("trailerCheck = %q, %v; want %x", got, err, sum)
+				}
+				return
+			}
+			if !errors.Is(err, ErrTrailer) || !errors.Is(err, verify.ErrCorrupt) || got != "" {
+				t.Fatalf("trailerCheck = %q, %v; want ErrTrailer and verify.ErrCorrupt", got, err)
+			}
+			for _, w := range tt.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
 			}
 		})
 	}
-}
-
-func FuzzTrailerHash(f *testing.F) {
-	f.Add([]byte("hello"), uint64(1))
-	f.Add(snapshotBytes(512, 5), uint64(7))
-	f.Add(snapshotBytes(1024, 6), uint64(31))
-	f.Fuzz(func(t *testing.T, data []byte, seed uint64) {
-		r := rand.New(rand.NewPCG(seed, seed))
-		var h trailerHash
-		h.init()
-		for rest := data; len(rest) > 0; {
-			n := min(1+r.IntN(70), len(rest))
-			h.Write(rest[:n])
-			rest = rest[n:]
-		}
-		got, err := h.check(int64(len(data)))
-		valid := len(data) >= sha256.Size && len(data)%512 == sha256.Size
-		if valid {
-			sum := sha256.Sum256(data[:len(data)-sha256.Size])
-			valid = string(sum[:]) == string(data[len(data)-sha256.Size:])
-		}
-		switch {
-		case valid && err != nil:
-			t.Fatalf("valid stream rejected: %v", err)
-		case !valid && !errors.Is(err, ErrTrailer):
-			t.Fatalf("invalid stream accepted (err %v)", err)
-		case valid && got != hex.EncodeToString(data[len(data)-sha256.Size:]):
-			t.Fatalf("sha256 = %s, want the trailer", got)
-		}
-	})
 }
 
 func TestOrderMembers(t *testing.T) {

@@ -1,13 +1,9 @@
 package snapshot
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"os"
 	"sync"
@@ -16,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lifeboat-dev/lifeboat/internal/writeback"
+	"github.com/lifeboat-dev/lifeboat/verify"
 )
 
 // Defaults for Options.
@@ -39,7 +36,7 @@ type Options struct {
 	// Chunk is the writeback chunk of the spool file (see
 	// internal/writeback): zero means DefaultChunk, negative disables
 	// incremental writeback (plain writes: Take leaves the pages to the
-	// kernel, Save fsyncs the whole file at the end).
+	// kernel).
 	Chunk int64
 	// Skip lists endpoints Take must not stream from: members whose stream
 	// failed in an earlier attempt of the same backup.
@@ -59,11 +56,16 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// trailerError is an ErrTrailer with the details.
-type trailerError struct{ msg string }
+// trailerError is an ErrTrailer with the details; it wraps the
+// *verify.TrailerError.
+type trailerError struct {
+	msg string
+	err error
+}
 
 func (e *trailerError) Error() string        { return e.msg }
 func (e *trailerError) Is(target error) bool { return target == ErrTrailer }
+func (e *trailerError) Unwrap() error        { return e.err }
 
 // streamError marks an error returned by the snapshot stream itself (as
 // opposed to the spool file or the tee), so callers can explain it.
@@ -71,41 +73,6 @@ type streamError struct{ err error }
 
 func (e *streamError) Error() string { return "read snapshot stream: " + e.err.Error() }
 func (e *streamError) Unwrap() error { return e.err }
-
-// Save copies r, the raw snapshot stream of one etcd member (the database
-// followed by etcd's 32-byte sha256 trailer), into a new file at spoolPath
-// (created 0600 with O_EXCL) and, byte for byte, into tee (nil for none),
-// computing the sha256 as the bytes arrive and checking it against the
-// trailer. It returns the number of bytes copied, trailer included, and the
-// hex sha256 of the database. Memory use is constant.
-//
-// When no bytes arrive for opts.StallTimeout, or ctx ends, Save closes r if
-// it is an io.Closer to unblock the pending read (a reader that is not a
-// Closer must end its reads by itself) and fails with ErrStalled or the
-// context's error. A missing, short or mismatched trailer is ErrTrailer. On
-// any failure the spool file is removed. Save does not close r on success.
-func Save(ctx context.Context, r io.Reader, spoolPath string, tee io.Writer, opts Options) (size int64, sha string, err error) {
-	opts = opts.withDefaults()
-	if opts.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, opts.Timeout)
-		defer cancel()
-	}
-	f, err := createSpool(spoolPath)
-	if err != nil {
-		return 0, "", err
-	}
-	size, sha, err = save(ctx, r, f, tee, opts, true)
-	if err != nil {
-		discardSpool(f)
-		return size, "", fmt.Errorf("save snapshot to %s: %w", spoolPath, err)
-	}
-	if err := f.Close(); err != nil {
-		_ = os.Remove(spoolPath)
-		return size, "", fmt.Errorf("close spool file %s: %w", spoolPath, err)
-	}
-	return size, sha, nil
-}
 
 // createSpool creates the spool file exclusively, 0600.
 func createSpool(path string) (*os.File, error) {
@@ -130,13 +97,21 @@ func discardSpool(f *os.File) {
 // pipelineDepth*copyBufferSize whatever the snapshot size.
 const pipelineDepth = 3
 
-// save is the copy loop of Save on an open spool file, which it leaves open
-// (and, with durable, fsynced on success). It returns the bytes read from r even on error,
-// so Take knows whether anything arrived.
+// save is Take's copy loop: it copies r, the raw snapshot stream of one
+// etcd member, into the open spool file f, which it leaves open (not
+// fsynced: see Take), and, byte for byte, into tee (nil for none), checking
+// etcd's sha256 trailer as the bytes arrive. It returns the bytes read from
+// r, also on error, so Take knows whether anything arrived, and the hex
+// sha256 of the database. Memory use is constant.
+//
+// When no bytes arrive for opts.StallTimeout, or ctx ends, save closes r if
+// it is an io.Closer to unblock the pending read and fails with ErrStalled
+// or the context's error. A missing, short or mismatched trailer is
+// ErrTrailer.
 //
 // Reading the stream and hashing and writing the bytes run in two
 // goroutines, so the sha256 and the disk writes overlap with receiving.
-func save(ctx context.Context, r io.Reader, f *os.File, tee io.Writer, opts Options, durable bool) (int64, string, error) {
+func save(ctx context.Context, r io.Reader, f *os.File, tee io.Writer, opts Options) (int64, string, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, "", err
 	}
@@ -148,8 +123,7 @@ func save(ctx context.Context, r io.Reader, f *os.File, tee io.Writer, opts Opti
 		free <- make([]byte, copyBufferSize)
 	}
 	full := make(chan []byte, pipelineDepth)
-	s := &sink{w: writeback.NewWriter(f, opts.Chunk), tee: tee, path: f.Name()}
-	s.h.init()
+	s := &sink{h: verify.NewTrailerHash(), w: writeback.NewWriter(f, opts.Chunk), tee: tee, path: f.Name()}
 	var wg sync.WaitGroup
 	wg.Go(func() { s.run(full, free) })
 
@@ -185,14 +159,9 @@ func save(ctx context.Context, r io.Reader, f *os.File, tee io.Writer, opts Opti
 		}
 		return n, "", &streamError{err: fmt.Errorf("after %d bytes: %w", n, rerr)}
 	}
-	sum, err := s.h.check(n)
+	sum, err := trailerCheck(s.h)
 	if err != nil {
 		return n, "", err
-	}
-	if durable {
-		if err := s.w.Sync(); err != nil {
-			return n, "", spoolWriteError(f.Name(), err)
-		}
 	}
 	return n, sum, nil
 }
@@ -219,7 +188,7 @@ func fill(r io.Reader, buf []byte, wd *watchdog) (int, error) {
 
 // sink hashes and writes out the buffers that save reads.
 type sink struct {
-	h    trailerHash
+	h    *verify.TrailerHash
 	w    *writeback.Writer
 	tee  io.Writer
 	path string
@@ -264,49 +233,19 @@ func spoolWriteError(path string, err error) error {
 	return fmt.Errorf("write spool file %s: %w", path, err)
 }
 
-// trailerHash hashes everything written to it except the last 32 bytes,
-// which it holds back across writes of any size: at the end they are the
-// trailer to compare with.
-type trailerHash struct {
-	h    hash.Hash
-	tail [sha256.Size]byte
-	nt   int // bytes held in tail
-}
-
-func (t *trailerHash) init() { t.h = sha256.New() }
-
-func (t *trailerHash) Write(p []byte) {
-	if len(p) >= sha256.Size {
-		// Everything held back is now followed by at least 32 bytes.
-		t.h.Write(t.tail[:t.nt])
-		cut := len(p) - sha256.Size
-		t.h.Write(p[:cut])
-		t.nt = copy(t.tail[:], p[cut:])
-		return
+// trailerCheck checks the trailer of the stream h has seen and returns
+// the hex sha256. Its errors are ErrTrailer (and, through the
+// *verify.TrailerError they wrap, verify.ErrCorrupt) and say what to do.
+func trailerCheck(h *verify.TrailerHash) (string, error) {
+	sum, err := h.Check()
+	var te *verify.TrailerError
+	switch {
+	case err == nil:
+		return sum, nil
+	case errors.As(err, &te) && te.Trailer != nil:
+		return "", &trailerError{msg: fmt.Sprintf("trailer sha256 mismatch: got %x want %x; the stream was corrupted in transit, retry", te.Sum, te.Trailer), err: err}
 	}
-	// Keep the last 32 of tail+p; hash what falls out in front.
-	if over := t.nt + len(p) - sha256.Size; over > 0 {
-		t.h.Write(t.tail[:over])
-		t.nt = copy(t.tail[:], t.tail[over:t.nt])
-	}
-	t.nt += copy(t.tail[t.nt:], p)
-}
-
-// check verifies the trailer after n bytes in total and returns the hex
-// sha256.
-func (t *trailerHash) check(n int64) (string, error) {
-	// etcd databases are bolt files, a whole number of pages: with the
-	// trailer the size is 32 more than a multiple of 512 (etcdutl's
-	// hasChecksum).
-	if n < sha256.Size || n%512 != sha256.Size {
-		return "", &trailerError{msg: fmt.Sprintf("trailer sha256 missing: the stream ended after %d bytes, which is not a database plus a 32-byte trailer; the stream was cut short, retry", n)}
-	}
-	got := t.h.Sum(nil)
-	want := t.tail[:t.nt]
-	if !bytes.Equal(got, want) {
-		return "", &trailerError{msg: fmt.Sprintf("trailer sha256 mismatch: got %x want %x; the stream was corrupted in transit, retry", got, want)}
-	}
-	return hex.EncodeToString(want), nil
+	return "", &trailerError{msg: fmt.Sprintf("trailer sha256 missing: the stream ended after %d bytes, which is not a database plus a 32-byte trailer; the stream was cut short, retry", h.Size()), err: err}
 }
 
 // watchdog cuts a stream that delivers nothing for the stall timeout, or

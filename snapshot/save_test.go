@@ -140,9 +140,9 @@ func TestSaveRealStream(t *testing.T) {
 	t.Run("intact", func(t *testing.T) {
 		spool := filepath.Join(t.TempDir(), "snap.db")
 		var tee bytes.Buffer
-		size, sha, err := snapshot.Save(t.Context(), realStream(t, c), spool, &tee, snapshot.Options{Chunk: 64 << 10})
+		size, sha, err := snapshot.SaveForTest(t.Context(), realStream(t, c), spool, &tee, snapshot.Options{Chunk: 64 << 10})
 		if err != nil {
-			t.Fatalf("Save: %v", err)
+			t.Fatalf("save: %v", err)
 		}
 		data := checkSpool(t, spool, size, sha)
 		if !bytes.Equal(tee.Bytes(), data) {
@@ -194,10 +194,10 @@ func TestSaveRealStream(t *testing.T) {
 			defer cancel()
 			spool := filepath.Join(t.TempDir(), "snap.db")
 			var tee bytes.Buffer
-			size, sha, err := snapshot.Save(ctx, tt.wrap(realStream(t, c), cancel), spool, &tee, tt.opts)
+			size, sha, err := snapshot.SaveForTest(ctx, tt.wrap(realStream(t, c), cancel), spool, &tee, tt.opts)
 			t.Logf("error: %v", err)
 			if !errors.Is(err, tt.wantIs) {
-				t.Fatalf("Save error = %v, want %v", err, tt.wantIs)
+				t.Fatalf("save error = %v, want %v", err, tt.wantIs)
 			}
 			checkErr(t, err, append([]string{spool}, tt.wantErr...))
 			if sha != "" {
@@ -217,9 +217,9 @@ func TestSaveSpoolExists(t *testing.T) {
 	if err := os.WriteFile(spool, []byte("older"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err := snapshot.Save(t.Context(), bytes.NewReader(nil), spool, nil, snapshot.Options{})
+	_, _, err := snapshot.SaveForTest(t.Context(), bytes.NewReader(nil), spool, nil, snapshot.Options{})
 	if !errors.Is(err, os.ErrExist) {
-		t.Fatalf("Save error = %v, want ErrExist", err)
+		t.Fatalf("save error = %v, want ErrExist", err)
 	}
 	if got, _ := os.ReadFile(spool); string(got) != "older" {
 		t.Errorf("existing file was changed to %q", got)

@@ -201,7 +201,7 @@ func (s *Session) takeFrom(ctx context.Context, ep string, f *os.File, tee io.Wr
 	}
 	defer st.Close()
 
-	n, sha, err = save(ctx, st, f, tee, opts, false)
+	n, sha, err = save(ctx, st, f, tee, opts)
 	if err != nil {
 		var se *streamError
 		switch {

@@ -22,8 +22,9 @@ import (
 // to a hidden temporary file, fsyncs it, hard-links it to the key's name
 // (link(2) fails when the name exists, so an object is never replaced and of
 // two writers exactly one wins), removes the temporary name and fsyncs the
-// directory: a crash leaves no object or the whole new one. The directory
-// must be on a file system with hard links (every local Linux one, NFS).
+// directory (writeback.WriteFileAtomic with NoReplace): a crash leaves no
+// object or the whole new one. The directory must be on a file system with
+// hard links (every local Linux one, NFS).
 type Dir struct {
 	root string
 }
@@ -78,57 +79,30 @@ func (d *Dir) Put(ctx context.Context, key string, r io.Reader, opts PutOptions)
 	if err != nil {
 		return ObjectInfo{}, err
 	}
-	// Fail fast, before writing what would be refused at the link; the
-	// link decides a race.
-	if _, err := os.Lstat(p); err == nil {
-		return ObjectInfo{}, fmt.Errorf("put %s: %w (objects are never replaced: delete it first, or use another key)", p, ErrExists)
-	}
-	dir := filepath.Dir(p)
-	if err := mkdirAllSync(d.root, dir); err != nil {
-		return ObjectInfo{}, fmt.Errorf("put %s: %w", p, err)
-	}
-	f, err := os.CreateTemp(dir, tempPrefix+filepath.Base(p)+"-*")
-	if err != nil {
-		return ObjectInfo{}, fmt.Errorf("put %s: %w", p, err)
-	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err := f.Chmod(0o600); err != nil {
+	if err := mkdirAllSync(d.root, filepath.Dir(p)); err != nil {
 		return ObjectInfo{}, fmt.Errorf("put %s: %w", p, err)
 	}
 	h := sha256.New()
-	w := writeback.NewWriter(f, writebackChunk)
-	n, err := io.CopyBuffer(io.MultiWriter(w, h), ctxReader{ctx, r}, make([]byte, 1<<20))
-	if err != nil {
-		return ObjectInfo{}, fmt.Errorf("put %s: %w", p, err)
-	}
-	if err := f.Sync(); err != nil {
-		return ObjectInfo{}, fmt.Errorf("put %s: fsync: %w", p, err)
-	}
-	if err := f.Close(); err != nil {
-		return ObjectInfo{}, fmt.Errorf("put %s: %w", p, err)
-	}
-	if err := ctx.Err(); err != nil {
-		return ObjectInfo{}, fmt.Errorf("put %s: %w", p, err)
-	}
-	if err := os.Link(tmp, p); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return ObjectInfo{}, fmt.Errorf("put %s: %w (objects are never replaced: delete it first, or use another key)", p, ErrExists)
+	var n int64
+	err = writeback.WriteFileAtomic(p, writeback.FileOptions{
+		Perm:       0o600,
+		NoReplace:  true,
+		TempPrefix: tempPrefix + filepath.Base(p) + "-",
+		Chunk:      writebackChunk,
+	}, func(w io.Writer) error {
+		var err error
+		n, err = io.CopyBuffer(io.MultiWriter(w, h), ctxReader{ctx, r}, make([]byte, 1<<20))
+		if err != nil {
+			return err
 		}
-		return ObjectInfo{}, fmt.Errorf("put %s: the store directory must be on a file system with hard links: %w", p, err)
-	}
-	ok = true
-	// The object is committed; a temporary name that cannot be removed is
-	// skipped by List and harms nothing.
-	_ = os.Remove(tmp)
-	if err := syncDir(dir); err != nil {
-		return ObjectInfo{}, fmt.Errorf("put %s: fsync directory: %w", p, err)
+		// Canceled while the last bytes were written: do not commit.
+		return ctx.Err()
+	})
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		return ObjectInfo{}, fmt.Errorf("put %s: %w (objects are never replaced: delete it first, or use another key)", p, ErrExists)
+	case err != nil:
+		return ObjectInfo{}, fmt.Errorf("put %s: %w", p, err)
 	}
 	st, err := os.Stat(p)
 	if err != nil {

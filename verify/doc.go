@@ -1,7 +1,7 @@
 // Package verify checks etcd snapshot files offline, before lifeboat trusts
 // them: it never talks to etcd and never writes to the file it checks.
 //
-// Trailer and TrailerReader check the sha256 trailer that etcd appends to a
+// TrailerHash and Trailer check the sha256 trailer that etcd appends to a
 // snapshot streamed by Maintenance.Snapshot (the database bytes, then
 // sha256 of those bytes).
 //

@@ -1,9 +1,17 @@
 package verify
 
-import "context"
+import (
+	"context"
+	"io"
+)
 
 // FileSplit is File with the key bucket walked in two halves from minPages
 // pages on (0: in one piece), so tests can compare both walks on small files.
 func FileSplit(ctx context.Context, path string, minPages uint64) (Status, error) {
 	return file(ctx, path, minPages)
+}
+
+// TrailerReader is the stream check under Trailer.
+func TrailerReader(ctx context.Context, r io.Reader) (string, int64, error) {
+	return trailerReader(ctx, r)
 }

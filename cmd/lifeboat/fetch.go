@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -112,35 +113,15 @@ func runFetch(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o fetch
 	if toStdout {
 		return copyFileTo(a.stdout, tmp)
 	}
-	if err := syncFile(tmp); err != nil {
-		return err
-	}
-	if o.force {
-		err = os.Rename(tmp, o.output)
-	} else if err = os.Link(tmp, o.output); errors.Is(err, os.ErrExist) {
-		err = fmt.Errorf("%s appeared while fetching: refusing to overwrite it (use --force to replace it)", o.output)
-	}
-	if err != nil {
+	// Without --force the hard link refuses a FILE that appeared meanwhile.
+	if err := writeback.CommitFile(tmp, o.output, !o.force); errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("write %s: %s appeared while fetching: refusing to overwrite it (use --force to replace it)", o.output, o.output)
+	} else if err != nil {
 		return fmt.Errorf("write %s: %w", o.output, err)
-	}
-	if err := writeback.SyncDir(dir); err != nil {
-		return err
 	}
 	fmt.Fprintf(a.stdout, "backup %s: revision %d, %d keys, written to %s (%s, sha256 %s): checked against the manifest\n",
 		m.ID, m.Revision, m.TotalKeys, o.output, humanBytes(res.Size), res.SnapshotSHA256)
 	fmt.Fprintf(a.stdout, "restore it with: etcdutl snapshot restore %s --data-dir DIR --name NAME --initial-cluster NAME=PEER-URL --initial-advertise-peer-urls PEER-URL\n", shellJoin([]string{o.output}))
-	return nil
-}
-
-func syncFile(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", path, err)
-	}
 	return nil
 }
 

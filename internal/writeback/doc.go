@@ -10,7 +10,10 @@
 // the disk sees a steady stream instead of bursts, and the final fsync is
 // small: the bytes_per_sync idea of RocksDB.
 //
-// The package also provides the temp-file, fsync, rename, fsync-directory
-// sequence (WriteFileAtomic, SyncDir) used wherever a file must appear whole or
-// not at all. It does not rate-limit writes and does not use O_DIRECT.
+// The package also provides lifeboat's one atomic file write: the temp-file,
+// fsync, rename (or hard link, to never replace a file), fsync-directory
+// sequence (WriteFileAtomic, CommitFile, SyncDir) used wherever a file must
+// appear whole or not at all: the directory store's objects, fetched
+// snapshots, the metrics textfile. It does not rate-limit writes and does
+// not use O_DIRECT.
 package writeback

@@ -1,8 +1,10 @@
 package writeback
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -101,17 +103,47 @@ func (w *Writer) Sync() error {
 	return nil
 }
 
+// FileOptions tune WriteFileAtomic.
+type FileOptions struct {
+	// Perm is the file's mode; zero means 0600.
+	Perm os.FileMode
+	// NoReplace refuses to replace an existing file at path: the write
+	// then fails with an error wrapping fs.ErrExist, before fn runs when
+	// path exists already, and at the end when it appeared meanwhile (the
+	// hard link that commits the file decides a race, so the file system
+	// must support hard links). Without it an existing file is replaced.
+	NoReplace bool
+	// TempPrefix starts the name of the temporary file, which a random
+	// suffix completes; empty means "." + the file's name + ".tmp-". A
+	// caller that lists the directory skips temporary files by it.
+	TempPrefix string
+	// Chunk is the incremental writeback chunk (see Writer): zero means
+	// DefaultChunk, negative disables it.
+	Chunk int64
+}
+
 // WriteFileAtomic writes the file at path so that it appears whole or not at
 // all: fn writes the content to a temporary file in the same directory
-// (created 0600, then given perm), which is fsynced, renamed over path, and
-// the directory fsynced. If fn or any step fails, the temporary file is
-// removed and an existing file at path is left untouched.
-func WriteFileAtomic(path string, perm os.FileMode, fn func(w io.Writer) error) (err error) {
+// (created 0600, then given o.Perm), which is fsynced and renamed over path
+// (or, with o.NoReplace, hard-linked to path), and the directory fsynced
+// (CommitFile). If fn or any step fails, the temporary file is removed and
+// an existing file at path is left untouched. The directory must exist.
+func WriteFileAtomic(path string, o FileOptions, fn func(w io.Writer) error) (err error) {
+	if o.NoReplace {
+		// Fail fast, before writing what the link would refuse.
+		if _, err := os.Lstat(path); err == nil {
+			return fmt.Errorf("create %s: %w", path, fs.ErrExist)
+		}
+	}
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	prefix := o.TempPrefix
+	if prefix == "" {
+		prefix = "." + base + ".tmp-"
+	}
+	f, err := os.CreateTemp(dir, prefix+"*")
 	if err != nil {
 		return fmt.Errorf("create temporary file for %s: %w", path, err)
 	}
@@ -122,10 +154,21 @@ func WriteFileAtomic(path string, perm os.FileMode, fn func(w io.Writer) error) 
 			_ = os.Remove(tmp)
 		}
 	}()
+	perm := o.Perm
+	if perm == 0 {
+		perm = 0o600
+	}
 	if err := f.Chmod(perm); err != nil {
 		return fmt.Errorf("chmod %s: %w", tmp, err)
 	}
-	w := NewWriter(f, DefaultChunk)
+	chunk := o.Chunk
+	switch {
+	case chunk == 0:
+		chunk = DefaultChunk
+	case chunk < 0:
+		chunk = 0
+	}
+	w := NewWriter(f, chunk)
 	if err := fn(w); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -135,10 +178,50 @@ func WriteFileAtomic(path string, perm os.FileMode, fn func(w io.Writer) error) 
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", tmp, err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("rename %s to %s: %w", tmp, path, err)
+	return commit(tmp, path, o.NoReplace)
+}
+
+// CommitFile makes tmp, a complete file written by the caller, appear at
+// path in one step: it fsyncs tmp, renames it over path (with noReplace:
+// hard-links it to path, failing with an error wrapping fs.ErrExist when
+// path exists, and removes tmp) and fsyncs the directory. tmp must be in
+// path's directory (on the same file system). On failure before the
+// commit, tmp is left for the caller to remove.
+func CommitFile(tmp, path string, noReplace bool) error {
+	f, err := os.Open(tmp)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", tmp, err)
 	}
-	return SyncDir(dir)
+	serr := f.Sync()
+	cerr := f.Close()
+	if serr != nil {
+		return fmt.Errorf("fsync %s: %w", tmp, serr)
+	}
+	if cerr != nil {
+		return fmt.Errorf("close %s: %w", tmp, cerr)
+	}
+	return commit(tmp, path, noReplace)
+}
+
+// commit renames or links the fsynced file tmp to path and fsyncs the
+// directory.
+func commit(tmp, path string, noReplace bool) error {
+	if !noReplace {
+		if err := os.Rename(tmp, path); err != nil {
+			return fmt.Errorf("rename %s to %s: %w", tmp, path, err)
+		}
+		return SyncDir(filepath.Dir(path))
+	}
+	if err := os.Link(tmp, path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("create %s: it appeared meanwhile: %w", path, fs.ErrExist)
+		}
+		return fmt.Errorf("link %s to %s (the directory must be on a file system with hard links): %w", tmp, path, err)
+	}
+	// The file is committed; a temporary name that cannot be removed
+	// harms nothing (callers skip it by its prefix).
+	_ = os.Remove(tmp)
+	return SyncDir(filepath.Dir(path))
 }
 
 // SyncDir fsyncs a directory so that a rename or create inside it survives a

@@ -3,11 +3,15 @@ package writeback
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -152,7 +156,7 @@ func TestWriteFileAtomic(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			err := WriteFileAtomic(path, 0o600, func(w io.Writer) error {
+			err := WriteFileAtomic(path, FileOptions{}, func(w io.Writer) error {
 				if _, err := w.Write(tt.write); err != nil {
 					return err
 				}
@@ -200,7 +204,7 @@ func TestWriteFileAtomic(t *testing.T) {
 
 func TestWriteFileAtomicPerm(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "x")
-	if err := WriteFileAtomic(path, 0o640, func(w io.Writer) error { return nil }); err != nil {
+	if err := WriteFileAtomic(path, FileOptions{Perm: 0o640}, func(w io.Writer) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	st, err := os.Stat(path)
@@ -214,10 +218,127 @@ func TestWriteFileAtomicPerm(t *testing.T) {
 
 func TestWriteFileAtomicMissingDir(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "missing", "x")
-	err := WriteFileAtomic(path, 0o600, func(w io.Writer) error { return nil })
+	err := WriteFileAtomic(path, FileOptions{}, func(w io.Writer) error { return nil })
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("error = %v, want ErrNotExist", err)
 	}
+}
+
+// TestWriteFileAtomicNoReplace: with NoReplace an existing file is never
+// touched, whether it was there before (fn does not even run) or appeared
+// while fn wrote; the temporary file is gone either way, and it carries
+// the caller's prefix while it exists.
+func TestWriteFileAtomicNoReplace(t *testing.T) {
+	tests := []struct {
+		name     string
+		old      bool // a file exists before the write
+		appear   bool // a file appears while fn writes
+		wantErr  bool
+		wantRuns bool // fn runs
+	}{
+		{name: "new file", wantRuns: true},
+		{name: "existing file", old: true},
+		{name: "file appears meanwhile", appear: true, wantErr: true, wantRuns: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "obj")
+			if tt.old {
+				if err := os.WriteFile(path, []byte("old"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ran := false
+			err := WriteFileAtomic(path, FileOptions{NoReplace: true, TempPrefix: ".tmp-obj-"}, func(w io.Writer) error {
+				ran = true
+				names := dirNames(t, dir)
+				if len(names) != 1 || !strings.HasPrefix(names[0], ".tmp-obj-") {
+					t.Errorf("while writing the directory holds %v, want one .tmp-obj-* file", names)
+				}
+				if tt.appear {
+					if err := os.WriteFile(path, []byte("old"), 0o600); err != nil {
+						t.Fatal(err)
+					}
+				}
+				_, err := w.Write([]byte("new"))
+				return err
+			})
+			if ran != (tt.wantRuns) {
+				t.Errorf("fn ran = %v, want %v", ran, tt.wantRuns)
+			}
+			want := "new"
+			if tt.old || tt.appear {
+				want = "old"
+				if !errors.Is(err, fs.ErrExist) {
+					t.Fatalf("error = %v, want fs.ErrExist", err)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := os.ReadFile(path); err != nil || string(got) != want {
+				t.Errorf("file holds %q (%v), want %q", got, err, want)
+			}
+			if names := dirNames(t, dir); !slices.Equal(names, []string{"obj"}) {
+				t.Errorf("directory holds %v, want only obj", names)
+			}
+			if st, err := os.Stat(path); err == nil && !tt.old && !tt.appear && st.Mode().Perm() != 0o600 {
+				t.Errorf("mode %v, want 0600", st.Mode().Perm())
+			}
+		})
+	}
+}
+
+// TestCommitFile installs a file the caller wrote, replacing or refusing
+// to replace the target.
+func TestCommitFile(t *testing.T) {
+	for _, noReplace := range []bool{false, true} {
+		t.Run(fmt.Sprintf("noReplace=%v", noReplace), func(t *testing.T) {
+			dir := t.TempDir()
+			tmp, path := filepath.Join(dir, ".x.tmp"), filepath.Join(dir, "x")
+			if err := os.WriteFile(tmp, []byte("one"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := CommitFile(tmp, path, noReplace); err != nil {
+				t.Fatalf("CommitFile: %v", err)
+			}
+			if err := os.WriteFile(tmp, []byte("two"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			err := CommitFile(tmp, path, noReplace)
+			want := "two"
+			if noReplace {
+				want = "one"
+				if !errors.Is(err, fs.ErrExist) {
+					t.Fatalf("second CommitFile = %v, want fs.ErrExist", err)
+				}
+				if _, err := os.Stat(tmp); err != nil {
+					t.Errorf("refused commit removed tmp: %v", err)
+				}
+			} else if err != nil {
+				t.Fatalf("second CommitFile: %v", err)
+			}
+			if got, _ := os.ReadFile(path); string(got) != want {
+				t.Errorf("file holds %q, want %q", got, want)
+			}
+		})
+	}
+	if err := CommitFile(filepath.Join(t.TempDir(), "missing"), filepath.Join(t.TempDir(), "x"), false); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("CommitFile of a missing file = %v, want fs.ErrNotExist", err)
+	}
+}
+
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
 }
 
 func TestSyncDir(t *testing.T) {
