@@ -225,20 +225,3 @@ func FuzzSplitURLs(f *testing.F) {
 		}
 	})
 }
-
-// FuzzParseStoreURL: never a panic, and a URL holding credentials is
-// refused without being echoed.
-func FuzzParseStoreURL(f *testing.F) {
-	for _, s := range []string{"file:///var/lib/lifeboat", "s3://bucket/prefix/", "s3://", "s3://k:secret@bucket/p", "file://u:p@h/x", "ftp://x"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		scheme, _, err := parseStoreURL(s)
-		if err == nil && scheme != "file" && scheme != "s3" {
-			t.Errorf("parseStoreURL(%q) scheme %q", s, scheme)
-		}
-		if hasUserInfo(s) && (err == nil || (len(s) > 0 && strings.Contains(err.Error(), s))) {
-			t.Errorf("parseStoreURL(%q) = %v: credentials accepted or echoed", s, err)
-		}
-	})
-}

@@ -1,23 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
-	"math"
 	"net"
 	"net/url"
-	"os"
-	"reflect"
-	"regexp"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
-
-	"github.com/robfig/cron/v3"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/lifeboat-dev/lifeboat/agent"
 	"github.com/lifeboat-dev/lifeboat/retention"
@@ -257,41 +245,16 @@ type EncryptionConfig struct {
 	IdentityFile string `yaml:"identity_file"`
 }
 
-// DefaultConfig returns the defaults: the one place they live.
+// DefaultConfig returns the defaults: the table's (optionTable), the one
+// place they live.
 func DefaultConfig() Config {
-	return Config{
-		Cluster: "default",
-		Log:     LogConfig{Level: "info", Format: "auto"},
-		Etcd: EtcdConfig{
-			Endpoints:   []string{"http://127.0.0.1:2379"},
-			DialTimeout: 5 * time.Second,
-			Member:      "follower",
-		},
-		Snapshot: SnapshotConfig{
-			SpoolDir:       "/var/lib/lifeboat/spool",
-			StallTimeout:   30 * time.Second,
-			Timeout:        30 * time.Minute,
-			WritebackChunk: 8 << 20,
-			LiveHashKV:     snapshot.LiveHashKVAlways,
-		},
-		Store:     StoreConfig{URL: "file:///var/lib/lifeboat/backups", Compression: "zstd"},
-		Retention: RetentionConfig{TimeZone: "UTC", OrphanGrace: Duration(24 * time.Hour)},
-		Drill: DrillConfig{
-			ScratchDir:    "/var/lib/lifeboat/scratch",
-			CheckPrefixes: []string{},
-			Timeout:       15 * time.Minute,
-		},
-		Schedule: ScheduleConfig{Snapshot: "@every 1h", Drill: "@daily", DrillTarget: "latest"},
-		Agent: AgentConfig{
-			Listen:          "127.0.0.1:9469",
-			Lock:            true,
-			LockTTL:         30 * time.Second,
-			SnapshotRetries: 2,
-			StaleAfter:      3 * time.Hour,
-			ShutdownTimeout: 30 * time.Second,
-		},
-		Notify: NotifyConfig{On: []string{"drill_failed", "snapshot_failed", "stale"}, Timeout: 10 * time.Second},
+	var c Config
+	for _, o := range options(&c) {
+		if o.Default != "" {
+			_ = o.set(o.Default) // TestDefaultsParse keeps every default parseable
+		}
 	}
+	return c
 }
 
 // ConfigError is a configuration mistake; it makes lifeboat exit 2.
@@ -331,11 +294,8 @@ func (c *Config) Validate() error {
 		return cfgErr("etcd.endpoints", "empty: give at least one client URL")
 	}
 	for i, e := range c.Etcd.Endpoints {
-		if hasUserInfo(e) {
-			return cfgErr("etcd.endpoints", "entry %d holds credentials (user:password@): give them as etcd.user and etcd.password (--user, ETCDCTL_PASSWORD)", i+1)
-		}
-		if !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
-			return cfgErr("etcd.endpoints", "%q must be a URL starting with http:// or https://", e)
+		if err := snapshot.ValidateEndpoint(e); err != nil {
+			return cfgErr("etcd.endpoints", "entry %d: %w", i+1, err)
 		}
 	}
 	if (c.Etcd.Cert == "") != (c.Etcd.Key == "") {
@@ -347,13 +307,15 @@ func (c *Config) Validate() error {
 	if c.Etcd.DialTimeout <= 0 {
 		return cfgErr("etcd.dial_timeout", "must be positive")
 	}
-	switch m := c.Etcd.Member; {
-	case m == "follower" || m == "leader" || m == "any":
-	case hasUserInfo(m):
-		return cfgErr("etcd.member", "holds credentials (user:password@): give them as etcd.user and etcd.password (--user, ETCDCTL_PASSWORD)")
-	case strings.HasPrefix(m, "http://") || strings.HasPrefix(m, "https://"):
+	switch m := c.Etcd.Member; m {
+	case snapshot.MemberFollower, snapshot.MemberLeader, snapshot.MemberAny:
 	default:
-		return cfgErr("etcd.member", "%q is not follower, leader, any or an endpoint URL", m)
+		if !strings.Contains(m, ":") {
+			return cfgErr("etcd.member", "%q is not follower, leader, any or an endpoint URL", m)
+		}
+		if err := snapshot.ValidateEndpoint(m); err != nil {
+			return cfgErr("etcd.member", "not follower, leader, any or an endpoint URL: %w", err)
+		}
 	}
 	if c.Snapshot.SpoolDir == "" {
 		return cfgErr("snapshot.spool_dir", "empty")
@@ -370,7 +332,8 @@ func (c *Config) Validate() error {
 	if err := snapshot.ValidateLiveHashKV(c.Snapshot.LiveHashKV); err != nil {
 		return cfgErr("snapshot.live_hashkv", "%v", err)
 	}
-	if _, _, err := parseStoreURL(c.Store.URL); err != nil {
+	store, err := uploader.ParseStoreURL(c.Store.URL)
+	if err != nil {
 		return &ConfigError{Key: "store.url", Err: err}
 	}
 	switch c.Store.Compression {
@@ -409,7 +372,7 @@ func (c *Config) Validate() error {
 		if spec == "" {
 			continue
 		}
-		if _, err := cronParser.Parse(spec); err != nil {
+		if _, err := agent.ParseSchedule(spec); err != nil {
 			return cfgErr(key, "%q is not a cron schedule (5 fields with optional seconds, @every 30m, @daily, CRON_TZ=…): %v", spec, err)
 		}
 	}
@@ -471,23 +434,22 @@ func (c *Config) Validate() error {
 	} else if c.Store.ObjectLock.Retain != 0 {
 		return cfgErr("store.object_lock.mode", "must be set (GOVERNANCE or COMPLIANCE) when store.object_lock.retain is set")
 	}
-	if scheme, _, _ := parseStoreURL(c.Store.URL); scheme == "file" && (c.Store.ObjectLock.Mode != "" || c.Store.ObjectLock.LegalHold) {
+	if store.Scheme == "file" && (c.Store.ObjectLock.Mode != "" || c.Store.ObjectLock.LegalHold) {
 		return cfgErr("store.object_lock.mode", "Object Lock needs an s3:// store")
 	}
-	if scheme, loc, _ := parseStoreURL(c.Store.URL); scheme == "s3" {
-		if err := c.s3Config(loc).Validate(); err != nil {
+	if store.Scheme == "s3" {
+		if err := c.s3Config(store).Validate(); err != nil {
 			return &ConfigError{Key: "store", Err: err}
 		}
 	}
 	return nil
 }
 
-// s3Config builds the S3 store's configuration for location bucket/prefix.
-func (c *Config) s3Config(loc string) uploader.S3Config {
-	bucket, prefix, _ := strings.Cut(loc, "/")
+// s3Config builds the S3 store's configuration for an s3:// store URL.
+func (c *Config) s3Config(u uploader.StoreURL) uploader.S3Config {
 	s := c.Store.S3
 	return uploader.S3Config{
-		Bucket: bucket, Prefix: strings.Trim(prefix, "/"), // s3://bucket/prefix/ as s3://bucket/prefix
+		Bucket: u.Bucket, Prefix: u.Prefix,
 		Endpoint: s.Endpoint, Region: s.Region, PathStyle: s.PathStyle,
 		SSE: s.SSE, SSEKMSKeyID: s.SSEKMSKeyID, StorageClass: s.StorageClass,
 		PartSize: s.PartSize, Concurrency: s.Concurrency, CreateBucket: s.CreateBucket,
@@ -495,227 +457,11 @@ func (c *Config) s3Config(loc string) uploader.S3Config {
 	}
 }
 
-// cronParser parses schedules as the agent does.
-var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
-// Duration is a time.Duration that also accepts days, weeks and years
-// ("30d", "2w", "1y") in the file, environment and flags.
-type Duration time.Duration
-
-// UnmarshalYAML implements yaml.Unmarshaler.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	v, err := retention.ParseDuration(n.Value)
-	if err != nil {
-		return fmt.Errorf("line %d: %q is not a duration (like 36h, 30d, 2w)", n.Line, n.Value)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// MarshalYAML implements yaml.Marshaler.
-func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
-
-// hasUserInfo reports whether a URL (or host:port) names credentials
-// before its host (user:password@host).
-func hasUserInfo(u string) bool {
-	if _, rest, ok := strings.Cut(u, "://"); ok {
-		u = rest
-	}
-	host, _, _ := strings.Cut(u, "/")
-	return strings.Contains(host, "@")
-}
-
-// parseStoreURL splits a store URL into scheme and location. Its errors
-// never show a URL that holds credentials.
-func parseStoreURL(u string) (scheme, rest string, err error) {
-	if hasUserInfo(u) {
-		return "", "", errors.New("credentials in the store URL are not allowed (S3 takes them from the AWS credential chain: AWS_ACCESS_KEY_ID, profiles, IRSA)")
-	}
-	switch {
-	case strings.HasPrefix(u, "file://"):
-		p := strings.TrimPrefix(u, "file://")
-		if !strings.HasPrefix(p, "/") {
-			return "", "", fmt.Errorf("%q: a file URL needs an absolute path (file:///var/lib/lifeboat/backups)", u)
-		}
-		return "file", p, nil
-	case strings.HasPrefix(u, "s3://"):
-		if strings.TrimPrefix(u, "s3://") == "" {
-			return "", "", fmt.Errorf("%q: an s3 URL needs a bucket (s3://bucket/prefix)", u)
-		}
-		return "s3", strings.TrimPrefix(u, "s3://"), nil
-	default:
-		return "", "", fmt.Errorf("%q is not a file:///path or s3://bucket/prefix URL", u)
-	}
-}
-
-// option is one leaf key of Config, reached by reflection.
-type option struct {
-	key   string // yaml path, e.g. etcd.endpoints
-	field reflect.Value
-}
-
-// options lists every leaf key of c, in file order.
-func options(c *Config) []option {
-	var out []option
-	var walk func(prefix string, v reflect.Value)
-	walk = func(prefix string, v reflect.Value) {
-		t := v.Type()
-		for i := 0; i < t.NumField(); i++ {
-			f := t.Field(i)
-			name := yamlName(f)
-			key := name
-			if prefix != "" {
-				key = prefix + "." + name
-			}
-			fv := v.Field(i)
-			if fv.Kind() == reflect.Struct && fv.Type() != reflect.TypeOf(time.Time{}) {
-				walk(key, fv)
-				continue
-			}
-			out = append(out, option{key: key, field: fv})
-		}
-	}
-	walk("", reflect.ValueOf(c).Elem())
-	return out
-}
-
-func yamlName(f reflect.StructField) string {
-	if tag, ok := f.Tag.Lookup("yaml"); ok {
-		if n := strings.Split(tag, ",")[0]; n != "" {
-			return n
-		}
-	}
-	return strings.ToLower(f.Name)
-}
-
-// envName is the LIFEBOAT_* variable for a key.
-func envName(key string) string {
-	return "LIFEBOAT_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(key))
-}
-
-// etcdctlEnv maps keys to etcdctl's environment variables, read when the
-// LIFEBOAT_* variable is unset so existing scripts carry over.
-var etcdctlEnv = map[string]string{
-	"etcd.endpoints":    "ETCDCTL_ENDPOINTS",
-	"etcd.cacert":       "ETCDCTL_CACERT",
-	"etcd.cert":         "ETCDCTL_CERT",
-	"etcd.key":          "ETCDCTL_KEY",
-	"etcd.user":         "ETCDCTL_USER",
-	"etcd.password":     "ETCDCTL_PASSWORD",
-	"etcd.dial_timeout": "ETCDCTL_DIAL_TIMEOUT",
-}
-
-// set parses s into the option's field.
-func (o option) set(s string) error {
-	f := o.field
-	switch f.Interface().(type) {
-	case Duration:
-		d, err := retention.ParseDuration(s)
-		if err != nil {
-			return cfgErr(o.key, "%q is not a duration (like 36h, 30d, 2w)", s)
-		}
-		f.SetInt(int64(d))
-		return nil
-	case time.Duration:
-		d, err := retention.ParseDuration(s)
-		if err != nil {
-			return cfgErr(o.key, "%q is not a duration (like 30s, 5m, 1h, 1d)", s)
-		}
-		f.SetInt(int64(d))
-		return nil
-	case []snapshot.Secret:
-		// URLs (webhooks): split only before the next http(s)://, so
-		// that a URL holding a comma can be set in one variable.
-		var parts []snapshot.Secret
-		for _, p := range splitURLs(s) {
-			parts = append(parts, snapshot.Secret(p))
-		}
-		f.Set(reflect.ValueOf(parts))
-		return nil
-	case []string:
-		var parts []string
-		for _, p := range strings.Split(s, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				parts = append(parts, p)
-			}
-		}
-		f.Set(reflect.ValueOf(parts))
-		return nil
-	}
-	switch f.Kind() {
-	case reflect.String:
-		f.SetString(s)
-	case reflect.Bool:
-		b, err := strconv.ParseBool(s)
-		if err != nil {
-			return cfgErr(o.key, "%q is not true or false", s)
-		}
-		f.SetBool(b)
-	case reflect.Int, reflect.Int64:
-		n, err := parseSize(s)
-		if err != nil {
-			return cfgErr(o.key, "%q is not a number", s)
-		}
-		f.SetInt(n)
-	default:
-		return cfgErr(o.key, "cannot be set from text")
-	}
-	return nil
-}
-
-// splitURLs splits a comma-separated list of URLs at the commas that
-// are followed by (spaces and) http:// or https://: a comma inside a URL
-// stays. Empty entries are dropped.
-func splitURLs(s string) []string {
-	var out []string
-	add := func(p string) {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	start := 0
-	for i := 0; i < len(s); i++ {
-		if s[i] != ',' {
-			continue
-		}
-		rest := strings.ToLower(strings.TrimLeft(s[i+1:], " \t"))
-		if strings.HasPrefix(rest, "http://") || strings.HasPrefix(rest, "https://") {
-			add(s[start:i])
-			start = i + 1
-		}
-	}
-	add(s[start:])
-	return out
-}
-
-// parseSize parses an integer with an optional KiB/MiB/GiB/TiB suffix
-// (8MiB, 8 MiB); an overflow is an error.
-func parseSize(s string) (int64, error) {
-	mult := int64(1)
-	for _, u := range []struct {
-		suf string
-		m   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}} {
-		if strings.HasSuffix(s, u.suf) {
-			s, mult = strings.TrimSuffix(s, u.suf), u.m
-			break
-		}
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-	if err != nil {
-		return 0, err
-	}
-	if n > math.MaxInt64/mult || n < math.MinInt64/mult {
-		return 0, fmt.Errorf("%s: out of range", s)
-	}
-	return n * mult, nil
-}
-
 // withScheme gives an endpoint written without a scheme, as etcdctl
 // accepts it (127.0.0.1:2379), https:// when TLS is configured, else
 // http://. Anything else is returned unchanged (and validated later).
 func withScheme(e string, tls bool) string {
-	if e == "" || strings.Contains(e, "://") {
+	if e == "" || strings.Contains(e, "://") || strings.HasPrefix(e, "unix:") || strings.HasPrefix(e, "unixs:") {
 		return e
 	}
 	if tls {
@@ -738,235 +484,4 @@ func (c *Config) normalize() {
 			c.Etcd.Member = withScheme(m, tls)
 		}
 	}
-}
-
-// decodeConfigFile strictly decodes YAML into c: unknown keys and wrong
-// types are errors naming the key and line. Durations and sizes are read
-// by the same parsers as environment and flags (1d, 8MiB), not YAML's.
-func decodeConfigFile(data []byte, c *Config) error {
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	err := dec.Decode(&doc)
-	if errors.Is(err, io.EOF) {
-		return nil // empty file
-	}
-	if err != nil {
-		return yamlError(data, err)
-	}
-	leaves := map[string]option{}
-	for _, o := range options(c) {
-		leaves[o.key] = o
-	}
-	if err := prepareNode(&doc, "", leaves, 0); err != nil {
-		return err
-	}
-	if err := doc.Decode(c); err != nil {
-		return yamlError(data, err)
-	}
-	return nil
-}
-
-// prepareNode walks the YAML tree against the config's keys: an unknown
-// key is an error (the decoder's KnownFields, which Node.Decode lacks),
-// and a duration or size leaf is parsed with the option's own parser and
-// rewritten into the form YAML's decoder takes.
-func prepareNode(n *yaml.Node, prefix string, leaves map[string]option, depth int) error {
-	if depth > 16 {
-		return &ConfigError{Key: prefix, Err: fmt.Errorf("line %d: nested too deeply", n.Line)}
-	}
-	switch n.Kind {
-	case yaml.DocumentNode:
-		for _, c := range n.Content {
-			if err := prepareNode(c, prefix, leaves, depth+1); err != nil {
-				return err
-			}
-		}
-		return nil
-	case yaml.AliasNode:
-		if n.Alias != nil {
-			return prepareNode(n.Alias, prefix, leaves, depth+1)
-		}
-		return nil
-	case yaml.MappingNode:
-	default:
-		return nil // a type error: the decoder reports it
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if k.Value == "<<" && k.Tag == "!!merge" {
-			if err := prepareNode(v, prefix, leaves, depth+1); err != nil {
-				return err
-			}
-			continue
-		}
-		key := k.Value
-		if prefix != "" {
-			key = prefix + "." + key
-		}
-		if o, ok := leaves[key]; ok {
-			if err := prepareLeaf(v, o); err != nil {
-				return err
-			}
-			continue
-		}
-		known := false
-		for l := range leaves {
-			if strings.HasPrefix(l, key+".") {
-				known = true
-				break
-			}
-		}
-		if !known {
-			return &ConfigError{Key: key, Err: fmt.Errorf("line %d: unknown key", k.Line)}
-		}
-		if err := prepareNode(v, key, leaves, depth+1); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// prepareLeaf parses a duration or size scalar as the environment and
-// flags do and rewrites it canonically (a Go duration, a decimal integer).
-func prepareLeaf(v *yaml.Node, o option) error {
-	for v.Kind == yaml.AliasNode && v.Alias != nil && v.Alias != v {
-		v = v.Alias
-	}
-	if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
-		return nil
-	}
-	switch o.field.Interface().(type) {
-	case Duration, time.Duration:
-		d, err := retention.ParseDuration(v.Value)
-		if err != nil {
-			return &ConfigError{Key: o.key, Err: fmt.Errorf("line %d: %q is not a duration (like 30s, 36h, 1d, 2w)", v.Line, v.Value)}
-		}
-		v.Value, v.Tag, v.Style = time.Duration(d).String(), "!!str", 0
-		return nil
-	}
-	if k := o.field.Kind(); (k == reflect.Int64 || k == reflect.Int) && v.Tag == "!!str" {
-		n, err := parseSize(v.Value)
-		if err != nil {
-			return &ConfigError{Key: o.key, Err: fmt.Errorf("line %d: %q is not a number (sizes like 8MiB)", v.Line, v.Value)}
-		}
-		v.Value, v.Tag, v.Style = strconv.FormatInt(n, 10), "!!int", 0
-	}
-	return nil
-}
-
-var yamlLineRE = regexp.MustCompile(`line (\d+): (.*)`)
-
-// yamlError turns a YAML decoding error into one ConfigError that names
-// the key (yaml.v3 reports only line numbers for type errors).
-func yamlError(data []byte, err error) error {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) || len(te.Errors) == 0 {
-		return &ConfigError{Err: fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "yaml: "))}
-	}
-	keys := map[int]string{} // line → key path whose value starts there
-	var root yaml.Node
-	if yaml.Unmarshal(data, &root) == nil {
-		var walk func(prefix string, n *yaml.Node)
-		walk = func(prefix string, n *yaml.Node) {
-			switch n.Kind {
-			case yaml.DocumentNode:
-				for _, c := range n.Content {
-					walk(prefix, c)
-				}
-			case yaml.MappingNode:
-				for i := 0; i+1 < len(n.Content); i += 2 {
-					key := n.Content[i].Value
-					if prefix != "" {
-						key = prefix + "." + key
-					}
-					keys[n.Content[i].Line] = key
-					if _, seen := keys[n.Content[i+1].Line]; !seen {
-						keys[n.Content[i+1].Line] = key
-					}
-					walk(key, n.Content[i+1])
-				}
-			}
-		}
-		walk("", &root)
-	}
-	msg := te.Errors[0]
-	m := yamlLineRE.FindStringSubmatch(msg)
-	if m == nil {
-		return &ConfigError{Err: errors.New(msg)}
-	}
-	line, _ := strconv.Atoi(m[1])
-	detail := strings.Replace(m[2], "cannot unmarshal", "cannot use", 1)
-	key := keys[line]
-	if strings.Contains(detail, "not found in type") {
-		// "field foo not found in type main.EtcdConfig"
-		if f := strings.Fields(detail); len(f) > 1 {
-			if key == "" {
-				key = f[1]
-			}
-			detail = "unknown key"
-		}
-	}
-	return &ConfigError{Key: key, Err: fmt.Errorf("line %d: %s", line, detail)}
-}
-
-// LoadConfig builds the effective configuration: defaults, then the file
-// (when path is not empty), then environment (getenv), then flags.
-func LoadConfig(path string, getenv func(string) string, flags map[string]string) (*Config, error) {
-	c := DefaultConfig()
-	if path != "" {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return nil, &ConfigError{Err: fmt.Errorf("read config file: %w", err)}
-		}
-		if err := decodeConfigFile(data, &c); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-	}
-	opts := options(&c)
-	for _, o := range opts {
-		v := getenv(envName(o.key))
-		if v == "" {
-			if alias, ok := etcdctlEnv[o.key]; ok {
-				v = getenv(alias)
-			}
-		}
-		if v == "" {
-			continue
-		}
-		if err := o.set(v); err != nil {
-			return nil, fmt.Errorf("environment %s: %w", envName(o.key), err)
-		}
-	}
-	byKey := map[string]option{}
-	for _, o := range opts {
-		byKey[o.key] = o
-	}
-	keys := make([]string, 0, len(flags))
-	for k := range flags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		o, ok := byKey[k]
-		if !ok {
-			return nil, cfgErr(k, "unknown key")
-		}
-		if err := o.set(flags[k]); err != nil {
-			return nil, err
-		}
-	}
-	c.normalize()
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	return &c, nil
-}
-
-// Redacted renders the configuration as YAML with secrets replaced.
-func (c *Config) Redacted() (string, error) {
-	b, err := yaml.Marshal(c)
-	if err != nil {
-		return "", err
-	}
-	return string(b), nil
 }
