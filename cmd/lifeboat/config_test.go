@@ -305,8 +305,8 @@ func TestEveryCommandsFlagsAreItsGroups(t *testing.T) {
 				}
 			}
 			for _, f := range tt.not {
-				if c.Flags().Lookup(f) != nil {
-					t.Errorf("--%s is not %s's", f, c.Name())
+				if fl := c.Flags().Lookup(f); fl != nil && !fl.Hidden {
+					t.Errorf("--%s is not %s's: its help shows it", f, c.Name())
 				}
 			}
 			c.Flags().VisitAll(func(f *pflag.Flag) {
@@ -314,7 +314,16 @@ func TestEveryCommandsFlagsAreItsGroups(t *testing.T) {
 				if !ok {
 					return // the command's own
 				}
-				if d.Groups&commandGroups[c.Name()] == 0 {
+				switch {
+				case d.Groups&commandGroups[c.Name()] != 0:
+					if f.Hidden {
+						t.Errorf("--%s (%s) is %s's but hidden", f.Name, d.Key, c.Name())
+					}
+				case d.Groups&sharedGroups != 0:
+					if !f.Hidden {
+						t.Errorf("--%s (%s) is shown by %s, whose groups it is not in", f.Name, d.Key, c.Name())
+					}
+				default:
 					t.Errorf("--%s (%s) is outside %s's groups", f.Name, d.Key, c.Name())
 				}
 			})

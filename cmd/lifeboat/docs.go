@@ -12,9 +12,12 @@ import (
 // table between the markers (prose around them is kept).
 const configDocPath = "docs/configuration.md"
 
+// The markers of the generated region (deploy's TestDocsGeneratedOptionsMarkers
+// checks them too).
 const (
-	docBegin = "<!-- BEGIN GENERATED from cmd/lifeboat/options.go: edit the table there, then run `lifeboat docs` or `go test ./cmd/lifeboat -run TestDocs -update` -->"
-	docEnd   = "<!-- END GENERATED -->"
+	docBegin = "<!-- BEGIN GENERATED OPTIONS -->"
+	docEnd   = "<!-- END GENERATED OPTIONS -->"
+	docNote  = "<!-- generated from cmd/lifeboat/options.go: edit the table there, then run `go test ./cmd/lifeboat -run TestDocs -update` (or `lifeboat docs`) -->"
 )
 
 // newDocsCmd is the hidden command that rewrites docs/configuration.md
@@ -50,7 +53,7 @@ func updateConfigDoc(path string) error {
 
 // spliceConfigDoc replaces the generated region of doc (or appends one).
 func spliceConfigDoc(doc string) string {
-	gen := docBegin + "\n" + configReference() + docEnd + "\n"
+	gen := docBegin + "\n" + docNote + "\n" + configReference() + docEnd + "\n"
 	i, j := strings.Index(doc, docBegin), strings.Index(doc, docEnd)
 	if i < 0 || j < i {
 		if doc == "" {
@@ -67,7 +70,7 @@ func spliceConfigDoc(doc string) string {
 // group, and which commands take its flags.
 func configReference() string {
 	var b strings.Builder
-	b.WriteString("Every key can be set in the YAML file (`--config`, `LIFEBOAT_CONFIG`), by its `LIFEBOAT_*` environment variable and by its flag; flags win over the environment, the environment over the file, the file over the defaults. Durations take `s`, `m`, `h` and also `d`, `w`, `y` (`30d`); sizes take binary units (`8MiB`, `8M`). Lists are YAML lists in the file, comma-separated in the environment, and repeatable or comma-separated flags. Secrets are never printed (`config check` shows them redacted).\n")
+	b.WriteString("Types: `duration` takes Go's `90s`, `1h30m` and also `d`, `w`, `y` (`30d`); `size` takes bytes with binary units (`8MiB`, `8 MiB`, `8M`); `strings` is a YAML list in the file, comma-separated in the environment, a repeatable (or comma-separated) flag. A command shows the flags of its groups in `--help`; every command that reads the store also takes the etcd, store, encryption, spool and drill flags (hidden where they are not its own), so one set of flags serves them all.\n")
 	var c Config
 	opts := options(&c)
 	for _, g := range groupNames {
@@ -81,6 +84,9 @@ func configReference() string {
 			continue
 		}
 		fmt.Fprintf(&b, "\n### %s\n\n", g.title)
+		if g.doc != "" {
+			b.WriteString(g.doc + "\n\n")
+		}
 		var cmds []string
 		for _, name := range []string{"snapshot", "list", "verify", "fetch", "restore", "drill", "prune", "demo", "agent"} {
 			if commandGroups[name]&g.g != 0 {
@@ -103,6 +109,9 @@ func configReference() string {
 				def = "`" + o.Default + "`"
 			}
 			help := o.Help
+			if o.Doc != "" {
+				help += "; " + o.Doc
+			}
 			if isSecret(o.field.Type()) {
 				help += " (secret: redacted)"
 			}

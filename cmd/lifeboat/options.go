@@ -41,23 +41,31 @@ var groupNames = []struct {
 	g     group
 	name  string
 	title string
+	doc   string // a line for docs/configuration.md
 }{
-	{groupGlobal, "global", "Logging"},
-	{groupEtcd, "etcd", "etcd connection"},
-	{groupStore, "store", "Store"},
-	{groupEncryption, "encryption", "Encryption"},
-	{groupSpool, "spool", "Spool"},
-	{groupSnapshot, "snapshot", "Snapshot"},
-	{groupRetention, "retention", "Retention"},
-	{groupDrill, "drill", "Drill"},
-	{groupSchedule, "schedule", "Schedules"},
-	{groupAgent, "agent", "Agent"},
-	{groupNotify, "notify", "Notifications"},
+	{groupGlobal, "global", "Logging", ""},
+	{groupEtcd, "etcd", "etcd connection", "etcdctl's names and variables, so existing scripts carry over."},
+	{groupStore, "store", "Store", "S3 takes credentials from the AWS SDK's chain, never from here: see [S3-compatible storage](s3.md)."},
+	{groupEncryption, "encryption", "Encryption", "See [Encryption](encryption.md)."},
+	{groupSpool, "spool", "Spool", ""},
+	{groupSnapshot, "snapshot", "Snapshot", "See [\"How `lifeboat snapshot` works\"](commands.md#how-lifeboat-snapshot-works)."},
+	{groupRetention, "retention", "Retention", "All off by default: prune refuses an empty policy. See [Retention and prune](retention.md)."},
+	{groupDrill, "drill", "Drill", "See [Drills](drills.md)."},
+	{groupSchedule, "schedule", "Schedules", "The agent's cron schedules (robfig/cron); an empty schedule disables the job. See [The agent](agent.md)."},
+	{groupAgent, "agent", "Agent", "See [The agent](agent.md)."},
+	{groupNotify, "notify", "Notifications", ""},
 }
 
-// commandGroups are the option groups each command takes as flags. A
-// command reads every key from the file and the environment; its flags
-// are the keys that change what it does.
+// sharedGroups say where the cluster, the store and the scratch space
+// are: one set of these flags serves every command (scripts and tests pass
+// the same --endpoints, --store, --spool-dir, --scratch-dir, --identity-file
+// to snapshot, list, verify and drill alike), so every command that reads
+// the store accepts them, hidden from its help where they are not its own.
+const sharedGroups = groupEtcd | groupStore | groupEncryption | groupSpool | groupDrill
+
+// commandGroups are the option groups each command shows as flags (and
+// takes, with sharedGroups). A command reads every key from the file and
+// the environment; its flags are the keys that change what it does.
 var commandGroups = map[string]group{
 	"snapshot": groupEtcd | groupStore | groupEncryption | groupSpool | groupSnapshot,
 	"list":     groupStore,
@@ -87,6 +95,8 @@ type optionDef struct {
 	Default string
 	// Help is the one-line help of the flag and the docs.
 	Help string
+	// Doc is more for docs/configuration.md only.
+	Doc string
 	// Groups say what the option is about (the first one: its section in
 	// help and docs) and so which commands take it as a flag.
 	Groups group
@@ -121,7 +131,8 @@ var optionTable = []optionDef{
 		Help: "member to snapshot: follower, leader, any, or an endpoint URL"},
 
 	{Key: "snapshot.spool_dir", Flag: "spool-dir", Default: "/var/lib/lifeboat/spool", Groups: groupSpool,
-		Help: "directory for the raw snapshot during verification"},
+		Help: "directory for the raw snapshot during verification",
+		Doc:  "needs the db's size free; put it on another disk than etcd's data dir when write latency matters (see [benchmarks.md](benchmarks.md))"},
 	{Key: "snapshot.stall_timeout", Flag: "stall-timeout", Default: "30s", Groups: groupSnapshot,
 		Help: "fail when the snapshot stream stalls this long"},
 	{Key: "snapshot.timeout", Flag: "timeout", Default: "30m", Groups: groupSnapshot,
@@ -193,7 +204,8 @@ var optionTable = []optionDef{
 	{Key: "drill.scratch_dir", Flag: "scratch-dir", Default: "/var/lib/lifeboat/scratch", Groups: groupDrill,
 		Help: "drill scratch directory (needs about twice the db size free)"},
 	{Key: "drill.etcd_binary", Flag: "etcd-binary", Groups: groupDrill,
-		Help: "run drills with this etcd binary instead of the embedded server"},
+		Help: "run drills with this etcd binary instead of the embedded server",
+		Doc:  "default: lifeboat's own (`lifeboat __etcd`, a child process)"},
 	{Key: "drill.check_prefixes", Flag: "check-prefix", Groups: groupDrill,
 		Help: "a key prefix that must hold keys after restore (repeatable), e.g. /registry/namespaces/"},
 	{Key: "drill.timeout", Flag: "drill-timeout", Default: "15m", Groups: groupDrill,
@@ -473,12 +485,13 @@ type boundFlag struct {
 	flag *pflag.Flag
 }
 
-// addOptionFlags gives fs the flags of the options in groups, and records
-// them in a so that config reads the ones given.
-func (a *app) addOptionFlags(fs *pflag.FlagSet, groups group) {
+// addOptionFlags gives fs the flags of the options in groups (and hidden
+// ones of the options in hidden), and records them in a so that config
+// reads the ones given.
+func (a *app) addOptionFlags(fs *pflag.FlagSet, groups, hidden group) {
 	var c Config
 	for _, o := range options(&c) {
-		if o.Groups&groups == 0 {
+		if o.Groups&(groups|hidden) == 0 {
 			continue
 		}
 		t := o.field.Type()
@@ -490,6 +503,7 @@ func (a *app) addOptionFlags(fs *pflag.FlagSet, groups group) {
 				f.DefValue = "false"
 			}
 		}
+		f.Hidden = o.Groups&groups == 0
 		fs.AddFlag(f)
 		a.optFlags = append(a.optFlags, boundFlag{key: o.key, flag: f})
 	}
@@ -498,7 +512,7 @@ func (a *app) addOptionFlags(fs *pflag.FlagSet, groups group) {
 // withOptions gives c the flags of its option groups (commandGroups) and
 // a usage that lists them by group.
 func (a *app) withOptions(c *cobra.Command, groups group) *cobra.Command {
-	a.addOptionFlags(c.Flags(), groups&^groupGlobal) // global ones are the root's
+	a.addOptionFlags(c.Flags(), groups&^groupGlobal, sharedGroups&^groups) // global ones are the root's
 
 	c.SetUsageTemplate(groupedUsageTemplate)
 	return c

@@ -58,7 +58,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	})
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.configFile, "config", "", "YAML config file (also LIFEBOAT_CONFIG)")
-	a.addOptionFlags(pf, groupGlobal)
+	a.addOptionFlags(pf, groupGlobal, 0)
 
 	root.AddCommand(
 		newVersionCmd(a),
