@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// lifeboatMetrics are the metrics lifeboat agent exports (the README
+// lifeboatMetrics are the metrics lifeboat agent exports (docs/agent.md
 // documents each): the alert rules and the dashboard may select these,
 // and TestAgentExportsMetrics proves the binary exports exactly these.
 var lifeboatMetrics = []string{

@@ -19,5 +19,8 @@
 // metrics and labels that `lifeboat agent --once` really exports, every
 // alert has promtool cases that make it fire and keep it silent, the
 // PrometheusRule carries exactly alerts.yaml's rules, and the systemd units
-// hand the service the credential files its config.yaml names.
+// hand the service the credential files its config.yaml names. The docs
+// tests check that the links between README.md, docs/ and the deploy pages
+// resolve (files and #anchors) and that docs/agent.md lists exactly the
+// exported metrics.
 package deploy

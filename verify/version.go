@@ -12,7 +12,7 @@ import (
 // (mvcc hashByRev and kvHasher, key index Keep, compaction) were read and
 // equal those of 3.7, and the version tests check File's HashKV against
 // real servers of that version (the newest patch release the module proxy
-// serves, built by scripts/build-etcd.sh: see README, "etcd versions").
+// serves, built by scripts/build-etcd.sh: see docs/commands.md, "etcd versions").
 // Add a version only with its test.
 var HashKVVersions = []string{"3.5", "3.6", "3.7"}
 
