@@ -114,6 +114,8 @@ func TestEtcdctlConventions(t *testing.T) {
 			key: "store.url", want: "s3://bucket/prefix/"},
 		{name: "size with a unit", settings: []setting{{key: "snapshot.writeback_chunk", flag: "writeback-chunk", value: "8MiB"}},
 			key: "snapshot.writeback_chunk", want: 8 << 20},
+		{name: "size with a short unit", settings: []setting{{key: "store.url", flag: "store", value: "s3://bkt"}, {key: "store.s3.part_size", flag: "s3-part-size", value: "64M"}},
+			key: "store.s3.part_size", want: 64 << 20},
 		{name: "S3 part size with a unit", settings: []setting{{key: "store.url", flag: "store", value: "s3://bkt"}, {key: "store.s3.part_size", flag: "s3-part-size", value: "16MiB"}},
 			key: "store.s3.part_size", want: 16 << 20},
 		{name: "duration in days", settings: []setting{{key: "snapshot.timeout", flag: "timeout", value: "1d"},
@@ -180,7 +182,7 @@ func TestWebhookWithAComma(t *testing.T) {
 }
 
 func FuzzParseSize(f *testing.F) {
-	for _, s := range []string{"0", "8MiB", "16 MiB", "1GiB", "-1", "9223372036854775807", "9GiB", "99999999999GiB", "KiB", "1.5MiB"} {
+	for _, s := range []string{"0", "8MiB", "16 MiB", "1GiB", "8M", "64 M", "1T", "-1", "9223372036854775807", "9GiB", "99999999999GiB", "KiB", "1.5MiB"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
