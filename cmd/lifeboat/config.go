@@ -13,116 +13,77 @@ import (
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
-// Config is lifeboat's configuration: the YAML file's shape. Every leaf key
-// can also be set by a LIFEBOAT_* environment variable (the key upper-cased,
-// dots as underscores: etcd.endpoints → LIFEBOAT_ETCD_ENDPOINTS) and by a
-// flag (see flagNames). Flags win over environment, environment over file.
+// Config is lifeboat's configuration: the YAML file's shape, mapped onto the
+// packages' own configurations below. Each leaf field is documented by its
+// row in optionTable (options.go: help, default, flag, environment, the
+// commands that take it; docs/configuration.md is generated from it), which
+// a test keeps in step with these structs. Flags win over environment,
+// environment over file, file over defaults.
 type Config struct {
-	// Cluster names the cluster inside the store; several can share one.
-	Cluster string `yaml:"cluster"`
-	Log     LogConfig
-	Etcd    EtcdConfig
-	// Snapshot tunes taking a snapshot.
-	Snapshot SnapshotConfig
-	Store    StoreConfig
-	// Encryption configures age encryption of stored objects.
+	Cluster    string `yaml:"cluster"`
+	Log        LogConfig
+	Etcd       EtcdConfig
+	Snapshot   SnapshotConfig
+	Store      StoreConfig
 	Encryption EncryptionConfig
-	// Retention is the policy prune applies.
-	Retention RetentionConfig
-	// Drill configures restore drills.
-	Drill DrillConfig
-	// Schedule holds the agent's cron schedules.
-	Schedule ScheduleConfig
-	// Agent configures the daemon.
-	Agent AgentConfig
-	// Notify configures webhook notifications.
-	Notify NotifyConfig
+	Retention  RetentionConfig
+	Drill      DrillConfig
+	Schedule   ScheduleConfig
+	Agent      AgentConfig
+	Notify     NotifyConfig
 }
 
 // DrillConfig configures restore drills.
 type DrillConfig struct {
-	// ScratchDir is where a drill restores (needs about twice the db size
-	// free; emptied after every drill).
-	ScratchDir string `yaml:"scratch_dir"`
-	// EtcdBinary runs the throwaway etcd from this binary instead of the
-	// embedded server, to match the cluster's version.
-	EtcdBinary string `yaml:"etcd_binary"`
-	// CheckPrefixes must each hold at least one key in the restored data
-	// (e.g. /registry/namespaces/ for Kubernetes).
-	CheckPrefixes []string `yaml:"check_prefixes"`
-	// Timeout bounds one drill.
-	Timeout time.Duration `yaml:"timeout"`
+	ScratchDir    string        `yaml:"scratch_dir"`
+	EtcdBinary    string        `yaml:"etcd_binary"`
+	CheckPrefixes []string      `yaml:"check_prefixes"`
+	Timeout       time.Duration `yaml:"timeout"`
 }
 
 // ScheduleConfig holds cron schedules (robfig/cron: five fields with
 // optional seconds, descriptors like @every 30m or @daily, CRON_TZ=…).
 // An empty schedule disables that job.
 type ScheduleConfig struct {
-	Snapshot string `yaml:"snapshot"`
-	Prune    string `yaml:"prune"`
-	Drill    string `yaml:"drill"`
-	// Jitter delays each run by a random time up to this.
-	Jitter time.Duration `yaml:"jitter"`
-	// RunAtStart runs a snapshot when the agent starts.
-	RunAtStart bool `yaml:"run_at_start"`
-	// DrillTarget is latest or random (an older retained backup).
-	DrillTarget string `yaml:"drill_target"`
+	Snapshot    string        `yaml:"snapshot"`
+	Prune       string        `yaml:"prune"`
+	Drill       string        `yaml:"drill"`
+	Jitter      time.Duration `yaml:"jitter"`
+	RunAtStart  bool          `yaml:"run_at_start"`
+	DrillTarget string        `yaml:"drill_target"`
 }
 
 // AgentConfig configures the daemon.
 type AgentConfig struct {
-	// Listen is the HTTP address for /metrics, /healthz, /readyz, /status.
-	Listen string `yaml:"listen"`
-	// Lock coordinates several agents through a lease-based lock in etcd
-	// so each job runs once per cluster.
-	Lock bool `yaml:"lock"`
-	// LockTTL is the lock lease's TTL: how soon a dead agent's lock expires.
-	LockTTL time.Duration `yaml:"lock_ttl"`
-	// SnapshotRetries is how often a failed snapshot is retried (with
-	// backoff) before the run counts as failed.
-	SnapshotRetries int `yaml:"snapshot_retries"`
-	// StaleAfter: the newest backup older than this is "stale" (notified).
-	StaleAfter time.Duration `yaml:"stale_after"`
-	// Pushgateway, when set, receives the metrics after agent --once. It
-	// may hold credentials (http://user:password@host:9091): a secret.
-	Pushgateway snapshot.Secret `yaml:"pushgateway"`
-	// Textfile, when set, receives the metrics after agent --once, for
-	// node_exporter's textfile collector.
-	Textfile string `yaml:"textfile"`
-	// ShutdownTimeout bounds a graceful shutdown.
-	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	Listen          string          `yaml:"listen"`
+	Lock            bool            `yaml:"lock"`
+	LockTTL         time.Duration   `yaml:"lock_ttl"`
+	SnapshotRetries int             `yaml:"snapshot_retries"`
+	StaleAfter      time.Duration   `yaml:"stale_after"`
+	Pushgateway     snapshot.Secret `yaml:"pushgateway"`
+	Textfile        string          `yaml:"textfile"`
+	ShutdownTimeout time.Duration   `yaml:"shutdown_timeout"`
 }
 
 // NotifyConfig configures webhook notifications.
 type NotifyConfig struct {
-	// Webhooks receive a JSON POST per event (URLs may hold tokens: they
-	// are secrets and never printed).
 	Webhooks []snapshot.Secret `yaml:"webhooks"`
-	// On lists the events to send: drill_failed, snapshot_failed, stale.
-	On []string `yaml:"on"`
-	// Timeout bounds one webhook attempt.
-	Timeout time.Duration `yaml:"timeout"`
+	On       []string          `yaml:"on"`
+	Timeout  time.Duration     `yaml:"timeout"`
 }
 
 // RetentionConfig is the GFS retention policy (restic's forget semantics:
 // a backup is kept when any rule keeps it). All zero is an error for
 // prune, never "delete everything".
 type RetentionConfig struct {
-	// KeepLast keeps the N newest backups.
-	KeepLast int `yaml:"keep_last"`
-	// KeepHourly … KeepYearly keep the newest backup of each of the N most
-	// recent hours, days, ISO weeks, months, years that have one (-1: all).
-	KeepHourly  int `yaml:"keep_hourly"`
-	KeepDaily   int `yaml:"keep_daily"`
-	KeepWeekly  int `yaml:"keep_weekly"`
-	KeepMonthly int `yaml:"keep_monthly"`
-	KeepYearly  int `yaml:"keep_yearly"`
-	// KeepWithin keeps every backup younger than this (e.g. 7d).
-	KeepWithin Duration `yaml:"keep_within"`
-	// TimeZone places the calendar buckets (IANA name; default UTC).
-	TimeZone string `yaml:"time_zone"`
-	// OrphanGrace is how old a data object without a manifest, or an
-	// incomplete multipart upload, must be before prune removes it.
+	KeepLast    int      `yaml:"keep_last"`
+	KeepHourly  int      `yaml:"keep_hourly"`
+	KeepDaily   int      `yaml:"keep_daily"`
+	KeepWeekly  int      `yaml:"keep_weekly"`
+	KeepMonthly int      `yaml:"keep_monthly"`
+	KeepYearly  int      `yaml:"keep_yearly"`
+	KeepWithin  Duration `yaml:"keep_within"`
+	TimeZone    string   `yaml:"time_zone"`
 	OrphanGrace Duration `yaml:"orphan_grace"`
 }
 
@@ -144,105 +105,68 @@ func (r RetentionConfig) Policy() (retention.Policy, error) {
 
 // LogConfig configures logging.
 type LogConfig struct {
-	// Level is debug, info, warn or error.
-	Level string `yaml:"level"`
-	// Format is auto (text on a terminal, JSON otherwise), text or json.
+	Level  string `yaml:"level"`
 	Format string `yaml:"format"`
 }
 
 // EtcdConfig is how to reach etcd (etcdctl's names).
 type EtcdConfig struct {
-	// Endpoints are client URLs of the members.
-	Endpoints []string `yaml:"endpoints"`
-	// CACert, Cert and Key are PEM file paths for TLS.
-	CACert string `yaml:"cacert"`
-	Cert   string `yaml:"cert"`
-	Key    string `yaml:"key"`
-	// User and Password authenticate with etcd auth.
-	User     string          `yaml:"user"`
-	Password snapshot.Secret `yaml:"password"`
-	// DialTimeout bounds connecting to each member.
-	DialTimeout time.Duration `yaml:"dial_timeout"`
-	// Member picks the member to snapshot: follower, leader, any, or a URL.
-	Member string `yaml:"member"`
+	Endpoints   []string        `yaml:"endpoints"`
+	CACert      string          `yaml:"cacert"`
+	Cert        string          `yaml:"cert"`
+	Key         string          `yaml:"key"`
+	User        string          `yaml:"user"`
+	Password    snapshot.Secret `yaml:"password"`
+	DialTimeout time.Duration   `yaml:"dial_timeout"`
+	Member      string          `yaml:"member"`
 }
 
 // SnapshotConfig tunes taking snapshots.
 type SnapshotConfig struct {
-	// SpoolDir holds the raw snapshot during verification.
-	SpoolDir string `yaml:"spool_dir"`
-	// StallTimeout fails a stream that delivers no bytes for this long.
-	StallTimeout time.Duration `yaml:"stall_timeout"`
-	// Timeout bounds the whole backup (0: none).
-	Timeout time.Duration `yaml:"timeout"`
-	// WritebackChunk is how many bytes are written before they are pushed
-	// to disk (0: leave it to the kernel).
-	WritebackChunk int64 `yaml:"writeback_chunk"`
-	// LiveHashKV compares the snapshot's HashKV with a live member's:
-	// always (another member when one can answer), auto (always, except
-	// deferred to the drill on a single-member cluster) or defer.
-	LiveHashKV string `yaml:"live_hashkv"`
+	SpoolDir       string        `yaml:"spool_dir"`
+	StallTimeout   time.Duration `yaml:"stall_timeout"`
+	Timeout        time.Duration `yaml:"timeout"`
+	WritebackChunk int64         `yaml:"writeback_chunk"`
+	LiveHashKV     string        `yaml:"live_hashkv"`
 }
 
 // StoreConfig says where backups go.
 type StoreConfig struct {
-	// URL is file:///path or s3://bucket/prefix.
-	URL string `yaml:"url"`
-	// Compression is zstd or none.
-	Compression string `yaml:"compression"`
-	// S3 configures s3:// stores.
-	S3 S3StoreConfig `yaml:"s3"`
-	// ObjectLock requests S3 Object Lock retention for every data object.
-	ObjectLock ObjectLockConfig `yaml:"object_lock"`
+	URL         string           `yaml:"url"`
+	Compression string           `yaml:"compression"`
+	S3          S3StoreConfig    `yaml:"s3"`
+	ObjectLock  ObjectLockConfig `yaml:"object_lock"`
 }
 
 // S3StoreConfig configures s3:// stores. Credentials come from the AWS
 // SDK's standard chain (environment, shared config and profiles, web
 // identity / IRSA, instance roles), never from this file.
 type S3StoreConfig struct {
-	// Endpoint is an S3-compatible service's URL (MinIO, Ceph, versitygw…);
-	// empty uses AWS_ENDPOINT_URL_S3 or AWS.
-	Endpoint string `yaml:"endpoint"`
-	// Region signs requests; empty uses the SDK chain, then us-east-1.
-	Region string `yaml:"region"`
-	// PathStyle addresses buckets as host/bucket (most non-AWS servers).
-	PathStyle bool `yaml:"path_style"`
-	// SSE is "", AES256 or aws:kms; SSEKMSKeyID names the KMS key.
-	SSE         string `yaml:"sse"`
-	SSEKMSKeyID string `yaml:"sse_kms_key_id"`
-	// StorageClass of new objects (e.g. STANDARD_IA).
+	Endpoint     string `yaml:"endpoint"`
+	Region       string `yaml:"region"`
+	PathStyle    bool   `yaml:"path_style"`
+	SSE          string `yaml:"sse"`
+	SSEKMSKeyID  string `yaml:"sse_kms_key_id"`
 	StorageClass string `yaml:"storage_class"`
-	// PartSize is the multipart part size in bytes (5MiB…5GiB).
-	PartSize int64 `yaml:"part_size"`
-	// Concurrency is how many parts upload at once.
-	Concurrency int `yaml:"concurrency"`
-	// CreateBucket creates a missing bucket instead of failing.
-	CreateBucket bool `yaml:"create_bucket"`
-	// Profile selects a shared config profile.
-	Profile string `yaml:"profile"`
-	// MaxAttempts is how often one request is tried.
-	MaxAttempts int `yaml:"max_attempts"`
+	PartSize     int64  `yaml:"part_size"`
+	Concurrency  int    `yaml:"concurrency"`
+	CreateBucket bool   `yaml:"create_bucket"`
+	Profile      string `yaml:"profile"`
+	MaxAttempts  int    `yaml:"max_attempts"`
 }
 
 // ObjectLockConfig requests per-object retention at upload.
 type ObjectLockConfig struct {
-	// Mode is GOVERNANCE or COMPLIANCE; empty: no per-object retention
-	// (a bucket's default retention still applies).
-	Mode string `yaml:"mode"`
-	// Retain is how long each object is locked (e.g. 30d).
-	Retain Duration `yaml:"retain"`
-	// LegalHold puts a legal hold on each object.
-	LegalHold bool `yaml:"legal_hold"`
+	Mode      string   `yaml:"mode"`
+	Retain    Duration `yaml:"retain"`
+	LegalHold bool     `yaml:"legal_hold"`
 }
 
 // EncryptionConfig configures age encryption.
 type EncryptionConfig struct {
-	// Recipients are age X25519 public keys (age1…).
-	Recipients []string `yaml:"recipients"`
-	// RecipientsFile holds more recipients, one per line.
-	RecipientsFile string `yaml:"recipients_file"`
-	// IdentityFile holds the age secret key used to read backups.
-	IdentityFile string `yaml:"identity_file"`
+	Recipients     []string `yaml:"recipients"`
+	RecipientsFile string   `yaml:"recipients_file"`
+	IdentityFile   string   `yaml:"identity_file"`
 }
 
 // DefaultConfig returns the defaults: the table's (optionTable), the one
