@@ -108,7 +108,9 @@ func TestEtcdctlConventions(t *testing.T) {
 			key: "etcd.endpoints", want: []any{"https://127.0.0.1:2379"}},
 		{name: "endpoint with a scheme is kept", settings: append([]setting{{key: "etcd.endpoints", flag: "endpoints", value: "http://127.0.0.1:2379", list: []string{"http://127.0.0.1:2379"}}}, tls...),
 			key: "etcd.endpoints", want: []any{"http://127.0.0.1:2379"}},
-		{name: "member without a scheme", settings: []setting{{key: "etcd.member", flag: "member", value: "10.0.0.2:2379"}},
+		{name: "member without a scheme", settings: []setting{{key: "etcd.member", flag: "member", value: "10.0.0.2:2379"},
+			// The member must be one of the endpoints (snapshot's rule).
+			{key: "etcd.endpoints", flag: "endpoints", value: "127.0.0.1:2379,10.0.0.2:2379", list: []string{"127.0.0.1:2379", "10.0.0.2:2379"}}},
 			key: "etcd.member", want: "http://10.0.0.2:2379"},
 		{name: "s3 URL with a trailing slash", settings: []setting{{key: "store.url", flag: "store", value: "s3://bucket/prefix/"}},
 			key: "store.url", want: "s3://bucket/prefix/"},

@@ -241,6 +241,11 @@ func (c *Config) Validate() error {
 			return cfgErr("etcd.member", "not follower, leader, any or an endpoint URL: %w", err)
 		}
 	}
+	// The rules across keys (the member among the endpoints, no endpoint
+	// twice, a user with a password) are the snapshot package's own.
+	if err := etcdConfig(c).Validate(); err != nil {
+		return &ConfigError{Key: "etcd", Err: err}
+	}
 	if c.Snapshot.SpoolDir == "" {
 		return cfgErr("snapshot.spool_dir", "empty")
 	}

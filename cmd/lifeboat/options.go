@@ -21,18 +21,19 @@ import (
 type group uint16
 
 const (
-	groupGlobal     group = 1 << iota // logging: every command
-	groupEtcd                         // reaching etcd
-	groupStore                        // where backups are
-	groupEncryption                   // age encryption and decryption
-	groupSpool                        // where a raw snapshot is staged on disk
-	groupSnapshot                     // taking a snapshot
-	groupRetention                    // what prune keeps
-	groupDrill                        // restore drills
-	groupSchedule                     // the agent's schedules
-	groupAgent                        // the daemon
-	groupNotify                       // webhook notifications
-	groupAll        group = 1<<iota - 1
+	groupGlobal     group = 1 << iota   // logging: every command
+	groupEtcd                           // reaching etcd
+	groupStore                          // where backups are
+	groupUpload                         // how objects are written to the store
+	groupEncryption                     // age encryption and decryption
+	groupSpool                          // where a raw snapshot is staged on disk
+	groupSnapshot                       // taking a snapshot
+	groupRetention                      // what prune keeps
+	groupDrill                          // restore drills
+	groupSchedule                       // the agent's schedules
+	groupAgent                          // the daemon
+	groupNotify                         // webhook notifications
+	groupAll        group = 1<<iota - 1 // every group above
 )
 
 // groupNames name the groups in help and in docs/configuration.md, in
@@ -46,6 +47,7 @@ var groupNames = []struct {
 	{groupGlobal, "global", "Logging", ""},
 	{groupEtcd, "etcd", "etcd connection", "etcdctl's names and variables, so existing scripts carry over."},
 	{groupStore, "store", "Store", "S3 takes credentials from the AWS SDK's chain, never from here: see [S3-compatible storage](s3.md)."},
+	{groupUpload, "upload", "Upload", "How data objects (and drill reports) are written."},
 	{groupEncryption, "encryption", "Encryption", "See [Encryption](encryption.md)."},
 	{groupSpool, "spool", "Spool", ""},
 	{groupSnapshot, "snapshot", "Snapshot", "See [\"How `lifeboat snapshot` works\"](commands.md#how-lifeboat-snapshot-works)."},
@@ -61,20 +63,20 @@ var groupNames = []struct {
 // the same --endpoints, --store, --spool-dir, --scratch-dir, --identity-file
 // to snapshot, list, verify and drill alike), so every command that reads
 // the store accepts them, hidden from its help where they are not its own.
-const sharedGroups = groupEtcd | groupStore | groupEncryption | groupSpool | groupDrill
+const sharedGroups = groupEtcd | groupStore | groupUpload | groupEncryption | groupSpool | groupDrill
 
 // commandGroups are the option groups each command shows as flags (and
 // takes, with sharedGroups). A command reads every key from the file and
 // the environment; its flags are the keys that change what it does.
 var commandGroups = map[string]group{
-	"snapshot": groupEtcd | groupStore | groupEncryption | groupSpool | groupSnapshot,
+	"snapshot": groupEtcd | groupStore | groupUpload | groupEncryption | groupSpool | groupSnapshot,
 	"list":     groupStore,
 	"verify":   groupStore | groupEncryption | groupSpool,
 	"fetch":    groupStore | groupEncryption | groupSpool,
 	"restore":  groupStore | groupEncryption | groupSpool | groupDrill,
-	"drill":    groupStore | groupEncryption | groupSpool | groupDrill,
+	"drill":    groupStore | groupUpload | groupEncryption | groupSpool | groupDrill,
 	"prune":    groupStore | groupRetention,
-	"demo":     groupStore | groupEncryption | groupDrill,
+	"demo":     groupStore | groupUpload | groupEncryption | groupDrill,
 	"agent":    groupAll,
 	"check":    groupAll, // config check
 }
@@ -144,7 +146,7 @@ var optionTable = []optionDef{
 
 	{Key: "store.url", Flag: "store", Default: "file:///var/lib/lifeboat/backups", Groups: groupStore,
 		Help: "backup store: file:///path or s3://bucket/prefix"},
-	{Key: "store.compression", Flag: "compression", Default: "zstd", Groups: groupStore,
+	{Key: "store.compression", Flag: "compression", Default: "zstd", Groups: groupUpload,
 		Help: "zstd or none"},
 	{Key: "store.s3.endpoint", Flag: "s3-endpoint", Groups: groupStore,
 		Help: "S3-compatible endpoint URL (default: AWS_ENDPOINT_URL_S3 or AWS)"},
@@ -152,15 +154,15 @@ var optionTable = []optionDef{
 		Help: "S3 region (default: the AWS SDK chain, then us-east-1)"},
 	{Key: "store.s3.path_style", Flag: "s3-path-style", Groups: groupStore,
 		Help: "path-style bucket addressing (MinIO, Ceph, versitygw)"},
-	{Key: "store.s3.sse", Flag: "s3-sse", Groups: groupStore,
+	{Key: "store.s3.sse", Flag: "s3-sse", Groups: groupUpload,
 		Help: "server-side encryption: AES256 or aws:kms"},
-	{Key: "store.s3.sse_kms_key_id", Flag: "s3-sse-kms-key-id", Groups: groupStore,
+	{Key: "store.s3.sse_kms_key_id", Flag: "s3-sse-kms-key-id", Groups: groupUpload,
 		Help: "KMS key id for --s3-sse aws:kms"},
-	{Key: "store.s3.storage_class", Flag: "s3-storage-class", Groups: groupStore,
+	{Key: "store.s3.storage_class", Flag: "s3-storage-class", Groups: groupUpload,
 		Help: "storage class of new objects (e.g. STANDARD_IA)"},
-	{Key: "store.s3.part_size", Flag: "s3-part-size", Groups: groupStore,
+	{Key: "store.s3.part_size", Flag: "s3-part-size", Groups: groupUpload,
 		Help: "multipart part size, 5MiB to 5GiB (default 8MiB)"},
-	{Key: "store.s3.concurrency", Flag: "s3-concurrency", Groups: groupStore,
+	{Key: "store.s3.concurrency", Flag: "s3-concurrency", Groups: groupUpload,
 		Help: "parts uploaded at once (default 4)"},
 	{Key: "store.s3.create_bucket", Flag: "s3-create-bucket", Groups: groupStore,
 		Help: "create the bucket when it does not exist"},
@@ -168,11 +170,11 @@ var optionTable = []optionDef{
 		Help: "AWS shared config profile"},
 	{Key: "store.s3.max_attempts", Flag: "s3-max-attempts", Groups: groupStore,
 		Help: "attempts per S3 request, with exponential backoff and jitter (default 8)"},
-	{Key: "store.object_lock.mode", Flag: "object-lock-mode", Groups: groupStore,
+	{Key: "store.object_lock.mode", Flag: "object-lock-mode", Groups: groupUpload,
 		Help: "S3 Object Lock mode for each data object: GOVERNANCE or COMPLIANCE"},
-	{Key: "store.object_lock.retain", Flag: "object-lock-retain", Groups: groupStore,
+	{Key: "store.object_lock.retain", Flag: "object-lock-retain", Groups: groupUpload,
 		Help: "Object Lock retention per data object, e.g. 30d"},
-	{Key: "store.object_lock.legal_hold", Flag: "object-lock-legal-hold", Groups: groupStore,
+	{Key: "store.object_lock.legal_hold", Flag: "object-lock-legal-hold", Groups: groupUpload,
 		Help: "put a legal hold on each data object"},
 
 	{Key: "encryption.recipients", Flag: "recipient", Groups: groupEncryption,

@@ -28,6 +28,36 @@ func TestConfigAgreesWithThePackages(t *testing.T) {
 			}
 		}
 	})
+	t.Run("etcd connection", func(t *testing.T) {
+		for _, tc := range []struct {
+			name  string
+			flags map[string]string
+		}{
+			{"member among the endpoints", map[string]string{"etcd.endpoints": "http://a:2379,http://b:2379", "etcd.member": "http://b:2379"}},
+			{"member not among the endpoints", map[string]string{"etcd.endpoints": "http://a:2379", "etcd.member": "http://elsewhere:2379"}},
+			{"an endpoint twice", map[string]string{"etcd.endpoints": "http://a:2379,http://a:2379/"}},
+			{"user without password", map[string]string{"etcd.user": "root"}},
+			{"user and password", map[string]string{"etcd.user": "root", "etcd.password": "pw"}},
+		} {
+			c, err := LoadConfig("", envMap(nil), tc.flags)
+			if err != nil {
+				c2 := DefaultConfig()
+				c = &c2
+				for _, o := range options(c) {
+					if v, ok := tc.flags[o.key]; ok {
+						if err := o.set(v); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				c.normalize()
+			}
+			cfg, pkg := err == nil, etcdConfig(c).Validate() == nil
+			if cfg != pkg {
+				t.Errorf("%s: config accepts %v, snapshot accepts %v", tc.name, cfg, pkg)
+			}
+		}
+	})
 	t.Run("s3 store URL", func(t *testing.T) {
 		for _, u := range []string{
 			"s3://bucket", "s3://bucket/a/b/", "s3://bucket//p", "s3://bucket/p?versionId=1",
