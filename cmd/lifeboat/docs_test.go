@@ -101,3 +101,25 @@ func TestHelpShowsTypesAndGroups(t *testing.T) {
 		})
 	}
 }
+
+// TestTypedFlagsRefuseBadValues: a typed flag parses its value as it is
+// given, with the option's own parser; a bad one is a usage error (exit 2)
+// naming the flag.
+func TestTypedFlagsRefuseBadValues(t *testing.T) {
+	for _, args := range [][]string{
+		{"prune", "--keep-last", "three"},
+		{"snapshot", "--timeout", "soon"},
+		{"snapshot", "--s3-part-size", "lots"},
+		{"agent", "--lock=maybe"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			code, _, errOut := runCLI(t, nil, args...)
+			if code != 2 || !strings.Contains(errOut, args[1][:strings.IndexAny(args[1]+"=", "=")]) {
+				t.Errorf("exit %d, want 2 naming the flag: %s", code, errOut)
+			}
+		})
+	}
+	if code, out, errOut := runCLI(t, nil, "config", "check", "--s3-part-size", "64M", "--store", "s3://bucket"); code != 0 || !strings.Contains(out, "part_size: 67108864") {
+		t.Errorf("--s3-part-size 64M: exit %d\n%s%s", code, out, errOut)
+	}
+}

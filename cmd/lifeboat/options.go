@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -392,6 +393,21 @@ func (o option) set(s string) error {
 	return nil
 }
 
+// check parses s as set does, into a scratch value: a flag's value is
+// refused as it is given (exit 2, naming the flag).
+func (o option) check(s string) error {
+	scratch := o
+	scratch.field = reflect.New(o.field.Type()).Elem()
+	if err := scratch.set(s); err != nil {
+		var ce *ConfigError
+		if errors.As(err, &ce) {
+			return ce.Err // pflag names the flag
+		}
+		return err
+	}
+	return nil
+}
+
 // Duration is a time.Duration that also accepts days, weeks and years
 // ("30d", "2w", "1y") in the file, environment and flags.
 type Duration time.Duration
@@ -466,14 +482,18 @@ func parseSize(s string) (int64, error) {
 // the option's type (--keep-last int, --timeout duration,
 // --s3-part-size size).
 type optionFlag struct {
-	typ  string
-	list bool // repeatable: each use adds
-	vals []string
+	typ   string
+	list  bool // repeatable: each use adds
+	vals  []string
+	check func(string) error // the option's parser, on a scratch value
 }
 
 func (f *optionFlag) String() string { return strings.Join(f.vals, ",") }
 func (f *optionFlag) Type() string   { return f.typ }
 func (f *optionFlag) Set(s string) error {
+	if err := f.check(s); err != nil {
+		return err
+	}
 	if f.list {
 		f.vals = append(f.vals, s)
 	} else {
@@ -498,7 +518,7 @@ func (a *app) addOptionFlags(fs *pflag.FlagSet, groups, hidden group) {
 			continue
 		}
 		t := o.field.Type()
-		v := &optionFlag{typ: typeName(t), list: t.Kind() == reflect.Slice}
+		v := &optionFlag{typ: typeName(t), list: t.Kind() == reflect.Slice, check: o.check}
 		f := &pflag.Flag{Name: o.Flag, Usage: o.Help, Value: v, DefValue: o.Default}
 		if t.Kind() == reflect.Bool {
 			f.NoOptDefVal = "true"
