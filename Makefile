@@ -87,12 +87,14 @@ test: tools build lint
 	# The race detector on the code that splits work across goroutines: the
 	# file check's two walkers, the snapshot stream, save's sink and
 	# watchdog, the backup pipeline (spool tail, verifier, checksum, gate,
-	# store, member retry), the store readers, restore's fetch stream, the
-	# notifier and the leader lock (about 3 minutes on 2 cores).
+	# store, member retry), the store readers, the repository's decoder,
+	# fetch stream and caches, restore's rollback, the notifier and the
+	# leader lock (about 3 minutes on 2 cores).
 	$(GO) test -race $(GOTEST_FLAGS) -run 'TestFile|TestStream|TestCRC|TestSave|TestTake' ./verify ./snapshot
 	$(GO) test -race $(GOTEST_FLAGS) -run 'TestSnapshot|TestShutdownDuringUpload|TestNotifier|TestStaleNotification|TestTwoAgentsOneLeader|TestLockExpires' ./agent
-	$(GO) test -race $(GOTEST_FLAGS) -run 'TestDirStore|TestS3Store|TestS3ReadFaults|TestOpenDetectsDamage|TestEncodingRoundTrip' ./uploader
-	$(GO) test -race $(GOTEST_FLAGS) -run 'TestTrailerHash|TestRestoreRollsBack' ./restore
+	$(GO) test -race $(GOTEST_FLAGS) -run 'TestDirStore|TestS3Store|TestS3ReadFaults' ./uploader
+	$(GO) test -race $(GOTEST_FLAGS) -run 'TestOpenDetectsDamage|TestEncodingRoundTrip|TestReadAhead|TestTrailerHash|TestLastDrills|TestCache|TestListFailsOnStoreErrors' ./repository
+	$(GO) test -race $(GOTEST_FLAGS) -run 'TestRestoreRollsBack' ./restore
 	./scripts/e2e.sh
 	./deploy/check.sh
 

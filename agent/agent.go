@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/robfig/cron/v3"
 
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
@@ -35,7 +36,7 @@ type Config struct {
 	Cluster string
 	// Backups is the cluster's backup area: listed after every job for
 	// the backup gauges, and checked by /readyz.
-	Backups *uploader.Backups
+	Backups *repository.Repo
 	// Snapshot, Prune and Drill are the jobs; a nil job, or an empty
 	// schedule, disables it. The agent sets Snapshot.Now and
 	// Prune.Now from Clock and Prune.DrillPassed from the drill history.
@@ -145,8 +146,8 @@ type backupState struct {
 	err          string
 	ok, broken   int
 	locked       int
-	newest       *uploader.Manifest
-	newestProven *uploader.Manifest
+	newest       *repository.Manifest
+	newestProven *repository.Manifest
 	// drillUnknown are the listed backups whose last drill's verdict
 	// cannot be read.
 	drillUnknown []DrillProblem
@@ -492,7 +493,7 @@ func (a *Agent) execute(ctx context.Context, j *job, why string) error {
 			// the stale event covers a store without backups.
 			// A drill that reached no verdict is no drill failure either.
 			var runErr *drillRunError
-			if !(j.name == JobDrill && (errors.Is(err, uploader.ErrNoBackups) || errors.As(err, &runErr))) {
+			if !(j.name == JobDrill && (errors.Is(err, repository.ErrNoBackups) || errors.As(err, &runErr))) {
 				a.notif.notify(event{kind: j.notifyOn, backupID: id, err: err.Error(), at: rec.End})
 			}
 		}
@@ -585,7 +586,7 @@ func (a *Agent) prune(ctx context.Context) (string, error) {
 func (a *Agent) drill(ctx context.Context) (string, error) {
 	out, err := a.cfg.Drill(ctx)
 	now := a.clock.Now()
-	if out == nil && errors.Is(err, uploader.ErrNoBackups) {
+	if out == nil && errors.Is(err, repository.ErrNoBackups) {
 		return "", err // no verdict on any backup
 	}
 	passed := out != nil && out.Passed
@@ -719,7 +720,7 @@ func (a *Agent) refresh(ctx context.Context) {
 	}
 	st := backupState{listed: true, at: now, broken: len(l.Unreadable)}
 	for _, e := range l.Backups {
-		if e.State != uploader.StateOK {
+		if e.State != repository.StateOK {
 			st.broken++
 			continue
 		}
@@ -885,7 +886,7 @@ func (a *Agent) RunOnce(ctx context.Context) error {
 
 func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
-func unixOrZero(m *uploader.Manifest) float64 {
+func unixOrZero(m *repository.Manifest) float64 {
 	if m == nil {
 		return 0
 	}

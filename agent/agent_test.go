@@ -26,6 +26,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/lifeboat-dev/lifeboat/internal/s3test"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -169,7 +170,7 @@ func TestMetricsLint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &uploader.Backups{Store: st, Cluster: testCluster}
+	b := &repository.Repo{Store: st, Cluster: testCluster}
 	reg := NewRegistry()
 	a := start(t, Config{
 		Backups:   b,
@@ -195,7 +196,7 @@ func TestScheduleSkipsOverlap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &uploader.Backups{Store: st, Cluster: testCluster}
+	b := &repository.Repo{Store: st, Cluster: testCluster}
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	clock := newFakeClock(t0)
 	started := make(chan struct{}, 10)
@@ -426,7 +427,7 @@ func TestShutdownDuringUpload(t *testing.T) {
 	cfg.Prune, cfg.Drill = nil, nil
 	cfg.Schedules = Schedules{Snapshot: "@every 1h"}
 	cfg.RunAtStart = true
-	cfg.Snapshot.Encoding = uploader.Encoding{Compression: "none"}
+	cfg.Snapshot.Encoding = repository.Encoding{Compression: "none"}
 	cfg.ShutdownTimeout = 20 * time.Second
 	// Every part hangs: the upload is in flight until cancelled.
 	proxy.SetFault(func(r *http.Request, n int) s3test.Fault {
@@ -534,7 +535,7 @@ func TestCorruptBackupFailsDrill(t *testing.T) {
 	f := newFixture(t, st, 300)
 	lg, logs := testLogger(t)
 	m, err := Snapshot(t.Context(), SnapshotJob{Etcd: f.etcdConfig(), SpoolDir: f.spool, Backups: f.backups,
-		Encoding: uploader.Encoding{Compression: "zstd"}, Version: "test"}, lg)
+		Encoding: repository.Encoding{Compression: "zstd"}, Version: "test"}, lg)
 	if err != nil {
 		t.Fatalf("Snapshot: %v", err)
 	}
@@ -704,7 +705,7 @@ func TestSystemdNotify(t *testing.T) {
 		}
 	}()
 	st, _ := uploader.NewDir(t.TempDir())
-	a := start(t, Config{Backups: &uploader.Backups{Store: st, Cluster: testCluster}, Systemd: Systemd{Socket: sock, Watchdog: 100 * time.Millisecond}}, lg)
+	a := start(t, Config{Backups: &repository.Repo{Store: st, Cluster: testCluster}, Systemd: Systemd{Socket: sock, Watchdog: 100 * time.Millisecond}}, lg)
 	next := func() string {
 		select {
 		case m := <-msgs:
@@ -798,7 +799,7 @@ func TestTextfileAndPush(t *testing.T) {
 func TestStaleNotification(t *testing.T) {
 	lg, _ := testLogger(t)
 	st, _ := uploader.NewDir(t.TempDir())
-	b := &uploader.Backups{Store: st, Cluster: testCluster}
+	b := &repository.Repo{Store: st, Cluster: testCluster}
 	old := putBackup(t, b, time.Now().Add(-5*time.Hour), uploader.PutOptions{}, false)
 	hook := newWebhook(t)
 	clock := newFakeClock(time.Now().Truncate(time.Second))
@@ -830,12 +831,12 @@ func TestSnapshotRetried(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &uploader.Backups{Store: st, Cluster: testCluster}
+	b := &repository.Repo{Store: st, Cluster: testCluster}
 	hook := newWebhook(t)
 	a, err := New(Config{
 		Backups: b,
 		Snapshot: &SnapshotJob{Etcd: snapshot.Config{Endpoints: []string{"http://127.0.0.1:1"}, DialTimeout: time.Second},
-			SpoolDir: t.TempDir(), Backups: b, Encoding: uploader.Encoding{Compression: "zstd"}},
+			SpoolDir: t.TempDir(), Backups: b, Encoding: repository.Encoding{Compression: "zstd"}},
 		Schedules:       Schedules{Snapshot: "@hourly"},
 		SnapshotRetries: 2, RetryBackoff: 20 * time.Millisecond,
 		Notify: NotifyConfig{Webhooks: []snapshot.Secret{snapshot.Secret(hook.srv.URL)}, On: []string{EventSnapshotFailed}},

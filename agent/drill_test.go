@@ -13,6 +13,7 @@ import (
 
 	"github.com/lifeboat-dev/lifeboat/internal/corrupt"
 	"github.com/lifeboat-dev/lifeboat/internal/s3test"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -35,11 +36,11 @@ func TestDrillRunErrorIsNoVerdict(t *testing.T) {
 		// setup returns the store the agent uses, the one to read the
 		// drill reports from afterwards, and the fault to turn on.
 		setup func(t *testing.T) (agentStore, direct uploader.Store, fault func(drillJob *atomic.Bool))
-		enc   uploader.Encoding
+		enc   repository.Encoding
 	}{
 		{
 			name: "the store fails the download",
-			enc:  uploader.Encoding{Compression: "zstd"},
+			enc:  repository.Encoding{Compression: "zstd"},
 			setup: func(t *testing.T) (uploader.Store, uploader.Store, func(*atomic.Bool)) {
 				srv := s3test.Start(t)
 				s3Env(t, srv.AccessKey, srv.SecretKey)
@@ -68,7 +69,7 @@ func TestDrillRunErrorIsNoVerdict(t *testing.T) {
 		},
 		{
 			name: "no identity for an encrypted backup",
-			enc:  uploader.Encoding{Compression: "zstd", Recipients: []age.Recipient{id.Recipient()}, RecipientKeys: []string{id.Recipient().String()}},
+			enc:  repository.Encoding{Compression: "zstd", Recipients: []age.Recipient{id.Recipient()}, RecipientKeys: []string{id.Recipient().String()}},
 			setup: func(t *testing.T) (uploader.Store, uploader.Store, func(*atomic.Bool)) {
 				st, err := uploader.NewDir(t.TempDir())
 				if err != nil {
@@ -135,7 +136,7 @@ func TestDrillRunErrorIsNoVerdict(t *testing.T) {
 				t.Errorf("webhook sent for a run error: %+v", n)
 			}
 			// Only the passed drills' reports are in the store.
-			b := &uploader.Backups{Store: direct, Cluster: testCluster}
+			b := &repository.Repo{Store: direct, Cluster: testCluster}
 			last, err := b.LastDrills(t.Context())
 			if err != nil {
 				t.Fatal(err)
@@ -165,7 +166,7 @@ func TestAgentSurvivesEtcdCrash(t *testing.T) {
 	}
 	f := newFixture(t, st, 200)
 	lg, _ := testLogger(t)
-	m, err := Snapshot(t.Context(), SnapshotJob{Etcd: f.etcdConfig(), SpoolDir: f.spool, Backups: f.backups, Encoding: uploader.Encoding{Compression: "none"}, Version: "test"}, lg)
+	m, err := Snapshot(t.Context(), SnapshotJob{Etcd: f.etcdConfig(), SpoolDir: f.spool, Backups: f.backups, Encoding: repository.Encoding{Compression: "none"}, Version: "test"}, lg)
 	if err != nil {
 		t.Fatalf("Snapshot: %v", err)
 	}

@@ -8,15 +8,15 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
-	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
 // DrillJob is one scheduled drill: pick a backup, rehearse its restore
 // with restore.Drill, store the report beside the backup.
 type DrillJob struct {
 	// Backups is the store; the drill reads from it and adds its report.
-	Backups *uploader.Backups
+	Backups *repository.Repo
 	// Target is "latest" or "random" (an older retained backup, so that
 	// over time each one gets drilled), or a backup id.
 	Target string
@@ -45,7 +45,7 @@ func RunDrill(ctx context.Context, job DrillJob, lg *slog.Logger) (*DrillOutcome
 	if target == "" {
 		target = "latest"
 	}
-	m, err := restore.Select(ctx, job.Backups, target, intn)
+	m, err := repository.Select(ctx, job.Backups, target, intn)
 	if err != nil {
 		return nil, fmt.Errorf("select the backup to drill (%s): %w", target, err)
 	}
@@ -76,7 +76,7 @@ func RunDrill(ctx context.Context, job DrillJob, lg *slog.Logger) (*DrillOutcome
 
 // StoreDrillHistory reads the last drill of each backup from b's drill
 // reports.
-func StoreDrillHistory(b *uploader.Backups) DrillHistoryFunc {
+func StoreDrillHistory(b *repository.Repo) DrillHistoryFunc {
 	return func(ctx context.Context) (map[string]DrillRecord, error) {
 		reps, err := b.LastDrills(ctx)
 		if err != nil {
@@ -84,7 +84,7 @@ func StoreDrillHistory(b *uploader.Backups) DrillHistoryFunc {
 		}
 		out := make(map[string]DrillRecord, len(reps))
 		for id, r := range reps {
-			if r.State() == uploader.DrillUnknown {
+			if r.State() == repository.DrillUnknown {
 				out[id] = DrillRecord{Unknown: true, At: r.Started, Err: fmt.Sprint(r.Err)}
 				continue
 			}

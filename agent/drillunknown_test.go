@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
@@ -20,13 +21,13 @@ func TestStatusDrillUnknown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &uploader.Backups{Store: d, Cluster: testCluster}
+	b := &repository.Repo{Store: d, Cluster: testCluster}
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	older := putBackup(t, b, now.Add(-2*time.Hour), uploader.PutOptions{}, false)
 	newest := putBackup(t, b, now.Add(-time.Hour), uploader.PutOptions{}, false)
 	report := func(id string, start time.Time) {
 		t.Helper()
-		r := &uploader.DrillReport{Format: uploader.DrillReportFormat, BackupID: id, Cluster: testCluster,
+		r := &repository.DrillReport{Format: repository.DrillReportFormat, BackupID: id, Cluster: testCluster,
 			StartedAt: start, FinishedAt: start.Add(time.Second), Passed: true, AgentVersion: "test"}
 		if err := b.PutDrillReport(t.Context(), r); err != nil {
 			t.Fatal(err)

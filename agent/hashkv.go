@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
-	"github.com/lifeboat-dev/lifeboat/uploader"
 	"github.com/lifeboat-dev/lifeboat/verify"
 )
 
@@ -19,7 +19,7 @@ import (
 const HashKVErrorPrefix = "error: "
 
 // hashKVFailed reports whether m's live HashKV comparison ended in an error.
-func hashKVFailed(m *uploader.Manifest) bool {
+func hashKVFailed(m *repository.Manifest) bool {
 	return strings.HasPrefix(m.HashKVStatus, HashKVErrorPrefix)
 }
 
@@ -79,7 +79,7 @@ func (lh *liveHashKV) compare(st verify.Status, lg *slog.Logger) error {
 }
 
 // record fills the manifest's hash_kv fields (after compare).
-func (lh *liveHashKV) record(m *uploader.Manifest) {
+func (lh *liveHashKV) record(m *repository.Manifest) {
 	m.HashKVStatus = lh.status
 	if lh.deferred != "" {
 		return

@@ -24,6 +24,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/internal/seed"
 	"github.com/lifeboat-dev/lifeboat/internal/syncbuf"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/retention"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
@@ -45,7 +46,7 @@ func testLogger(t *testing.T) (*slog.Logger, *syncbuf.Buffer) {
 // fixture is a real etcd cluster with Kubernetes-like data and a store.
 type fixture struct {
 	etcd    *etcdtest.Cluster
-	backups *uploader.Backups
+	backups *repository.Repo
 	spool   string
 	scratch string
 }
@@ -65,7 +66,7 @@ func newFixture(t *testing.T, st uploader.Store, objects int) *fixture {
 	}
 	dir := t.TempDir()
 	return &fixture{
-		etcd: c, backups: &uploader.Backups{Store: st, Cluster: testCluster},
+		etcd: c, backups: repository.New(st, testCluster),
 		spool: filepath.Join(dir, "spool"), scratch: filepath.Join(dir, "scratch"),
 	}
 }
@@ -85,7 +86,7 @@ func (f *fixture) config(t *testing.T, lg *slog.Logger) Config {
 		Backups: f.backups,
 		Snapshot: &SnapshotJob{
 			Etcd: f.etcdConfig(), SpoolDir: f.spool, Backups: f.backups,
-			Encoding: uploader.Encoding{Compression: "zstd"}, Version: "test",
+			Encoding: repository.Encoding{Compression: "zstd"}, Version: "test",
 		},
 		Prune:           &PruneJob{Backups: f.backups, Policy: retention.Policy{Last: 2}, OrphanGrace: time.Hour},
 		Drill:           func(ctx context.Context) (*DrillOutcome, error) { return RunDrill(ctx, drill, lg) },
@@ -261,7 +262,7 @@ func httpCode(t *testing.T, url string) int {
 }
 
 // manifests lists the ids of the committed backups.
-func manifests(t *testing.T, b *uploader.Backups) []string {
+func manifests(t *testing.T, b *repository.Repo) []string {
 	t.Helper()
 	l, err := b.List(context.Background())
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
@@ -181,7 +182,7 @@ func (a *Agent) Status(ctx context.Context) Status {
 	return st
 }
 
-func summary(m *uploader.Manifest, now time.Time) *BackupSummary {
+func summary(m *repository.Manifest, now time.Time) *BackupSummary {
 	if m == nil {
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -90,8 +91,8 @@ func TestPriorityRefusedWarnsOnce(t *testing.T) {
 		job := SnapshotJob{
 			Etcd:     snapshot.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second},
 			SpoolDir: filepath.Join(t.TempDir(), "spool"),
-			Backups:  &uploader.Backups{Store: st, Cluster: testCluster},
-			Encoding: uploader.Encoding{Compression: "zstd"},
+			Backups:  &repository.Repo{Store: st, Cluster: testCluster},
+			Encoding: repository.Encoding{Compression: "zstd"},
 			Now:      func() time.Time { return at },
 		}
 		if _, err := Snapshot(t.Context(), job, lg); err != nil {

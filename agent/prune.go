@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/retention"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -17,7 +18,7 @@ import (
 // up what failed uploads and interrupted prunes left behind.
 type PruneJob struct {
 	// Backups is the cluster's backup area.
-	Backups *uploader.Backups
+	Backups *repository.Repo
 	// Policy says which backups to keep; it must be valid (an empty policy
 	// is an error, never "delete everything").
 	Policy retention.Policy
@@ -69,7 +70,7 @@ type PlannedBackup struct {
 	// Decision is the retention policy's verdict, with the rules that keep it.
 	Decision retention.Decision
 	// Entry is the backup as listed.
-	Entry uploader.Entry
+	Entry repository.Entry
 	// Action is what prune does with it.
 	Action Action
 	// Problem says why, for ActionSkip.
@@ -92,7 +93,7 @@ type PrunePlan struct {
 	// Broken are backups whose manifest names a data object that is
 	// missing or of the wrong size. Prune never deletes them: they need a
 	// human (list and verify show them too).
-	Broken []uploader.Entry
+	Broken []repository.Entry
 	// Unreadable are manifests that cannot be parsed (perhaps written by a
 	// newer version). They, their data objects and their drill reports are
 	// left alone.
@@ -224,7 +225,7 @@ func Prune(ctx context.Context, job PruneJob, lg *slog.Logger) (*PruneResult, er
 
 type pruner struct {
 	job  PruneJob
-	b    *uploader.Backups
+	b    *repository.Repo
 	now  time.Time
 	errs []error
 }
@@ -252,11 +253,11 @@ func (p *pruner) plan(ctx context.Context) (*PrunePlan, error) {
 	// How many manifests name each data object: one shared by two
 	// manifests (a hand-made copy) must not go with the first.
 	claims := map[string]int{}
-	var ok []uploader.Entry
+	var ok []repository.Entry
 	for _, e := range l.Backups {
 		known[e.Manifest.ID] = true
 		claims[e.Manifest.Object]++
-		if e.State == uploader.StateOK {
+		if e.State == repository.StateOK {
 			ok = append(ok, e)
 		} else {
 			plan.Broken = append(plan.Broken, e)
@@ -264,7 +265,7 @@ func (p *pruner) plan(ctx context.Context) (*PrunePlan, error) {
 	}
 
 	in := make([]retention.Backup, len(ok))
-	byID := make(map[string]uploader.Entry, len(ok))
+	byID := make(map[string]repository.Entry, len(ok))
 	for i, e := range ok {
 		m := e.Manifest
 		in[i] = retention.Backup{
@@ -314,7 +315,7 @@ func (p *pruner) plan(ctx context.Context) (*PrunePlan, error) {
 
 // checkDelete decides whether backup e, which no rule keeps, can be
 // deleted now.
-func (p *pruner) checkDelete(ctx context.Context, e uploader.Entry, claims map[string]int) (Action, string) {
+func (p *pruner) checkDelete(ctx context.Context, e repository.Entry, claims map[string]int) (Action, string) {
 	m := e.Manifest
 	if dir := path.Join(p.b.Cluster, "snapshots") + "/"; !strings.HasPrefix(m.Object, dir) || strings.Contains(m.Object[len(dir):], "/") {
 		p.fail(fmt.Errorf("backup %s: manifest names data object %s outside %s: not deleted", m.ID, m.Object, dir))
@@ -390,10 +391,10 @@ func (p *pruner) snapshotRunning() bool {
 // up to the first dot (snapshots/<id>.db…), else the directory of a drill
 // report (drills/<id>/<time>.json).
 func keyIDTime(key string) (time.Time, bool) {
-	if t, ok := uploader.IDTime(idOf(key)); ok {
+	if t, ok := repository.IDTime(idOf(key)); ok {
 		return t, true
 	}
-	return uploader.IDTime(path.Base(path.Dir(key)))
+	return repository.IDTime(path.Base(path.Dir(key)))
 }
 
 // planDrillOrphans finds drill reports of backups that do not exist (left
@@ -496,7 +497,7 @@ func (p *pruner) apply(ctx context.Context, res *PruneResult, lg *slog.Logger) {
 // deleteBackup deletes manifest, data object and drill reports, in that
 // order: after the first step the backup is no longer listed, and what a
 // failure leaves behind is an orphan.
-func (p *pruner) deleteBackup(ctx context.Context, m *uploader.Manifest) error {
+func (p *pruner) deleteBackup(ctx context.Context, m *repository.Manifest) error {
 	if err := p.b.Store.Delete(ctx, p.b.ManifestKey(m.ID)); err != nil {
 		return fmt.Errorf("delete backup %s: manifest: %w", m.ID, err)
 	}
@@ -520,12 +521,12 @@ func (p *pruner) deleteBackup(ctx context.Context, m *uploader.Manifest) error {
 }
 
 // drillPrefix is the key prefix of backup id's drill reports.
-func drillPrefix(b *uploader.Backups, id string) string {
+func drillPrefix(b *repository.Repo, id string) string {
 	return path.Join(b.Cluster, "drills", id) + "/"
 }
 
 // manifestLocked reports whether the manifest records a lock in force at now.
-func manifestLocked(m *uploader.Manifest, now time.Time) bool {
+func manifestLocked(m *repository.Manifest, now time.Time) bool {
 	return m.LegalHold || (m.LockMode != "" && m.RetainUntil != nil && now.Before(*m.RetainUntil))
 }
 

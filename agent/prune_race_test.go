@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lifeboat-dev/lifeboat/internal/s3test"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/retention"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -104,17 +105,17 @@ func TestPruneDuringSnapshot(t *testing.T) {
 				}
 				st = d
 			}
-			b := &uploader.Backups{Store: st, Cluster: testCluster}
+			b := &repository.Repo{Store: st, Cluster: testCluster}
 			held := b
 			if !tc.holdPart {
-				held = &uploader.Backups{Store: holdStore{Store: st, reached: reached, release: release}, Cluster: testCluster}
+				held = &repository.Repo{Store: holdStore{Store: st, reached: reached, release: release}, Cluster: testCluster}
 			}
 			job := SnapshotJob{
 				Etcd: f.etcdConfig(), SpoolDir: filepath.Join(t.TempDir(), "spool"), Backups: held,
-				Encoding: uploader.Encoding{Compression: "none"}, Version: "test",
+				Encoding: repository.Encoding{Compression: "none"}, Version: "test",
 			}
 			type result struct {
-				m   *uploader.Manifest
+				m   *repository.Manifest
 				err error
 			}
 			done := make(chan result, 1)
@@ -149,7 +150,7 @@ func TestPruneDuringSnapshot(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(l.Backups) != 1 || l.Backups[0].Manifest.ID != r.m.ID || l.Backups[0].State != uploader.StateOK || len(l.Orphans) != 0 {
+			if len(l.Backups) != 1 || l.Backups[0].Manifest.ID != r.m.ID || l.Backups[0].State != repository.StateOK || len(l.Orphans) != 0 {
 				var got []string
 				for _, e := range l.Backups {
 					got = append(got, e.Manifest.ID+" "+e.State+" "+e.Problem)
@@ -176,7 +177,7 @@ func TestAgentNoOrphanSweepDuringSnapshot(t *testing.T) {
 	var releaseOnce sync.Once
 	unhold := func() { releaseOnce.Do(func() { close(release) }) }
 	t.Cleanup(unhold)
-	held := &uploader.Backups{Store: holdStore{Store: f.backups.Store, reached: reached, release: release}, Cluster: testCluster}
+	held := &repository.Repo{Store: holdStore{Store: f.backups.Store, reached: reached, release: release}, Cluster: testCluster}
 
 	cfg := f.config(t, lg)
 	cfg.Snapshot.Backups = held

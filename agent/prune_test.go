@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/lifeboat-dev/lifeboat/internal/s3test"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/retention"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -95,7 +96,7 @@ var revSeq atomic.Int64
 // putBackup stores a synthetic backup taken at at: a data object, then its
 // manifest. lock is applied to the data object; when inManifest is set the
 // manifest records it too (as lifeboat snapshot does).
-func putBackup(t *testing.T, b *uploader.Backups, at time.Time, lock uploader.PutOptions, inManifest bool) *uploader.Manifest {
+func putBackup(t *testing.T, b *repository.Repo, at time.Time, lock uploader.PutOptions, inManifest bool) *repository.Manifest {
 	t.Helper()
 	m := putObject(t, b, at, lock)
 	if inManifest {
@@ -113,19 +114,19 @@ func putBackup(t *testing.T, b *uploader.Backups, at time.Time, lock uploader.Pu
 
 // putObject stores only the data object of a synthetic backup (an orphan)
 // and returns the manifest that would commit it.
-func putObject(t *testing.T, b *uploader.Backups, at time.Time, lock uploader.PutOptions) *uploader.Manifest {
+func putObject(t *testing.T, b *repository.Repo, at time.Time, lock uploader.PutOptions) *repository.Manifest {
 	t.Helper()
 	rev := 1000 + revSeq.Add(1)
-	id := uploader.NewID(at, rev)
+	id := repository.NewID(at, rev)
 	data := bytes.Repeat([]byte(id), 1+int(rev%7))
-	key := b.ObjectKey(id, uploader.Encoding{Compression: "none"})
+	key := b.ObjectKey(id, repository.Encoding{Compression: "none"})
 	info, err := b.Store.Put(t.Context(), key, bytes.NewReader(data), lock)
 	if err != nil {
 		t.Fatalf("put %s: %v", key, err)
 	}
 	sum := sha256.Sum256(data)
-	return &uploader.Manifest{
-		Format: uploader.ManifestFormat, ID: id, Cluster: b.Cluster,
+	return &repository.Manifest{
+		Format: repository.ManifestFormat, ID: id, Cluster: b.Cluster,
 		EtcdClusterID: "cdf818194e3a8c32", EtcdMemberID: "8e9e05c52164694d", Endpoint: "http://127.0.0.1:2379",
 		EtcdVersion: "3.7.3", CreatedAt: at, Revision: rev, TotalKeys: 10, DBSize: int64(len(data)),
 		SnapshotSHA256: hex.EncodeToString(sum[:]), HashKVStatus: "match",
@@ -135,7 +136,7 @@ func putObject(t *testing.T, b *uploader.Backups, at time.Time, lock uploader.Pu
 }
 
 // putDrillReport stores a drill report of backup id.
-func putDrillReport(t *testing.T, b *uploader.Backups, id string) string {
+func putDrillReport(t *testing.T, b *repository.Repo, id string) string {
 	t.Helper()
 	key := drillPrefix(b, id) + "20261130T000000Z.json"
 	if _, err := b.Store.Put(t.Context(), key, strings.NewReader(`{"verdict":"pass"}`), uploader.PutOptions{}); err != nil {
@@ -146,7 +147,7 @@ func putDrillReport(t *testing.T, b *uploader.Backups, id string) string {
 
 // listed returns the ids of the listed backups (newest first) and the keys
 // of the orphans.
-func listed(t *testing.T, b *uploader.Backups) (ids, orphans []string) {
+func listed(t *testing.T, b *repository.Repo) (ids, orphans []string) {
 	t.Helper()
 	l, err := b.List(t.Context())
 	if err != nil {
@@ -190,7 +191,7 @@ func TestPruneWorkedExample(t *testing.T) {
 	policy := retention.Policy{Last: 2, Daily: 4, Weekly: 3}
 	for _, ts := range testStores(t) {
 		t.Run(ts.name, func(t *testing.T) {
-			b := &uploader.Backups{Store: ts.open(t), Cluster: testCluster}
+			b := &repository.Repo{Store: ts.open(t), Cluster: testCluster}
 			// One backup a day at 10:00 from Thursday 19 to Monday 30
 			// November 2026, and one more at 04:00 on the 30th.
 			day := map[string]string{}
@@ -320,14 +321,14 @@ func TestPruneInterruptedLeavesOnlyOrphans(t *testing.T) {
 		for _, step := range []string{"manifest", "data object", "drill report"} {
 			t.Run(ts.name+"/"+strings.ReplaceAll(step, " ", "-"), func(t *testing.T) {
 				st := ts.open(t)
-				b := &uploader.Backups{Store: st, Cluster: testCluster}
+				b := &repository.Repo{Store: st, Cluster: testCluster}
 				old := putBackup(t, b, base.Add(-48*time.Hour), uploader.PutOptions{}, false)
 				newest := putBackup(t, b, base.Add(-time.Hour), uploader.PutOptions{}, false)
 				report := putDrillReport(t, b, old.ID)
 				fail := map[string]string{"manifest": b.ManifestKey(old.ID), "data object": old.Object, "drill report": report}[step]
 
 				job := PruneJob{
-					Backups:     &uploader.Backups{Store: &failingStore{Store: st, failDelete: fail}, Cluster: testCluster},
+					Backups:     &repository.Repo{Store: &failingStore{Store: st, failDelete: fail}, Cluster: testCluster},
 					Policy:      retention.Policy{Last: 1},
 					OrphanGrace: 24 * time.Hour,
 					Now:         fixedClock(base),
@@ -356,7 +357,7 @@ func TestPruneInterruptedLeavesOnlyOrphans(t *testing.T) {
 				}
 				if l, _ := b.List(t.Context()); l != nil {
 					for _, e := range l.Backups {
-						if e.State != uploader.StateOK {
+						if e.State != repository.StateOK {
 							t.Errorf("backup %s is %s after an interrupted prune: %s", e.Manifest.ID, e.State, e.Problem)
 						}
 					}
@@ -381,10 +382,10 @@ func TestPruneOrphans(t *testing.T) {
 	realNow := time.Now().UTC()
 	for _, ts := range testStores(t) {
 		t.Run(ts.name, func(t *testing.T) {
-			b := &uploader.Backups{Store: ts.open(t), Cluster: testCluster}
+			b := &repository.Repo{Store: ts.open(t), Cluster: testCluster}
 			newest := putBackup(t, b, realNow.Add(-time.Hour), uploader.PutOptions{}, false)
 			orphan := putObject(t, b, realNow.Add(-2*time.Hour), uploader.PutOptions{})
-			strayReport := putDrillReport(t, b, uploader.NewID(realNow.Add(-3*time.Hour), 7))
+			strayReport := putDrillReport(t, b, repository.NewID(realNow.Add(-3*time.Hour), 7))
 			// An unreadable manifest (a future format) and its data object:
 			// neither is touched, however old.
 			future := putObject(t, b, realNow.Add(-4*time.Hour), uploader.PutOptions{})
@@ -440,7 +441,7 @@ func TestPruneOrphanAgeInOneRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &uploader.Backups{Store: d, Cluster: testCluster}
+	b := &repository.Repo{Store: d, Cluster: testCluster}
 	now := time.Now().UTC()
 	putBackup(t, b, now.Add(-time.Hour), uploader.PutOptions{}, false)
 	old := putObject(t, b, now.Add(-50*time.Hour), uploader.PutOptions{})
@@ -466,7 +467,7 @@ func TestPruneOrphanAgeInOneRun(t *testing.T) {
 func TestPruneLockedOnS3(t *testing.T) {
 	srv := s3test.Start(t)
 	st, _ := newS3Store(t, srv, true)
-	b := &uploader.Backups{Store: st, Cluster: testCluster}
+	b := &repository.Repo{Store: st, Cluster: testCluster}
 	now := time.Now().UTC()
 	governance := uploader.PutOptions{LockMode: "GOVERNANCE", RetainUntil: now.Add(time.Hour).Truncate(time.Second)}
 	short := uploader.PutOptions{LockMode: "GOVERNANCE", RetainUntil: now.Add(time.Minute).Truncate(time.Second)}
@@ -520,13 +521,13 @@ func TestPruneLockedOnS3(t *testing.T) {
 	if diff := cmp.Diff([]string{newest.ID, inManifest.ID, onObject.ID, held.ID}, ids); diff != "" {
 		t.Errorf("listed after prune (-want +got):\n%s", diff)
 	}
-	for _, m := range []*uploader.Manifest{inManifest, onObject, held} {
+	for _, m := range []*repository.Manifest{inManifest, onObject, held} {
 		info, err := st.Stat(t.Context(), m.Object)
 		if err != nil || !info.Locked(now) {
 			t.Errorf("locked object %s after prune: %+v, %v; want it still there and locked", m.Object, info, err)
 		}
 	}
-	for _, m := range []*uploader.Manifest{free, lapsed} {
+	for _, m := range []*repository.Manifest{free, lapsed} {
 		if _, err := st.Stat(t.Context(), m.Object); !errors.Is(err, uploader.ErrNotFound) {
 			t.Errorf("unlocked object %s after prune: %v, want not found", m.Object, err)
 		}
@@ -536,7 +537,7 @@ func TestPruneLockedOnS3(t *testing.T) {
 func TestPruneLockedOrphanKept(t *testing.T) {
 	srv := s3test.Start(t)
 	st, _ := newS3Store(t, srv, true)
-	b := &uploader.Backups{Store: st, Cluster: testCluster}
+	b := &repository.Repo{Store: st, Cluster: testCluster}
 	now := time.Now().UTC()
 	putBackup(t, b, now.Add(-time.Hour), uploader.PutOptions{}, false)
 	orphan := putObject(t, b, now.Add(-2*time.Hour), uploader.PutOptions{LegalHold: true})
@@ -556,7 +557,7 @@ func TestPruneLockedOrphanKept(t *testing.T) {
 func TestPruneAbortsIncompleteUploads(t *testing.T) {
 	srv := s3test.Start(t)
 	st, bucket := newS3Store(t, srv, false)
-	b := &uploader.Backups{Store: st, Cluster: testCluster}
+	b := &repository.Repo{Store: st, Cluster: testCluster}
 	client := srv.Client(t)
 	putBackup(t, b, time.Now().Add(-time.Hour), uploader.PutOptions{}, false)
 
@@ -576,9 +577,9 @@ func TestPruneAbortsIncompleteUploads(t *testing.T) {
 			t.Fatalf("UploadPart %s: %v", key, err)
 		}
 	}
-	mine := "team/" + testCluster + "/snapshots/" + uploader.NewID(time.Now(), 99) + ".db.zst"
+	mine := "team/" + testCluster + "/snapshots/" + repository.NewID(time.Now(), 99) + ".db.zst"
 	start(mine)
-	start("team/staging/snapshots/" + uploader.NewID(time.Now(), 98) + ".db.zst")
+	start("team/staging/snapshots/" + repository.NewID(time.Now(), 98) + ".db.zst")
 	uploads := func() []string {
 		t.Helper()
 		out, err := client.ListMultipartUploads(t.Context(), &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
@@ -635,7 +636,7 @@ func TestPruneRefusesEmptyPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &uploader.Backups{Store: d, Cluster: testCluster}
+	b := &repository.Repo{Store: d, Cluster: testCluster}
 	now := time.Now().UTC()
 	putBackup(t, b, now.Add(-48*time.Hour), uploader.PutOptions{}, false)
 	putBackup(t, b, now.Add(-time.Hour), uploader.PutOptions{}, false)
@@ -658,7 +659,7 @@ func BenchmarkPruneDryRunDir(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bk := &uploader.Backups{Store: d, Cluster: testCluster}
+	bk := &repository.Repo{Store: d, Cluster: testCluster}
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	dir := filepath.Join(root, testCluster, "snapshots")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -667,10 +668,10 @@ func BenchmarkPruneDryRunDir(b *testing.B) {
 	const n = 10000
 	for i := range n {
 		at := now.Add(-time.Duration(i) * time.Hour)
-		id := uploader.NewID(at, int64(i+1))
-		obj := bk.ObjectKey(id, uploader.Encoding{Compression: "none"})
-		m := &uploader.Manifest{
-			Format: uploader.ManifestFormat, ID: id, Cluster: testCluster, CreatedAt: at, Revision: int64(i + 1),
+		id := repository.NewID(at, int64(i+1))
+		obj := bk.ObjectKey(id, repository.Encoding{Compression: "none"})
+		m := &repository.Manifest{
+			Format: repository.ManifestFormat, ID: id, Cluster: testCluster, CreatedAt: at, Revision: int64(i + 1),
 			SnapshotSHA256: strings.Repeat("a", 64), Object: obj, ObjectSize: 4, ObjectSHA256: strings.Repeat("b", 64),
 			Compression: "none", Encryption: "none",
 		}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lifeboat-dev/lifeboat/uploader"
+	"github.com/lifeboat-dev/lifeboat/repository"
 )
 
 // TestRefreshCanceledKeepsGauges: a refresh cut short by shutdown (its
@@ -21,7 +21,7 @@ func TestRefreshCanceledKeepsGauges(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Snapshot: %v", err)
 	}
-	r := &uploader.DrillReport{Format: uploader.DrillReportFormat, BackupID: m.ID, Cluster: f.backups.Cluster, StartedAt: time.Now().UTC().Add(-time.Second), FinishedAt: time.Now().UTC(), Passed: true}
+	r := &repository.DrillReport{Format: repository.DrillReportFormat, BackupID: m.ID, Cluster: f.backups.Cluster, StartedAt: time.Now().UTC().Add(-time.Second), FinishedAt: time.Now().UTC(), Passed: true}
 	if err := f.backups.PutDrillReport(t.Context(), r); err != nil {
 		t.Fatalf("PutDrillReport: %v", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 	"github.com/lifeboat-dev/lifeboat/verify"
@@ -33,9 +34,9 @@ type SnapshotJob struct {
 	// snapshot.CreateSpool).
 	SpoolDir string
 	// Backups is where the backup goes.
-	Backups *uploader.Backups
+	Backups *repository.Repo
 	// Encoding is how the object is compressed and encrypted.
-	Encoding uploader.Encoding
+	Encoding repository.Encoding
 	// LockMode, LockRetain and LegalHold request Object Lock retention.
 	LockMode   string
 	LockRetain time.Duration
@@ -71,7 +72,7 @@ var ErrVerify = errors.New("snapshot failed verification")
 // upload is aborted — until ctx ends or no member is left. The error of a
 // failed backup names its first cause: the stream, the store, the encoder
 // or the verification that failed first, not the steps stopped after it.
-func Snapshot(ctx context.Context, job SnapshotJob, lg *slog.Logger) (*uploader.Manifest, error) {
+func Snapshot(ctx context.Context, job SnapshotJob, lg *slog.Logger) (*repository.Manifest, error) {
 	if err := snapshot.PrepareSpoolDir(job.SpoolDir); err != nil {
 		return nil, err
 	}
@@ -96,7 +97,7 @@ func Snapshot(ctx context.Context, job SnapshotJob, lg *slog.Logger) (*uploader.
 }
 
 // snapshotOnce is one attempt of Snapshot, from one member.
-func snapshotOnce(parent context.Context, job SnapshotJob, lg *slog.Logger) (*uploader.Manifest, error) {
+func snapshotOnce(parent context.Context, job SnapshotJob, lg *slog.Logger) (*repository.Manifest, error) {
 	now := job.Now
 	if now == nil {
 		now = time.Now
@@ -115,7 +116,7 @@ func snapshotOnce(parent context.Context, job SnapshotJob, lg *slog.Logger) (*up
 			rev = m.Revision
 		}
 	}
-	id := uploader.NewID(start, rev)
+	id := repository.NewID(start, rev)
 	key := job.Backups.ObjectKey(id, job.Encoding)
 	// Ids have a resolution of one second: never let a second backup of
 	// the same revision in the same second overwrite the first one.
@@ -188,7 +189,7 @@ func snapshotOnce(parent context.Context, job SnapshotJob, lg *slog.Logger) (*up
 		// Unblock the writer if Put stopped reading early.
 		pr.CloseWithError(fmt.Errorf("store stopped reading: %w", putErr))
 	}()
-	fail := func(err error) (*uploader.Manifest, error) {
+	fail := func(err error) (*repository.Manifest, error) {
 		cancel(err)
 		err = firstCause(err)
 		gate.decide(err)
@@ -197,7 +198,7 @@ func snapshotOnce(parent context.Context, job SnapshotJob, lg *slog.Logger) (*up
 		return nil, err
 	}
 
-	enc, err := uploader.NewEncoder(pw, job.Encoding)
+	enc, err := repository.NewEncoder(pw, job.Encoding)
 	if err != nil {
 		return fail(err)
 	}
@@ -330,8 +331,8 @@ func snapshotOnce(parent context.Context, job SnapshotJob, lg *slog.Logger) (*up
 	if putErr != nil {
 		return nil, fmt.Errorf("store backup %s: %w", id, putErr)
 	}
-	m := &uploader.Manifest{
-		Format:          uploader.ManifestFormat,
+	m := &repository.Manifest{
+		Format:          repository.ManifestFormat,
 		ID:              id,
 		Cluster:         job.Backups.Cluster,
 		EtcdClusterID:   fmt.Sprintf("%x", info.ClusterID),

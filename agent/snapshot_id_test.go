@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -28,8 +29,8 @@ func TestSnapshotNeverOverwritesABackup(t *testing.T) {
 	job := SnapshotJob{
 		Etcd:     snapshot.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second, Member: "any"},
 		SpoolDir: filepath.Join(t.TempDir(), "spool"),
-		Backups:  &uploader.Backups{Store: st, Cluster: "c"},
-		Encoding: uploader.Encoding{Compression: "zstd"},
+		Backups:  &repository.Repo{Store: st, Cluster: "c"},
+		Encoding: repository.Encoding{Compression: "zstd"},
 		Now:      func() time.Time { return frozen },
 	}
 	lg, _ := testLogger(t)

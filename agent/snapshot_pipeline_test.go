@@ -17,6 +17,7 @@ import (
 
 	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/internal/s3test"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -113,8 +114,8 @@ func TestSnapshotMemberDiesMidStream(t *testing.T) {
 			// "any": endpoint order, so the first (cut) endpoint streams first.
 			Etcd:     snapshot.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Member: snapshot.MemberAny},
 			SpoolDir: filepath.Join(t.TempDir(), "spool"),
-			Backups:  &uploader.Backups{Store: st, Cluster: testCluster},
-			Encoding: uploader.Encoding{Compression: "zstd"},
+			Backups:  &repository.Repo{Store: st, Cluster: testCluster},
+			Encoding: repository.Encoding{Compression: "zstd"},
 			Version:  "test",
 		}
 	}
@@ -228,7 +229,7 @@ func TestSnapshotEncoderFeedCorrupted(t *testing.T) {
 			f := newFixture(t, st, 200)
 			job := SnapshotJob{
 				Etcd: f.etcdConfig(), SpoolDir: f.spool, Backups: f.backups,
-				Encoding: uploader.Encoding{Compression: "zstd"}, Version: "test",
+				Encoding: repository.Encoding{Compression: "zstd"}, Version: "test",
 			}
 			lg, _ := testLogger(t)
 			flipped.Store(0)

@@ -19,6 +19,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/agent"
 	"github.com/lifeboat-dev/lifeboat/internal/s3test"
 	"github.com/lifeboat-dev/lifeboat/internal/seed"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
 	lsnap "github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
@@ -31,8 +32,8 @@ var benchFixture struct {
 	once    sync.Once
 	err     error
 	dir     string
-	backups *uploader.Backups
-	m       *uploader.Manifest
+	backups *repository.Repo
+	m       *repository.Manifest
 	raw     string // the fetched raw snapshot file
 }
 
@@ -42,7 +43,7 @@ func closeBenchFixture() {
 	}
 }
 
-func benchBackup(b *testing.B) (*uploader.Backups, *uploader.Manifest, string) {
+func benchBackup(b *testing.B) (*repository.Repo, *repository.Manifest, string) {
 	b.Helper()
 	f := &benchFixture
 	f.once.Do(func() {
@@ -75,16 +76,16 @@ func benchBackup(b *testing.B) (*uploader.Backups, *uploader.Manifest, string) {
 			if err != nil {
 				return err
 			}
-			f.backups = &uploader.Backups{Store: st, Cluster: "bench"}
+			f.backups = &repository.Repo{Store: st, Cluster: "bench"}
 			f.m, err = agent.Snapshot(ctx, agent.SnapshotJob{
 				Etcd:     lsnap.Config{Endpoints: []string{srv.ClientURL}, Member: "any"},
-				SpoolDir: filepath.Join(dir, "spool"), Backups: f.backups, Encoding: uploader.Encoding{Compression: "zstd"},
+				SpoolDir: filepath.Join(dir, "spool"), Backups: f.backups, Encoding: repository.Encoding{Compression: "zstd"},
 			}, slog.New(slog.DiscardHandler))
 			if err != nil {
 				return err
 			}
 			f.raw = filepath.Join(dir, "raw.db")
-			_, err = restore.Fetch(ctx, f.backups, f.m, f.raw, restore.FetchOptions{})
+			_, err = repository.Fetch(ctx, f.backups, f.m, f.raw, repository.FetchOptions{})
 			return err
 		}()
 	})

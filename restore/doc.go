@@ -1,10 +1,7 @@
 // Package restore turns a backup back into a running etcd.
 //
-// Fetch streams a stored backup into a local raw snapshot file, decrypting
-// and decompressing on the way while the disk write and etcd's sha256
-// trailer check run alongside; the object's sha256 and size, the trailer
-// and the manifest's snapshot sha256 are all checked. CheckFile then checks
-// the file read-only (verify.File) against the manifest.
+// It starts from a raw snapshot fetched and checked by the repository
+// package (repository.Fetch, repository.CheckFile).
 //
 // Restore writes a verified snapshot into member data directories with
 // etcdutl's snapshot restore: one member, or every member of an initial
@@ -18,10 +15,10 @@
 // binary) on unix sockets in the drill's private directory, check
 // revision, key count, HashKV, key prefixes and a write, and report each
 // phase's duration. A crash of that etcd on the restored data is a failed
-// verdict, never the end of the caller. Select picks the backup (latest,
-// random or an id). StartEtcd starts throwaway servers for drills and the
-// demo.
+// verdict, never the end of the caller. repository.Select picks the backup
+// (latest, random or an id). StartEtcd starts throwaway servers for drills
+// and the demo.
 //
 // The package reads the store but never writes it: callers store drill
-// reports (uploader.Backups.PutDrillReport).
+// reports (repository.Repo.PutDrillReport).
 package restore

@@ -16,7 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/lifeboat-dev/lifeboat/uploader"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/verify"
 )
 
@@ -41,9 +41,9 @@ const (
 // DrillOptions describe one drill.
 type DrillOptions struct {
 	// Backups is the store; the drill only reads from it.
-	Backups *uploader.Backups
+	Backups *repository.Repo
 	// Manifest is the backup to drill (see Select).
-	Manifest *uploader.Manifest
+	Manifest *repository.Manifest
 	// Identities decrypt encrypted backups.
 	Identities []age.Identity
 	// ScratchDir holds the drill's files (created 0700 if missing); the
@@ -107,7 +107,7 @@ const spaceMargin = 256 << 20
 // cancellation) says the drill could not run to a verdict: it is no
 // verdict on the backup, and callers store the report only for a verdict
 // (see Verdict).
-func Drill(ctx context.Context, o DrillOptions) (rep *uploader.DrillReport, err error) {
+func Drill(ctx context.Context, o DrillOptions) (rep *repository.DrillReport, err error) {
 	if o.Manifest == nil || o.Backups == nil {
 		return nil, errors.New("drill: no backup given")
 	}
@@ -124,9 +124,9 @@ func Drill(ctx context.Context, o DrillOptions) (rep *uploader.DrillReport, err 
 	}
 	m := o.Manifest
 	d := &drill{o: o, m: m, now: now, lg: lg.With("backup_id", m.ID)}
-	d.rep = &uploader.DrillReport{
-		Format: uploader.DrillReportFormat, BackupID: m.ID, Cluster: o.Backups.Cluster,
-		StartedAt: now().UTC(), Phases: []uploader.Phase{}, Checks: []uploader.Check{}, AgentVersion: o.Version,
+	d.rep = &repository.DrillReport{
+		Format: repository.DrillReportFormat, BackupID: m.ID, Cluster: o.Backups.Cluster,
+		StartedAt: now().UTC(), Phases: []repository.Phase{}, Checks: []repository.Check{}, AgentVersion: o.Version,
 	}
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
@@ -175,10 +175,10 @@ func Verdict(err error) bool {
 
 type drill struct {
 	o   DrillOptions
-	m   *uploader.Manifest
+	m   *repository.Manifest
 	now func() time.Time
 	lg  *slog.Logger
-	rep *uploader.DrillReport
+	rep *repository.DrillReport
 	// requestFailed is set when a request to the restored etcd failed:
 	// then a crash may be on its way.
 	requestFailed bool
@@ -191,14 +191,14 @@ func round3(s float64) float64 {
 
 func (d *drill) phase(name string, dur time.Duration) {
 	s := round3(dur.Seconds())
-	d.rep.Phases = append(d.rep.Phases, uploader.Phase{Name: name, Seconds: s})
+	d.rep.Phases = append(d.rep.Phases, repository.Phase{Name: name, Seconds: s})
 	d.lg.Info("drill phase done", "phase", name, "seconds", s)
 }
 
 // check records a check. Failures are not logged here: they are in the
 // report and in Drill's error, which the caller logs once.
 func (d *drill) check(name, expected, actual string, passed bool) {
-	d.rep.Checks = append(d.rep.Checks, uploader.Check{Name: name, Expected: expected, Actual: actual, Passed: passed})
+	d.rep.Checks = append(d.rep.Checks, repository.Check{Name: name, Expected: expected, Actual: actual, Passed: passed})
 }
 
 // failed reports whether a check failed so far.
@@ -229,14 +229,14 @@ func (d *drill) run(ctx context.Context) error {
 
 	// fetch + decode: one overlapped stream.
 	spool := filepath.Join(work, "snapshot.db")
-	fr, ferr := Fetch(ctx, o.Backups, m, spool, FetchOptions{Identities: o.Identities, Progress: o.Progress, Now: d.now})
+	fr, ferr := repository.Fetch(ctx, o.Backups, m, spool, repository.FetchOptions{Identities: o.Identities, Progress: o.Progress, Now: d.now})
 	d.phase(PhaseFetch, fr.Fetch)
 	d.phase(PhaseDecode, fr.Decode)
 	switch {
-	case errors.Is(ferr, uploader.ErrObjectMismatch):
+	case errors.Is(ferr, repository.ErrObjectMismatch):
 		// Read the object again for the actual values (rare: only on
 		// damage).
-		size, sum, err := ObjectDigest(ctx, o.Backups, m)
+		size, sum, err := repository.ObjectDigest(ctx, o.Backups, m)
 		if err != nil {
 			return fmt.Errorf("%w (reading it again: %v)", ferr, err)
 		}

@@ -16,8 +16,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lifeboat-dev/lifeboat/internal/corrupt"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
-	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
 // TestDrillEtcdCrash drills a backup whose MVCC content makes etcd panic
@@ -44,7 +44,7 @@ func TestDrillEtcdCrash(t *testing.T) {
 			}
 			root := t.TempDir()
 			b := dirBackups(t, root)
-			m := src.backup(t, b, uploader.Encoding{Compression: "none"})
+			m := src.backup(t, b, repository.Encoding{Compression: "none"})
 			m = corrupt.Backup(t, b, root, m, corrupt.TombstoneAtPutRevision)
 			scratch := t.TempDir()
 			rep, err := restore.Drill(t.Context(), restore.DrillOptions{Backups: b, Manifest: m, ScratchDir: scratch, EtcdBinary: bin, Version: "test"})
@@ -95,7 +95,7 @@ func TestDrillEtcdPrivate(t *testing.T) {
 	}
 	src := startSource(t, 100)
 	b := dirBackups(t, t.TempDir())
-	m := src.backup(t, b, uploader.Encoding{Compression: "zstd"})
+	m := src.backup(t, b, repository.Encoding{Compression: "zstd"})
 	for _, binary := range []bool{false, true} {
 		name := "lifeboat's own etcd"
 		if binary {
@@ -238,16 +238,16 @@ func TestDrillComparesFileHashKV(t *testing.T) {
 	}
 	src := startSource(t, 200)
 	b := dirBackups(t, t.TempDir())
-	m := src.backup(t, b, uploader.Encoding{Compression: "zstd"})
+	m := src.backup(t, b, repository.Encoding{Compression: "zstd"})
 	tests := []struct {
 		name   string
-		edit   func(m *uploader.Manifest)
+		edit   func(m *repository.Manifest)
 		passed bool
 	}{
-		{name: "live not comparable, file hash right", passed: true, edit: func(m *uploader.Manifest) {
+		{name: "live not comparable, file hash right", passed: true, edit: func(m *repository.Manifest) {
 			m.HashKVStatus, m.HashKVLive = "not comparable: live HashKV: context deadline exceeded", 0
 		}},
-		{name: "live not comparable, file hash wrong", edit: func(m *uploader.Manifest) {
+		{name: "live not comparable, file hash wrong", edit: func(m *repository.Manifest) {
 			m.HashKVStatus, m.HashKVLive = "not comparable: live HashKV: context deadline exceeded", 0
 			m.HashKV ^= 0x10
 		}},
@@ -259,7 +259,7 @@ func TestDrillComparesFileHashKV(t *testing.T) {
 			if rep == nil {
 				t.Fatalf("Drill: %v", err)
 			}
-			var hashkv *uploader.Check
+			var hashkv *repository.Check
 			for i, c := range rep.Checks {
 				if c.Name == "hashkv" {
 					hashkv = &rep.Checks[i]

@@ -14,13 +14,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/lifeboat-dev/lifeboat/internal/s3test"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
 var wantPhases = []string{restore.PhaseFetch, restore.PhaseDecode, restore.PhaseRestore, restore.PhaseVerify, restore.PhaseBoot, restore.PhaseChecks}
 
-func phaseNames(r *uploader.DrillReport) []string {
+func phaseNames(r *repository.DrillReport) []string {
 	var out []string
 	for _, p := range r.Phases {
 		out = append(out, p.Name)
@@ -37,17 +38,17 @@ func TestDrillPasses(t *testing.T) {
 	id := newIdentity(t)
 	tests := []struct {
 		name    string
-		backups func(t *testing.T) *uploader.Backups
-		enc     uploader.Encoding
+		backups func(t *testing.T) *repository.Repo
+		enc     repository.Encoding
 		ids     []age.Identity
 		binary  bool
 	}{
-		{name: "directory", backups: func(t *testing.T) *uploader.Backups { return dirBackups(t, t.TempDir()) }, enc: uploader.Encoding{Compression: "zstd"}},
-		{name: "directory, encrypted", backups: func(t *testing.T) *uploader.Backups { return dirBackups(t, t.TempDir()) }, enc: ageEncoding(id), ids: []age.Identity{id}},
-		{name: "directory, uncompressed", backups: func(t *testing.T) *uploader.Backups { return dirBackups(t, t.TempDir()) }, enc: uploader.Encoding{Compression: "none"}},
-		{name: "s3", backups: func(t *testing.T) *uploader.Backups { return s3Backups(t, srv) }, enc: uploader.Encoding{Compression: "zstd"}},
-		{name: "s3, encrypted", backups: func(t *testing.T) *uploader.Backups { return s3Backups(t, srv) }, enc: ageEncoding(id), ids: []age.Identity{id}},
-		{name: "etcd binary", backups: func(t *testing.T) *uploader.Backups { return dirBackups(t, t.TempDir()) }, enc: uploader.Encoding{Compression: "zstd"}, binary: true},
+		{name: "directory", backups: func(t *testing.T) *repository.Repo { return dirBackups(t, t.TempDir()) }, enc: repository.Encoding{Compression: "zstd"}},
+		{name: "directory, encrypted", backups: func(t *testing.T) *repository.Repo { return dirBackups(t, t.TempDir()) }, enc: ageEncoding(id), ids: []age.Identity{id}},
+		{name: "directory, uncompressed", backups: func(t *testing.T) *repository.Repo { return dirBackups(t, t.TempDir()) }, enc: repository.Encoding{Compression: "none"}},
+		{name: "s3", backups: func(t *testing.T) *repository.Repo { return s3Backups(t, srv) }, enc: repository.Encoding{Compression: "zstd"}},
+		{name: "s3, encrypted", backups: func(t *testing.T) *repository.Repo { return s3Backups(t, srv) }, enc: ageEncoding(id), ids: []age.Identity{id}},
+		{name: "etcd binary", backups: func(t *testing.T) *repository.Repo { return dirBackups(t, t.TempDir()) }, enc: repository.Encoding{Compression: "zstd"}, binary: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,7 +86,7 @@ func TestDrillPasses(t *testing.T) {
 			if rep.RecoverySeconds <= 0 || rep.RecoverySeconds < sum-0.01 || rep.RecoverySeconds > sum+0.01 {
 				t.Errorf("recovery %v s, phases sum to %v s", rep.RecoverySeconds, sum)
 			}
-			checks := map[string]uploader.Check{}
+			checks := map[string]repository.Check{}
 			for _, c := range rep.Checks {
 				checks[c.Name] = c
 			}
@@ -130,7 +131,7 @@ func TestDrillFails(t *testing.T) {
 	// Two stores: two backups taken within a second of one revision share
 	// an id.
 	goldenPlain, goldenEnc := t.TempDir(), t.TempDir()
-	plain := src.backup(t, dirBackups(t, goldenPlain), uploader.Encoding{Compression: "zstd"})
+	plain := src.backup(t, dirBackups(t, goldenPlain), repository.Encoding{Compression: "zstd"})
 	enc := src.backup(t, dirBackups(t, goldenEnc), ageEncoding(id))
 
 	flip := func(t *testing.T, path string) {
@@ -145,50 +146,50 @@ func TestDrillFails(t *testing.T) {
 	}
 	tests := []struct {
 		name      string
-		m         *uploader.Manifest
+		m         *repository.Manifest
 		ids       []age.Identity
-		damage    func(t *testing.T, b *uploader.Backups, root string, m *uploader.Manifest) *uploader.Manifest
+		damage    func(t *testing.T, b *repository.Repo, root string, m *repository.Manifest) *repository.Manifest
 		wantCheck string // the failed check naming the reason
 		wantErr   error
 	}{
-		{name: "one flipped byte", m: plain, damage: func(t *testing.T, b *uploader.Backups, root string, m *uploader.Manifest) *uploader.Manifest {
+		{name: "one flipped byte", m: plain, damage: func(t *testing.T, b *repository.Repo, root string, m *repository.Manifest) *repository.Manifest {
 			flip(t, filepath.Join(root, m.Object))
 			return m
 		}, wantCheck: "object sha256"},
-		{name: "one flipped byte, encrypted", m: enc, ids: []age.Identity{id}, damage: func(t *testing.T, b *uploader.Backups, root string, m *uploader.Manifest) *uploader.Manifest {
+		{name: "one flipped byte, encrypted", m: enc, ids: []age.Identity{id}, damage: func(t *testing.T, b *repository.Repo, root string, m *repository.Manifest) *repository.Manifest {
 			flip(t, filepath.Join(root, m.Object))
 			return m
 		}, wantCheck: "object sha256"},
-		{name: "truncated object", m: plain, damage: func(t *testing.T, b *uploader.Backups, root string, m *uploader.Manifest) *uploader.Manifest {
+		{name: "truncated object", m: plain, damage: func(t *testing.T, b *repository.Repo, root string, m *repository.Manifest) *repository.Manifest {
 			if err := os.Truncate(filepath.Join(root, m.Object), m.ObjectSize/2); err != nil {
 				t.Fatal(err)
 			}
 			return m
 		}, wantCheck: "object size"},
-		{name: "manifest revision edited", m: plain, damage: func(t *testing.T, b *uploader.Backups, root string, m *uploader.Manifest) *uploader.Manifest {
-			return rewriteManifest(t, b, m, func(m *uploader.Manifest) { m.Revision += 10 })
+		{name: "manifest revision edited", m: plain, damage: func(t *testing.T, b *repository.Repo, root string, m *repository.Manifest) *repository.Manifest {
+			return rewriteManifest(t, b, m, func(m *repository.Manifest) { m.Revision += 10 })
 		}, wantCheck: "revision"},
-		{name: "manifest hashkv edited", m: plain, damage: func(t *testing.T, b *uploader.Backups, root string, m *uploader.Manifest) *uploader.Manifest {
-			return rewriteManifest(t, b, m, func(m *uploader.Manifest) { m.HashKV ^= 0x10 })
+		{name: "manifest hashkv edited", m: plain, damage: func(t *testing.T, b *repository.Repo, root string, m *repository.Manifest) *repository.Manifest {
+			return rewriteManifest(t, b, m, func(m *repository.Manifest) { m.HashKV ^= 0x10 })
 		}, wantCheck: "hashkv"},
-		{name: "manifest key count edited", m: plain, damage: func(t *testing.T, b *uploader.Backups, root string, m *uploader.Manifest) *uploader.Manifest {
-			return rewriteManifest(t, b, m, func(m *uploader.Manifest) { m.TotalKeys-- })
+		{name: "manifest key count edited", m: plain, damage: func(t *testing.T, b *repository.Repo, root string, m *repository.Manifest) *repository.Manifest {
+			return rewriteManifest(t, b, m, func(m *repository.Manifest) { m.TotalKeys-- })
 		}, wantCheck: "total keys"},
-		{name: "manifest snapshot sha256 edited", m: plain, damage: func(t *testing.T, b *uploader.Backups, root string, m *uploader.Manifest) *uploader.Manifest {
-			return rewriteManifest(t, b, m, func(m *uploader.Manifest) {
+		{name: "manifest snapshot sha256 edited", m: plain, damage: func(t *testing.T, b *repository.Repo, root string, m *repository.Manifest) *repository.Manifest {
+			return rewriteManifest(t, b, m, func(m *repository.Manifest) {
 				m.SnapshotSHA256 = otherHexDigit(m.SnapshotSHA256[:1]) + m.SnapshotSHA256[1:]
 			})
 		}, wantCheck: "snapshot sha256"},
-		{name: "wrong identity", m: enc, ids: []age.Identity{other}, wantErr: uploader.ErrDecrypt},
-		{name: "no identity", m: enc, wantErr: uploader.ErrNoIdentity},
-		{name: "missing object", m: plain, damage: func(t *testing.T, b *uploader.Backups, root string, m *uploader.Manifest) *uploader.Manifest {
+		{name: "wrong identity", m: enc, ids: []age.Identity{other}, wantErr: repository.ErrDecrypt},
+		{name: "no identity", m: enc, wantErr: repository.ErrNoIdentity},
+		{name: "missing object", m: plain, damage: func(t *testing.T, b *repository.Repo, root string, m *repository.Manifest) *repository.Manifest {
 			if err := os.Remove(filepath.Join(root, m.Object)); err != nil {
 				t.Fatal(err)
 			}
 			return m
 		}, wantErr: uploader.ErrNotFound},
-		{name: "no space for a huge database", m: plain, damage: func(t *testing.T, b *uploader.Backups, root string, m *uploader.Manifest) *uploader.Manifest {
-			return rewriteManifest(t, b, m, func(m *uploader.Manifest) { m.DBSize = 1 << 52 })
+		{name: "no space for a huge database", m: plain, damage: func(t *testing.T, b *repository.Repo, root string, m *repository.Manifest) *repository.Manifest {
+			return rewriteManifest(t, b, m, func(m *repository.Manifest) { m.DBSize = 1 << 52 })
 		}, wantErr: restore.ErrNoSpace},
 	}
 	for _, tt := range tests {
@@ -248,7 +249,7 @@ func TestDrillCancelled(t *testing.T) {
 	}
 	src := startSource(t, 300)
 	b := dirBackups(t, t.TempDir())
-	m := src.backup(t, b, uploader.Encoding{Compression: "zstd"})
+	m := src.backup(t, b, repository.Encoding{Compression: "zstd"})
 	scratch := t.TempDir()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -271,7 +272,7 @@ func TestDrillSweepsLeftovers(t *testing.T) {
 	}
 	src := startSource(t, 200)
 	b := dirBackups(t, t.TempDir())
-	m := src.backup(t, b, uploader.Encoding{Compression: "zstd"})
+	m := src.backup(t, b, repository.Encoding{Compression: "zstd"})
 	scratch := t.TempDir()
 	// A drill killed with SIGKILL leaves its directory; its pid is gone.
 	// Pid 0x7ffffffe is far above any pid_max.
@@ -302,7 +303,7 @@ func TestDrillBumpRevision(t *testing.T) {
 	}
 	src := startSource(t, 300)
 	b := dirBackups(t, t.TempDir())
-	m := src.backup(t, b, uploader.Encoding{Compression: "zstd"})
+	m := src.backup(t, b, repository.Encoding{Compression: "zstd"})
 	rep, err := restore.Drill(t.Context(), restore.DrillOptions{Backups: b, Manifest: m, ScratchDir: t.TempDir(), RevisionBump: 1_000_000, MarkCompacted: true})
 	if err != nil {
 		t.Fatalf("Drill: %v\n%+v", err, rep.Checks)
@@ -320,7 +321,7 @@ func TestDrillTimeout(t *testing.T) {
 	}
 	src := startSource(t, 200)
 	b := dirBackups(t, t.TempDir())
-	m := src.backup(t, b, uploader.Encoding{Compression: "zstd"})
+	m := src.backup(t, b, repository.Encoding{Compression: "zstd"})
 	scratch := t.TempDir()
 	rep, err := restore.Drill(t.Context(), restore.DrillOptions{Backups: b, Manifest: m, ScratchDir: scratch, Timeout: time.Millisecond})
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "timed out after 1ms") {

@@ -18,6 +18,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/internal/s3test"
 	"github.com/lifeboat-dev/lifeboat/internal/seed"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -39,7 +40,7 @@ func startSource(t testing.TB, objects int) *source {
 }
 
 // backup takes a backup of the source with the real pipeline.
-func (s *source) backup(t testing.TB, b *uploader.Backups, enc uploader.Encoding) *uploader.Manifest {
+func (s *source) backup(t testing.TB, b *repository.Repo, enc repository.Encoding) *repository.Manifest {
 	t.Helper()
 	m, err := agent.Snapshot(t.Context(), agent.SnapshotJob{
 		Etcd:     snapshot.Config{Endpoints: s.c.Endpoints(), Member: "any"},
@@ -54,29 +55,21 @@ func (s *source) backup(t testing.TB, b *uploader.Backups, enc uploader.Encoding
 	return m
 }
 
-func dirBackups(t testing.TB, dir string) *uploader.Backups {
+func dirBackups(t testing.TB, dir string) *repository.Repo {
 	t.Helper()
 	st, err := uploader.NewDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &uploader.Backups{Store: st, Cluster: "test"}
+	return &repository.Repo{Store: st, Cluster: "test"}
 }
 
 var bucketSeq atomic.Int64
 
 // s3Backups returns backups in a fresh bucket of a real versitygw.
-func s3Backups(t testing.TB, srv *s3test.Server) *uploader.Backups {
+func s3Backups(t testing.TB, srv *s3test.Server) *repository.Repo {
 	t.Helper()
-	none := filepath.Join(t.TempDir(), "no-such-aws-file")
-	for k, v := range map[string]string{
-		"AWS_ACCESS_KEY_ID": srv.AccessKey, "AWS_SECRET_ACCESS_KEY": srv.SecretKey, "AWS_SESSION_TOKEN": "",
-		"AWS_PROFILE": "", "AWS_REGION": "", "AWS_DEFAULT_REGION": "", "AWS_ENDPOINT_URL": "", "AWS_ENDPOINT_URL_S3": "",
-		"AWS_CONFIG_FILE": none, "AWS_SHARED_CREDENTIALS_FILE": none, "AWS_EC2_METADATA_DISABLED": "true",
-		"AWS_WEB_IDENTITY_TOKEN_FILE": "", "AWS_ROLE_ARN": "",
-	} {
-		t.Setenv(k, v)
-	}
+	srv.Env(t)
 	bucket := fmt.Sprintf("lifeboat-restore-%d", bucketSeq.Add(1))
 	srv.CreateBucket(t, bucket, false)
 	st, err := uploader.NewS3(t.Context(), uploader.S3Config{
@@ -86,7 +79,7 @@ func s3Backups(t testing.TB, srv *s3test.Server) *uploader.Backups {
 	if err != nil {
 		t.Fatalf("NewS3: %v", err)
 	}
-	return &uploader.Backups{Store: st, Cluster: "test"}
+	return &repository.Repo{Store: st, Cluster: "test"}
 }
 
 func newIdentity(t testing.TB) *age.X25519Identity {
@@ -98,8 +91,8 @@ func newIdentity(t testing.TB) *age.X25519Identity {
 	return id
 }
 
-func ageEncoding(id *age.X25519Identity) uploader.Encoding {
-	return uploader.Encoding{Compression: "zstd", Recipients: []age.Recipient{id.Recipient()}, RecipientKeys: []string{id.Recipient().String()}}
+func ageEncoding(id *age.X25519Identity) repository.Encoding {
+	return repository.Encoding{Compression: "zstd", Recipients: []age.Recipient{id.Recipient()}, RecipientKeys: []string{id.Recipient().String()}}
 }
 
 // assertEmpty fails unless dir exists and holds nothing.
@@ -166,7 +159,7 @@ func needEtcdBinary(t testing.TB) string {
 }
 
 // rewriteManifest edits a stored manifest as an attacker or a bug could.
-func rewriteManifest(t testing.TB, b *uploader.Backups, m *uploader.Manifest, edit func(*uploader.Manifest)) *uploader.Manifest {
+func rewriteManifest(t testing.TB, b *repository.Repo, m *repository.Manifest, edit func(*repository.Manifest)) *repository.Manifest {
 	t.Helper()
 	c := *m
 	edit(&c)

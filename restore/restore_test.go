@@ -20,6 +20,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -27,7 +28,7 @@ import (
 // fetched is a backup fetched into a local raw snapshot file.
 type fetched struct {
 	src  *source
-	m    *uploader.Manifest
+	m    *repository.Manifest
 	path string
 }
 
@@ -35,9 +36,9 @@ func fetchBackup(t *testing.T, objects int) *fetched {
 	t.Helper()
 	src := startSource(t, objects)
 	b := dirBackups(t, t.TempDir())
-	m := src.backup(t, b, uploader.Encoding{Compression: "zstd"})
+	m := src.backup(t, b, repository.Encoding{Compression: "zstd"})
 	path := filepath.Join(t.TempDir(), "snapshot.db")
-	res, err := restore.Fetch(t.Context(), b, m, path, restore.FetchOptions{})
+	res, err := repository.Fetch(t.Context(), b, m, path, repository.FetchOptions{})
 	if err != nil {
 		t.Fatalf("Fetch: %v", err)
 	}
@@ -358,15 +359,15 @@ func TestEtcdFlags(t *testing.T) {
 func TestSelect(t *testing.T) {
 	b := dirBackups(t, t.TempDir())
 	ctx := t.Context()
-	if _, err := restore.Select(ctx, b, "random", rand.IntN); !errors.Is(err, uploader.ErrNoBackups) {
+	if _, err := repository.Select(ctx, b, "random", rand.IntN); !errors.Is(err, repository.ErrNoBackups) {
 		t.Errorf("Select(random) on an empty store: %v", err)
 	}
 	var ids []string
 	for i := range 4 {
-		id := uploader.NewID(time.Date(2026, 11, 30, 10+i, 0, 0, 0, time.UTC), int64(100+i))
-		m := &uploader.Manifest{
-			Format: uploader.ManifestFormat, ID: id, Cluster: b.Cluster, Revision: int64(100 + i),
-			Object: b.ObjectKey(id, uploader.Encoding{Compression: "none"}), ObjectSHA256: strings.Repeat("a", 64), SnapshotSHA256: strings.Repeat("b", 64),
+		id := repository.NewID(time.Date(2026, 11, 30, 10+i, 0, 0, 0, time.UTC), int64(100+i))
+		m := &repository.Manifest{
+			Format: repository.ManifestFormat, ID: id, Cluster: b.Cluster, Revision: int64(100 + i),
+			Object: b.ObjectKey(id, repository.Encoding{Compression: "none"}), ObjectSHA256: strings.Repeat("a", 64), SnapshotSHA256: strings.Repeat("b", 64),
 			Compression: "none", Encryption: "none",
 		}
 		if i != 1 { // backup 1's object is missing: never chosen
@@ -381,7 +382,7 @@ func TestSelect(t *testing.T) {
 	}
 	got := map[string]int{}
 	for i := range 3 {
-		m, err := restore.Select(ctx, b, "random", func(n int) int { return i % n })
+		m, err := repository.Select(ctx, b, "random", func(n int) int { return i % n })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -391,7 +392,7 @@ func TestSelect(t *testing.T) {
 		t.Errorf("random picks (-want +got):\n%s", diff)
 	}
 	for ref, want := range map[string]string{"latest": ids[3], ids[1]: ids[1]} {
-		m, err := restore.Select(ctx, b, ref, rand.IntN)
+		m, err := repository.Select(ctx, b, ref, rand.IntN)
 		if err != nil || m.ID != want {
 			t.Errorf("Select(%s) = %v, %v; want %s", ref, m, err, want)
 		}

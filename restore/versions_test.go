@@ -13,9 +13,9 @@ import (
 
 	"github.com/lifeboat-dev/lifeboat/agent"
 	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
-	"github.com/lifeboat-dev/lifeboat/uploader"
 	"github.com/lifeboat-dev/lifeboat/verify"
 )
 
@@ -151,7 +151,7 @@ func TestVersions(t *testing.T) {
 					Etcd:     snapshot.Config{Endpoints: []string{src.ClientURL}},
 					SpoolDir: t.TempDir(),
 					Backups:  b,
-					Encoding: uploader.Encoding{Compression: "zstd"},
+					Encoding: repository.Encoding{Compression: "zstd"},
 					Version:  "test",
 				}, slog.New(slog.DiscardHandler))
 				if err != nil {
@@ -163,14 +163,14 @@ func TestVersions(t *testing.T) {
 	}
 }
 
-func checkVersionBackup(t *testing.T, v versionServer, bin, version string, stage versionStage, cli *clientv3.Client, ep string, b *uploader.Backups, m *uploader.Manifest) {
+func checkVersionBackup(t *testing.T, v versionServer, bin, version string, stage versionStage, cli *clientv3.Client, ep string, b *repository.Repo, m *repository.Manifest) {
 	t.Helper()
 	ctx := t.Context()
 	if m.EtcdVersion != version {
 		t.Errorf("%s: manifest etcd version %q, member %q", stage.name, m.EtcdVersion, version)
 	}
 	raw := filepath.Join(t.TempDir(), "snapshot.db")
-	if _, err := restore.Fetch(ctx, b, m, raw, restore.FetchOptions{}); err != nil {
+	if _, err := repository.Fetch(ctx, b, m, raw, repository.FetchOptions{}); err != nil {
 		t.Fatalf("%s: fetch: %v", stage.name, err)
 	}
 	st, err := verify.File(ctx, raw)

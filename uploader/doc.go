@@ -1,16 +1,15 @@
-// Package uploader is lifeboat's backup store: the Store interface with its
-// local-directory (Dir) and S3-compatible (S3) implementations, the encoding
-// of snapshots into stored objects (zstd, then age encryption), the
-// versioned manifest that commits a backup, and the layout of a cluster's
-// backups inside a store (Backups).
+// Package uploader is lifeboat's byte store: the Store interface with its
+// local-directory (Dir) and S3-compatible (S3) implementations, and the
+// shared test suite both pass (storetest). Bytes in, bytes out.
 //
-// It does not talk to etcd and does not check snapshot contents: the
-// snapshot and verify packages do. It never decides what to keep: the
-// retention package does.
+// It does not know what the bytes are: the layout of a cluster's backups,
+// ids, manifests, drill reports and the encoding of snapshots (zstd, age)
+// belong to the repository package. It does not talk to etcd and does not
+// check snapshot contents (snapshot and verify do), and it never decides
+// what to keep (retention does).
 //
-// The commit protocol: the data object is written first (Put makes it
-// visible only once complete), the manifest last. A data object without a
-// manifest is an orphan, never a backup. Stores create objects and never
-// replace them (Put fails with ErrExists), so two writers of one backup id
+// What the repository's commit protocol needs from a store: Put makes an
+// object visible only once complete, and stores create objects and never
+// replace them (Put fails with ErrExists), so two writers of one key
 // cannot both succeed.
 package uploader

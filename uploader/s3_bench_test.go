@@ -25,7 +25,7 @@ import (
 func BenchmarkS3Put(b *testing.B) {
 	const size = 256 << 20
 	srv := s3test.Start(b)
-	s3Env(b, srv.AccessKey, srv.SecretKey)
+	srv.Env(b)
 	bucket := newBucket(b, srv, false)
 	s := newS3(b, uploader.S3Config{
 		Bucket: bucket, Prefix: "bench", Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true,

@@ -50,7 +50,7 @@ const faultReadTimeout = 2 * time.Second
 func newFaultEnv(t *testing.T) faultEnv {
 	t.Helper()
 	srv := s3test.Start(t)
-	s3Env(t, srv.AccessKey, srv.SecretKey)
+	srv.Env(t)
 	bucket := newBucket(t, srv, false)
 	proxy := s3test.NewProxy(t, srv.Endpoint)
 	cfg := testS3Config(srv, proxy.URL, bucket)

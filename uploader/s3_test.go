@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -24,31 +23,6 @@ import (
 	"github.com/lifeboat-dev/lifeboat/uploader"
 	"github.com/lifeboat-dev/lifeboat/uploader/storetest"
 )
-
-// s3Env points the AWS SDK's default chain at the given credentials and at
-// nothing else on this machine (no shared config, no instance metadata), so
-// tests exercise the same environment-variable path users configure.
-func s3Env(t testing.TB, accessKey, secretKey string) {
-	t.Helper()
-	none := filepath.Join(t.TempDir(), "no-such-aws-file")
-	for k, v := range map[string]string{
-		"AWS_ACCESS_KEY_ID":           accessKey,
-		"AWS_SECRET_ACCESS_KEY":       secretKey,
-		"AWS_SESSION_TOKEN":           "",
-		"AWS_PROFILE":                 "",
-		"AWS_REGION":                  "",
-		"AWS_DEFAULT_REGION":          "",
-		"AWS_ENDPOINT_URL":            "",
-		"AWS_ENDPOINT_URL_S3":         "",
-		"AWS_CONFIG_FILE":             none,
-		"AWS_SHARED_CREDENTIALS_FILE": none,
-		"AWS_EC2_METADATA_DISABLED":   "true",
-		"AWS_WEB_IDENTITY_TOKEN_FILE": "",
-		"AWS_ROLE_ARN":                "",
-	} {
-		t.Setenv(k, v)
-	}
-}
 
 var bucketSeq atomic.Int64
 
@@ -102,7 +76,7 @@ func assertNoUploads(t *testing.T, srv *s3test.Server, bucket string) {
 
 func TestS3Store(t *testing.T) {
 	srv := s3test.Start(t)
-	s3Env(t, srv.AccessKey, srv.SecretKey)
+	srv.Env(t)
 	storetest.Run(t, func(t *testing.T) uploader.Store {
 		bucket := newBucket(t, srv, false)
 		// Objects next to the store's prefix must stay invisible to it.
@@ -126,7 +100,7 @@ func TestS3Store(t *testing.T) {
 
 func TestS3String(t *testing.T) {
 	srv := s3test.Start(t)
-	s3Env(t, srv.AccessKey, srv.SecretKey)
+	srv.Env(t)
 	bucket := newBucket(t, srv, false)
 	s := newS3(t, testS3Config(srv, srv.Endpoint, bucket))
 	want := "s3://" + bucket + "/lifeboat/prod (" + srv.Endpoint + ")"
@@ -139,7 +113,7 @@ func TestS3String(t *testing.T) {
 // full-object CRC32 for multipart uploads that matches the bytes sent.
 func TestS3Checksum(t *testing.T) {
 	srv := s3test.Start(t)
-	s3Env(t, srv.AccessKey, srv.SecretKey)
+	srv.Env(t)
 	bucket := newBucket(t, srv, false)
 	s := newS3(t, testS3Config(srv, srv.Endpoint, bucket))
 	for _, tc := range []struct {
@@ -417,7 +391,7 @@ func TestNewS3Errors(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s3Env(t, tc.access, tc.secret)
+			s3test.Env(t, tc.access, tc.secret)
 			cfg := testS3Config(srv, srv.Endpoint, bucket)
 			if tc.mutate != nil {
 				tc.mutate(&cfg)
@@ -456,7 +430,7 @@ func TestNewS3Errors(t *testing.T) {
 // NewS3 turns into "the bucket is in region X"; versitygw does not.)
 func TestS3Region(t *testing.T) {
 	srv := s3test.Start(t)
-	s3Env(t, srv.AccessKey, srv.SecretKey)
+	srv.Env(t)
 	bucket := newBucket(t, srv, false)
 
 	t.Run("from environment", func(t *testing.T) {
@@ -488,7 +462,7 @@ func TestS3Region(t *testing.T) {
 
 func TestS3ObjectLock(t *testing.T) {
 	srv := s3test.Start(t)
-	s3Env(t, srv.AccessKey, srv.SecretKey)
+	srv.Env(t)
 	bucket := newBucket(t, srv, true)
 	s := newS3(t, testS3Config(srv, srv.Endpoint, bucket))
 	client := srv.Client(t)
@@ -561,7 +535,7 @@ func TestS3ObjectLock(t *testing.T) {
 
 func TestS3LockWithoutObjectLock(t *testing.T) {
 	srv := s3test.Start(t)
-	s3Env(t, srv.AccessKey, srv.SecretKey)
+	srv.Env(t)
 	bucket := newBucket(t, srv, false)
 	s := newS3(t, testS3Config(srv, srv.Endpoint, bucket))
 	for _, tc := range []struct {
@@ -592,7 +566,7 @@ func TestS3LockWithoutObjectLock(t *testing.T) {
 
 func TestS3IncompleteUploads(t *testing.T) {
 	srv := s3test.Start(t)
-	s3Env(t, srv.AccessKey, srv.SecretKey)
+	srv.Env(t)
 	bucket := newBucket(t, srv, false)
 	s := newS3(t, testS3Config(srv, srv.Endpoint, bucket))
 	client := srv.Client(t)
@@ -634,7 +608,7 @@ func TestS3IncompleteUploads(t *testing.T) {
 // after the bounded retries, naming the object, and do not hang.
 func TestS3ServerDown(t *testing.T) {
 	srv := s3test.Start(t)
-	s3Env(t, srv.AccessKey, srv.SecretKey)
+	srv.Env(t)
 	bucket := newBucket(t, srv, false)
 	cfg := testS3Config(srv, srv.Endpoint, bucket)
 	cfg.MaxAttempts = 2

@@ -27,6 +27,6 @@
 //
 // Every integrity failure wraps ErrCorrupt; a damaged file never panics.
 //
-// The package does not fetch, decode or decrypt stored backups (uploader
+// The package does not fetch, decode or decrypt stored backups (repository
 // does) and does not restore them (restore does).
 package verify

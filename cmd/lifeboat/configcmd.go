@@ -5,7 +5,7 @@ import (
 
 	"filippo.io/age"
 
-	"github.com/lifeboat-dev/lifeboat/uploader"
+	"github.com/lifeboat-dev/lifeboat/repository"
 
 	"github.com/spf13/cobra"
 )
@@ -52,7 +52,7 @@ func runConfigCheck(a *app) error {
 
 // encryptionWarnings reports encryption set up so that this host cannot
 // read its own backups back (verify, restore and drills would fail).
-func encryptionWarnings(enc uploader.Encoding, ids []age.Identity) []string {
+func encryptionWarnings(enc repository.Encoding, ids []age.Identity) []string {
 	if len(enc.Recipients) == 0 {
 		return nil
 	}

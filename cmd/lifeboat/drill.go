@@ -13,8 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
-	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
 type drillOptions struct {
@@ -67,7 +67,7 @@ chosen at random, so that over time every retained backup gets proven.`,
 // the drill failed.
 const reportTimeout = time.Minute
 
-func runDrill(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o drillOptions) (*uploader.DrillReport, error) {
+func runDrill(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o drillOptions) (*repository.DrillReport, error) {
 	out := a.stdout
 	backups, err := openBackups(ctx, cfg, lg)
 	if err != nil {
@@ -139,7 +139,7 @@ func runDrill(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o drill
 }
 
 // printDrillReport prints a report: verdict, phases with their sum, checks.
-func printDrillReport(out io.Writer, r *uploader.DrillReport) {
+func printDrillReport(out io.Writer, r *repository.DrillReport) {
 	verdict := "PASSED"
 	if !r.Passed {
 		verdict = "FAILED"

@@ -11,6 +11,7 @@ import (
 	"filippo.io/age"
 
 	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
@@ -45,13 +46,13 @@ func (e *drillEnv) snapshot(t *testing.T) {
 	}
 }
 
-func (e *drillEnv) backups(t *testing.T) *uploader.Backups {
+func (e *drillEnv) backups(t *testing.T) *repository.Repo {
 	t.Helper()
 	st, err := uploader.NewDir(e.store)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &uploader.Backups{Store: st, Cluster: "test"}
+	return &repository.Repo{Store: st, Cluster: "test"}
 }
 
 func TestDrillCommand(t *testing.T) {
@@ -86,7 +87,7 @@ func TestDrillCommand(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("drill exit %d\n%s\n%s", code, out, errOut)
 		}
-		var rep uploader.DrillReport
+		var rep repository.DrillReport
 		if err := json.Unmarshal([]byte(out), &rep); err != nil {
 			t.Fatalf("drill -o json: %v\n%s", err, out)
 		}

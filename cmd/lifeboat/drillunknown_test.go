@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lifeboat-dev/lifeboat/uploader"
+	"github.com/lifeboat-dev/lifeboat/repository"
 )
 
 // TestDrillUnknownListAndPrune: backup r29's newest drill report cannot be
@@ -29,8 +29,8 @@ func TestDrillUnknownListAndPrune(t *testing.T) {
 	}
 	report := func(id string, start time.Time, passed bool) {
 		t.Helper()
-		r := &uploader.DrillReport{
-			Format: uploader.DrillReportFormat, BackupID: id, Cluster: "c", StartedAt: start, FinishedAt: start.Add(time.Second),
+		r := &repository.DrillReport{
+			Format: repository.DrillReportFormat, BackupID: id, Cluster: "c", StartedAt: start, FinishedAt: start.Add(time.Second),
 			Passed: passed, AgentVersion: "test",
 		}
 		if !passed {

@@ -16,9 +16,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/lifeboat-dev/lifeboat/internal/writeback"
-	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
-	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
 type fetchOptions struct {
@@ -47,7 +46,7 @@ latest-proven is the newest backup whose last drill passed.`,
 				return usagef("give a backup id, latest or latest-proven (see %s --help)", cmd.CommandPath())
 			}
 			o.ref = args[0]
-			if o.ref != "latest" && o.ref != "latest-proven" && !uploader.ValidID(o.ref) {
+			if o.ref != "latest" && o.ref != "latest-proven" && !repository.ValidID(o.ref) {
 				return usagef("%q is not a backup id, latest or latest-proven", o.ref)
 			}
 			if o.output == "" {
@@ -102,12 +101,12 @@ func runFetch(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o fetch
 	defer os.Remove(tmp)
 
 	p := newProgress(a.stderr, lg, "download", m.ObjectSize)
-	res, err := restore.Fetch(ctx, backups, m, tmp, restore.FetchOptions{Identities: ids, Progress: p.update})
+	res, err := repository.Fetch(ctx, backups, m, tmp, repository.FetchOptions{Identities: ids, Progress: p.update})
 	p.done()
 	if err != nil {
 		return fmt.Errorf("fetch backup %s: %w", m.ID, err)
 	}
-	if _, err := restore.CheckFile(ctx, tmp, m); err != nil {
+	if _, err := repository.CheckFile(ctx, tmp, m); err != nil {
 		return fmt.Errorf("backup %s failed verification, nothing was written: %w", m.ID, err)
 	}
 	if toStdout {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lifeboat-dev/lifeboat/uploader"
+	"github.com/lifeboat-dev/lifeboat/repository"
 )
 
 type listOptions struct {
@@ -41,13 +41,13 @@ func newListCmd(a *app) *cobra.Command {
 
 // listedBackup is one row of `lifeboat list -o json`.
 type listedBackup struct {
-	ID       string             `json:"id"`
-	State    string             `json:"state"`
-	Problem  string             `json:"problem,omitempty"`
-	Manifest *uploader.Manifest `json:"manifest"`
+	ID       string               `json:"id"`
+	State    string               `json:"state"`
+	Problem  string               `json:"problem,omitempty"`
+	Manifest *repository.Manifest `json:"manifest"`
 	// LastDrill is the newest drill report of the backup, null when it
 	// was never drilled or the report cannot be read.
-	LastDrill *uploader.DrillReport `json:"last_drill"`
+	LastDrill *repository.DrillReport `json:"last_drill"`
 	// DrillState is passed, failed, never, or unknown when the newest
 	// report cannot be read (DrillError says why; an older report never
 	// stands in for it).
@@ -126,7 +126,7 @@ func runList(ctx context.Context, cfg *Config, lg *slog.Logger, o listOptions, o
 		fmt.Fprintf(out, "unreadable manifest: %s\n", u.Key)
 	}
 	for _, e := range l.Backups {
-		if d := drills[e.Manifest.ID]; d.State() == uploader.DrillUnknown {
+		if d := drills[e.Manifest.ID]; d.State() == repository.DrillUnknown {
 			fmt.Fprintf(out, "last drill of %s unknown: %v\n", e.Manifest.ID, d.Err)
 		}
 	}
@@ -135,11 +135,11 @@ func runList(ctx context.Context, cfg *Config, lg *slog.Logger, o listOptions, o
 
 // drillVerdict renders a backup's last drill: "passed 2h ago (5.1s)",
 // "FAILED 3d ago", "UNKNOWN" (the report cannot be read) or "never".
-func drillVerdict(r *uploader.LastDrill, now time.Time) string {
+func drillVerdict(r *repository.LastDrill, now time.Time) string {
 	switch r.State() {
-	case uploader.DrillNever:
+	case repository.DrillNever:
 		return "never"
-	case uploader.DrillUnknown:
+	case repository.DrillUnknown:
 		return "UNKNOWN (report unreadable)"
 	}
 	if r.Passed {

@@ -25,7 +25,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
-	"github.com/lifeboat-dev/lifeboat/uploader"
+	"github.com/lifeboat-dev/lifeboat/repository"
 )
 
 // rawFrame is one gRPC message, passed through unparsed.
@@ -121,7 +121,7 @@ func snapshotArgs(dir string, endpoints ...string) []string {
 }
 
 // onlyManifest reads the one manifest of the store in dir.
-func onlyManifest(t *testing.T, dir string) *uploader.Manifest {
+func onlyManifest(t *testing.T, dir string) *repository.Manifest {
 	t.Helper()
 	var found []string
 	for _, f := range storeFiles(t, filepath.Join(dir, "store")) {
@@ -136,7 +136,7 @@ func onlyManifest(t *testing.T, dir string) *uploader.Manifest {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := uploader.ParseManifest(b)
+	m, err := repository.ParseManifest(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +345,7 @@ func TestLiveHashKVModes(t *testing.T) {
 			if code != exitOK {
 				t.Fatalf("drill exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 			}
-			var r uploader.DrillReport
+			var r repository.DrillReport
 			if err := json.Unmarshal([]byte(out), &r); err != nil {
 				t.Fatalf("drill report: %v\n%s", err, out)
 			}

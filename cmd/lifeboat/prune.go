@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lifeboat-dev/lifeboat/agent"
-	"github.com/lifeboat-dev/lifeboat/uploader"
+	"github.com/lifeboat-dev/lifeboat/repository"
 )
 
 type pruneOptions struct {
@@ -139,9 +139,9 @@ func runPrune(ctx context.Context, cfg *Config, lg *slog.Logger, o pruneOptions,
 	passed, unknown := make(map[string]bool, len(drills)), map[string]bool{}
 	for id, r := range drills {
 		switch r.State() {
-		case uploader.DrillPassed:
+		case repository.DrillPassed:
 			passed[id] = true
-		case uploader.DrillUnknown:
+		case repository.DrillUnknown:
 			unknown[id] = true
 			lg.Warn("last drill of backup unknown: kept if it may be the newest proven", "backup_id", id, "err", r.Err)
 		}

@@ -14,13 +14,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
 // pruneFixture is a directory store with synthetic backups of cluster "c".
 type pruneFixture struct {
 	dir     string
-	backups *uploader.Backups
+	backups *repository.Repo
 }
 
 func newPruneFixture(t *testing.T) *pruneFixture {
@@ -30,23 +31,23 @@ func newPruneFixture(t *testing.T) *pruneFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &pruneFixture{dir: dir, backups: &uploader.Backups{Store: st, Cluster: "c"}}
+	return &pruneFixture{dir: dir, backups: &repository.Repo{Store: st, Cluster: "c"}}
 }
 
 // object stores a 2 KiB data object of a backup taken at at, revision rev,
 // and returns the manifest that would commit it.
-func (f *pruneFixture) object(t *testing.T, at time.Time, rev int64) *uploader.Manifest {
+func (f *pruneFixture) object(t *testing.T, at time.Time, rev int64) *repository.Manifest {
 	t.Helper()
-	id := uploader.NewID(at, rev)
+	id := repository.NewID(at, rev)
 	data := bytes.Repeat([]byte{byte(rev)}, 2048)
-	key := f.backups.ObjectKey(id, uploader.Encoding{Compression: "none"})
+	key := f.backups.ObjectKey(id, repository.Encoding{Compression: "none"})
 	info, err := f.backups.Store.Put(t.Context(), key, bytes.NewReader(data), uploader.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(data)
-	return &uploader.Manifest{
-		Format: uploader.ManifestFormat, ID: id, Cluster: "c", EtcdClusterID: "1", EtcdMemberID: "2",
+	return &repository.Manifest{
+		Format: repository.ManifestFormat, ID: id, Cluster: "c", EtcdClusterID: "1", EtcdMemberID: "2",
 		Endpoint: "http://127.0.0.1:2379", EtcdVersion: "3.7.3", CreatedAt: at, Revision: rev, TotalKeys: 1,
 		DBSize: 2048, SnapshotSHA256: hex.EncodeToString(sum[:]), HashKVStatus: "match",
 		Object: key, ObjectSize: info.Size, ObjectSHA256: info.SHA256, Compression: "none", Encryption: "none",
@@ -55,7 +56,7 @@ func (f *pruneFixture) object(t *testing.T, at time.Time, rev int64) *uploader.M
 }
 
 // backup stores a whole backup.
-func (f *pruneFixture) backup(t *testing.T, at time.Time, rev int64) *uploader.Manifest {
+func (f *pruneFixture) backup(t *testing.T, at time.Time, rev int64) *repository.Manifest {
 	t.Helper()
 	m := f.object(t, at, rev)
 	if err := f.backups.PutManifest(t.Context(), m); err != nil {
@@ -275,7 +276,7 @@ func TestPruneCommand(t *testing.T) {
 			}
 			var ok int
 			for _, e := range l.Backups {
-				if e.State == uploader.StateOK {
+				if e.State == repository.StateOK {
 					ok++
 				}
 			}
@@ -291,17 +292,17 @@ func TestPruneCommand(t *testing.T) {
 func TestPruneKeepsTheNewestProvenBackup(t *testing.T) {
 	f := newPruneFixture(t)
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	var ms []*uploader.Manifest
+	var ms []*repository.Manifest
 	for i := range 4 {
 		ms = append(ms, f.backup(t, now.Add(-time.Duration(4-i)*time.Hour), int64(10+i)))
 	}
 	proven := ms[1]
-	rep := &uploader.DrillReport{Format: uploader.DrillReportFormat, BackupID: proven.ID, Cluster: f.backups.Cluster,
+	rep := &repository.DrillReport{Format: repository.DrillReportFormat, BackupID: proven.ID, Cluster: f.backups.Cluster,
 		StartedAt: now.Add(-time.Hour), FinishedAt: now.Add(-time.Hour + time.Minute), Passed: true}
 	if err := f.backups.PutDrillReport(t.Context(), rep); err != nil {
 		t.Fatal(err)
 	}
-	failed := &uploader.DrillReport{Format: uploader.DrillReportFormat, BackupID: ms[2].ID, Cluster: f.backups.Cluster,
+	failed := &repository.DrillReport{Format: repository.DrillReportFormat, BackupID: ms[2].ID, Cluster: f.backups.Cluster,
 		StartedAt: now.Add(-time.Hour), FinishedAt: now.Add(-time.Hour + time.Minute), Error: "hashkv mismatch"}
 	if err := f.backups.PutDrillReport(t.Context(), failed); err != nil {
 		t.Fatal(err)

@@ -18,8 +18,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
-	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
 type restoreOptions struct {
@@ -123,16 +123,16 @@ func parseBefore(s string, now time.Time) (time.Time, error) {
 }
 
 // selectBackup resolves the backup a restore or drill means.
-func selectBackup(ctx context.Context, b *uploader.Backups, ref, before string, now time.Time) (*uploader.Manifest, error) {
+func selectBackup(ctx context.Context, b *repository.Repo, ref, before string, now time.Time) (*repository.Manifest, error) {
 	if before != "" {
 		t, err := parseBefore(before, now)
 		if err != nil {
 			return nil, err
 		}
-		return restore.SelectBefore(ctx, b, t)
+		return repository.SelectBefore(ctx, b, t)
 	}
-	m, err := restore.Select(ctx, b, ref, rand.IntN)
-	if err != nil && !uploader.ValidID(ref) && ref != "latest" && ref != "latest-proven" && ref != "random" {
+	m, err := repository.Select(ctx, b, ref, rand.IntN)
+	if err != nil && !repository.ValidID(ref) && ref != "latest" && ref != "latest-proven" && ref != "random" {
 		return nil, usageError{err}
 	}
 	return m, err
@@ -207,12 +207,12 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 	defer os.Remove(spool)
 	p := newProgress(a.stderr, lg, "download", m.ObjectSize)
 	start := time.Now()
-	_, err = restore.Fetch(ctx, backups, m, spool, restore.FetchOptions{Identities: ids, Progress: p.update})
+	_, err = repository.Fetch(ctx, backups, m, spool, repository.FetchOptions{Identities: ids, Progress: p.update})
 	p.done()
 	if err != nil {
 		return fmt.Errorf("fetch backup %s: %w", m.ID, err)
 	}
-	if _, err := restore.CheckFile(ctx, spool, m); err != nil {
+	if _, err := repository.CheckFile(ctx, spool, m); err != nil {
 		return fmt.Errorf("backup %s failed verification, nothing was restored: %w", m.ID, err)
 	}
 	fmt.Fprintf(out, "fetched and verified in %.1fs: object sha256, etcd's sha256 trailer, bbolt check, revision, keys and hashes match the manifest\n", time.Since(start).Seconds())
@@ -267,7 +267,7 @@ func shellJoin(args []string) string {
 	return strings.Join(q, " ")
 }
 
-func runRestoreDryRun(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o restoreOptions, backups *uploader.Backups, ids []age.Identity, m *uploader.Manifest, planned []restore.PlannedMember) error {
+func runRestoreDryRun(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o restoreOptions, backups *repository.Repo, ids []age.Identity, m *repository.Manifest, planned []restore.PlannedMember) error {
 	out := a.stdout
 	fmt.Fprintln(out, "dry run: nothing outside a temporary directory is changed")
 	var refused []string

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lifeboat-dev/lifeboat/agent"
-	"github.com/lifeboat-dev/lifeboat/uploader"
+	"github.com/lifeboat-dev/lifeboat/repository"
 )
 
 func newSnapshotCmd(a *app) *cobra.Command {
@@ -29,7 +29,7 @@ func newSnapshotCmd(a *app) *cobra.Command {
 }
 
 // runSnapshot takes one backup as cfg says and prints its summary.
-func runSnapshot(ctx context.Context, cfg *Config, lg *slog.Logger, out io.Writer) (*uploader.Manifest, error) {
+func runSnapshot(ctx context.Context, cfg *Config, lg *slog.Logger, out io.Writer) (*repository.Manifest, error) {
 	backups, err := openBackups(ctx, cfg, lg)
 	if err != nil {
 		return nil, err
@@ -51,7 +51,7 @@ func runSnapshot(ctx context.Context, cfg *Config, lg *slog.Logger, out io.Write
 	return m, nil
 }
 
-func printBackup(out io.Writer, m *uploader.Manifest) {
+func printBackup(out io.Writer, m *repository.Manifest) {
 	fmt.Fprintf(out, "backup %s stored\n", m.ID)
 	fmt.Fprintf(out, "  from       %s (member %s, etcd %s)\n", m.Endpoint, m.EtcdMemberName, m.EtcdVersion)
 	fmt.Fprintf(out, "  revision   %d (compacted at %d), %d keys\n", m.Revision, m.CompactRevision, m.TotalKeys)

@@ -14,9 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
-	"github.com/lifeboat-dev/lifeboat/uploader"
 	"github.com/lifeboat-dev/lifeboat/verify"
 )
 
@@ -90,15 +89,15 @@ func printStatus(out io.Writer, digest string, st verify.Status) {
 // checked as the bytes stream), then checks the file read-only against the
 // manifest. The temporary file is always removed; one that a verify killed
 // with SIGKILL left is removed by the next verify.
-func verifyBackup(ctx context.Context, b *uploader.Backups, m *uploader.Manifest, ids []age.Identity, spoolDir string, lg *slog.Logger) (verify.Status, error) {
+func verifyBackup(ctx context.Context, b *repository.Repo, m *repository.Manifest, ids []age.Identity, spoolDir string, lg *slog.Logger) (verify.Status, error) {
 	if err := snapshot.PrepareSpoolDir(spoolDir); err != nil {
 		return verify.Status{}, err
 	}
 	sweepLeftovers(spoolDir, "lifeboat-verify-", ".db", "verify", lg)
 	path := filepath.Join(spoolDir, "lifeboat-verify-"+m.ID+"-"+strconv.Itoa(os.Getpid())+".db")
 	defer os.Remove(path)
-	if _, err := restore.Fetch(ctx, b, m, path, restore.FetchOptions{Identities: ids}); err != nil {
+	if _, err := repository.Fetch(ctx, b, m, path, repository.FetchOptions{Identities: ids}); err != nil {
 		return verify.Status{}, err
 	}
-	return restore.CheckFile(ctx, path, m)
+	return repository.CheckFile(ctx, path, m)
 }

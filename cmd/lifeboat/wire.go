@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lifeboat-dev/lifeboat/agent"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -34,31 +35,31 @@ func openStore(ctx context.Context, cfg *Config, lg *slog.Logger) (uploader.Stor
 	}
 }
 
-func openBackups(ctx context.Context, cfg *Config, lg *slog.Logger) (*uploader.Backups, error) {
+func openBackups(ctx context.Context, cfg *Config, lg *slog.Logger) (*repository.Repo, error) {
 	st, err := openStore(ctx, cfg, lg)
 	if err != nil {
 		return nil, err
 	}
-	return &uploader.Backups{Store: st, Cluster: cfg.Cluster}, nil
+	return repository.New(st, cfg.Cluster), nil
 }
 
-func encodingFromConfig(cfg *Config) (uploader.Encoding, error) {
+func encodingFromConfig(cfg *Config) (repository.Encoding, error) {
 	var files []string
 	if cfg.Encryption.RecipientsFile != "" {
 		files = append(files, cfg.Encryption.RecipientsFile)
 	}
-	rs, keys, err := uploader.ParseRecipients(cfg.Encryption.Recipients, files)
+	rs, keys, err := repository.ParseRecipients(cfg.Encryption.Recipients, files)
 	if err != nil {
-		return uploader.Encoding{}, &ConfigError{Key: "encryption.recipients", Err: err}
+		return repository.Encoding{}, &ConfigError{Key: "encryption.recipients", Err: err}
 	}
-	return uploader.Encoding{Compression: cfg.Store.Compression, Recipients: rs, RecipientKeys: keys}, nil
+	return repository.Encoding{Compression: cfg.Store.Compression, Recipients: rs, RecipientKeys: keys}, nil
 }
 
 func identities(cfg *Config) ([]age.Identity, error) {
 	if cfg.Encryption.IdentityFile == "" {
 		return nil, nil
 	}
-	ids, err := uploader.ParseIdentityFile(cfg.Encryption.IdentityFile)
+	ids, err := repository.ParseIdentityFile(cfg.Encryption.IdentityFile)
 	if err != nil {
 		return nil, &ConfigError{Key: "encryption.identity_file", Err: err}
 	}
@@ -104,7 +105,7 @@ func humanBytes(n int64) string {
 }
 
 // snapshotJob builds the snapshot job cfg describes.
-func snapshotJob(cfg *Config, backups *uploader.Backups, enc uploader.Encoding) *agent.SnapshotJob {
+func snapshotJob(cfg *Config, backups *repository.Repo, enc repository.Encoding) *agent.SnapshotJob {
 	return &agent.SnapshotJob{
 		Etcd:       etcdConfig(cfg),
 		Options:    snapshotOptions(cfg),

@@ -14,7 +14,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/lifeboat-dev/lifeboat/uploader"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/verify"
 )
 
@@ -22,7 +22,7 @@ import (
 // at root: its database is changed by edit, the sha256 trailer recomputed,
 // verify.File must still accept it, and the manifest is rewritten to match
 // the new file (as a backup taken of data that was already bad would be).
-func Backup(t *testing.T, b *uploader.Backups, root string, m *uploader.Manifest, edit func(tx *bolt.Tx) error) *uploader.Manifest {
+func Backup(t *testing.T, b *repository.Repo, root string, m *repository.Manifest, edit func(tx *bolt.Tx) error) *repository.Manifest {
 	t.Helper()
 	if m.Compression != "none" || m.Encryption != "none" {
 		t.Fatalf("corrupt.Backup needs a plain backup, got %s/%s", m.Compression, m.Encryption)

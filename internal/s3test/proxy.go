@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -133,6 +134,22 @@ func (p *Proxy) Count(op string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.counts[op]
+}
+
+// Counts reports the requests the proxy has seen by operation (as named
+// by Op) since the last SetFault or ResetCounts.
+func (p *Proxy) Counts() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.counts)
+}
+
+// ResetCounts sets the per-operation counters to zero, keeping the fault
+// plan.
+func (p *Proxy) ResetCounts() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.counts = map[string]int{}
 }
 
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {

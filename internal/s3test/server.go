@@ -42,6 +42,38 @@ type Server struct {
 	stopOnce sync.Once
 }
 
+// Env points the AWS SDK's default chain at s's credentials, see Env.
+func (s *Server) Env(t testing.TB) {
+	t.Helper()
+	Env(t, s.AccessKey, s.SecretKey)
+}
+
+// Env points the AWS SDK's default chain at the given credentials and at
+// nothing else on this machine (no shared config, no instance metadata)
+// for the rest of the test, so that tests exercise the same
+// environment-variable path users configure.
+func Env(t testing.TB, accessKey, secretKey string) {
+	t.Helper()
+	none := filepath.Join(t.TempDir(), "no-such-aws-file")
+	for k, v := range map[string]string{
+		"AWS_ACCESS_KEY_ID":           accessKey,
+		"AWS_SECRET_ACCESS_KEY":       secretKey,
+		"AWS_SESSION_TOKEN":           "",
+		"AWS_PROFILE":                 "",
+		"AWS_REGION":                  "",
+		"AWS_DEFAULT_REGION":          "",
+		"AWS_ENDPOINT_URL":            "",
+		"AWS_ENDPOINT_URL_S3":         "",
+		"AWS_CONFIG_FILE":             none,
+		"AWS_SHARED_CREDENTIALS_FILE": none,
+		"AWS_EC2_METADATA_DISABLED":   "true",
+		"AWS_WEB_IDENTITY_TOKEN_FILE": "",
+		"AWS_ROLE_ARN":                "",
+	} {
+		t.Setenv(k, v)
+	}
+}
+
 // startTimeout bounds how long Start waits for /health. versitygw is usually
 // ready in well under a second; the machine may be busy.
 const startTimeout = 30 * time.Second

@@ -1,10 +1,9 @@
-package restore
+package repository
 
 import (
 	"context"
 	"fmt"
 
-	"github.com/lifeboat-dev/lifeboat/uploader"
 	"github.com/lifeboat-dev/lifeboat/verify"
 )
 
@@ -12,7 +11,7 @@ import (
 // compares what it finds with backup m's manifest: revision, compact
 // revision, key count, db size, bolt hash and HashKV. A difference wraps
 // verify.ErrManifestMismatch; damage wraps verify.ErrCorrupt.
-func CheckFile(ctx context.Context, path string, m *uploader.Manifest) (verify.Status, error) {
+func CheckFile(ctx context.Context, path string, m *Manifest) (verify.Status, error) {
 	st, err := verify.File(ctx, path)
 	if err != nil {
 		return st, err

@@ -1,4 +1,4 @@
-package restore_test
+package repository_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
@@ -20,10 +20,10 @@ func TestSelectLatestProven(t *testing.T) {
 	base := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	var ids []string
 	for i := range 5 {
-		id := uploader.NewID(base.Add(time.Duration(i)*time.Hour), int64(100+i))
-		m := &uploader.Manifest{
-			Format: uploader.ManifestFormat, ID: id, Cluster: b.Cluster, Revision: int64(100 + i),
-			Object: b.ObjectKey(id, uploader.Encoding{Compression: "none"}), ObjectSHA256: strings.Repeat("a", 64), SnapshotSHA256: strings.Repeat("b", 64),
+		id := repository.NewID(base.Add(time.Duration(i)*time.Hour), int64(100+i))
+		m := &repository.Manifest{
+			Format: repository.ManifestFormat, ID: id, Cluster: b.Cluster, Revision: int64(100 + i),
+			Object: b.ObjectKey(id, repository.Encoding{Compression: "none"}), ObjectSHA256: strings.Repeat("a", 64), SnapshotSHA256: strings.Repeat("b", 64),
 			Compression: "none", Encryption: "none",
 		}
 		if _, err := b.Store.Put(ctx, m.Object, strings.NewReader(""), uploader.PutOptions{}); err != nil {
@@ -36,7 +36,7 @@ func TestSelectLatestProven(t *testing.T) {
 	}
 	report := func(id string, at time.Time, passed bool) {
 		t.Helper()
-		r := &uploader.DrillReport{Format: uploader.DrillReportFormat, BackupID: id, Cluster: b.Cluster, StartedAt: at, FinishedAt: at, Passed: passed}
+		r := &repository.DrillReport{Format: repository.DrillReportFormat, BackupID: id, Cluster: b.Cluster, StartedAt: at, FinishedAt: at, Passed: passed}
 		if !passed {
 			r.Error = "check failed"
 		}
@@ -44,7 +44,7 @@ func TestSelectLatestProven(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := restore.Select(ctx, b, "latest-proven", rand.IntN); !errors.Is(err, restore.ErrNotProven) || !strings.Contains(err.Error(), "lifeboat drill") {
+	if _, err := repository.Select(ctx, b, "latest-proven", rand.IntN); !errors.Is(err, repository.ErrNotProven) || !strings.Contains(err.Error(), "lifeboat drill") {
 		t.Errorf("no drills: %v, want ErrNotProven saying to drill", err)
 	}
 	// ids[4]: no drill. ids[3]: last drill failed (an older one passed).
@@ -57,7 +57,7 @@ func TestSelectLatestProven(t *testing.T) {
 	}
 	report(ids[1], base.Add(20*time.Hour), true)
 	report(ids[0], base.Add(20*time.Hour), true)
-	m, err := restore.Select(ctx, b, "latest-proven", rand.IntN)
+	m, err := repository.Select(ctx, b, "latest-proven", rand.IntN)
 	if err != nil || m.ID != ids[1] {
 		t.Errorf("Select(latest-proven) = %v, %v; want %s", m, err, ids[1])
 	}

@@ -1,4 +1,4 @@
-package uploader
+package repository
 
 import (
 	"bytes"
@@ -7,11 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
 // DrillReportFormat is the drill report format version this build writes
@@ -128,11 +129,11 @@ func (r *DrillReport) Marshal() ([]byte, error) {
 // drillTimeFormat names report objects: fixed width, so keys sort by time.
 const drillTimeFormat = "20060102T150405.000Z"
 
-func (b *Backups) drillDir() string { return path.Join(b.Cluster, "drills") + "/" }
+func (b *Repo) drillDir() string { return path.Join(b.Cluster, "drills") + "/" }
 
 // DrillReportKey returns the key of the report of a drill of backup id
 // started at t.
-func (b *Backups) DrillReportKey(id string, t time.Time) string {
+func (b *Repo) DrillReportKey(id string, t time.Time) string {
 	return b.drillDir() + id + "/" + t.UTC().Format(drillTimeFormat) + ".json"
 }
 
@@ -140,7 +141,7 @@ func (b *Backups) DrillReportKey(id string, t time.Time) string {
 // when a report of a drill that started in the same millisecond is stored
 // already (two agents), this one goes under the same time with a suffix
 // (<time>-2.json, ...).
-func (b *Backups) PutDrillReport(ctx context.Context, r *DrillReport) error {
+func (b *Repo) PutDrillReport(ctx context.Context, r *DrillReport) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
@@ -151,11 +152,11 @@ func (b *Backups) PutDrillReport(ctx context.Context, r *DrillReport) error {
 	base := b.DrillReportKey(r.BackupID, r.StartedAt)
 	key := base
 	for n := 2; ; n++ {
-		_, err := b.Store.Put(ctx, key, bytes.NewReader(data), PutOptions{ContentType: "application/json"})
+		_, err := b.Store.Put(ctx, key, bytes.NewReader(data), uploader.PutOptions{ContentType: "application/json"})
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, ErrExists) || n > maxReportSuffix {
+		if !errors.Is(err, uploader.ErrExists) || n > maxReportSuffix {
 			return fmt.Errorf("write drill report %s: %w", key, err)
 		}
 		key = strings.TrimSuffix(base, ".json") + "-" + strconv.Itoa(n) + ".json"
@@ -165,39 +166,8 @@ func (b *Backups) PutDrillReport(ctx context.Context, r *DrillReport) error {
 // maxReportSuffix bounds the names tried for reports of one start time.
 const maxReportSuffix = 20
 
-func (b *Backups) readDrillReport(ctx context.Context, key string) (*DrillReport, error) {
+func (b *Repo) readDrillReport(ctx context.Context, key string) (*DrillReport, error) {
 	return readDocument(ctx, b.Store, key, "drill report", ParseDrillReport)
-}
-
-// DrillReports returns every readable report of backup id, newest first.
-// Unreadable reports are skipped.
-func (b *Backups) DrillReports(ctx context.Context, id string) ([]*DrillReport, error) {
-	if !ValidID(id) {
-		return nil, fmt.Errorf("%q is not a backup id", id)
-	}
-	var keys []string
-	err := b.Store.List(ctx, b.drillDir()+id+"/", func(o ObjectInfo) error {
-		if strings.HasSuffix(o.Key, ".json") {
-			keys = append(keys, o.Key)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list drill reports of %s: %w", id, err)
-	}
-	sort.Sort(sort.Reverse(sort.StringSlice(keys)))
-	var out []*DrillReport
-	for _, k := range keys {
-		r, err := b.readDrillReport(ctx, k)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			continue
-		}
-		out = append(out, r)
-	}
-	return out, nil
 }
 
 // Drill states of a backup, as LastDrill.State reports them.
@@ -243,20 +213,21 @@ const drillReaders = 8
 
 // LastDrills returns the newest drill of every backup that has a report,
 // by backup id: one listing of the drills area, then one read per backup,
-// of its newest report only, up to drillReaders at once. A newest report
+// of its newest report only and only when not cached (see New), up to
+// drillReaders at once. A newest report
 // that cannot be read gives a LastDrill with Err set (state unknown); only
 // a failed listing or the end of ctx fails the call.
-func (b *Backups) LastDrills(ctx context.Context) (map[string]*LastDrill, error) {
-	newest := map[string]string{}
+func (b *Repo) LastDrills(ctx context.Context) (map[string]*LastDrill, error) {
+	newest := map[string]uploader.ObjectInfo{}
 	dir := b.drillDir()
-	err := b.Store.List(ctx, dir, func(o ObjectInfo) error {
+	err := b.Store.List(ctx, dir, func(o uploader.ObjectInfo) error {
 		rest := strings.TrimPrefix(o.Key, dir)
 		id, name, ok := strings.Cut(rest, "/")
 		if !ok || !ValidID(id) || strings.Contains(name, "/") || !strings.HasSuffix(name, ".json") {
 			return nil
 		}
-		if o.Key > newest[id] {
-			newest[id] = o.Key
+		if o.Key > newest[id].Key {
+			newest[id] = o
 		}
 		return nil
 	})
@@ -264,28 +235,48 @@ func (b *Backups) LastDrills(ctx context.Context) (map[string]*LastDrill, error)
 		return nil, fmt.Errorf("list drill reports: %w", err)
 	}
 	out := make(map[string]*LastDrill, len(newest))
-	for id, k := range newest {
-		out[id] = &LastDrill{Key: k, Started: reportTime(k)}
+	ids := make([]string, 0, len(newest))
+	objs := make([]uploader.ObjectInfo, 0, len(newest))
+	for id, o := range newest {
+		out[id] = &LastDrill{Key: o.Key, Started: reportTime(o.Key)}
+		ids = append(ids, id)
+		objs = append(objs, o)
 	}
-	next := make(chan *LastDrill)
+	reports := make([]*DrillReport, len(objs))
+	errs := make([]error, len(objs))
+	var todo []int
+	for i, o := range objs {
+		if r := b.cache.report(o); r != nil {
+			reports[i] = r
+			continue
+		}
+		todo = append(todo, i)
+	}
+	next := make(chan int)
 	var wg sync.WaitGroup
-	for range min(drillReaders, len(out)) {
+	for range min(drillReaders, len(todo)) {
 		wg.Go(func() {
-			for l := range next {
-				l.DrillReport, l.Err = b.readDrillReport(ctx, l.Key)
-				if l.Err != nil {
-					l.DrillReport = nil
-				}
+			for i := range next {
+				reports[i], errs[i] = b.readDrillReport(ctx, objs[i].Key)
 			}
 		})
 	}
-	for _, l := range out {
-		next <- l
+	for _, i := range todo {
+		next <- i
 	}
 	close(next)
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("read drill reports: %w", err)
+	}
+	b.cache.keepReports(objs, reports, errs)
+	for i, id := range ids {
+		if errs[i] != nil {
+			out[id].Err = errs[i]
+			continue
+		}
+		r := *reports[i] // callers may edit theirs; the cached one stays as read
+		out[id].DrillReport = &r
 	}
 	return out, nil
 }

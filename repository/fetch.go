@@ -1,4 +1,4 @@
-package restore
+package repository
 
 import (
 	"bytes"
@@ -57,12 +57,12 @@ const chunkSize = 1 << 20
 // Fetch streams backup m from b into a new file at path (0600; it must not
 // exist), decrypting and decompressing on the way, and checks it: the
 // stored object's size and sha256 against the manifest (an error wrapping
-// uploader.ErrObjectMismatch), etcd's sha256 trailer (verify.ErrCorrupt)
+// ErrObjectMismatch), etcd's sha256 trailer (verify.ErrCorrupt)
 // and the trailer's digest against the manifest's snapshot sha256
 // (verify.ErrManifestMismatch). Decoding and writing run in two goroutines
 // so the download, decryption and decompression overlap the disk write
 // and the trailer hash. On error the file is removed.
-func Fetch(ctx context.Context, b *uploader.Backups, m *uploader.Manifest, path string, o FetchOptions) (res *FetchResult, err error) {
+func Fetch(ctx context.Context, b *Repo, m *Manifest, path string, o FetchOptions) (res *FetchResult, err error) {
 	now := o.Now
 	if now == nil {
 		now = time.Now
@@ -86,7 +86,7 @@ func Fetch(ctx context.Context, b *uploader.Backups, m *uploader.Manifest, path 
 			os.Remove(path)
 		}
 	}()
-	mb := &uploader.Backups{Store: ms, Cluster: b.Cluster}
+	mb := &Repo{Store: ms, Cluster: b.Cluster}
 	rc, err := mb.Open(ctx, m, o.Identities)
 	if err != nil {
 		f.Close()
@@ -258,8 +258,8 @@ func (r *meteredReader) Read(p []byte) (int, error) {
 // ObjectDigest reads backup m's stored object once more and returns its
 // size and hex sha256: what a report shows as the actual values when
 // Fetch found them different from the manifest's. (Fetch does not hash
-// twice on the way: uploader's reader already checks the sha256.)
-func ObjectDigest(ctx context.Context, b *uploader.Backups, m *uploader.Manifest) (int64, string, error) {
+// twice on the way: Open's reader already checks the sha256.)
+func ObjectDigest(ctx context.Context, b *Repo, m *Manifest) (int64, string, error) {
 	rc, err := b.Store.Get(ctx, m.Object)
 	if err != nil {
 		return 0, "", err

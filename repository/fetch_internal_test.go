@@ -1,4 +1,4 @@
-package restore
+package repository
 
 import (
 	"bytes"

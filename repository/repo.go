@@ -1,4 +1,4 @@
-package uploader
+package repository
 
 import (
 	"context"
@@ -14,16 +14,31 @@ import (
 	"sync"
 
 	"filippo.io/age"
+
+	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
-// Backups is the backup layout of one cluster inside a Store:
+// Repo is the backup repository of one cluster inside a Store:
 //
 //	<cluster>/snapshots/<id>.db[.zst][.age]   data object
 //	<cluster>/snapshots/<id>.json              manifest, written last
 //	<cluster>/drills/<id>/<time>.json          drill reports
-type Backups struct {
-	Store   Store
+//
+// A Repo made by New caches the manifests and drill reports it has read
+// (they are immutable once written), so that listing again costs the
+// store's listing requests plus one read per object it has not seen; a
+// Repo literal reads every object each time. Either is safe for
+// concurrent use; copies of a Repo share its cache.
+type Repo struct {
+	Store   uploader.Store
 	Cluster string
+
+	cache *cache // nil: nothing cached
+}
+
+// New returns the repository of cluster in st, caching what it reads.
+func New(st uploader.Store, cluster string) *Repo {
+	return &Repo{Store: st, Cluster: cluster, cache: newCache()}
 }
 
 // Backup state values reported by List.
@@ -40,7 +55,7 @@ type Entry struct {
 	// Problem says what is wrong when State is StateBroken.
 	Problem string
 	// Object is the stored data object as listed (zero when missing).
-	Object ObjectInfo
+	Object uploader.ObjectInfo
 }
 
 // Listing is the content of a cluster's snapshot area.
@@ -49,28 +64,28 @@ type Listing struct {
 	Backups []Entry
 	// Orphans are data objects without a manifest (unfinished or pruned
 	// half-way); they are never backups.
-	Orphans []ObjectInfo
+	Orphans []uploader.ObjectInfo
 	// Unreadable are manifests that could not be read or parsed.
-	Unreadable []ObjectInfo
+	Unreadable []uploader.ObjectInfo
 }
 
-func (b *Backups) dir() string { return path.Join(b.Cluster, "snapshots") + "/" }
+func (b *Repo) dir() string { return path.Join(b.Cluster, "snapshots") + "/" }
 
 // ManifestKey returns the key of backup id's manifest.
-func (b *Backups) ManifestKey(id string) string { return b.dir() + id + ".json" }
+func (b *Repo) ManifestKey(id string) string { return b.dir() + id + ".json" }
 
 // ObjectKey returns the key of backup id's data object for an encoding.
-func (b *Backups) ObjectKey(id string, e Encoding) string { return b.dir() + id + e.Suffix() }
+func (b *Repo) ObjectKey(id string, e Encoding) string { return b.dir() + id + e.Suffix() }
 
 // ErrNoBackups is wrapped when the store holds no backup of the cluster.
 var ErrNoBackups = errors.New("no backups")
 
 // List reads the snapshot area: every manifest (parsed), with the state of
 // its data object, and the orphans.
-func (b *Backups) List(ctx context.Context) (*Listing, error) {
-	objects := map[string]ObjectInfo{}
-	var manifests []ObjectInfo
-	err := b.Store.List(ctx, b.dir(), func(o ObjectInfo) error {
+func (b *Repo) List(ctx context.Context) (*Listing, error) {
+	objects := map[string]uploader.ObjectInfo{}
+	var manifests []uploader.ObjectInfo
+	err := b.Store.List(ctx, b.dir(), func(o uploader.ObjectInfo) error {
 		if strings.HasSuffix(o.Key, ".json") {
 			manifests = append(manifests, o)
 		} else {
@@ -88,7 +103,7 @@ func (b *Backups) List(ctx context.Context) (*Listing, error) {
 		m, err := parsed[i], errs[i]
 		if err != nil {
 			switch {
-			case errors.Is(err, ErrNotFound):
+			case errors.Is(err, uploader.ErrNotFound):
 				continue // deleted while listing
 			case errors.Is(err, ErrBadManifest):
 				l.Unreadable = append(l.Unreadable, mo)
@@ -126,35 +141,50 @@ func (b *Backups) List(ctx context.Context) (*Listing, error) {
 const manifestReaders = 8
 
 // readManifests reads the manifests concurrently; results are in order.
-func (b *Backups) readManifests(ctx context.Context, objs []ObjectInfo) ([]*Manifest, []error) {
+// Manifests in the cache under the same key, size and time are not read
+// again; the cache then holds exactly the manifests of objs that parsed.
+func (b *Repo) readManifests(ctx context.Context, objs []uploader.ObjectInfo) ([]*Manifest, []error) {
 	ms := make([]*Manifest, len(objs))
 	errs := make([]error, len(objs))
+	var todo []int
+	for i, o := range objs {
+		if m := b.cache.manifest(o); m != nil {
+			ms[i] = m
+			continue
+		}
+		todo = append(todo, i)
+	}
 	next := make(chan int)
 	var wg sync.WaitGroup
-	for range min(manifestReaders, len(objs)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for range min(manifestReaders, len(todo)) {
+		wg.Go(func() {
 			for i := range next {
 				ms[i], errs[i] = b.readManifest(ctx, objs[i].Key)
 			}
-		}()
+		})
 	}
-	for i := range objs {
+	for _, i := range todo {
 		next <- i
 	}
 	close(next)
 	wg.Wait()
+	b.cache.keepManifests(objs, ms, errs)
+	for i, m := range ms {
+		if m != nil {
+			c := *m // callers may edit theirs; the cached one stays as read
+			ms[i] = &c
+		}
+	}
 	return ms, errs
 }
 
-func (b *Backups) readManifest(ctx context.Context, key string) (*Manifest, error) {
+func (b *Repo) readManifest(ctx context.Context, key string) (*Manifest, error) {
 	return readDocument(ctx, b.Store, key, "manifest", ParseManifest)
 }
 
 // readDocument reads a small JSON document (a manifest, a drill report) of
 // at most 1 MiB at key and parses it; errors name what and where.
-func readDocument[T any](ctx context.Context, st Store, key, what string, parse func([]byte) (T, error)) (T, error) {
+func readDocument[T any](ctx context.Context, st uploader.Store, key, what string, parse func([]byte) (T, error)) (T, error) {
 	var zero T
 	rc, err := st.Get(ctx, key)
 	if err != nil {
@@ -173,20 +203,20 @@ func readDocument[T any](ctx context.Context, st Store, key, what string, parse 
 }
 
 // Manifest reads backup id's manifest.
-func (b *Backups) Manifest(ctx context.Context, id string) (*Manifest, error) {
+func (b *Repo) Manifest(ctx context.Context, id string) (*Manifest, error) {
 	if !ValidID(id) {
 		return nil, fmt.Errorf("%q is not a backup id (like 20261130T113800Z-r250001) nor \"latest\"", id)
 	}
 	m, err := b.readManifest(ctx, b.ManifestKey(id))
-	if errors.Is(err, ErrNotFound) {
-		return nil, fmt.Errorf("backup %s not found in %s (cluster %q): %w", id, b.Store, b.Cluster, ErrNotFound)
+	if errors.Is(err, uploader.ErrNotFound) {
+		return nil, fmt.Errorf("backup %s not found in %s (cluster %q): %w", id, b.Store, b.Cluster, uploader.ErrNotFound)
 	}
 	return m, err
 }
 
 // Resolve returns the manifest for ref: a backup id or "latest" (the
 // newest backup whose data object is present).
-func (b *Backups) Resolve(ctx context.Context, ref string) (*Manifest, error) {
+func (b *Repo) Resolve(ctx context.Context, ref string) (*Manifest, error) {
 	if ref != "latest" {
 		return b.Manifest(ctx, ref)
 	}
@@ -203,7 +233,7 @@ func (b *Backups) Resolve(ctx context.Context, ref string) (*Manifest, error) {
 }
 
 // PutManifest writes m's manifest: the commit point of a backup.
-func (b *Backups) PutManifest(ctx context.Context, m *Manifest) error {
+func (b *Repo) PutManifest(ctx context.Context, m *Manifest) error {
 	if err := m.Validate(); err != nil {
 		return err
 	}
@@ -211,7 +241,7 @@ func (b *Backups) PutManifest(ctx context.Context, m *Manifest) error {
 	if err != nil {
 		return err
 	}
-	_, err = b.Store.Put(ctx, b.ManifestKey(m.ID), strings.NewReader(string(data)), PutOptions{ContentType: "application/json"})
+	_, err = b.Store.Put(ctx, b.ManifestKey(m.ID), strings.NewReader(string(data)), uploader.PutOptions{ContentType: "application/json"})
 	if err != nil {
 		return fmt.Errorf("write manifest: %w", err)
 	}
@@ -226,7 +256,7 @@ var ErrObjectMismatch = errors.New("stored object does not match its manifest")
 // decompressed). The stored bytes are hashed as they stream; at the end
 // the reader returns an error wrapping ErrObjectMismatch instead of io.EOF
 // if their size or sha256 differ from the manifest's.
-func (b *Backups) Open(ctx context.Context, m *Manifest, ids []age.Identity) (io.ReadCloser, error) {
+func (b *Repo) Open(ctx context.Context, m *Manifest, ids []age.Identity) (io.ReadCloser, error) {
 	rc, err := b.Store.Get(ctx, m.Object)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package uploader_test
+package repository_test
 
 import (
 	"fmt"
@@ -10,18 +10,19 @@ import (
 	"time"
 
 	"github.com/lifeboat-dev/lifeboat/internal/s3test"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
-func drillReport(id string, start time.Time, passed bool) *uploader.DrillReport {
-	r := &uploader.DrillReport{
-		Format: uploader.DrillReportFormat, BackupID: id, Cluster: "c1",
+func drillReport(id string, start time.Time, passed bool) *repository.DrillReport {
+	r := &repository.DrillReport{
+		Format: repository.DrillReportFormat, BackupID: id, Cluster: "c1",
 		StartedAt: start, FinishedAt: start.Add(3 * time.Second),
-		Checks: []uploader.Check{{Name: "revision", Expected: "42", Actual: "42", Passed: true}},
+		Checks: []repository.Check{{Name: "revision", Expected: "42", Actual: "42", Passed: true}},
 		Passed: passed, RecoverySeconds: 3, AgentVersion: "test",
 	}
 	if !passed {
-		r.Checks = append(r.Checks, uploader.Check{Name: "hashkv", Expected: "0x1", Actual: "0x2"})
+		r.Checks = append(r.Checks, repository.Check{Name: "hashkv", Expected: "0x1", Actual: "0x2"})
 	}
 	return r
 }
@@ -41,7 +42,7 @@ func TestLastDrillsNewestUnreadable(t *testing.T) {
 	// setup stores a passed report of every backup, then a newer failed
 	// one of fine; unreadable makes the newest report of storeErr fail
 	// to read.
-	setup := func(t *testing.T, b *uploader.Backups) {
+	setup := func(t *testing.T, b *repository.Repo) {
 		for _, id := range []string{storeErr, badJSON, fine} {
 			if err := b.PutDrillReport(t.Context(), drillReport(id, t0, true)); err != nil {
 				t.Fatal(err)
@@ -54,14 +55,14 @@ func TestLastDrillsNewestUnreadable(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	newestKey := func(b *uploader.Backups) string { return b.DrillReportKey(storeErr, t0.Add(time.Hour)) }
+	newestKey := func(b *repository.Repo) string { return b.DrillReportKey(storeErr, t0.Add(time.Hour)) }
 
 	t.Run("dir", func(t *testing.T) {
 		d, err := uploader.NewDir(filepath.Join(t.TempDir(), "store"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		b := &uploader.Backups{Store: d, Cluster: "c1"}
+		b := repository.New(d, "c1")
 		setup(t, b)
 		// A report the store lists but cannot read: a symlink to a
 		// directory (root reads files whatever their mode).
@@ -73,7 +74,7 @@ func TestLastDrillsNewestUnreadable(t *testing.T) {
 	})
 	t.Run("s3", func(t *testing.T) {
 		env := newFaultEnv(t)
-		b := &uploader.Backups{Store: env.store, Cluster: "c1"}
+		b := repository.New(env.store, "c1")
 		setup(t, b)
 		if err := b.PutDrillReport(t.Context(), drillReport(storeErr, t0.Add(time.Hour), false)); err != nil {
 			t.Fatal(err)
@@ -88,30 +89,34 @@ func TestLastDrillsNewestUnreadable(t *testing.T) {
 	})
 }
 
-func checkUnknown(t *testing.T, b *uploader.Backups, unreadable string) {
+// checkUnknown reads the drill states twice: the second time from a warm
+// cache, which must not turn the unknown into a verdict either.
+func checkUnknown(t *testing.T, b *repository.Repo, unreadable string) {
 	t.Helper()
-	last, err := b.LastDrills(t.Context())
-	if err != nil {
-		t.Fatalf("LastDrills: %v", err)
-	}
-	got := map[string]string{}
-	for id, l := range last {
-		got[id] = l.State()
-		if l.State() == uploader.DrillUnknown {
-			got[id] += fmt.Sprintf(" (err %v, report %v)", l.Err != nil, l.DrillReport != nil)
+	for _, round := range []string{"first", "second (cached)"} {
+		last, err := b.LastDrills(t.Context())
+		if err != nil {
+			t.Fatalf("LastDrills, %s read: %v", round, err)
 		}
-	}
-	want := map[string]string{
-		"20261130T113800Z-r42": "unknown (err true, report false)",
-		"20261130T123800Z-r50": "unknown (err true, report false)",
-		"20261130T133800Z-r60": "failed",
-	}
-	for id, w := range want {
-		if got[id] != w {
-			t.Errorf("LastDrills()[%s] state %q; want %q", id, got[id], w)
+		got := map[string]string{}
+		for id, l := range last {
+			got[id] = l.State()
+			if l.State() == repository.DrillUnknown {
+				got[id] += fmt.Sprintf(" (err %v, report %v)", l.Err != nil, l.DrillReport != nil)
+			}
 		}
-	}
-	if l := last["20261130T113800Z-r42"]; l != nil && l.Err != nil && !strings.Contains(l.Err.Error(), unreadable) {
-		t.Errorf("error %q does not name the report %s", l.Err, unreadable)
+		want := map[string]string{
+			"20261130T113800Z-r42": "unknown (err true, report false)",
+			"20261130T123800Z-r50": "unknown (err true, report false)",
+			"20261130T133800Z-r60": "failed",
+		}
+		for id, w := range want {
+			if got[id] != w {
+				t.Errorf("LastDrills()[%s] state %q, %s read; want %q", id, got[id], round, w)
+			}
+		}
+		if l := last["20261130T113800Z-r42"]; l != nil && l.Err != nil && !strings.Contains(l.Err.Error(), unreadable) {
+			t.Errorf("error %q does not name the report %s", l.Err, unreadable)
+		}
 	}
 }

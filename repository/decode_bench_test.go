@@ -1,4 +1,4 @@
-package uploader
+package repository
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 // LIFEBOAT_BENCH_SNAPSHOT=file encodes that file (e.g. the bench's 1.1 GB
 // snapshot); the default is 64 MiB of compressible bytes.
 //
-//	go test -run '^$' -bench Decode -benchmem ./uploader
+//	go test -run '^$' -bench Decode -benchmem ./repository
 func BenchmarkDecode(b *testing.B) {
 	var raw []byte
 	if p := os.Getenv("LIFEBOAT_BENCH_SNAPSHOT"); p != "" {

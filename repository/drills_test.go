@@ -1,12 +1,15 @@
-package uploader
+package repository
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
 func testReport(id string, start time.Time, passed bool) *DrillReport {
@@ -42,18 +45,15 @@ func TestDrillReports(t *testing.T) {
 	// Stray objects are skipped (an unreadable newest report: see
 	// TestLastDrillsNewestUnreadable).
 	for _, k := range []string{"c1/drills/not-an-id/x.json", "c1/drills/" + c + "/note.txt"} {
-		if _, err := b.Store.Put(ctx, k, strings.NewReader("{"), PutOptions{}); err != nil {
+		if _, err := b.Store.Put(ctx, k, strings.NewReader("{"), uploader.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	got, err := b.DrillReports(ctx, a)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := storedReports(t, b, a)
 	want := []*DrillReport{reports[2], reports[1], reports[0]}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("DrillReports(%s) mismatch (-want +got):\n%s", a, diff)
+		t.Errorf("reports of %s mismatch (-want +got):\n%s", a, diff)
 	}
 
 	last, err := b.LastDrills(ctx)
@@ -165,18 +165,40 @@ func TestDrillReportSameStart(t *testing.T) {
 			t.Fatalf("PutDrillReport: %v", err)
 		}
 	}
-	got, err := b.DrillReports(t.Context(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := storedReports(t, b, id)
 	if len(got) != 2 {
-		t.Fatalf("DrillReports = %d reports; want both", len(got))
+		t.Fatalf("stored %d reports; want both", len(got))
 	}
 	passed := map[bool]int{}
 	for _, r := range got {
 		passed[r.Passed]++
 	}
 	if passed[true] != 1 || passed[false] != 1 {
-		t.Errorf("DrillReports verdicts %v; want one passed and one failed", passed)
+		t.Errorf("stored verdicts %v; want one passed and one failed", passed)
 	}
+}
+
+// storedReports reads every report of backup id as stored, newest first.
+func storedReports(t *testing.T, b *Repo, id string) []*DrillReport {
+	t.Helper()
+	var keys []string
+	err := b.Store.List(t.Context(), b.drillDir()+id+"/", func(o uploader.ObjectInfo) error {
+		if strings.HasSuffix(o.Key, ".json") {
+			keys = append(keys, o.Key)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Reverse(keys)
+	var out []*DrillReport
+	for _, k := range keys {
+		r, err := b.readDrillReport(t.Context(), k)
+		if err != nil {
+			t.Fatalf("read %s: %v", k, err)
+		}
+		out = append(out, r)
+	}
+	return out
 }

@@ -1,12 +1,10 @@
-package restore
+package repository
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
 // ErrNotProven is wrapped when no backup's last drill passed
@@ -19,7 +17,7 @@ var ErrNotProven = errors.New("no proven backup")
 // backup chosen with intn (like math/rand.IntN) among the intact ones other
 // than the newest, so that over time every retained backup gets drilled;
 // the newest when it is the only one.
-func Select(ctx context.Context, b *uploader.Backups, ref string, intn func(int) int) (*uploader.Manifest, error) {
+func Select(ctx context.Context, b *Repo, ref string, intn func(int) int) (*Manifest, error) {
 	if ref == "latest-proven" {
 		return SelectProven(ctx, b)
 	}
@@ -30,15 +28,15 @@ func Select(ctx context.Context, b *uploader.Backups, ref string, intn func(int)
 	if err != nil {
 		return nil, err
 	}
-	var ok []*uploader.Manifest
+	var ok []*Manifest
 	for _, e := range l.Backups {
-		if e.State == uploader.StateOK {
+		if e.State == StateOK {
 			ok = append(ok, e.Manifest)
 		}
 	}
 	switch len(ok) {
 	case 0:
-		return nil, fmt.Errorf("%w of cluster %q in %s", uploader.ErrNoBackups, b.Cluster, b.Store)
+		return nil, fmt.Errorf("%w of cluster %q in %s", ErrNoBackups, b.Cluster, b.Store)
 	case 1:
 		return ok[0], nil
 	}
@@ -48,24 +46,24 @@ func Select(ctx context.Context, b *uploader.Backups, ref string, intn func(int)
 
 // SelectBefore returns the newest intact backup created before t: the
 // last good state before an incident.
-func SelectBefore(ctx context.Context, b *uploader.Backups, t time.Time) (*uploader.Manifest, error) {
+func SelectBefore(ctx context.Context, b *Repo, t time.Time) (*Manifest, error) {
 	l, err := b.List(ctx)
 	if err != nil {
 		return nil, err
 	}
 	for _, e := range l.Backups { // newest first
-		if e.State == uploader.StateOK && e.Manifest.CreatedAt.Before(t) {
+		if e.State == StateOK && e.Manifest.CreatedAt.Before(t) {
 			return e.Manifest, nil
 		}
 	}
-	return nil, fmt.Errorf("%w of cluster %q in %s taken before %s", uploader.ErrNoBackups, b.Cluster, b.Store, t.UTC().Format(time.RFC3339))
+	return nil, fmt.Errorf("%w of cluster %q in %s taken before %s", ErrNoBackups, b.Cluster, b.Store, t.UTC().Format(time.RFC3339))
 }
 
 // SelectProven returns the newest intact backup whose last drill passed:
 // the one to prefer in a restore. Only the newest report of a backup
-// counts (uploader.Backups.LastDrills); a backup whose newest report
+// counts (Repo.LastDrills); a backup whose newest report
 // cannot be read is not proven, never judged by an older, happier report.
-func SelectProven(ctx context.Context, b *uploader.Backups) (*uploader.Manifest, error) {
+func SelectProven(ctx context.Context, b *Repo) (*Manifest, error) {
 	l, err := b.List(ctx)
 	if err != nil {
 		return nil, err
@@ -76,14 +74,14 @@ func SelectProven(ctx context.Context, b *uploader.Backups) (*uploader.Manifest,
 	}
 	unknown := 0
 	for _, e := range l.Backups { // newest first
-		if e.State != uploader.StateOK {
+		if e.State != StateOK {
 			continue
 		}
 		d := drills[e.Manifest.ID]
 		switch d.State() {
-		case uploader.DrillUnknown:
+		case DrillUnknown:
 			unknown++
-		case uploader.DrillPassed:
+		case DrillPassed:
 			if d.BackupID == e.Manifest.ID {
 				return e.Manifest, nil
 			}

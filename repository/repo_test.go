@@ -1,4 +1,4 @@
-package uploader
+package repository
 
 import (
 	"bytes"
@@ -16,6 +16,8 @@ import (
 
 	"filippo.io/age"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
 // rawSnapshot returns compressible bytes standing in for a snapshot.
@@ -36,7 +38,7 @@ func newIdentity(t *testing.T) *age.X25519Identity {
 }
 
 // putBackup stores raw as backup id with the encoding and commits it.
-func putBackup(t *testing.T, b *Backups, id string, raw []byte, enc Encoding) *Manifest {
+func putBackup(t *testing.T, b *Repo, id string, raw []byte, enc Encoding) *Manifest {
 	t.Helper()
 	ctx := t.Context()
 	var buf bytes.Buffer
@@ -51,7 +53,7 @@ func putBackup(t *testing.T, b *Backups, id string, raw []byte, enc Encoding) *M
 		t.Fatal(err)
 	}
 	key := b.ObjectKey(id, enc)
-	obj, err := b.Store.Put(ctx, key, &buf, PutOptions{})
+	obj, err := b.Store.Put(ctx, key, &buf, uploader.PutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,13 +70,13 @@ func putBackup(t *testing.T, b *Backups, id string, raw []byte, enc Encoding) *M
 	return m
 }
 
-func newDirBackups(t *testing.T) *Backups {
+func newDirBackups(t *testing.T) *Repo {
 	t.Helper()
-	d, err := NewDir(filepath.Join(t.TempDir(), "store"))
+	d, err := uploader.NewDir(filepath.Join(t.TempDir(), "store"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Backups{Store: d, Cluster: "c1"}
+	return New(d, "c1")
 }
 
 func TestEncodingRoundTrip(t *testing.T) {
@@ -160,7 +162,7 @@ func TestOpenDetectsDamage(t *testing.T) {
 			t.Run(enc.CompressionName()+"/"+d.name, func(t *testing.T) {
 				b := newDirBackups(t)
 				m := putBackup(t, b, "20261130T113800Z-r42", raw, enc)
-				if err := d.do(filepath.Join(b.Store.(*Dir).Root(), m.Object)); err != nil {
+				if err := d.do(filepath.Join(b.Store.(*uploader.Dir).Root(), m.Object)); err != nil {
 					t.Fatal(err)
 				}
 				rc, err := b.Open(t.Context(), m, nil)
@@ -187,14 +189,14 @@ func TestListStatesAndOrphans(t *testing.T) {
 	if err := b.Store.Delete(ctx, broken.Object); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Store.Put(ctx, b.ObjectKey("20261130T010000Z-r40", enc), strings.NewReader("partial"), PutOptions{}); err != nil {
+	if _, err := b.Store.Put(ctx, b.ObjectKey("20261130T010000Z-r40", enc), strings.NewReader("partial"), uploader.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Store.Put(ctx, b.ManifestKey("20261130T020000Z-r50"), strings.NewReader("{not json"), PutOptions{}); err != nil {
+	if _, err := b.Store.Put(ctx, b.ManifestKey("20261130T020000Z-r50"), strings.NewReader("{not json"), uploader.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// Another cluster's backups are not listed.
-	putBackup(t, &Backups{Store: b.Store, Cluster: "c2"}, "20261130T030000Z-r60", raw, enc)
+	putBackup(t, &Repo{Store: b.Store, Cluster: "c2"}, "20261130T030000Z-r60", raw, enc)
 
 	l, err := b.List(ctx)
 	if err != nil {
@@ -219,13 +221,13 @@ func TestListStatesAndOrphans(t *testing.T) {
 	if err != nil || m.ID != "20261130T000000Z-r30" {
 		t.Errorf("Resolve(latest) = %v, %v", m, err)
 	}
-	if _, err := b.Resolve(ctx, "20261101T000000Z-r1"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Resolve(missing) error %v, want ErrNotFound", err)
+	if _, err := b.Resolve(ctx, "20261101T000000Z-r1"); !errors.Is(err, uploader.ErrNotFound) {
+		t.Errorf("Resolve(missing) error %v, want uploader.ErrNotFound", err)
 	}
 	if _, err := b.Resolve(ctx, "../../etc/passwd"); err == nil {
 		t.Error("Resolve accepted a path as id")
 	}
-	empty := &Backups{Store: b.Store, Cluster: "none"}
+	empty := &Repo{Store: b.Store, Cluster: "none"}
 	if _, err := empty.Resolve(ctx, "latest"); !errors.Is(err, ErrNoBackups) {
 		t.Errorf("Resolve(latest) on an empty cluster: %v, want ErrNoBackups", err)
 	}
@@ -289,7 +291,7 @@ func FuzzParseManifest(f *testing.F) {
 }
 
 // failingGets is a real store whose Gets fail, as a store that is down.
-type failingGets struct{ Store }
+type failingGets struct{ uploader.Store }
 
 func (f failingGets) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	return nil, errors.New("connection reset by peer")
@@ -306,7 +308,7 @@ func TestListFailsOnStoreErrors(t *testing.T) {
 	if err != nil || len(l.Backups) != 20 {
 		t.Fatalf("List = %d backups, %v; want 20", len(l.Backups), err)
 	}
-	broken := &Backups{Store: failingGets{b.Store}, Cluster: b.Cluster}
+	broken := &Repo{Store: failingGets{b.Store}, Cluster: b.Cluster}
 	if l, err := broken.List(t.Context()); err == nil {
 		t.Fatalf("List with failing reads = %d backups, %d unreadable, no error", len(l.Backups), len(l.Unreadable))
 	}

@@ -1,0 +1,32 @@
+// Package repository is the format of lifeboat's backups inside a store
+// (an uploader.Store): the layout and ids, the versioned manifest that
+// commits a backup, drill reports, the encoding of a snapshot into a
+// stored object (zstd, then age encryption), and reading a stored backup
+// back: Open (decode with the object's size and sha256 checked), Fetch
+// (into a local raw snapshot file, etcd's trailer and the manifest's
+// digest checked), CheckFile (the file against its manifest) and the
+// selection of a backup (Select: an id, latest, latest-proven, random;
+// SelectBefore).
+//
+// Repo is one cluster's repository:
+//
+//	<cluster>/snapshots/<id>.db[.zst][.age]   data object
+//	<cluster>/snapshots/<id>.json              manifest, written last
+//	<cluster>/drills/<id>/<time>.json          drill reports
+//
+// The commit protocol: the data object is written first (Put makes it
+// visible only once complete), the manifest last. A data object without a
+// manifest is an orphan, never a backup. Objects are created and never
+// replaced, so two writers of one backup id cannot both succeed.
+//
+// Manifests and drill reports are immutable: a Repo made by New caches
+// the ones it has read, so that listing a repository again (the agent
+// does every few minutes) costs the store's LIST requests plus one GET per
+// object not seen before. The listing always decides what exists; an
+// object that could not be read is never cached, and the newest drill
+// report's verdict is unknown until it can be read, never an older one's.
+//
+// It does not move bytes itself (uploader does), take or check snapshots
+// (snapshot and verify do), decide what to keep (retention does), delete
+// anything (prune does) or restore into data directories (restore does).
+package repository
