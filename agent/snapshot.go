@@ -76,9 +76,16 @@ func Snapshot(ctx context.Context, job SnapshotJob, lg *slog.Logger) (*repositor
 	if err := snapshot.PrepareSpoolDir(job.SpoolDir); err != nil {
 		return nil, err
 	}
+	// One etcd session for the job: every attempt and every step of it
+	// (status, stream, HashKV) uses its connections and its login.
+	sess, err := snapshot.Dial(ctx, job.Etcd, lg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sess.Close() }() // the job's outcome is decided
 	var failed []error
 	for {
-		m, err := snapshotOnce(ctx, job, lg)
+		m, err := snapshotOnce(ctx, sess, job, lg)
 		var me *snapshot.MemberError
 		if err == nil || ctx.Err() != nil || !errors.As(err, &me) {
 			if err != nil && len(failed) > 0 {
@@ -97,7 +104,7 @@ func Snapshot(ctx context.Context, job SnapshotJob, lg *slog.Logger) (*repositor
 }
 
 // snapshotOnce is one attempt of Snapshot, from one member.
-func snapshotOnce(parent context.Context, job SnapshotJob, lg *slog.Logger) (*repository.Manifest, error) {
+func snapshotOnce(parent context.Context, sess *snapshot.Session, job SnapshotJob, lg *slog.Logger) (*repository.Manifest, error) {
 	now := job.Now
 	if now == nil {
 		now = time.Now
@@ -106,7 +113,7 @@ func snapshotOnce(parent context.Context, job SnapshotJob, lg *slog.Logger) (*re
 	// The id needs a revision before the first byte arrives (the object's
 	// key contains it): the highest revision the members report now. The
 	// manifest records the snapshot's exact revision.
-	members, err := snapshot.Members(parent, job.Etcd)
+	members, err := sess.Members(parent)
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +231,7 @@ func snapshotOnce(parent context.Context, job SnapshotJob, lg *slog.Logger) (*re
 		}
 		tailDone <- err
 	}()
-	info, err := snapshot.TakeFile(ctx, job.Etcd, spoolFile, prog, job.Options, lg)
+	info, err := sess.TakeFile(ctx, spoolFile, prog, job.Options)
 	if err != nil {
 		cancel(err)
 		<-tailDone
@@ -281,7 +288,7 @@ func snapshotOnce(parent context.Context, job SnapshotJob, lg *slog.Logger) (*re
 			liveDone <- live{rev: rev}
 			return
 		}
-		h, c, err := snapshot.LiveHashKV(ctx, job.Etcd, hm.Endpoint, rev)
+		h, c, err := sess.HashKV(ctx, hm.Endpoint, rev)
 		liveDone <- live{rev, h, c, err}
 	})
 	received := now()
@@ -316,7 +323,7 @@ func snapshotOnce(parent context.Context, job SnapshotJob, lg *slog.Logger) (*re
 		// Only a file that changed under us gets here; ask again at the
 		// revision File read.
 		lh.rev = st.Revision
-		lh.hash, lh.compact, lh.err = snapshot.LiveHashKV(ctx, job.Etcd, hm.Endpoint, st.Revision)
+		lh.hash, lh.compact, lh.err = sess.HashKV(ctx, hm.Endpoint, st.Revision)
 	}
 	hk := liveHashKV{member: hm, same: same, deferred: deferred, hash: lh.hash, compact: lh.compact, err: lh.err}
 	if err := hk.compare(st, lg); err != nil {
@@ -422,7 +429,7 @@ func (g *gate) Read(p []byte) (int, error) {
 	return 0, io.EOF
 }
 
-// spoolProgress is the tee of snapshot.Take: it counts the bytes already
+// spoolProgress is the tee of Session.TakeFile: it counts the bytes already
 // written to the spool file and wakes the goroutine that follows it.
 type spoolProgress struct {
 	n     atomic.Int64

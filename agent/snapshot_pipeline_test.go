@@ -256,3 +256,63 @@ func TestSnapshotEncoderFeedCorrupted(t *testing.T) {
 		})
 	}
 }
+
+// TestSnapshotDialsEachMemberOnce (issue 12, move 3): one backup of a
+// 3-member cluster with user/password auth, with TLS client certificates
+// and without, dials each member at most once (one connection, so one TLS
+// handshake) and logs in once: a counting proxy stands in front of each
+// member, and etcd's own gRPC server metrics count the Authenticate calls.
+func TestSnapshotDialsEachMemberOnce(t *testing.T) {
+	for _, tls := range []bool{true, false} {
+		t.Run(fmt.Sprintf("tls=%v", tls), func(t *testing.T) { testSnapshotDialsEachMemberOnce(t, tls) })
+	}
+}
+
+func testSnapshotDialsEachMemberOnce(t *testing.T, tls bool) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3, TLS: tls, Auth: true})
+	fillCluster(t, c, 1)
+	var (
+		proxies []*etcdtest.ConnCounter
+		eps     []string
+	)
+	for _, m := range c.Members {
+		p := etcdtest.CountConns(t, m.ClientURL)
+		proxies = append(proxies, p)
+		eps = append(eps, p.URL)
+	}
+	st, err := uploader.NewDir(filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := SnapshotJob{
+		Etcd: snapshot.Config{Endpoints: eps, CACert: c.CAFile, Cert: c.CertFile, Key: c.KeyFile,
+			User: c.User, Password: snapshot.Secret(c.Password)},
+		SpoolDir: filepath.Join(t.TempDir(), "spool"),
+		Backups:  &repository.Repo{Store: st, Cluster: testCluster},
+		Encoding: repository.Encoding{Compression: "zstd"},
+		Version:  "test",
+	}
+	authBefore := etcdtest.Authentications(t)
+	lg, _ := testLogger(t)
+	m, err := Snapshot(t.Context(), job, lg)
+	if err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	if m.HashKVEndpoint == "" || m.HashKVEndpoint == m.Endpoint {
+		t.Errorf("live HashKV asked of %q, want another member than the snapshot's %s", m.HashKVEndpoint, m.Endpoint)
+	}
+	auths := etcdtest.Authentications(t) - authBefore
+	var counts []int
+	for _, p := range proxies {
+		counts = append(counts, p.Accepted())
+	}
+	t.Logf("connections per member %v, Authenticate calls %d", counts, auths)
+	for i, n := range counts {
+		if n > 1 {
+			t.Errorf("member %s was dialed %d times in one backup, want at most once", c.Members[i].Name, n)
+		}
+	}
+	if auths != 1 {
+		t.Errorf("%d Authenticate calls in one backup, want 1", auths)
+	}
+}

@@ -44,7 +44,7 @@ func BenchmarkTake(b *testing.B) {
 			var size int64
 			for b.Loop() {
 				spool := filepath.Join(dir, "take.db")
-				info, err := snapshot.Take(b.Context(), cfg, spool, nil, opts, nil)
+				info, err := take(b.Context(), cfg, spool, nil, opts, nil)
 				if err != nil {
 					b.Fatalf("Take: %v", err)
 				}

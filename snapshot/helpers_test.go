@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -139,4 +140,49 @@ func mountTmpfs(t *testing.T, flags uintptr, opts string) string {
 		}
 	})
 	return dir
+}
+
+// dial opens a session with cfg, closed at test cleanup.
+func dial(t testing.TB, cfg snapshot.Config, lg *slog.Logger) *snapshot.Session {
+	t.Helper()
+	s, err := snapshot.Dial(t.Context(), cfg, lg)
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+// take is one job of its own: a session for cfg, one Take, Close.
+func take(ctx context.Context, cfg snapshot.Config, spool string, tee io.Writer, opts snapshot.Options, lg *slog.Logger) (snapshot.Info, error) {
+	s, err := snapshot.Dial(ctx, cfg, lg)
+	if err != nil {
+		return snapshot.Info{}, err
+	}
+	defer s.Close()
+	return s.Take(ctx, spool, tee, opts)
+}
+
+// members is a session for cfg, one Members call, Close.
+func members(ctx context.Context, cfg snapshot.Config) ([]snapshot.MemberStatus, error) {
+	s, err := snapshot.Dial(ctx, cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	return s.Members(ctx)
+}
+
+// liveHashKV is a session for cfg, one HashKV of endpoint, Close.
+func liveHashKV(ctx context.Context, cfg snapshot.Config, endpoint string, rev int64) (uint32, int64, error) {
+	s, err := snapshot.Dial(ctx, cfg, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer s.Close()
+	return s.HashKV(ctx, endpoint, rev)
 }

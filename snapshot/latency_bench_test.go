@@ -44,11 +44,11 @@ func BenchmarkPutLatencyDuringSnapshot(b *testing.B) {
 		save func(ctx context.Context, path string) error
 	}{
 		{name: "lifeboat", save: func(ctx context.Context, path string) error {
-			_, err := snapshot.Take(ctx, cfg, path, nil, snapshot.Options{}, nil)
+			_, err := take(ctx, cfg, path, nil, snapshot.Options{}, nil)
 			return err
 		}},
 		{name: "lifeboat-nowriteback", save: func(ctx context.Context, path string) error {
-			_, err := snapshot.Take(ctx, cfg, path, nil, snapshot.Options{Chunk: -1}, nil)
+			_, err := take(ctx, cfg, path, nil, snapshot.Options{Chunk: -1}, nil)
 			return err
 		}},
 		{name: "etcdctl", save: func(ctx context.Context, path string) error {
@@ -154,11 +154,11 @@ func BenchmarkPutLatencyHashKV(b *testing.B) {
 		b.Run(v.name, func(b *testing.B) {
 			reportPutLatency(b, cli, func() {
 				path := filepath.Join(dir, "snap.db")
-				if _, err := snapshot.Take(b.Context(), snapCfg, path, nil, snapshot.Options{}, nil); err != nil {
+				if _, err := take(b.Context(), snapCfg, path, nil, snapshot.Options{}, nil); err != nil {
 					b.Fatal(err)
 				}
 				if v.hashKV != "" {
-					if _, _, err := snapshot.LiveHashKV(b.Context(), cfg, v.hashKV, 0); err != nil {
+					if _, _, err := liveHashKV(b.Context(), cfg, v.hashKV, 0); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -59,7 +59,7 @@ func TestTakeMemberDiesMidStream(t *testing.T) {
 	cfg.Member = snapshot.MemberAny
 
 	spool := filepath.Join(t.TempDir(), "snap.db")
-	_, err := snapshot.Take(t.Context(), cfg, spool, nil, snapshot.Options{}, nil)
+	_, err := take(t.Context(), cfg, spool, nil, snapshot.Options{}, nil)
 	var me *snapshot.MemberError
 	if !errors.As(err, &me) || me.Endpoint != cut || me.Member != c.Members[0].Name {
 		t.Fatalf("Take = %v, want a MemberError for %s (%s)", err, cut, c.Members[0].Name)
@@ -67,7 +67,7 @@ func TestTakeMemberDiesMidStream(t *testing.T) {
 	checkErr(t, err, []string{"snapshot stream from " + cut + " broke off", "the member stopped"})
 	checkNoSpool(t, spool)
 
-	info, err := snapshot.Take(t.Context(), cfg, spool, nil, snapshot.Options{Skip: []string{cut}}, nil)
+	info, err := take(t.Context(), cfg, spool, nil, snapshot.Options{Skip: []string{cut}}, nil)
 	if err != nil {
 		t.Fatalf("Take skipping %s: %v", cut, err)
 	}
@@ -77,7 +77,7 @@ func TestTakeMemberDiesMidStream(t *testing.T) {
 	checkSpool(t, spool, info.Size, info.SHA256)
 
 	spool2 := filepath.Join(t.TempDir(), "snap.db")
-	_, err = snapshot.Take(t.Context(), cfg, spool2, nil, snapshot.Options{Skip: cfg.Endpoints}, nil)
+	_, err = take(t.Context(), cfg, spool2, nil, snapshot.Options{Skip: cfg.Endpoints}, nil)
 	checkErr(t, err, []string{"no etcd member left to stream from"})
 	checkNoSpool(t, spool2)
 }

@@ -2,13 +2,9 @@ package snapshot
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // maxApplyLag is how far a member's applied index may trail the highest raft
@@ -51,51 +47,6 @@ type MemberStatus struct {
 	// Err is set when the endpoint could not be asked; the other fields are
 	// then zero.
 	Err error
-}
-
-// Members asks every endpoint for its status, concurrently with a
-// per-endpoint timeout of cfg.DialTimeout, and returns the answers in the
-// order a snapshot should be tried (see cfg.Member):
-//
-//   - "follower" (default): healthy, caught-up (applied index within a small
-//     lag of the highest raft index seen), voting, non-leader members first,
-//     then the leader, then caught-up learners, then lagging members, then
-//     members reporting alarms, then members that see no leader;
-//   - "leader": the leader first, then the default order;
-//   - "any": endpoint order, members that see no leader last;
-//   - an endpoint URL: that endpoint first (even when it sees no leader),
-//     then the default order.
-//
-// Members that could not be asked come last with Err set. The error is
-// non-nil when no endpoint answered (it then says why for the first
-// endpoint), and when the endpoints that answered belong to different
-// clusters (ErrMixedClusters, naming each endpoint's cluster ID): one backup
-// is of one cluster.
-func Members(ctx context.Context, cfg Config) ([]MemberStatus, error) {
-	cc, err := cfg.ClientConfig()
-	if err != nil {
-		return nil, err
-	}
-	cfg = cfg.withDefaults()
-	sts := make([]MemberStatus, len(cfg.Endpoints))
-	var wg sync.WaitGroup
-	for i, ep := range cfg.Endpoints {
-		wg.Go(func() {
-			sts[i] = memberStatus(ctx, cfg, cc, ep)
-		})
-	}
-	wg.Wait()
-	ordered := orderMembers(sts, cfg.Member)
-	if ordered[0].Err != nil {
-		if ctx.Err() != nil {
-			return ordered, fmt.Errorf("ask etcd members for status: %w", ctx.Err())
-		}
-		return ordered, redact(fmt.Errorf("no etcd member reachable at %v: %w", cfg.Endpoints, sts[0].Err), cfg.Password)
-	}
-	if err := sameCluster(sts); err != nil {
-		return ordered, err
-	}
-	return ordered, nil
 }
 
 // sameCluster returns an error wrapping ErrMixedClusters when the members
@@ -154,79 +105,6 @@ func usable(members []MemberStatus, pref string) ([]MemberStatus, error) {
 			ErrNoLeader, strings.Join(leaderless, ", "), leaderless[0])
 	}
 	return out, nil
-}
-
-// memberStatus asks one endpoint for its status and its member name.
-func memberStatus(parent context.Context, cfg Config, cc clientv3.Config, ep string) MemberStatus {
-	st := MemberStatus{Endpoint: ep}
-	ctx, cancel := context.WithTimeout(parent, cfg.DialTimeout)
-	defer cancel()
-	// The client hides why it cannot connect behind a timeout while it
-	// keeps retrying; a direct probe finds refused connections and TLS
-	// problems at once and says which.
-	if err := probe(ctx, ep, cc.TLS); err != nil {
-		st.Err = explain("connect to", ep, cfg, err)
-		return st
-	}
-	cli, err := newClient(ctx, cc, ep)
-	if err != nil {
-		st.Err = explain("connect to", ep, cfg, err)
-		if cc.Username != "" && isTimeout(err) && parent.Err() == nil && leaderless(parent, cc, ep) {
-			st.Err = fmt.Errorf("log in to %s as %q: %w: etcd's user/password login is a raft request and needs quorum; "+
-				"authenticate with a client certificate instead (--cert/--key, without --user/--password)", ep, cfg.User, ErrNoLeader)
-		}
-		return st
-	}
-	defer cli.Close()
-	resp, err := cli.Status(ctx, ep)
-	if err != nil {
-		st.Err = explain("status of", ep, cfg, err)
-		return st
-	}
-	st.ID, st.ClusterID = resp.Header.GetMemberId(), resp.Header.GetClusterId()
-	st.LeaderID = resp.Leader
-	st.Leader = resp.Leader != 0 && resp.Leader == st.ID
-	st.Learner = resp.IsLearner
-	st.RaftIndex, st.AppliedIndex = resp.RaftIndex, resp.RaftAppliedIndex
-	st.Revision = resp.Header.GetRevision()
-	st.Version = resp.Version
-	st.DBSize = resp.DbSize
-	st.Alarms = resp.Errors
-	// The name is a nicety for logs and manifests: a failure here does not
-	// make the member unusable.
-	if ml, err := cli.MemberList(ctx, clientv3.WithSerializable()); err == nil {
-		st.ClusterSize = len(ml.Members)
-		for _, m := range ml.Members {
-			if m.ID == st.ID {
-				st.Name = m.Name
-			}
-		}
-	}
-	return st
-}
-
-// leaderless reports whether ep, asked for its status without the
-// user/password login (etcd answers status without it), sees no leader:
-// then a login cannot succeed.
-func leaderless(ctx context.Context, cc clientv3.Config, ep string) bool {
-	ctx, cancel := context.WithTimeout(ctx, 2*probeTimeout)
-	defer cancel()
-	cc.Username, cc.Password = "", ""
-	cli, err := newClient(ctx, cc, ep)
-	if err != nil {
-		return false
-	}
-	defer cli.Close()
-	resp, err := cli.Status(ctx, ep)
-	return err == nil && resp.Leader == 0
-}
-
-// newClient connects to ep only. The client, including its authentication
-// request, is bound to ctx.
-func newClient(ctx context.Context, cc clientv3.Config, ep string) (*clientv3.Client, error) {
-	cc = forEndpoint(cc, ep)
-	cc.Context = ctx
-	return clientv3.New(cc)
 }
 
 // rank orders members under the default ("follower") preference: lower is

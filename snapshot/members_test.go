@@ -21,7 +21,7 @@ func TestMembersTwoClusters(t *testing.T) {
 	b := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	cfg := configFor(a)
 	cfg.Endpoints = append(cfg.Endpoints, b.Endpoints()...)
-	_, err := snapshot.Members(t.Context(), cfg)
+	_, err := members(t.Context(), cfg)
 	if !errors.Is(err, snapshot.ErrMixedClusters) {
 		t.Fatalf("Members over two clusters: err = %v, want ErrMixedClusters", err)
 	}
@@ -29,7 +29,7 @@ func TestMembersTwoClusters(t *testing.T) {
 	checkErr(t, err, wants)
 
 	spool := filepath.Join(t.TempDir(), "snap.db")
-	_, err = snapshot.Take(t.Context(), cfg, spool, nil, snapshot.Options{}, nil)
+	_, err = take(t.Context(), cfg, spool, nil, snapshot.Options{}, nil)
 	if !errors.Is(err, snapshot.ErrMixedClusters) {
 		t.Errorf("Take over two clusters: err = %v, want ErrMixedClusters", err)
 	}
@@ -39,7 +39,7 @@ func TestMembersTwoClusters(t *testing.T) {
 	stopped := b.Members[2]
 	stopped.Stop()
 	cfg = configFor(b)
-	if _, err := snapshot.Members(t.Context(), cfg); err != nil {
+	if _, err := members(t.Context(), cfg); err != nil {
 		t.Errorf("Members with one member down: %v", err)
 	}
 }
@@ -67,7 +67,7 @@ func TestTakeLoneSurvivor(t *testing.T) {
 	survivor := loneSurvivor(t, c)
 	cfg := configFor(c)
 
-	sts, err := snapshot.Members(t.Context(), cfg)
+	sts, err := members(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("Members: %v", err)
 	}
@@ -79,7 +79,7 @@ func TestTakeLoneSurvivor(t *testing.T) {
 	t.Run("not by default", func(t *testing.T) {
 		spool := filepath.Join(t.TempDir(), "snap.db")
 		lg, logs := testLogger()
-		_, err := snapshot.Take(t.Context(), cfg, spool, nil, snapshot.Options{}, lg)
+		_, err := take(t.Context(), cfg, spool, nil, snapshot.Options{}, lg)
 		if !errors.Is(err, snapshot.ErrNoLeader) {
 			t.Fatalf("Take of a member without leader: err = %v, want ErrNoLeader", err)
 		}
@@ -93,7 +93,7 @@ func TestTakeLoneSurvivor(t *testing.T) {
 		cfg := cfg
 		cfg.Member = survivor.ClientURL
 		spool := filepath.Join(t.TempDir(), "snap.db")
-		info, err := snapshot.Take(t.Context(), cfg, spool, nil, snapshot.Options{}, nil)
+		info, err := take(t.Context(), cfg, spool, nil, snapshot.Options{}, nil)
 		if err != nil {
 			t.Fatalf("Take --member %s: %v", survivor.ClientURL, err)
 		}
@@ -120,11 +120,13 @@ func TestLiveHashKVCompacted(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := configFor(c)
-	_, _, err = snapshot.LiveHashKV(t.Context(), cfg, c.Members[0].ClientURL, rev-1)
+	_, _, err = liveHashKV(t.Context(), cfg, c.Members[0].ClientURL, rev-1)
 	if !errors.Is(err, snapshot.ErrCompacted) {
 		t.Errorf("HashKV below the compact revision: err = %v, want ErrCompacted", err)
 	}
-	_, _, err = snapshot.LiveHashKV(t.Context(), cfg, "http://127.0.0.1:1", rev)
+	dead := cfg
+	dead.Endpoints = []string{"http://127.0.0.1:1"}
+	_, _, err = liveHashKV(t.Context(), dead, dead.Endpoints[0], rev)
 	if err == nil || errors.Is(err, snapshot.ErrCompacted) {
 		t.Errorf("HashKV of an unreachable member: err = %v, want an error other than ErrCompacted", err)
 	}
@@ -139,7 +141,7 @@ func TestTakeLoneSurvivorAuth(t *testing.T) {
 	cfg := configFor(c)
 	cfg.Member = survivor.ClientURL
 	spool := filepath.Join(t.TempDir(), "snap.db")
-	_, err := snapshot.Take(t.Context(), cfg, spool, nil, snapshot.Options{}, nil)
+	_, err := take(t.Context(), cfg, spool, nil, snapshot.Options{}, nil)
 	t.Logf("err: %v", err)
 	checkErr(t, err, []string{survivor.ClientURL, "quorum", "client certificate"}, c.Password)
 	checkNoSpool(t, spool)

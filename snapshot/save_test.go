@@ -291,7 +291,7 @@ func TestTakeSpoolFailures(t *testing.T) {
 	t.Run("disk full", func(t *testing.T) {
 		dir := mountTmpfs(t, 0, "size=1m,mode=0700")
 		spool := filepath.Join(dir, "snap.db")
-		_, err := snapshot.Take(t.Context(), configFor(c), spool, nil, snapshot.Options{}, nil)
+		_, err := take(t.Context(), configFor(c), spool, nil, snapshot.Options{}, nil)
 		t.Logf("error: %v", err)
 		if !errors.Is(err, syscall.ENOSPC) {
 			t.Errorf("error %v is not ENOSPC", err)
@@ -302,7 +302,7 @@ func TestTakeSpoolFailures(t *testing.T) {
 	t.Run("read-only spool dir", func(t *testing.T) {
 		dir := mountTmpfs(t, unix.MS_RDONLY, "size=1m")
 		spool := filepath.Join(dir, "snap.db")
-		_, err := snapshot.Take(t.Context(), configFor(c), spool, nil, snapshot.Options{}, nil)
+		_, err := take(t.Context(), configFor(c), spool, nil, snapshot.Options{}, nil)
 		t.Logf("error: %v", err)
 		checkErr(t, err, []string{spool, "--spool-dir"})
 		checkNoSpool(t, spool)
@@ -314,7 +314,7 @@ func TestTakeSpoolFailures(t *testing.T) {
 		// The tee cancels as soon as the first bytes arrive, like SIGINT
 		// in the middle of a large snapshot.
 		tee := writerFunc(func(p []byte) (int, error) { cancel(); return len(p), nil })
-		_, err := snapshot.Take(ctx, configFor(c), spool, tee, snapshot.Options{Chunk: -1}, nil)
+		_, err := take(ctx, configFor(c), spool, tee, snapshot.Options{Chunk: -1}, nil)
 		t.Logf("error: %v", err)
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("error %v is not context.Canceled", err)
@@ -325,7 +325,7 @@ func TestTakeSpoolFailures(t *testing.T) {
 		spool := filepath.Join(t.TempDir(), "snap.db")
 		errTee := errors.New("compressor broke")
 		tee := writerFunc(func(p []byte) (int, error) { return 0, errTee })
-		_, err := snapshot.Take(t.Context(), configFor(c), spool, tee, snapshot.Options{}, nil)
+		_, err := take(t.Context(), configFor(c), spool, tee, snapshot.Options{}, nil)
 		if !errors.Is(err, errTee) {
 			t.Errorf("error %v does not wrap the tee's error", err)
 		}

@@ -20,7 +20,7 @@ func TestTakeSingleMember(t *testing.T) {
 	spool := filepath.Join(t.TempDir(), "snap.db")
 	var tee bytes.Buffer
 	lg, logs := testLogger()
-	info, err := snapshot.Take(t.Context(), configFor(c), spool, &tee, snapshot.Options{}, lg)
+	info, err := take(t.Context(), configFor(c), spool, &tee, snapshot.Options{}, lg)
 	if err != nil {
 		t.Fatalf("Take: %v", err)
 	}
@@ -50,7 +50,7 @@ func TestTakeSingleMember(t *testing.T) {
 		t.Errorf("no success log line:\n%s", logs)
 	}
 	// Taking another snapshot into the same spool path is refused.
-	_, err = snapshot.Take(t.Context(), configFor(c), spool, nil, snapshot.Options{}, nil)
+	_, err = take(t.Context(), configFor(c), spool, nil, snapshot.Options{}, nil)
 	checkErr(t, err, []string{spool, "already exists"})
 	if !errors.Is(err, os.ErrExist) {
 		t.Errorf("error %v is not ErrExist", err)
@@ -112,7 +112,7 @@ func TestTakeMemberChoice(t *testing.T) {
 				cfg := configFor(c)
 				cfg.Member = tt.member()
 				spool := filepath.Join(t.TempDir(), "snap.db")
-				info, err := snapshot.Take(t.Context(), cfg, spool, nil, snapshot.Options{}, nil)
+				info, err := take(t.Context(), cfg, spool, nil, snapshot.Options{}, nil)
 				if err != nil {
 					t.Fatalf("Take: %v", err)
 				}
@@ -129,7 +129,7 @@ func TestTakeMemberChoice(t *testing.T) {
 }
 
 func testMembersStatus(t *testing.T, c *etcdtest.Cluster) {
-	sts, err := snapshot.Members(t.Context(), configFor(c))
+	sts, err := members(t.Context(), configFor(c))
 	if err != nil {
 		t.Fatalf("Members: %v", err)
 	}
@@ -172,7 +172,7 @@ func TestTakeFallback(t *testing.T) {
 			cfg.Member = member
 			spool := filepath.Join(t.TempDir(), "snap.db")
 			lg, logs := testLogger()
-			info, err := snapshot.Take(t.Context(), cfg, spool, nil, snapshot.Options{}, lg)
+			info, err := take(t.Context(), cfg, spool, nil, snapshot.Options{}, lg)
 			if err != nil {
 				t.Fatalf("Take: %v", err)
 			}
@@ -197,7 +197,7 @@ func TestTakeFallback(t *testing.T) {
 			m.Stop()
 		}
 		spool := filepath.Join(t.TempDir(), "snap.db")
-		_, err := snapshot.Take(t.Context(), configFor(c), spool, nil, snapshot.Options{}, nil)
+		_, err := take(t.Context(), configFor(c), spool, nil, snapshot.Options{}, nil)
 		checkErr(t, err, []string{"no etcd member reachable", c.Members[0].ClientURL, "check --endpoints"})
 		checkNoSpool(t, spool)
 	})
@@ -248,7 +248,7 @@ func TestTakeTLSAuth(t *testing.T) {
 			tt.mod(&cfg)
 			spool := filepath.Join(t.TempDir(), "snap.db")
 			lg, logs := testLogger()
-			info, err := snapshot.Take(t.Context(), cfg, spool, nil, snapshot.Options{}, lg)
+			info, err := take(t.Context(), cfg, spool, nil, snapshot.Options{}, lg)
 			if tt.wantErr == nil {
 				if err != nil {
 					t.Fatalf("Take: %v", err)
@@ -281,7 +281,7 @@ func TestThreeMembersTLSAuth(t *testing.T) {
 		cfg.User, cfg.Password = "reader3", pw
 		spool := filepath.Join(t.TempDir(), "snap.db")
 		lg, logs := testLogger()
-		_, err := snapshot.Take(t.Context(), cfg, spool, nil, snapshot.Options{}, lg)
+		_, err := take(t.Context(), cfg, spool, nil, snapshot.Options{}, lg)
 		t.Logf("error: %v", err)
 		checkErr(t, err, append([]string{"failed on every reachable member", "root role"}, c.Endpoints()...), pw)
 		checkNoSpool(t, spool)
@@ -308,7 +308,7 @@ func testLiveHashKV(t *testing.T, c *etcdtest.Cluster) {
 		var compact int64
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			h, compact, err = snapshot.LiveHashKV(t.Context(), cfg, m.ClientURL, rev)
+			h, compact, err = liveHashKV(t.Context(), cfg, m.ClientURL, rev)
 			if err == nil || time.Now().After(deadline) {
 				break
 			}
@@ -327,14 +327,14 @@ func testLiveHashKV(t *testing.T, c *etcdtest.Cluster) {
 	}
 
 	// A future revision is an error naming the endpoint.
-	_, _, err = snapshot.LiveHashKV(t.Context(), cfg, c.Members[0].ClientURL, rev+1000)
+	_, _, err = liveHashKV(t.Context(), cfg, c.Members[0].ClientURL, rev+1000)
 	checkErr(t, err, []string{c.Members[0].ClientURL}, c.Password)
 
 	// A compacted member reports its compact revision.
 	if _, err := cli.Compact(context.Background(), rev); err != nil {
 		t.Fatal(err)
 	}
-	_, compact, err := snapshot.LiveHashKV(t.Context(), cfg, c.Members[0].ClientURL, 0)
+	_, compact, err := liveHashKV(t.Context(), cfg, c.Members[0].ClientURL, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
