@@ -156,10 +156,12 @@ type backupState struct {
 	drillUnknown []DrillProblem
 }
 
-// cronParser parses schedules the way the configuration validates them.
+// cronParser takes five fields with optional seconds, descriptors (@daily,
+// @every 30m) and CRON_TZ=.
 var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
-// ParseSchedule parses a cron expression as the agent does.
+// ParseSchedule is the one parser of cron schedules: the agent runs what it
+// returns, and the configuration checks schedule.* with it.
 func ParseSchedule(spec string) (cron.Schedule, error) { return cronParser.Parse(spec) }
 
 // New checks cfg, registers the metrics, creates the etcd client of the

@@ -99,8 +99,8 @@ func (c Config) Validate() error {
 	}
 	seen := make(map[string]bool)
 	for i, ep := range c.Endpoints {
-		if err := validateEndpoint(ep); err != nil {
-			return fmt.Errorf("endpoints: entry %d %q: %w", i+1, ep, err)
+		if err := ValidateEndpoint(ep); err != nil {
+			return fmt.Errorf("endpoints: entry %d: %w", i+1, err)
 		}
 		if seen[normalizeEndpoint(ep)] {
 			return fmt.Errorf("endpoints: %q is listed twice", ep)
@@ -124,9 +124,9 @@ func (c Config) Validate() error {
 	switch c.Member {
 	case "", MemberFollower, MemberLeader, MemberAny:
 	default:
-		if err := validateEndpoint(c.Member); err != nil {
-			return fmt.Errorf("member: %q is not %q, %q, %q or an endpoint URL: %w",
-				c.Member, MemberFollower, MemberLeader, MemberAny, err)
+		if err := ValidateEndpoint(c.Member); err != nil {
+			return fmt.Errorf("member: not %q, %q, %q or an endpoint URL: %w",
+				MemberFollower, MemberLeader, MemberAny, err)
 		}
 		if !seen[normalizeEndpoint(c.Member)] {
 			return fmt.Errorf("member: %q is not one of the endpoints %v", c.Member, c.Endpoints)
@@ -135,38 +135,55 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// validateEndpoint accepts what etcdctl accepts: scheme://host:port with
-// scheme http, https, unix or unixs, or a bare host:port.
-func validateEndpoint(ep string) error {
+// ValidateEndpoint is the one rule for an etcd endpoint (the configuration
+// checks etcd.endpoints and etcd.member with it): what etcdctl accepts,
+// scheme://host:port with scheme http, https, unix or unixs, or a bare
+// host:port; never credentials (user:password@host: etcd's own auth takes
+// them as User and Password). Its errors name the endpoint, except one that
+// holds credentials.
+func ValidateEndpoint(ep string) error {
 	if ep == "" {
 		return errors.New("empty")
 	}
+	if hasUserInfo(ep) {
+		return errors.New("holds credentials (user:password@): give them as the user and password settings (--user, ETCDCTL_PASSWORD)")
+	}
 	if strings.TrimSpace(ep) != ep {
-		return errors.New("has leading or trailing spaces")
+		return fmt.Errorf("%q has leading or trailing spaces", ep)
 	}
 	if !strings.Contains(ep, "://") {
 		if strings.HasPrefix(ep, "unix:") || strings.HasPrefix(ep, "unixs:") {
 			return nil
 		}
 		if _, _, err := net.SplitHostPort(ep); err != nil {
-			return fmt.Errorf("want scheme://host:port or host:port: %w", err)
+			return fmt.Errorf("%q: want scheme://host:port or host:port: %w", ep, err)
 		}
 		return nil
 	}
 	u, err := url.Parse(ep)
 	if err != nil {
-		return err
+		return fmt.Errorf("%q: %w", ep, errors.Unwrap(err))
 	}
 	switch u.Scheme {
 	case "http", "https":
 		if u.Host == "" {
-			return errors.New("no host")
+			return fmt.Errorf("%q has no host", ep)
 		}
 	case "unix", "unixs":
 	default:
-		return fmt.Errorf("scheme %q is not http, https, unix or unixs", u.Scheme)
+		return fmt.Errorf("%q: scheme %q is not http, https, unix or unixs", ep, u.Scheme)
 	}
 	return nil
+}
+
+// hasUserInfo reports whether an endpoint names credentials before its
+// host (user:password@host).
+func hasUserInfo(ep string) bool {
+	if _, rest, ok := strings.Cut(ep, "://"); ok {
+		ep = rest
+	}
+	host, _, _ := strings.Cut(ep, "/")
+	return strings.Contains(host, "@")
 }
 
 // normalizeEndpoint makes endpoints comparable: no trailing slash, lower

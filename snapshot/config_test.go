@@ -84,6 +84,8 @@ func TestConfigValidate(t *testing.T) {
 		{name: "empty endpoint", mod: func(c *snapshot.Config) { c.Endpoints = []string{""} }, wantErr: "endpoints: entry 1"},
 		{name: "bad scheme", mod: func(c *snapshot.Config) { c.Endpoints = []string{"ftp://x:1"} }, wantErr: `scheme "ftp"`},
 		{name: "no port", mod: func(c *snapshot.Config) { c.Endpoints = []string{"etcd.local"} }, wantErr: "endpoints: entry 1"},
+		{name: "no host", mod: func(c *snapshot.Config) { c.Endpoints = []string{"https://"} }, wantErr: "no host"},
+		{name: "credentials", mod: func(c *snapshot.Config) { c.Endpoints = []string{"http://root:pw@a:1"} }, wantErr: "holds credentials"},
 		{name: "duplicate", mod: func(c *snapshot.Config) { c.Endpoints = []string{"http://a:1", "http://a:1/"} }, wantErr: "listed twice"},
 		{name: "cert without key", mod: func(c *snapshot.Config) { c.Cert = "c" }, wantErr: "cert set without key"},
 		{name: "key without cert", mod: func(c *snapshot.Config) { c.Key = "k" }, wantErr: "key set without cert"},
@@ -168,6 +170,32 @@ func TestClientConfigFiles(t *testing.T) {
 		}
 		if cc.Username != "u" || cc.Password != "p" {
 			t.Errorf("credentials not passed on")
+		}
+	})
+}
+
+// FuzzValidateEndpoint: the endpoint rule never panics, and its error never
+// shows an endpoint that holds credentials.
+func FuzzValidateEndpoint(f *testing.F) {
+	for _, s := range []string{
+		"http://127.0.0.1:2379", "https://etcd:2379/", "127.0.0.1:2379", "unix:///run/etcd.sock", "unixs:a",
+		"http://", "ftp://a:1", "http://root:hunter2@a:1", "https://root:hunter2-very-long-secret@etcd-0.example.com:2379", "root:hunter2@a:1", " http://a:1", "http://[::1", "",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, ep string) {
+		err := snapshot.ValidateEndpoint(ep)
+		if err == nil {
+			return
+		}
+		host := ep
+		if _, rest, ok := strings.Cut(host, "://"); ok {
+			host = rest
+		}
+		host, _, _ = strings.Cut(host, "/")
+		// (A long host, so that the error's own words cannot contain it.)
+		if strings.Contains(host, "@") && len(host) >= 40 && strings.Contains(err.Error(), host) {
+			t.Fatalf("ValidateEndpoint(%q) error shows its credentials: %v", ep, err)
 		}
 	})
 }

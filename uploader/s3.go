@@ -55,7 +55,7 @@ const abortTimeout = 30 * time.Second
 // but Bucket means "default" (see WithDefaults).
 type S3Config struct {
 	// Bucket and Prefix locate the store: s3://Bucket/Prefix (see
-	// ParseS3URL). Prefix is a slash-separated key prefix without leading or
+	// ParseStoreURL). Prefix is a slash-separated key prefix without leading or
 	// trailing slash; empty means the bucket's root.
 	Bucket string
 	Prefix string
@@ -888,25 +888,60 @@ func validKey(key string) error {
 	return nil
 }
 
-// ParseS3URL splits s3://bucket/prefix into its bucket and its prefix
-// (without leading or trailing slash; empty for the bucket's root).
-func ParseS3URL(raw string) (bucket, prefix string, err error) {
+// StoreURL is a parsed store URL: file:///path (Scheme "file", Dir) or
+// s3://bucket/prefix (Scheme "s3", Bucket, Prefix).
+type StoreURL struct {
+	Scheme string
+	// Dir is the absolute directory of a file:// store.
+	Dir string
+	// Bucket and Prefix locate an s3:// store (Prefix without leading or
+	// trailing slash; empty for the bucket's root).
+	Bucket, Prefix string
+}
+
+// ParseStoreURL is the one parser of store URLs (the configuration's
+// store.url): file:///absolute/path or s3://bucket/prefix, never with
+// credentials (S3 takes them from the AWS credential chain). Its errors
+// never show a URL that holds credentials.
+func ParseStoreURL(raw string) (StoreURL, error) {
+	if hasUserInfo(raw) {
+		return StoreURL{}, errors.New("credentials in the store URL are not allowed (S3 takes them from the AWS credential chain: AWS_ACCESS_KEY_ID, profiles, IRSA)")
+	}
+	if p, ok := strings.CutPrefix(raw, "file://"); ok {
+		if !strings.HasPrefix(p, "/") {
+			return StoreURL{}, fmt.Errorf("%q: a file URL needs an absolute path (file:///var/lib/lifeboat/backups)", raw)
+		}
+		return StoreURL{Scheme: "file", Dir: p}, nil
+	}
 	rest, ok := strings.CutPrefix(raw, "s3://")
 	if !ok {
-		return "", "", fmt.Errorf("store URL %q: want s3://bucket/prefix", raw)
+		return StoreURL{}, fmt.Errorf("%q is not a file:///path or s3://bucket/prefix URL", raw)
 	}
-	bucket, prefix, _ = strings.Cut(rest, "/")
+	if rest == "" {
+		return StoreURL{}, fmt.Errorf("%q: an s3 URL needs a bucket (s3://bucket/prefix)", raw)
+	}
+	bucket, prefix, _ := strings.Cut(rest, "/")
 	if err := validBucket(bucket); err != nil {
-		return "", "", fmt.Errorf("store URL %q: %w", raw, err)
+		return StoreURL{}, fmt.Errorf("store URL %q: %w", raw, err)
 	}
 	if strings.ContainsAny(prefix, "?#") {
-		return "", "", fmt.Errorf("store URL %q: query and fragment are not allowed", raw)
+		return StoreURL{}, fmt.Errorf("store URL %q: query and fragment are not allowed", raw)
 	}
 	prefix = strings.TrimSuffix(prefix, "/")
 	if err := validPrefix(prefix); err != nil {
-		return "", "", fmt.Errorf("store URL %q: %w", raw, err)
+		return StoreURL{}, fmt.Errorf("store URL %q: %w", raw, err)
 	}
-	return bucket, prefix, nil
+	return StoreURL{Scheme: "s3", Bucket: bucket, Prefix: prefix}, nil
+}
+
+// hasUserInfo reports whether a URL names credentials before its host
+// (user:password@host).
+func hasUserInfo(u string) bool {
+	if _, rest, ok := strings.Cut(u, "://"); ok {
+		u = rest
+	}
+	host, _, _ := strings.Cut(u, "/")
+	return strings.Contains(host, "@")
 }
 
 // validBucket checks S3's bucket naming rules for general purpose buckets:

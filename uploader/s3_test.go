@@ -145,12 +145,17 @@ func TestS3Checksum(t *testing.T) {
 	}
 }
 
-func TestParseS3URL(t *testing.T) {
+func TestParseStoreURL(t *testing.T) {
 	for _, tc := range []struct {
 		raw            string
+		dir            string
 		bucket, prefix string
 		wantErr        bool
 	}{
+		{raw: "file:///var/lib/lifeboat/backups", dir: "/var/lib/lifeboat/backups"},
+		{raw: "file://backups", wantErr: true},
+		{raw: "file://user:pw@host/x", wantErr: true},
+		{raw: "ftp://host/x", wantErr: true},
 		{raw: "s3://bucket", bucket: "bucket"},
 		{raw: "s3://bucket/", bucket: "bucket"},
 		{raw: "s3://my.bucket-1/lifeboat", bucket: "my.bucket-1", prefix: "lifeboat"},
@@ -160,7 +165,6 @@ func TestParseS3URL(t *testing.T) {
 		{raw: "bucket/prefix", wantErr: true},
 		{raw: "S3://bucket", wantErr: true},
 		{raw: "s3:/bucket", wantErr: true},
-		{raw: "file:///var/lib/lifeboat", wantErr: true},
 		{raw: "s3://", wantErr: true},
 		{raw: "s3:///prefix", wantErr: true},
 		{raw: "s3://ab", wantErr: true},
@@ -183,48 +187,75 @@ func TestParseS3URL(t *testing.T) {
 		{raw: "s3://" + strings.Repeat("b", 64), wantErr: true},
 	} {
 		t.Run(tc.raw, func(t *testing.T) {
-			bucket, prefix, err := uploader.ParseS3URL(tc.raw)
+			got, err := uploader.ParseStoreURL(tc.raw)
 			if (err != nil) != tc.wantErr {
-				t.Fatalf("ParseS3URL(%q) = %q, %q, %v; want error %v", tc.raw, bucket, prefix, err, tc.wantErr)
+				t.Fatalf("ParseStoreURL(%q) = %+v, %v; want error %v", tc.raw, got, err, tc.wantErr)
 			}
-			if bucket != tc.bucket || prefix != tc.prefix {
-				t.Errorf("ParseS3URL(%q) = %q, %q; want %q, %q", tc.raw, bucket, prefix, tc.bucket, tc.prefix)
+			if err != nil && strings.Contains(err.Error(), "secret@") || err != nil && strings.Contains(err.Error(), "pw@") {
+				t.Errorf("ParseStoreURL(%q) error shows the credentials: %v", tc.raw, err)
+			}
+			want := uploader.StoreURL{Dir: tc.dir, Bucket: tc.bucket, Prefix: tc.prefix}
+			switch {
+			case err != nil:
+				want = uploader.StoreURL{}
+			case tc.dir != "":
+				want.Scheme = "file"
+			default:
+				want.Scheme = "s3"
+			}
+			if got != want {
+				t.Errorf("ParseStoreURL(%q) = %+v; want %+v", tc.raw, got, want)
 			}
 		})
 	}
 }
 
-func FuzzParseS3URL(f *testing.F) {
+func FuzzParseStoreURL(f *testing.F) {
 	for _, s := range []string{
 		"s3://bucket", "s3://bucket/", "s3://bucket/a/b/", "s3://my.bucket-1/x y",
 		"s3://bucket//a", "s3://a..b/c", "s3://bucket/../x", "s3://192.168.0.1/x",
-		"s3://bucket/p?q#f", "s3://user:pw@bucket/p", "", "s3://", "file:///tmp",
+		"s3://bucket/p?q#f", "s3://user:pw@bucket/p", "", "s3://", "file:///tmp", "file://rel", "file://u:p@h/x", "s3://k:secret@bucket/p", "ftp://x",
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		bucket, prefix, err := uploader.ParseS3URL(raw)
+		u, err := uploader.ParseStoreURL(raw)
+		host := raw
+		if _, rest, ok := strings.Cut(host, "://"); ok {
+			host = rest
+		}
+		host, _, _ = strings.Cut(host, "/")
+		if strings.Contains(host, "@") && (err == nil || strings.Contains(err.Error(), raw)) {
+			t.Fatalf("ParseStoreURL(%q) = %v: credentials accepted or echoed", raw, err)
+		}
 		if err != nil {
-			if bucket != "" || prefix != "" {
-				t.Fatalf("ParseS3URL(%q) = %q, %q with error %v", raw, bucket, prefix, err)
+			if u != (uploader.StoreURL{}) {
+				t.Fatalf("ParseStoreURL(%q) = %+v with error %v", raw, u, err)
 			}
 			return
 		}
+		if u.Scheme == "file" {
+			if !strings.HasPrefix(u.Dir, "/") || u.Bucket != "" || u.Prefix != "" {
+				t.Fatalf("ParseStoreURL(%q) = %+v", raw, u)
+			}
+			return
+		}
+		bucket, prefix := u.Bucket, u.Prefix
 		if strings.HasPrefix(prefix, "/") || strings.HasSuffix(prefix, "/") || strings.Contains(prefix, "//") {
-			t.Fatalf("ParseS3URL(%q) prefix %q has stray slashes", raw, prefix)
+			t.Fatalf("ParseStoreURL(%q) prefix %q has stray slashes", raw, prefix)
 		}
 		// A parsed URL survives formatting and parsing again.
 		again := "s3://" + bucket
 		if prefix != "" {
 			again += "/" + prefix
 		}
-		b2, p2, err := uploader.ParseS3URL(again)
-		if err != nil || b2 != bucket || p2 != prefix {
-			t.Fatalf("round trip of %q via %q = %q, %q, %v", raw, again, b2, p2, err)
+		u2, err := uploader.ParseStoreURL(again)
+		if err != nil || u2 != u {
+			t.Fatalf("round trip of %q via %q = %+v, %v", raw, again, u2, err)
 		}
 		// And it is a valid configuration.
 		if err := (uploader.S3Config{Bucket: bucket, Prefix: prefix}).Validate(); err != nil {
-			t.Fatalf("ParseS3URL(%q) = %q, %q, which Validate rejects: %v", raw, bucket, prefix, err)
+			t.Fatalf("ParseStoreURL(%q) = %q, %q, which Validate rejects: %v", raw, bucket, prefix, err)
 		}
 	})
 }

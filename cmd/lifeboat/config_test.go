@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"reflect"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
 )
@@ -175,19 +177,62 @@ func TestRedactedHidesSecrets(t *testing.T) {
 	}
 }
 
-func TestEveryKeyHasAnEnvVarAndTheFlagsMapToKeys(t *testing.T) {
-	c := DefaultConfig()
-	keys := map[string]bool{}
-	for _, o := range options(&c) {
-		keys[o.key] = true
-		if got := envName(o.key); !strings.HasPrefix(got, "LIFEBOAT_") || strings.ContainsAny(got, ".-") {
-			t.Errorf("env name %q for %s", got, o.key)
+// TestOptionTable: the table names every leaf key of Config exactly once,
+// each with a flag and a LIFEBOAT_* variable of its own, and every default
+// parses.
+func TestOptionTable(t *testing.T) {
+	var leaves []string
+	var walk func(prefix string, v reflect.Type)
+	walk = func(prefix string, v reflect.Type) {
+		for i := 0; i < v.NumField(); i++ {
+			key := yamlName(v.Field(i))
+			if prefix != "" {
+				key = prefix + "." + key
+			}
+			if ft := v.Field(i).Type; ft.Kind() == reflect.Struct {
+				walk(key, ft)
+				continue
+			}
+			leaves = append(leaves, key)
 		}
 	}
-	for flag, key := range flagKeys {
-		if !keys[key] {
-			t.Errorf("flag --%s maps to unknown key %q", flag, key)
+	walk("", reflect.TypeOf(Config{}))
+	var keys []string
+	flags, envs := map[string]string{}, map[string]string{}
+	var c Config
+	for _, o := range options(&c) {
+		keys = append(keys, o.key)
+		if !o.field.IsValid() {
+			t.Errorf("key %s names no field of Config", o.key)
+			continue
 		}
+		if o.Flag == "" || o.Help == "" || o.Groups == 0 {
+			t.Errorf("key %s: flag %q, help %q, groups %b: all are needed", o.key, o.Flag, o.Help, o.Groups)
+		}
+		if prev, ok := flags[o.Flag]; ok {
+			t.Errorf("flag --%s is both %s and %s", o.Flag, prev, o.key)
+		}
+		flags[o.Flag] = o.key
+		for _, e := range o.envNames() {
+			if prev, ok := envs[e]; ok {
+				t.Errorf("environment %s is both %s and %s", e, prev, o.key)
+			}
+			envs[e] = o.key
+			if strings.ContainsAny(e, ".-") {
+				t.Errorf("environment name %q for %s", e, o.key)
+			}
+		}
+		if o.Default != "" {
+			if err := o.set(o.Default); err != nil {
+				t.Errorf("default of %s: %v", o.key, err)
+			}
+		}
+	}
+	if diff := cmp.Diff(leaves, keys); diff != "" {
+		t.Errorf("option table keys vs Config's leaves, in file order (-Config +table):\n%s", diff)
+	}
+	if err := func() error { c := DefaultConfig(); c.normalize(); return c.Validate() }(); err != nil {
+		t.Errorf("the defaults do not validate: %v", err)
 	}
 }
 
@@ -227,16 +272,66 @@ func FuzzLoadConfig(f *testing.F) {
 	})
 }
 
-// TestEveryFlagIsAKey: every configuration flag on the root command maps to
-// a config key, so no flag is silently ignored.
-func TestEveryFlagIsAKey(t *testing.T) {
+// TestEveryCommandsFlagsAreItsGroups: each command has the flags of its
+// option groups and no others; every option flag maps to a key.
+func TestEveryCommandsFlagsAreItsGroups(t *testing.T) {
 	root := newRootCmd(nil, nil)
+	byFlag := map[string]*optionDef{}
+	for i := range optionTable {
+		byFlag[optionTable[i].Flag] = &optionTable[i]
+	}
+	tests := []struct {
+		args      []string
+		want, not []string
+	}{
+		{args: []string{"snapshot"}, want: []string{"endpoints", "cacert", "store", "s3-part-size", "recipient", "spool-dir", "timeout", "live-hashkv", "cluster"},
+			not: []string{"keep-last", "listen", "webhook", "scratch-dir", "snapshot-schedule"}},
+		{args: []string{"list"}, want: []string{"store", "cluster", "s3-endpoint"}, not: []string{"endpoints", "keep-last", "recipient"}},
+		{args: []string{"prune"}, want: []string{"store", "keep-last", "keep-within", "orphan-grace"}, not: []string{"endpoints", "listen"}},
+		{args: []string{"drill"}, want: []string{"store", "identity-file", "scratch-dir", "check-prefix", "spool-dir"}, not: []string{"endpoints", "keep-last", "listen"}},
+		{args: []string{"restore"}, want: []string{"store", "identity-file", "scratch-dir", "spool-dir"}, not: []string{"endpoints", "keep-last"}},
+		{args: []string{"agent"}, want: []string{"endpoints", "store", "keep-last", "listen", "webhook", "snapshot-schedule", "scratch-dir"}},
+		{args: []string{"config", "check"}, want: []string{"endpoints", "store", "keep-last", "listen", "webhook"}},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			c, _, err := root.Find(tt.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range tt.want {
+				if c.Flags().Lookup(f) == nil {
+					t.Errorf("no --%s", f)
+				}
+			}
+			for _, f := range tt.not {
+				if fl := c.Flags().Lookup(f); fl != nil && !fl.Hidden {
+					t.Errorf("--%s is not %s's: its help shows it", f, c.Name())
+				}
+			}
+			c.Flags().VisitAll(func(f *pflag.Flag) {
+				d, ok := byFlag[f.Name]
+				if !ok {
+					return // the command's own
+				}
+				switch {
+				case d.Groups&commandGroups[c.Name()] != 0:
+					if f.Hidden {
+						t.Errorf("--%s (%s) is %s's but hidden", f.Name, d.Key, c.Name())
+					}
+				case d.Groups&sharedGroups != 0:
+					if !f.Hidden {
+						t.Errorf("--%s (%s) is shown by %s, whose groups it is not in", f.Name, d.Key, c.Name())
+					}
+				default:
+					t.Errorf("--%s (%s) is outside %s's groups", f.Name, d.Key, c.Name())
+				}
+			})
+		})
+	}
 	root.PersistentFlags().VisitAll(func(f *pflag.Flag) {
-		if f.Name == "config" {
-			return
-		}
-		if _, ok := flagKeys[f.Name]; !ok {
-			t.Errorf("flag --%s maps to no config key: it would be ignored", f.Name)
+		if _, ok := byFlag[f.Name]; !ok && f.Name != "config" {
+			t.Errorf("global flag --%s maps to no config key: it would be ignored", f.Name)
 		}
 	})
 }

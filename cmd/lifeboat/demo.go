@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lifeboat-dev/lifeboat/internal/seed"
@@ -34,14 +35,14 @@ temporary directory. It needs nothing but this binary.`,
 			if o.objects < 1 {
 				return usagef("--objects must be at least 1")
 			}
-			return runDemo(cmd.Context(), a, o)
+			return runDemo(cmd.Context(), a, cmd.Flags(), o)
 		},
 	}
 	c.Flags().IntVar(&o.objects, "objects", 5000, "Kubernetes-like objects to seed")
 	return c
 }
 
-func runDemo(ctx context.Context, a *app, o demoOptions) error {
+func runDemo(ctx context.Context, a *app, flags *pflag.FlagSet, o demoOptions) error {
 	out := a.stdout
 	tmp, err := os.MkdirTemp("", "lifeboat-demo-")
 	if err != nil {
@@ -51,17 +52,17 @@ func runDemo(ctx context.Context, a *app, o demoOptions) error {
 
 	// The demo runs on embedded defaults: only the store and logging
 	// can be chosen, the etcd side is its own.
-	if !a.flags.Changed("store") && a.getenv("LIFEBOAT_STORE_URL") == "" {
+	if !flags.Changed("store") && a.getenv("LIFEBOAT_STORE_URL") == "" {
 		abs, err := filepath.Abs("lifeboat-demo")
 		if err != nil {
 			return err
 		}
-		if err := a.flags.Set("store", "file://"+abs); err != nil {
+		if err := flags.Set("store", "file://"+abs); err != nil {
 			return err
 		}
 	}
-	if !a.flags.Changed("log-level") && a.getenv("LIFEBOAT_LOG_LEVEL") == "" {
-		_ = a.flags.Set("log-level", "warn")
+	if !flags.Changed("log-level") && a.getenv("LIFEBOAT_LOG_LEVEL") == "" {
+		_ = flags.Set("log-level", "warn")
 	}
 	cfg, err := a.config()
 	if err != nil {

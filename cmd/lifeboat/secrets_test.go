@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/lifeboat-dev/lifeboat/internal/syncbuf"
-	"github.com/lifeboat-dev/lifeboat/snapshot"
 )
 
 // marker is in every secret value below; it must never be shown.
@@ -58,11 +57,6 @@ var (
 		"agent.listen": true, "agent.textfile": true,
 		"notify.on": true,
 	}
-)
-
-var (
-	secretType  = reflect.TypeOf(snapshot.Secret(""))
-	secretsType = reflect.TypeOf([]snapshot.Secret(nil))
 )
 
 func TestEveryTextKeyIsClassified(t *testing.T) {

@@ -17,21 +17,21 @@ import (
 
 // openStore opens the store the configuration names.
 func openStore(ctx context.Context, cfg *Config, lg *slog.Logger) (uploader.Store, error) {
-	scheme, loc, err := parseStoreURL(cfg.Store.URL)
+	u, err := uploader.ParseStoreURL(cfg.Store.URL)
 	if err != nil {
 		return nil, &ConfigError{Key: "store.url", Err: err}
 	}
-	switch scheme {
+	switch u.Scheme {
 	case "file":
-		return uploader.NewDir(loc)
+		return uploader.NewDir(u.Dir)
 	case "s3":
-		st, err := uploader.NewS3(ctx, cfg.s3Config(loc), lg)
+		st, err := uploader.NewS3(ctx, cfg.s3Config(u), lg)
 		if err != nil {
 			return nil, err
 		}
 		return st, nil
 	default:
-		return nil, cfgErr("store.url", "%s stores are not supported by this build", scheme)
+		return nil, cfgErr("store.url", "%s stores are not supported by this build", u.Scheme)
 	}
 }
 

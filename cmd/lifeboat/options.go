@@ -1,0 +1,606 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/lifeboat-dev/lifeboat/retention"
+	"github.com/lifeboat-dev/lifeboat/snapshot"
+)
+
+// group is a set of option groups: what an option is about, and so which
+// commands take it as a flag.
+type group uint16
+
+const (
+	groupGlobal     group = 1 << iota   // logging: every command
+	groupEtcd                           // reaching etcd
+	groupStore                          // where backups are
+	groupUpload                         // how objects are written to the store
+	groupEncryption                     // age encryption and decryption
+	groupSpool                          // where a raw snapshot is staged on disk
+	groupSnapshot                       // taking a snapshot
+	groupRetention                      // what prune keeps
+	groupDrill                          // restore drills
+	groupSchedule                       // the agent's schedules
+	groupAgent                          // the daemon
+	groupNotify                         // webhook notifications
+	groupAll        group = 1<<iota - 1 // every group above
+)
+
+// groupNames name the groups in help and in docs/configuration.md, in
+// this order.
+var groupNames = []struct {
+	g     group
+	name  string
+	title string
+	doc   string // a line for docs/configuration.md
+}{
+	{groupGlobal, "global", "Logging", ""},
+	{groupEtcd, "etcd", "etcd connection", "etcdctl's names and variables, so existing scripts carry over."},
+	{groupStore, "store", "Store", "S3 takes credentials from the AWS SDK's chain, never from here: see [S3-compatible storage](s3.md)."},
+	{groupUpload, "upload", "Upload", "How data objects (and drill reports) are written."},
+	{groupEncryption, "encryption", "Encryption", "See [Encryption](encryption.md)."},
+	{groupSpool, "spool", "Spool", ""},
+	{groupSnapshot, "snapshot", "Snapshot", "See [\"How `lifeboat snapshot` works\"](commands.md#how-lifeboat-snapshot-works)."},
+	{groupRetention, "retention", "Retention", "All off by default: prune refuses an empty policy. See [Retention and prune](retention.md)."},
+	{groupDrill, "drill", "Drill", "See [Drills](drills.md)."},
+	{groupSchedule, "schedule", "Schedules", "The agent's cron schedules (robfig/cron); an empty schedule disables the job. See [The agent](agent.md)."},
+	{groupAgent, "agent", "Agent", "See [The agent](agent.md)."},
+	{groupNotify, "notify", "Notifications", ""},
+}
+
+// sharedGroups say where the cluster, the store and the scratch space
+// are: one set of these flags serves every command (scripts and tests pass
+// the same --endpoints, --store, --spool-dir, --scratch-dir, --identity-file
+// to snapshot, list, verify and drill alike), so every command that reads
+// the store accepts them, hidden from its help where they are not its own.
+const sharedGroups = groupEtcd | groupStore | groupUpload | groupEncryption | groupSpool | groupDrill
+
+// commandGroups are the option groups each command shows as flags (and
+// takes, with sharedGroups). A command reads every key from the file and
+// the environment; its flags are the keys that change what it does.
+var commandGroups = map[string]group{
+	"snapshot": groupEtcd | groupStore | groupUpload | groupEncryption | groupSpool | groupSnapshot,
+	"list":     groupStore,
+	"verify":   groupStore | groupEncryption | groupSpool,
+	"fetch":    groupStore | groupEncryption | groupSpool,
+	"restore":  groupStore | groupEncryption | groupSpool | groupDrill,
+	"drill":    groupStore | groupUpload | groupEncryption | groupSpool | groupDrill,
+	"prune":    groupStore | groupRetention,
+	"demo":     groupStore | groupUpload | groupEncryption | groupDrill,
+	"agent":    groupAll,
+	"check":    groupAll, // config check
+}
+
+// optionDef is one configuration key: its flag, extra environment names,
+// default, help and groups. Its type (and whether it is a secret) is the
+// type of the Config field at Key: one declaration each.
+type optionDef struct {
+	// Key is the YAML path (etcd.endpoints); LIFEBOAT_ETCD_ENDPOINTS is
+	// its environment variable (envName).
+	Key string
+	// Flag is the command-line flag (etcdctl's names for etcd).
+	Flag string
+	// Env are further environment names, read when the LIFEBOAT_* one is
+	// unset (etcdctl's, so that existing scripts carry over).
+	Env []string
+	// Default is the default in the flags' syntax; "" is none.
+	Default string
+	// Help is the one-line help of the flag and the docs.
+	Help string
+	// Doc is more for docs/configuration.md only.
+	Doc string
+	// Groups say what the option is about (the first one: its section in
+	// help and docs) and so which commands take it as a flag.
+	Groups group
+}
+
+// optionTable is every configuration key, in the file's order: the one
+// source of flags, environment names, defaults, help and the
+// configuration reference (docs/configuration.md).
+var optionTable = []optionDef{
+	{Key: "cluster", Flag: "cluster", Default: "default", Groups: groupStore,
+		Help: "cluster name inside the store (several clusters can share one)"},
+	{Key: "log.level", Flag: "log-level", Default: "info", Groups: groupGlobal,
+		Help: "debug, info, warn or error"},
+	{Key: "log.format", Flag: "log-format", Default: "auto", Groups: groupGlobal,
+		Help: "auto (text on a terminal, else JSON), text or json"},
+
+	{Key: "etcd.endpoints", Flag: "endpoints", Env: []string{"ETCDCTL_ENDPOINTS"}, Default: "http://127.0.0.1:2379", Groups: groupEtcd,
+		Help: "etcd client URLs (http, https, unix; host:port means http, or https with TLS flags)"},
+	{Key: "etcd.cacert", Flag: "cacert", Env: []string{"ETCDCTL_CACERT"}, Groups: groupEtcd,
+		Help: "CA bundle for etcd's TLS"},
+	{Key: "etcd.cert", Flag: "cert", Env: []string{"ETCDCTL_CERT"}, Groups: groupEtcd,
+		Help: "client certificate for etcd"},
+	{Key: "etcd.key", Flag: "key", Env: []string{"ETCDCTL_KEY"}, Groups: groupEtcd,
+		Help: "client key for etcd"},
+	{Key: "etcd.user", Flag: "user", Env: []string{"ETCDCTL_USER"}, Groups: groupEtcd,
+		Help: "etcd user"},
+	{Key: "etcd.password", Flag: "password", Env: []string{"ETCDCTL_PASSWORD"}, Groups: groupEtcd,
+		Help: "etcd password (prefer ETCDCTL_PASSWORD or the config file)"},
+	{Key: "etcd.dial_timeout", Flag: "dial-timeout", Env: []string{"ETCDCTL_DIAL_TIMEOUT"}, Default: "5s", Groups: groupEtcd,
+		Help: "timeout to connect to each member"},
+	{Key: "etcd.member", Flag: "member", Default: snapshot.MemberFollower, Groups: groupEtcd,
+		Help: "member to snapshot: follower, leader, any, or an endpoint URL"},
+
+	{Key: "snapshot.spool_dir", Flag: "spool-dir", Default: "/var/lib/lifeboat/spool", Groups: groupSpool,
+		Help: "directory for the raw snapshot during verification",
+		Doc:  "needs the db's size free; put it on another disk than etcd's data dir when write latency matters (see [benchmarks.md](benchmarks.md))"},
+	{Key: "snapshot.stall_timeout", Flag: "stall-timeout", Default: "30s", Groups: groupSnapshot,
+		Help: "fail when the snapshot stream stalls this long"},
+	{Key: "snapshot.timeout", Flag: "timeout", Default: "30m", Groups: groupSnapshot,
+		Help: "overall backup timeout (0: none)"},
+	{Key: "snapshot.writeback_chunk", Flag: "writeback-chunk", Default: "8MiB", Groups: groupSnapshot,
+		Help: "bytes written before writeback starts (0: kernel default)"},
+	{Key: "snapshot.live_hashkv", Flag: "live-hashkv", Default: snapshot.LiveHashKVAlways, Groups: groupSnapshot,
+		Help: "compare HashKV with a live member: always (another member when one answers), auto (defer on a single-member cluster) or defer (leave it to the drill)"},
+
+	{Key: "store.url", Flag: "store", Default: "file:///var/lib/lifeboat/backups", Groups: groupStore,
+		Help: "backup store: file:///path or s3://bucket/prefix"},
+	{Key: "store.compression", Flag: "compression", Default: "zstd", Groups: groupUpload,
+		Help: "zstd or none"},
+	{Key: "store.s3.endpoint", Flag: "s3-endpoint", Groups: groupStore,
+		Help: "S3-compatible endpoint URL (default: AWS_ENDPOINT_URL_S3 or AWS)"},
+	{Key: "store.s3.region", Flag: "s3-region", Groups: groupStore,
+		Help: "S3 region (default: the AWS SDK chain, then us-east-1)"},
+	{Key: "store.s3.path_style", Flag: "s3-path-style", Groups: groupStore,
+		Help: "path-style bucket addressing (MinIO, Ceph, versitygw)"},
+	{Key: "store.s3.sse", Flag: "s3-sse", Groups: groupUpload,
+		Help: "server-side encryption: AES256 or aws:kms"},
+	{Key: "store.s3.sse_kms_key_id", Flag: "s3-sse-kms-key-id", Groups: groupUpload,
+		Help: "KMS key id for --s3-sse aws:kms"},
+	{Key: "store.s3.storage_class", Flag: "s3-storage-class", Groups: groupUpload,
+		Help: "storage class of new objects (e.g. STANDARD_IA)"},
+	{Key: "store.s3.part_size", Flag: "s3-part-size", Groups: groupUpload,
+		Help: "multipart part size, 5MiB to 5GiB (default 8MiB)"},
+	{Key: "store.s3.concurrency", Flag: "s3-concurrency", Groups: groupUpload,
+		Help: "parts uploaded at once (default 4)"},
+	{Key: "store.s3.create_bucket", Flag: "s3-create-bucket", Groups: groupStore,
+		Help: "create the bucket when it does not exist"},
+	{Key: "store.s3.profile", Flag: "s3-profile", Groups: groupStore,
+		Help: "AWS shared config profile"},
+	{Key: "store.s3.max_attempts", Flag: "s3-max-attempts", Groups: groupStore,
+		Help: "attempts per S3 request, with exponential backoff and jitter (default 8)"},
+	{Key: "store.object_lock.mode", Flag: "object-lock-mode", Groups: groupUpload,
+		Help: "S3 Object Lock mode for each data object: GOVERNANCE or COMPLIANCE"},
+	{Key: "store.object_lock.retain", Flag: "object-lock-retain", Groups: groupUpload,
+		Help: "Object Lock retention per data object, e.g. 30d"},
+	{Key: "store.object_lock.legal_hold", Flag: "object-lock-legal-hold", Groups: groupUpload,
+		Help: "put a legal hold on each data object"},
+
+	{Key: "encryption.recipients", Flag: "recipient", Groups: groupEncryption,
+		Help: "age recipient (age1…) to encrypt backups to; repeatable"},
+	{Key: "encryption.recipients_file", Flag: "recipients-file", Groups: groupEncryption,
+		Help: "file of age recipients, one per line"},
+	{Key: "encryption.identity_file", Flag: "identity-file", Groups: groupEncryption,
+		Help: "age identity file to decrypt backups (restore, drill, verify)"},
+
+	{Key: "retention.keep_last", Flag: "keep-last", Groups: groupRetention,
+		Help: "keep the N newest backups"},
+	{Key: "retention.keep_hourly", Flag: "keep-hourly", Groups: groupRetention,
+		Help: "keep the newest backup of each of the last N hours (-1: all)"},
+	{Key: "retention.keep_daily", Flag: "keep-daily", Groups: groupRetention,
+		Help: "keep the newest backup of each of the last N days (-1: all)"},
+	{Key: "retention.keep_weekly", Flag: "keep-weekly", Groups: groupRetention,
+		Help: "keep the newest backup of each of the last N ISO weeks (-1: all)"},
+	{Key: "retention.keep_monthly", Flag: "keep-monthly", Groups: groupRetention,
+		Help: "keep the newest backup of each of the last N months (-1: all)"},
+	{Key: "retention.keep_yearly", Flag: "keep-yearly", Groups: groupRetention,
+		Help: "keep the newest backup of each of the last N years (-1: all)"},
+	{Key: "retention.keep_within", Flag: "keep-within", Groups: groupRetention,
+		Help: "keep every backup younger than this, e.g. 7d"},
+	{Key: "retention.time_zone", Flag: "retention-time-zone", Default: "UTC", Groups: groupRetention,
+		Help: "time zone of the calendar buckets (IANA name)"},
+	{Key: "retention.orphan_grace", Flag: "orphan-grace", Default: "24h", Groups: groupRetention,
+		Help: "age before orphaned objects and incomplete uploads are removed"},
+
+	{Key: "drill.scratch_dir", Flag: "scratch-dir", Default: "/var/lib/lifeboat/scratch", Groups: groupDrill,
+		Help: "drill scratch directory (needs about twice the db size free; emptied after every drill)"},
+	{Key: "drill.etcd_binary", Flag: "etcd-binary", Groups: groupDrill,
+		Help: "run drills with this etcd binary instead of the embedded server",
+		Doc:  "to match the cluster's version; default: lifeboat's own (`lifeboat __etcd`, a child process)"},
+	{Key: "drill.check_prefixes", Flag: "check-prefix", Groups: groupDrill,
+		Help: "a key prefix that must hold keys after restore (repeatable), e.g. /registry/namespaces/"},
+	{Key: "drill.timeout", Flag: "drill-timeout", Default: "15m", Groups: groupDrill,
+		Help: "bound of one drill"},
+
+	{Key: "schedule.snapshot", Flag: "snapshot-schedule", Default: "@every 1h", Groups: groupSchedule,
+		Help: "cron schedule of snapshots (5 fields with optional seconds, @every 30m, @daily, CRON_TZ=…; empty disables)"},
+	{Key: "schedule.prune", Flag: "prune-schedule", Groups: groupSchedule,
+		Help: "cron schedule of prune (set it with a retention policy)"},
+	{Key: "schedule.drill", Flag: "drill-schedule", Default: "@daily", Groups: groupSchedule,
+		Help: "cron schedule of drills"},
+	{Key: "schedule.jitter", Flag: "jitter", Groups: groupSchedule,
+		Help: "random delay up to this before each run"},
+	{Key: "schedule.run_at_start", Flag: "run-at-start", Groups: groupSchedule,
+		Help: "take a snapshot at start"},
+	{Key: "schedule.drill_target", Flag: "drill-target", Default: "latest", Groups: groupSchedule,
+		Help: "latest or random (an older retained backup)"},
+
+	{Key: "agent.listen", Flag: "listen", Default: "127.0.0.1:9469", Groups: groupAgent,
+		Help: "HTTP address for /metrics /healthz /readyz /status"},
+	{Key: "agent.lock", Flag: "lock", Default: "true", Groups: groupAgent,
+		Help: "coordinate agents with a lock in etcd"},
+	{Key: "agent.lock_ttl", Flag: "lock-ttl", Default: "30s", Groups: groupAgent,
+		Help: "lease TTL of the lock: how soon a dead agent's lock expires"},
+	{Key: "agent.snapshot_retries", Flag: "snapshot-retries", Default: "2", Groups: groupAgent,
+		Help: "retries of a failed snapshot, with backoff"},
+	{Key: "agent.stale_after", Flag: "stale-after", Default: "3h", Groups: groupAgent,
+		Help: "the newest backup is stale after this"},
+	{Key: "agent.pushgateway", Flag: "pushgateway", Groups: groupAgent,
+		Help: "agent --once: push metrics to this Pushgateway URL (may hold user:password@)"},
+	{Key: "agent.textfile", Flag: "textfile", Groups: groupAgent,
+		Help: "agent --once: write metrics to this file for node_exporter"},
+	{Key: "agent.shutdown_timeout", Flag: "shutdown-timeout", Default: "30s", Groups: groupAgent,
+		Help: "bound of a graceful shutdown"},
+
+	{Key: "notify.webhooks", Flag: "webhook", Groups: groupNotify,
+		Help: "notification webhook URL (repeatable; a comma inside a URL is kept)",
+		Doc:  "a webhook's path and query are usually its token"},
+	{Key: "notify.on", Flag: "notify-on", Default: "drill_failed,snapshot_failed,stale", Groups: groupNotify,
+		Help: "events to notify: drill_failed, snapshot_failed, prune_failed, stale"},
+	{Key: "notify.timeout", Flag: "notify-timeout", Default: "10s", Groups: groupNotify,
+		Help: "timeout of one webhook attempt"},
+}
+
+// section is the group the option is listed under.
+func (d *optionDef) section() group { return d.Groups & -d.Groups }
+
+// envNames are the environment variables of the option, first wins.
+func (d *optionDef) envNames() []string { return append([]string{envName(d.Key)}, d.Env...) }
+
+// envName is the LIFEBOAT_* variable for a key.
+func envName(key string) string {
+	return "LIFEBOAT_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(key))
+}
+
+var (
+	durationType     = reflect.TypeOf(Duration(0))
+	timeDurationType = reflect.TypeOf(time.Duration(0))
+	secretType       = reflect.TypeOf(snapshot.Secret(""))
+	secretsType      = reflect.TypeOf([]snapshot.Secret(nil))
+)
+
+// typeName is how help and docs name a field's type: string, strings,
+// int, size (bytes, 8MiB), duration (30s, 1d), bool.
+func typeName(t reflect.Type) string {
+	switch {
+	case t == durationType || t == timeDurationType:
+		return "duration"
+	case t.Kind() == reflect.Int64:
+		return "size"
+	case t.Kind() == reflect.Slice:
+		return "strings"
+	}
+	return t.Kind().String()
+}
+
+// isSecret reports whether a field's type redacts it (snapshot.Secret).
+func isSecret(t reflect.Type) bool { return t == secretType || t == secretsType }
+
+// option is one key of a Config, bound to its field.
+type option struct {
+	*optionDef
+	key   string
+	field reflect.Value
+}
+
+// options binds every key of the table to its field in c, in table order.
+func options(c *Config) []option {
+	out := make([]option, len(optionTable))
+	for i := range optionTable {
+		d := &optionTable[i]
+		out[i] = option{optionDef: d, key: d.Key, field: fieldByKey(reflect.ValueOf(c).Elem(), d.Key)}
+	}
+	return out
+}
+
+// fieldByKey finds the field a YAML key path names; the zero Value when
+// none does (a test keeps the table and Config in step).
+func fieldByKey(v reflect.Value, key string) reflect.Value {
+	for _, name := range strings.Split(key, ".") {
+		if v.Kind() != reflect.Struct {
+			return reflect.Value{}
+		}
+		found := false
+		for i := 0; i < v.NumField(); i++ {
+			if yamlName(v.Type().Field(i)) == name {
+				v, found = v.Field(i), true
+				break
+			}
+		}
+		if !found {
+			return reflect.Value{}
+		}
+	}
+	return v
+}
+
+func yamlName(f reflect.StructField) string {
+	if tag, ok := f.Tag.Lookup("yaml"); ok {
+		if n := strings.Split(tag, ",")[0]; n != "" {
+			return n
+		}
+	}
+	return strings.ToLower(f.Name)
+}
+
+// set parses s, in the environment's and flags' syntax, into the field.
+func (o option) set(s string) error {
+	f := o.field
+	switch f.Interface().(type) {
+	case Duration:
+		d, err := retention.ParseDuration(s)
+		if err != nil {
+			return cfgErr(o.key, "%q is not a duration (like 36h, 30d, 2w)", s)
+		}
+		f.SetInt(int64(d))
+		return nil
+	case time.Duration:
+		d, err := retention.ParseDuration(s)
+		if err != nil {
+			return cfgErr(o.key, "%q is not a duration (like 30s, 5m, 1h, 1d)", s)
+		}
+		f.SetInt(int64(d))
+		return nil
+	case []snapshot.Secret:
+		// URLs (webhooks): split only before the next http(s)://, so
+		// that a URL holding a comma can be set in one variable.
+		var parts []snapshot.Secret
+		for _, p := range splitURLs(s) {
+			parts = append(parts, snapshot.Secret(p))
+		}
+		f.Set(reflect.ValueOf(parts))
+		return nil
+	case []string:
+		var parts []string
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				parts = append(parts, p)
+			}
+		}
+		f.Set(reflect.ValueOf(parts))
+		return nil
+	}
+	switch f.Kind() {
+	case reflect.String:
+		f.SetString(s)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return cfgErr(o.key, "%q is not true or false", s)
+		}
+		f.SetBool(b)
+	case reflect.Int, reflect.Int64:
+		n, err := parseSize(s)
+		if err != nil {
+			return cfgErr(o.key, "%q is not a number", s)
+		}
+		f.SetInt(n)
+	default:
+		return cfgErr(o.key, "cannot be set from text")
+	}
+	return nil
+}
+
+// check parses s as set does, into a scratch value: a flag's value is
+// refused as it is given (exit 2, naming the flag).
+func (o option) check(s string) error {
+	scratch := o
+	scratch.field = reflect.New(o.field.Type()).Elem()
+	if err := scratch.set(s); err != nil {
+		var ce *ConfigError
+		if errors.As(err, &ce) {
+			return ce.Err // pflag names the flag
+		}
+		return err
+	}
+	return nil
+}
+
+// Duration is a time.Duration that also accepts days, weeks and years
+// ("30d", "2w", "1y") in the file, environment and flags.
+type Duration time.Duration
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := retention.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration (like 36h, 30d, 2w)", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML implements yaml.Marshaler.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// splitURLs splits a comma-separated list of URLs at the commas that
+// are followed by (spaces and) http:// or https://: a comma inside a URL
+// stays. Empty entries are dropped.
+func splitURLs(s string) []string {
+	var out []string
+	add := func(p string) {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	start := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] != ',' {
+			continue
+		}
+		rest := strings.ToLower(strings.TrimLeft(s[i+1:], " \t"))
+		if strings.HasPrefix(rest, "http://") || strings.HasPrefix(rest, "https://") {
+			add(s[start:i])
+			start = i + 1
+		}
+	}
+	add(s[start:])
+	return out
+}
+
+// sizeUnits are the binary units a size takes: 8MiB, or 8M for short.
+var sizeUnits = []struct {
+	suf string
+	m   int64
+}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}}
+
+// parseSize is the one parser of sizes: an integer with an optional binary
+// unit (8MiB, 8 MiB, 8M); an overflow is an error.
+func parseSize(s string) (int64, error) {
+	mult := int64(1)
+	for _, u := range sizeUnits {
+		if strings.HasSuffix(s, u.suf) {
+			s, mult = strings.TrimSuffix(s, u.suf), u.m
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	if n > math.MaxInt64/mult || n < math.MinInt64/mult {
+		return 0, fmt.Errorf("%s: out of range", s)
+	}
+	return n * mult, nil
+}
+
+// optionFlag is the flag of an option: it keeps what was given, in the
+// environment's syntax, for LoadConfig to parse with the same parsers as
+// the file and the environment (so that flags win over both). Its Type is
+// the option's type (--keep-last int, --timeout duration,
+// --s3-part-size size).
+type optionFlag struct {
+	typ   string
+	list  bool // repeatable: each use adds
+	vals  []string
+	check func(string) error // the option's parser, on a scratch value
+}
+
+func (f *optionFlag) String() string { return strings.Join(f.vals, ",") }
+func (f *optionFlag) Type() string   { return f.typ }
+func (f *optionFlag) Set(s string) error {
+	if err := f.check(s); err != nil {
+		return err
+	}
+	if f.list {
+		f.vals = append(f.vals, s)
+	} else {
+		f.vals = []string{s}
+	}
+	return nil
+}
+
+// boundFlag is a registered option flag and its key.
+type boundFlag struct {
+	key  string
+	flag *pflag.Flag
+}
+
+// addOptionFlags gives fs the flags of the options in groups (and hidden
+// ones of the options in hidden), and records them in a so that config
+// reads the ones given.
+func (a *app) addOptionFlags(fs *pflag.FlagSet, groups, hidden group) {
+	var c Config
+	for _, o := range options(&c) {
+		if o.Groups&(groups|hidden) == 0 {
+			continue
+		}
+		t := o.field.Type()
+		v := &optionFlag{typ: typeName(t), list: t.Kind() == reflect.Slice, check: o.check}
+		f := &pflag.Flag{Name: o.Flag, Usage: o.Help, Value: v, DefValue: o.Default}
+		if t.Kind() == reflect.Bool {
+			f.NoOptDefVal = "true"
+			if f.DefValue == "" {
+				f.DefValue = "false"
+			}
+		}
+		f.Hidden = o.Groups&groups == 0
+		fs.AddFlag(f)
+		a.optFlags = append(a.optFlags, boundFlag{key: o.key, flag: f})
+	}
+}
+
+// withOptions gives c the flags of its option groups (commandGroups) and
+// a usage that lists them by group.
+func (a *app) withOptions(c *cobra.Command, groups group) *cobra.Command {
+	a.addOptionFlags(c.Flags(), groups&^groupGlobal, sharedGroups&^groups) // global ones are the root's
+
+	c.SetUsageTemplate(groupedUsageTemplate)
+	return c
+}
+
+// givenFlags are the option flags given on the command line, by key.
+func (a *app) givenFlags() map[string]string {
+	set := map[string]string{}
+	for _, b := range a.optFlags {
+		if b.flag.Changed {
+			set[b.key] = b.flag.Value.String()
+		}
+	}
+	return set
+}
+
+// flagsByGroup renders the flags of fs in their option groups, then the
+// command's own.
+func flagsByGroup(fs *pflag.FlagSet) string {
+	section := map[string]group{}
+	for i := range optionTable {
+		section[optionTable[i].Flag] = optionTable[i].section()
+	}
+	var b strings.Builder
+	write := func(title string, keep func(*pflag.Flag) bool) {
+		sub := pflag.NewFlagSet(title, pflag.ContinueOnError)
+		fs.VisitAll(func(f *pflag.Flag) {
+			if keep(f) {
+				sub.AddFlag(f)
+			}
+		})
+		if sub.HasAvailableFlags() {
+			fmt.Fprintf(&b, "\n%s flags:\n%s", title, sub.FlagUsages())
+		}
+	}
+	write("Command", func(f *pflag.Flag) bool { return section[f.Name] == 0 })
+	for _, g := range groupNames {
+		write(g.title, func(f *pflag.Flag) bool { return section[f.Name] == g.g })
+	}
+	return b.String()
+}
+
+func init() { cobra.AddTemplateFunc("flagsByGroup", flagsByGroup) }
+
+// groupedUsageTemplate is cobra's usage template with the flags listed by
+// option group.
+const groupedUsageTemplate = `Usage:{{if .Runnable}}
+  {{.UseLine}}{{end}}{{if .HasAvailableSubCommands}}
+  {{.CommandPath}} [command]{{end}}{{if gt (len .Aliases) 0}}
+
+Aliases:
+  {{.NameAndAliases}}{{end}}{{if .HasExample}}
+
+Examples:
+{{.Example}}{{end}}{{if .HasAvailableSubCommands}}
+
+Available Commands:{{range .Commands}}{{if (or .IsAvailableCommand (eq .Name "help"))}}
+  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{if .HasAvailableLocalFlags}}
+{{flagsByGroup .LocalFlags | trimTrailingWhitespaces}}{{end}}{{if .HasAvailableInheritedFlags}}
+
+Global Flags:
+{{.InheritedFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}{{if .HasHelpSubCommands}}
+
+Additional help topics:{{range .Commands}}{{if .IsAdditionalHelpTopicCommand}}
+  {{rpad .CommandPath .CommandPathPadding}} {{.Short}}{{end}}{{end}}{{end}}{{if .HasAvailableSubCommands}}
+
+Use "{{.CommandPath}} [command] --help" for more information about a command.{{end}}
+`
