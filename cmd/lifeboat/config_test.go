@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -319,7 +320,7 @@ func TestEveryCommandsFlagsAreItsGroups(t *testing.T) {
 					if f.Hidden {
 						t.Errorf("--%s (%s) is %s's but hidden", f.Name, d.Key, c.Name())
 					}
-				case d.Groups&sharedGroups != 0:
+				case d.Groups&sharedGroups != 0 || slices.Contains(commandKeys[c.Name()], d.Key):
 					if !f.Hidden {
 						t.Errorf("--%s (%s) is shown by %s, whose groups it is not in", f.Name, d.Key, c.Name())
 					}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -65,6 +66,14 @@ var groupNames = []struct {
 // to snapshot, list, verify and drill alike), so every command that reads
 // the store accepts them, hidden from its help where they are not its own.
 const sharedGroups = groupEtcd | groupStore | groupUpload | groupEncryption | groupSpool | groupDrill
+
+// commandKeys are options outside a command's groups that it still takes
+// as hidden flags because they change what it does: prune's orphan grace
+// has a floor of (agent.snapshot_retries + 1) x snapshot.timeout, so
+// `prune --timeout 2h` raises it as it did before flags were grouped.
+var commandKeys = map[string][]string{
+	"prune": {"snapshot.timeout", "agent.snapshot_retries"},
+}
 
 // commandGroups are the option groups each command shows as flags (and
 // takes, with sharedGroups). A command reads every key from the file and
@@ -511,10 +520,10 @@ type boundFlag struct {
 // addOptionFlags gives fs the flags of the options in groups (and hidden
 // ones of the options in hidden), and records them in a so that config
 // reads the ones given.
-func (a *app) addOptionFlags(fs *pflag.FlagSet, groups, hidden group) {
+func (a *app) addOptionFlags(fs *pflag.FlagSet, groups, hidden group, hiddenKeys ...string) {
 	var c Config
 	for _, o := range options(&c) {
-		if o.Groups&(groups|hidden) == 0 {
+		if o.Groups&(groups|hidden) == 0 && !slices.Contains(hiddenKeys, o.key) {
 			continue
 		}
 		t := o.field.Type()
@@ -535,7 +544,7 @@ func (a *app) addOptionFlags(fs *pflag.FlagSet, groups, hidden group) {
 // withOptions gives c the flags of its option groups (commandGroups) and
 // a usage that lists them by group.
 func (a *app) withOptions(c *cobra.Command, groups group) *cobra.Command {
-	a.addOptionFlags(c.Flags(), groups&^groupGlobal, sharedGroups&^groups) // global ones are the root's
+	a.addOptionFlags(c.Flags(), groups&^groupGlobal, sharedGroups&^groups, commandKeys[c.Name()]...) // global ones are the root's
 
 	c.SetUsageTemplate(groupedUsageTemplate)
 	return c

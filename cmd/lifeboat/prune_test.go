@@ -212,6 +212,13 @@ func TestPruneCommand(t *testing.T) {
 			code: exitOK, stdout: []string{"dry run", "keep (last, newest)", "2 to delete"}, remaining: 3,
 		},
 		{
+			// The orphan grace's floor comes from the snapshot job's timeout
+			// and retries: prune takes those flags too (hidden from its help).
+			name: "snapshot flags raise the orphan grace floor",
+			args: []string{"prune", "--keep-last", "2", "--timeout", "2h", "--snapshot-retries", "0", "--orphan-grace", "1h"},
+			code: exitUsage, stderr: []string{"retention.orphan_grace", "floor 2h0m0s"}, remaining: 3,
+		},
+		{
 			name: "flags",
 			args: []string{"prune", "--keep-last", "2"},
 			code: exitOK, stdout: []string{"1 deleted"}, remaining: 2,
