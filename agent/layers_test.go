@@ -59,3 +59,68 @@ func TestJobsDoNotImportTheDaemon(t *testing.T) {
 		}
 	}
 }
+
+// layers ranks the module's packages along the data flow: a package may
+// import (outside its tests) only packages of a lower rank, so a lower
+// layer never reaches a higher one and the jobs (backup, prune, restore)
+// stay independent of each other. Test servers and fixtures
+// (internal/etcdtest, s3test, jobtest, corrupt, uploader/storetest) are
+// for tests only: no package imports them outside its _test files.
+var layers = map[string]int{
+	"verify": 0, "retention": 0, "internal/writeback": 0, "internal/syncbuf": 0, "internal/seed": 0,
+	"snapshot": 1, "uploader": 1,
+	"repository": 2,
+	"backup":     3, "retention/prune": 3, "restore": 3,
+	"agent":        4,
+	"cmd/lifeboat": 5,
+	"deploy":       5, "internal/benchtool": 5,
+}
+
+var testOnly = map[string]bool{
+	"internal/etcdtest": true, "internal/s3test": true, "internal/jobtest": true,
+	"internal/corrupt": true, "uploader/storetest": true,
+}
+
+// TestLayers checks every package of the module against layers: a new
+// package must be given a rank (or be test-only), and no import goes up
+// or sideways.
+func TestLayers(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no go command to list the import graph: %v", err)
+		}
+		t.Skipf("no go command to list the import graph: %v", err)
+	}
+	cmd := exec.Command(goBin, "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, module+"/...")
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %s/...: %v", module, err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(strings.TrimPrefix(fields[0], module), "/")
+		rank, ranked := layers[pkg]
+		if !ranked && !testOnly[pkg] && !strings.HasPrefix(pkg, "deploy/") {
+			t.Errorf("package %s has no layer: add it to layers (or testOnly) in agent/layers_test.go", pkg)
+			continue
+		}
+		for _, imp := range fields[1:] {
+			if !strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			dep := strings.TrimPrefix(imp, module+"/")
+			if testOnly[dep] && !testOnly[pkg] {
+				t.Errorf("%s imports the test-only package %s outside its tests", pkg, dep)
+				continue
+			}
+			if !ranked || testOnly[dep] {
+				continue
+			}
+			if dr, ok := layers[dep]; ok && dr >= rank {
+				t.Errorf("%s (layer %d) imports %s (layer %d): lower layers never import higher or sibling ones", pkg, rank, dep, dr)
+			}
+		}
+	}
+}
