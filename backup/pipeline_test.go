@@ -3,11 +3,8 @@ package backup
 import (
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,68 +19,6 @@ import (
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
-
-// cutProxy forwards TCP to a real etcd member and resets every connection
-// that has carried more than cutAfter bytes from the member to the client
-// (0: never): to the client the member died in the middle of a snapshot
-// stream. Status requests are far smaller and pass.
-type cutProxy struct {
-	url      string
-	cutAfter atomic.Int64
-	cuts     atomic.Int32
-}
-
-func newCutProxy(t *testing.T, target string, cutAfter int64) *cutProxy {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{url: "http://" + l.Addr().String()}
-	p.cutAfter.Store(cutAfter)
-	var wg sync.WaitGroup
-	t.Cleanup(func() { l.Close(); wg.Wait() })
-	wg.Go(func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", strings.TrimPrefix(target, "http://"))
-			if err != nil {
-				c.Close()
-				continue
-			}
-			wg.Go(func() { io.Copy(s, c); s.Close() })
-			wg.Go(func() {
-				defer c.Close()
-				defer s.Close()
-				buf := make([]byte, 32<<10)
-				var sent int64
-				for {
-					n, err := s.Read(buf)
-					if n > 0 {
-						if _, werr := c.Write(buf[:n]); werr != nil {
-							return
-						}
-						sent += int64(n)
-						if lim := p.cutAfter.Load(); lim > 0 && sent > lim {
-							p.cuts.Add(1)
-							if tc, ok := c.(*net.TCPConn); ok {
-								tc.SetLinger(0) // a reset, as from a killed process
-							}
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			})
-		}
-	})
-	return p
-}
 
 // fillCluster writes about mib MiB of values.
 func fillCluster(t *testing.T, c *etcdtest.Cluster, mib int) {
@@ -122,21 +57,21 @@ func TestSnapshotMemberDiesMidStream(t *testing.T) {
 	}
 
 	t.Run("one member fails", func(t *testing.T) {
-		cut := newCutProxy(t, c.Members[0].ClientURL, 1<<20)
-		job := newJob(t, []string{cut.url, c.Members[1].ClientURL, c.Members[2].ClientURL})
+		cut := etcdtest.NewProxy(t, c.Members[0].ClientURL, etcdtest.ProxyOptions{CutAfter: 1 << 20})
+		job := newJob(t, []string{cut.URL, c.Members[1].ClientURL, c.Members[2].ClientURL})
 		lg, logs := jobtest.Logger(t)
 		m, err := Run(t.Context(), job, lg)
 		if err != nil {
 			t.Fatalf("Run: %v", err)
 		}
-		if cut.cuts.Load() == 0 {
+		if cut.Cuts() == 0 {
 			t.Fatal("the proxy never cut a stream: the database is too small for the test")
 		}
-		if m.Endpoint == cut.url {
+		if m.Endpoint == cut.URL {
 			t.Errorf("manifest says the backup came from the member that failed (%s)", m.Endpoint)
 		}
 		out := logs.String()
-		for _, want := range []string{"retrying the backup from the next member", cut.url, "member=m0"} {
+		for _, want := range []string{"retrying the backup from the next member", cut.URL, "member=m0"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("log does not mention %q", want)
 			}
@@ -155,7 +90,7 @@ func TestSnapshotMemberDiesMidStream(t *testing.T) {
 	t.Run("every member fails", func(t *testing.T) {
 		var eps []string
 		for _, mem := range c.Members {
-			eps = append(eps, newCutProxy(t, mem.ClientURL, 1<<20).url)
+			eps = append(eps, etcdtest.NewProxy(t, mem.ClientURL, etcdtest.ProxyOptions{CutAfter: 1 << 20}).URL)
 		}
 		job := newJob(t, eps)
 		lg, _ := jobtest.Logger(t)
@@ -273,11 +208,11 @@ func testSnapshotDialsEachMemberOnce(t *testing.T, tls bool) {
 	c := etcdtest.Start(t, etcdtest.Options{Members: 3, TLS: tls, Auth: true})
 	fillCluster(t, c, 1)
 	var (
-		proxies []*etcdtest.ConnCounter
+		proxies []*etcdtest.Proxy
 		eps     []string
 	)
 	for _, m := range c.Members {
-		p := etcdtest.CountConns(t, m.ClientURL)
+		p := etcdtest.NewProxy(t, m.ClientURL, etcdtest.ProxyOptions{})
 		proxies = append(proxies, p)
 		eps = append(eps, p.URL)
 	}

@@ -2,49 +2,12 @@ package snapshot_test
 
 import (
 	"errors"
-	"io"
-	"net"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 )
-
-// resetAfter forwards TCP to target and resets each connection once it has
-// carried n bytes from the server: a member that dies mid-stream.
-func resetAfter(t *testing.T, target string, n int64) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { l.Close(); wg.Wait() })
-	wg.Go(func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", strings.TrimPrefix(target, "http://"))
-			if err != nil {
-				c.Close()
-				continue
-			}
-			wg.Go(func() { io.Copy(s, c); s.Close() })
-			wg.Go(func() {
-				io.CopyN(c, s, n)
-				c.(*net.TCPConn).SetLinger(0)
-				c.Close()
-				s.Close()
-			})
-		}
-	})
-	return "http://" + l.Addr().String()
-}
 
 // TestTakeMemberDiesMidStream: a stream that breaks off after data is a
 // *MemberError naming the member, Take does not go on to another member
@@ -53,7 +16,7 @@ func resetAfter(t *testing.T, target string, n int64) string {
 func TestTakeMemberDiesMidStream(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	fill(t, c, 64, 64<<10)
-	cut := resetAfter(t, c.Members[0].ClientURL, 1<<20)
+	cut := etcdtest.NewProxy(t, c.Members[0].ClientURL, etcdtest.ProxyOptions{CutAfter: 1 << 20}).URL
 	cfg := configFor(c)
 	cfg.Endpoints = []string{cut, c.Members[1].ClientURL, c.Members[2].ClientURL}
 	cfg.Member = snapshot.MemberAny

@@ -2,11 +2,8 @@ package snapshot_test
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,10 +28,10 @@ func testSessionDialsEachMemberOnce(t *testing.T, tls bool) {
 	c := etcdtest.Start(t, etcdtest.Options{Members: 3, TLS: tls, Auth: true})
 	fill(t, c, 10, 1000)
 	cfg := configFor(c)
-	var proxies []*etcdtest.ConnCounter
+	var proxies []*etcdtest.Proxy
 	cfg.Endpoints = nil
 	for _, m := range c.Members {
-		p := etcdtest.CountConns(t, m.ClientURL)
+		p := etcdtest.NewProxy(t, m.ClientURL, etcdtest.ProxyOptions{})
 		proxies = append(proxies, p)
 		cfg.Endpoints = append(cfg.Endpoints, p.URL)
 	}
@@ -130,7 +127,7 @@ func testSessionDialsEachMemberOnce(t *testing.T, tls bool) {
 
 // TestSessionUnixSocket: an endpoint on a unix socket (unix://path, as
 // etcd's --listen-client-urls allows) works through a session like a TCP
-// one. The socket forwards to a real member.
+// one. An etcdtest.Proxy on the socket forwards to a real member.
 func TestSessionUnixSocket(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
 	fill(t, c, 10, 1000)
@@ -139,23 +136,7 @@ func TestSessionUnixSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { l.Close(); wg.Wait() })
-	wg.Go(func() {
-		for {
-			conn, err := l.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", strings.TrimPrefix(c.Members[0].ClientURL, "http://"))
-			if err != nil {
-				conn.Close()
-				continue
-			}
-			wg.Go(func() { _, _ = io.Copy(up, conn); up.Close() })
-			wg.Go(func() { _, _ = io.Copy(conn, up); conn.Close() })
-		}
-	})
+	etcdtest.NewProxy(t, c.Members[0].ClientURL, etcdtest.ProxyOptions{Listener: l})
 	for _, ep := range []string{"unix://" + sock, "unix:" + sock} {
 		t.Run(ep, func(t *testing.T) {
 			cfg := configFor(c)

@@ -1,0 +1,112 @@
+package etcdtest_test
+
+import (
+	"errors"
+	"io"
+	"net"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
+)
+
+// proxyClient is an etcd client whose only endpoint is the proxy's URL.
+func proxyClient(t *testing.T, c *etcdtest.Cluster, p *etcdtest.Proxy) *clientv3.Client {
+	t.Helper()
+	cfg := c.ClientConfig()
+	cfg.Endpoints = []string{p.URL}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatalf("client through the proxy %s: %v", p.URL, err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// getVersion sends GET /version (an HTTP request the member's client port
+// answers next to gRPC) to the proxy at addr and returns what came back
+// until the connection ended, and how it ended (nil: a clean close).
+func getVersion(t *testing.T, addr string) ([]byte, error) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET /version HTTP/1.1\r\nHost: etcd\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	return io.ReadAll(conn)
+}
+
+// TestProxy: the proxy in front of a real member passes etcd traffic, over
+// TCP (the member's scheme) and over a unix socket, counts the connections
+// it accepted, and with CutAfter resets a connection after that many bytes
+// from the member while a shorter response passes.
+func TestProxy(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.Start(t, etcdtest.Options{})
+	m := c.Members[0]
+
+	t.Run("counts connections", func(t *testing.T) {
+		p := etcdtest.NewProxy(t, m.ClientURL, etcdtest.ProxyOptions{})
+		if want := "http://127.0.0.1:"; !strings.HasPrefix(p.URL, want) {
+			t.Errorf("URL = %s, want %s...", p.URL, want)
+		}
+		if n := p.Accepted(); n != 0 {
+			t.Errorf("Accepted = %d before any client, want 0", n)
+		}
+		putGet(t, proxyClient(t, c, p))
+		putGet(t, proxyClient(t, c, p))
+		if n := p.Accepted(); n != 2 {
+			t.Errorf("Accepted = %d after two clients, want 2", n)
+		}
+		if n := p.Cuts(); n != 0 {
+			t.Errorf("Cuts = %d without CutAfter, want 0", n)
+		}
+	})
+
+	t.Run("unix socket", func(t *testing.T) {
+		sock := filepath.Join(t.TempDir(), "etcd.sock")
+		l, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := etcdtest.NewProxy(t, m.ClientURL, etcdtest.ProxyOptions{Listener: l})
+		if want := "unix://" + sock; p.URL != want {
+			t.Errorf("URL = %s, want %s", p.URL, want)
+		}
+		putGet(t, proxyClient(t, c, p))
+		if n := p.Accepted(); n != 1 {
+			t.Errorf("Accepted = %d after one client, want 1", n)
+		}
+	})
+
+	t.Run("cut after", func(t *testing.T) {
+		const cutAfter = 20
+		cut := etcdtest.NewProxy(t, m.ClientURL, etcdtest.ProxyOptions{CutAfter: cutAfter})
+		got, err := getVersion(t, strings.TrimPrefix(cut.URL, "http://"))
+		if !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("read through the cutting proxy ended with %v after %d bytes, want a connection reset", err, len(got))
+		}
+		if len(got) > cutAfter {
+			t.Errorf("read %d bytes through the proxy, want at most CutAfter=%d: %q", len(got), cutAfter, got)
+		}
+		if n := cut.Cuts(); n != 1 {
+			t.Errorf("Cuts = %d, want 1", n)
+		}
+
+		pass := etcdtest.NewProxy(t, m.ClientURL, etcdtest.ProxyOptions{CutAfter: 1 << 20})
+		got, err = getVersion(t, strings.TrimPrefix(pass.URL, "http://"))
+		if err != nil || !strings.Contains(string(got), "etcdserver") {
+			t.Errorf("GET /version under CutAfter: %q, %v; want the whole answer", got, err)
+		}
+		if n := pass.Cuts(); n != 0 {
+			t.Errorf("Cuts = %d for a response shorter than CutAfter, want 0", n)
+		}
+	})
+}
