@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lifeboat-dev/lifeboat/internal/corrupt"
+	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
 )
@@ -40,7 +41,7 @@ func TestDrillEtcdCrash(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var bin string
 			if tt.binary {
-				bin = needEtcdBinary(t)
+				bin = etcdtest.Current.Need(t)
 			}
 			root := t.TempDir()
 			b := dirBackups(t, root)
@@ -104,7 +105,7 @@ func TestDrillEtcdPrivate(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var bin string
 			if binary {
-				bin = needEtcdBinary(t)
+				bin = etcdtest.Current.Need(t)
 			}
 			var inspected bool
 			rep, err := restore.Drill(t.Context(), restore.DrillOptions{

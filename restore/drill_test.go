@@ -13,6 +13,7 @@ import (
 	"filippo.io/age"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/internal/s3test"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
@@ -54,7 +55,7 @@ func TestDrillPasses(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var bin string
 			if tt.binary {
-				bin = needEtcdBinary(t)
+				bin = etcdtest.Current.Need(t)
 			}
 			b := tt.backups(t)
 			m := src.backup(t, b, tt.enc)

@@ -17,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/restore"
 )
 
@@ -66,7 +67,7 @@ func TestRestoreRefusesARunningEtcd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real etcd")
 	}
-	bin := needEtcdBinary(t)
+	bin := etcdtest.Current.Need(t)
 	f := fetchBackup(t, 50)
 	peer, err := restore.FreeLoopbackURL()
 	if err != nil {

@@ -116,48 +116,6 @@ func assertEmpty(t testing.TB, dir string) {
 	}
 }
 
-// etcdBinary returns the etcd binary built by make (ETCD_BIN or .bin/etcd
-// in the module root), or "" when there is none.
-func etcdBinary(t testing.TB) string {
-	t.Helper()
-	if b := os.Getenv("ETCD_BIN"); b != "" {
-		return b
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			b := filepath.Join(dir, ".bin", "etcd")
-			if _, err := os.Stat(b); err == nil {
-				return b
-			}
-			return ""
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
-}
-
-// needEtcdBinary returns the etcd binary or ends the test: Fatal under
-// CI=true, Skip otherwise.
-func needEtcdBinary(t testing.TB) string {
-	t.Helper()
-	b := etcdBinary(t)
-	if b == "" {
-		msg := "no etcd binary: run `make tools` (builds .bin/etcd) or set ETCD_BIN"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return b
-}
-
 // rewriteManifest edits a stored manifest as an attacker or a bug could.
 func rewriteManifest(t testing.TB, b *repository.Repo, m *repository.Manifest, edit func(*repository.Manifest)) *repository.Manifest {
 	t.Helper()

@@ -20,6 +20,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
+	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/uploader"
@@ -61,7 +62,7 @@ func TestRestoreThreeMembers(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			var bin string
 			if mode == "etcd binary" {
-				bin = needEtcdBinary(t)
+				bin = etcdtest.Current.Need(t)
 			}
 			var parts []string
 			for i := range 3 {

@@ -19,21 +19,6 @@ import (
 	"github.com/lifeboat-dev/lifeboat/verify"
 )
 
-// versionServer is an etcd server binary of one version, built by make
-// (scripts/build-etcd.sh; .bin/etcd is the version of go.mod).
-type versionServer struct {
-	name, minor, env, bin string
-}
-
-var versionServers = []versionServer{
-	{name: "3.5", minor: "3.5", env: "ETCD35_BIN", bin: "etcd-3.5"},
-	// The last 3.5 release whose compaction removes a tombstone at the
-	// compact revision (3.5.16 keeps it).
-	{name: "3.5.15", minor: "3.5", env: "ETCD3515_BIN", bin: "etcd-3.5.15"},
-	{name: "3.6", minor: "3.6", env: "ETCD36_BIN", bin: "etcd-3.6"},
-	{name: "3.7", minor: "3.7", env: "ETCD_BIN", bin: "etcd"},
-}
-
 // versionStage is a point of the workload at which a backup is taken.
 type versionStage struct {
 	name string
@@ -130,10 +115,10 @@ func TestVersions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd servers")
 	}
-	for _, v := range versionServers {
-		t.Run("etcd "+v.name, func(t *testing.T) {
+	for _, v := range etcdtest.Versions {
+		t.Run("etcd "+v.Name, func(t *testing.T) {
 			t.Parallel()
-			bin := etcdtest.NeedBinary(t, v.env, v.bin)
+			bin := v.Need(t)
 			ctx := t.Context()
 			src := etcdtest.StartBinary(t, bin)
 			cli := src.Client(t)
@@ -141,8 +126,8 @@ func TestVersions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if minor, _ := verify.HashKVRules(ms.Version); minor != v.minor || v.name != v.minor && ms.Version != v.name {
-				t.Fatalf("%s is etcd %s, want %s", bin, ms.Version, v.name)
+			if minor, _ := verify.HashKVRules(ms.Version); minor != v.Minor || v.Name != v.Minor && ms.Version != v.Name {
+				t.Fatalf("%s is etcd %s, want %s", bin, ms.Version, v.Name)
 			}
 			b := dirBackups(t, t.TempDir())
 			for _, stage := range versionStages {
@@ -163,7 +148,7 @@ func TestVersions(t *testing.T) {
 	}
 }
 
-func checkVersionBackup(t *testing.T, v versionServer, bin, version string, stage versionStage, cli *clientv3.Client, ep string, b *repository.Repo, m *repository.Manifest) {
+func checkVersionBackup(t *testing.T, v etcdtest.Version, bin, version string, stage versionStage, cli *clientv3.Client, ep string, b *repository.Repo, m *repository.Manifest) {
 	t.Helper()
 	ctx := t.Context()
 	if m.EtcdVersion != version {
@@ -201,8 +186,8 @@ func checkVersionBackup(t *testing.T, v versionServer, bin, version string, stag
 	// of go.mod's version: the drill's etcd unless --etcd-binary says
 	// otherwise.
 	bootRestored(t, stage.name, raw, bin, version, st)
-	if v.minor != "3.7" {
-		bin37 := needEtcdBinary(t)
+	if v != etcdtest.Current {
+		bin37 := etcdtest.Current.Need(t)
 		bootRestored(t, stage.name, raw, bin37, "", st)
 	}
 }

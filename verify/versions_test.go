@@ -10,21 +10,6 @@ import (
 	"github.com/lifeboat-dev/lifeboat/verify"
 )
 
-// etcdVersion is an etcd server binary of one version, built by make
-// (scripts/build-etcd.sh; .bin/etcd is the version of go.mod).
-type etcdVersion struct {
-	version, minor, env, bin string
-}
-
-var etcdVersions = []etcdVersion{
-	{version: "3.5", minor: "3.5", env: "ETCD35_BIN", bin: "etcd-3.5"},
-	// The last 3.5 release whose compaction removes a tombstone at the
-	// compact revision (3.5.16 keeps it).
-	{version: "3.5.15", minor: "3.5", env: "ETCD3515_BIN", bin: "etcd-3.5.15"},
-	{version: "3.6", minor: "3.6", env: "ETCD36_BIN", bin: "etcd-3.6"},
-	{version: "3.7", minor: "3.7", env: "ETCD_BIN", bin: "etcd"},
-}
-
 // TestFileMatchesEtcdVersions runs the single-member scenarios of
 // TestFileMatchesEtcd against etcd servers of every version in
 // HashKVVersions, each its own binary: File's HashKV must equal what that
@@ -34,9 +19,9 @@ func TestFileMatchesEtcdVersions(t *testing.T) {
 		t.Skip("starts etcd servers")
 	}
 	var tested []string
-	for _, v := range etcdVersions {
-		if !slices.Contains(tested, v.minor) {
-			tested = append(tested, v.minor)
+	for _, v := range etcdtest.Versions {
+		if !slices.Contains(tested, v.Minor) {
+			tested = append(tested, v.Minor)
 		}
 	}
 	if !slices.Equal(tested, verify.HashKVVersions) {
@@ -50,9 +35,9 @@ func TestFileMatchesEtcdVersions(t *testing.T) {
 	}
 	scs = append(scs, scenario{name: "seeded many overwrites and deletes, compacted", write: seeded(seed.Options{
 		Objects: 600, Overwrites: 1500, Deletes: 200, Compact: true, Seed: 3})})
-	for _, v := range etcdVersions {
-		t.Run("etcd "+v.version, func(t *testing.T) {
-			bin := etcdtest.NeedBinary(t, v.env, v.bin)
+	for _, v := range etcdtest.Versions {
+		t.Run("etcd "+v.Name, func(t *testing.T) {
+			bin := v.Need(t)
 			for _, sc := range scs {
 				t.Run(sc.name, func(t *testing.T) {
 					t.Parallel()
@@ -63,8 +48,8 @@ func TestFileMatchesEtcdVersions(t *testing.T) {
 					if err != nil {
 						t.Fatalf("status of %s: %v", bin, err)
 					}
-					if minor, _ := verify.HashKVRules(ms.Version); minor != v.minor || v.version != v.minor && ms.Version != v.version {
-						t.Fatalf("%s is etcd %s, want %s", bin, ms.Version, v.version)
+					if minor, _ := verify.HashKVRules(ms.Version); minor != v.Minor || v.Name != v.Minor && ms.Version != v.Name {
+						t.Fatalf("%s is etcd %s, want %s", bin, ms.Version, v.Name)
 					}
 					sc.write(history{tb: t, ctx: ctx, cli: cli})
 					path := saveSnapshot(t, ctx, p.ClientConfig(), p.ClientURL, t.TempDir())

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/version"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -220,4 +221,40 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Version is an etcd server binary of one version, built by make
+// (scripts/build-etcd.sh, the Makefile's tools target) into .bin; the
+// version tests run each of Versions.
+type Version struct {
+	// Name is the version the server must report: a minor ("3.6") or,
+	// when the test needs that very release, a full version ("3.5.15").
+	Name string
+	// Minor is its minor version ("3.5").
+	Minor string
+	// Env is the environment variable naming the binary, Bin its file
+	// name under .bin (FindBinary).
+	Env, Bin string
+}
+
+// Versions are the etcd servers the version tests run, oldest first. The
+// last is Current.
+var Versions = []Version{
+	{Name: "3.5", Minor: "3.5", Env: "ETCD35_BIN", Bin: "etcd-3.5"},
+	// The last 3.5 release whose compaction removes a tombstone at the
+	// compact revision (3.5.16 keeps it).
+	{Name: "3.5.15", Minor: "3.5", Env: "ETCD3515_BIN", Bin: "etcd-3.5.15"},
+	{Name: "3.6", Minor: "3.6", Env: "ETCD36_BIN", Bin: "etcd-3.6"},
+	Current,
+}
+
+// Current is the etcd server of go.mod's version (.bin/etcd, ETCD_BIN):
+// the one a drill runs unless told otherwise.
+var Current = Version{Name: version.APIVersion, Minor: version.APIVersion, Env: "ETCD_BIN", Bin: "etcd"}
+
+// Need returns v's binary or ends the test (NeedBinary): Fatal under
+// CI=true, Skip otherwise.
+func (v Version) Need(t testing.TB) string {
+	t.Helper()
+	return NeedBinary(t, v.Env, v.Bin)
 }
