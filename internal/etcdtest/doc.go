@@ -6,6 +6,13 @@
 // waits until the cluster has a leader and answers a read, and stops everything
 // at test cleanup. Member.Stop simulates a member going down.
 //
+// NewProxy puts a TCP proxy in front of a member: it counts the
+// connections clients open, can listen on any listener (a unix socket) and,
+// with CutAfter, resets connections mid-stream as a dying member would.
+// StartBinary runs an etcd binary of another version as a child process;
+// Versions lists the ones the version tests run and Version.Need finds
+// each (a missing binary fails under CI=true and skips otherwise).
+//
 // The package is meant to be imported only by tests. It does not fake etcd in
 // any way: every cluster is real etcd of the version in go.mod. By default the
 // members do not fsync (UnsafeNoFsync) because tests on a shared machine care
