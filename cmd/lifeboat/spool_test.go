@@ -70,8 +70,10 @@ func TestSnapshotKilledLeavesNoSpool(t *testing.T) {
 	bin := needLifeboatBinary(t)
 	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
 	seedCluster(t, c, 1500)
-	// Slowed down, so that the kill lands in the middle of the stream.
-	proxy := throttleProxy(t, strings.TrimPrefix(c.Endpoints()[0], "http://"), 512<<10)
+	// The member hangs after 2 MiB of its about 7 MiB, so that the kill
+	// lands in the middle of the stream (the spool is written 1 MiB at a
+	// time: it holds 1 MiB before the stall).
+	proxy := etcdtest.NewProxy(t, c.Members[0].ClientURL, etcdtest.ProxyOptions{StallAfter: 2 << 20})
 
 	dir := t.TempDir()
 	store, spool := filepath.Join(dir, "store"), filepath.Join(dir, "spool")
@@ -87,9 +89,14 @@ func TestSnapshotKilledLeavesNoSpool(t *testing.T) {
 		return cmd, &out
 	}
 
-	cmd, out := snapshotCmd("http://" + proxy)
+	cmd, out := snapshotCmd(proxy.URL)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case <-proxy.Stalled():
+	case <-time.After(time.Minute):
+		t.Fatalf("the stream did not reach the proxy's stall in a minute:\n%s", out)
 	}
 	waitSpool(t, cmd.Process.Pid, spool, 256<<10)
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -97,6 +104,9 @@ func TestSnapshotKilledLeavesNoSpool(t *testing.T) {
 	}
 	if err := cmd.Wait(); err == nil {
 		t.Fatalf("snapshot finished before it was killed:\n%s", out)
+	}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+		t.Fatalf("snapshot ended before it was killed (%v):\n%s", cmd.ProcessState, out)
 	}
 	if entries, _ := os.ReadDir(spool); len(entries) != 0 {
 		t.Errorf("spool dir after SIGKILL holds %v", entries)

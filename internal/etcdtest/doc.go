@@ -14,7 +14,7 @@
 // each (a missing binary fails under CI=true and skips otherwise).
 //
 // The package is meant to be imported only by tests. It does not fake etcd in
-// any way: every cluster is real etcd of the version in go.mod. By default the
+// any way: every cluster Start boots is real etcd of go.mod's version. By default the
 // members do not fsync (UnsafeNoFsync) because tests on a shared machine care
 // about speed, not about surviving power loss; set Options.Durable to fsync.
 package etcdtest

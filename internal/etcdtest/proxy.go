@@ -22,13 +22,20 @@ type ProxyOptions struct {
 	// reset). Status requests are far smaller than a snapshot stream and
 	// pass. 0: never.
 	CutAfter int64
+	// StallAfter, when > 0, stops passing bytes from the member to the
+	// client once a connection has carried that many, and holds the
+	// connection open until cleanup: a member that hangs in the middle of
+	// a snapshot stream, so that a test can act while the stream is under
+	// way. 0: never. At most one of CutAfter and StallAfter.
+	StallAfter int64
 }
 
 // Proxy forwards connections to one etcd member's client URL. Bytes pass
 // through untouched, so TLS and etcd auth work as against the member
 // itself. It counts the connections it accepts (every dial of the member by
 // a client: gRPC connection, probe or health check shows here) and, with
-// ProxyOptions.CutAfter, breaks them off mid-stream.
+// ProxyOptions.CutAfter or StallAfter, breaks them off or stalls them
+// mid-stream.
 type Proxy struct {
 	// URL is the proxy's client URL: the member's URL with the proxy's
 	// address (https:// when the member serves TLS; the test certificates
@@ -36,10 +43,15 @@ type Proxy struct {
 	// socket listener.
 	URL string
 
-	target   string // host:port of the member
-	cutAfter int64
-	accepted atomic.Int64
-	cuts     atomic.Int64
+	target     string // host:port of the member
+	cutAfter   int64
+	stallAfter int64
+	stopped    chan struct{} // closed at cleanup: stalled connections end
+	stalled    chan struct{} // closed at the first stall
+	stallOnce  sync.Once
+	accepted   atomic.Int64
+	cuts       atomic.Int64
+	stalls     atomic.Int64
 }
 
 // Accepted returns the number of connections accepted so far.
@@ -49,6 +61,14 @@ func (p *Proxy) Accepted() int { return int(p.accepted.Load()) }
 // bytes so far.
 func (p *Proxy) Cuts() int { return int(p.cuts.Load()) }
 
+// Stalls returns the number of connections stalled after
+// ProxyOptions.StallAfter bytes so far.
+func (p *Proxy) Stalls() int { return int(p.stalls.Load()) }
+
+// Stalled is closed when the first connection stalls (StallAfter): wait on
+// it to act while a stream hangs half way.
+func (p *Proxy) Stalled() <-chan struct{} { return p.stalled }
+
 // NewProxy starts a Proxy in front of the member at clientURL. It stops at
 // test cleanup, after closing its listener and its connections.
 func NewProxy(t testing.TB, clientURL string, opts ProxyOptions) *Proxy {
@@ -57,13 +77,17 @@ func NewProxy(t testing.TB, clientURL string, opts ProxyOptions) *Proxy {
 	if err != nil {
 		t.Fatalf("proxy to etcd member %s: %v", clientURL, err)
 	}
+	if opts.CutAfter > 0 && opts.StallAfter > 0 {
+		t.Fatalf("proxy to etcd member %s: CutAfter and StallAfter both set, want at most one", clientURL)
+	}
 	l := opts.Listener
 	if l == nil {
 		if l, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 			t.Fatalf("proxy to etcd member %s: %v", clientURL, err)
 		}
 	}
-	p := &Proxy{URL: u.Scheme + "://" + l.Addr().String(), target: u.Host, cutAfter: opts.CutAfter}
+	p := &Proxy{URL: u.Scheme + "://" + l.Addr().String(), target: u.Host,
+		cutAfter: opts.CutAfter, stallAfter: opts.StallAfter, stopped: make(chan struct{}), stalled: make(chan struct{})}
 	if l.Addr().Network() == "unix" {
 		p.URL = "unix://" + l.Addr().String()
 	}
@@ -78,6 +102,7 @@ func NewProxy(t testing.TB, clientURL string, opts ProxyOptions) *Proxy {
 		mu.Unlock()
 	}
 	t.Cleanup(func() {
+		close(p.stopped)
 		l.Close()
 		mu.Lock()
 		for _, c := range conns {
@@ -107,17 +132,24 @@ func NewProxy(t testing.TB, clientURL string, opts ProxyOptions) *Proxy {
 	return p
 }
 
-// toClient copies the member's bytes to the client, and cuts the
-// connection after p.cutAfter bytes when that is set.
+// toClient copies the member's bytes to the client, and cuts or stalls
+// the connection after p.cutAfter or p.stallAfter bytes when one is set.
 func (p *Proxy) toClient(c, s net.Conn) {
 	defer s.Close()
 	defer c.Close()
-	if p.cutAfter <= 0 {
+	limit := max(p.cutAfter, p.stallAfter)
+	if limit <= 0 {
 		_, _ = io.Copy(c, s)
 		return
 	}
-	if n, _ := io.CopyN(c, s, p.cutAfter); n < p.cutAfter {
+	if n, _ := io.CopyN(c, s, limit); n < limit {
 		return // the member or the client closed first
+	}
+	if p.stallAfter > 0 {
+		p.stalls.Add(1)
+		p.stallOnce.Do(func() { close(p.stalled) })
+		<-p.stopped
+		return
 	}
 	p.cuts.Add(1)
 	if tc, ok := c.(*net.TCPConn); ok {

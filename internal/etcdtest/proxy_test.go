@@ -4,10 +4,12 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -107,6 +109,40 @@ func TestProxy(t *testing.T) {
 		}
 		if n := pass.Cuts(); n != 0 {
 			t.Errorf("Cuts = %d for a response shorter than CutAfter, want 0", n)
+		}
+	})
+
+	t.Run("stall after", func(t *testing.T) {
+		const stallAfter = 20
+		p := etcdtest.NewProxy(t, m.ClientURL, etcdtest.ProxyOptions{StallAfter: stallAfter})
+		conn, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := io.WriteString(conn, "GET /version HTTP/1.1\r\nHost: etcd\r\nConnection: close\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 512)
+		if _, err := io.ReadFull(conn, buf[:stallAfter]); err != nil {
+			t.Fatalf("read the first %d bytes through the stalling proxy: %v", stallAfter, err)
+		}
+		// Nothing more comes, and the connection stays open: the read
+		// ends at the deadline. (A proxy that does not stall sends the
+		// rest at once, so the deadline does not decide the result.)
+		if err := conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := conn.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("read after StallAfter = %d bytes, %v; want nothing until the deadline", n, err)
+		}
+		select {
+		case <-p.Stalled():
+		default:
+			t.Error("Stalled is not closed after a stall")
+		}
+		if n := p.Stalls(); n != 1 {
+			t.Errorf("Stalls = %d, want 1", n)
 		}
 	})
 }
