@@ -23,6 +23,7 @@ import (
 //	<cluster>/snapshots/<id>.db[.zst][.age]   data object
 //	<cluster>/snapshots/<id>.json              manifest, written last
 //	<cluster>/drills/<id>/<time>.json          drill reports
+//	<cluster>/changes/<generation>/<first>-<last>.seg[.zst][.age]   change segments
 //
 // A Repo made by New caches the manifests and drill reports it has read
 // (they are immutable once written), so that listing again costs the
