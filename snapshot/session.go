@@ -353,6 +353,32 @@ func (s *Session) tokenCall(ctx context.Context, ep string, eager bool, call fun
 	}
 	token, issuedAt, known := s.token, s.tokenAt, s.tokenKnown[normalizeEndpoint(ep)]
 	s.authMu.Unlock()
+	err := s.callWith(ctx, ep, token, issuedAt, known, call)
+	if err == nil || s.cfg.User == "" || !staleToken(err) {
+		return err
+	}
+	s.authMu.Lock()
+	if s.token == token {
+		if lerr := s.authenticate(ctx, ep); lerr != nil {
+			s.authMu.Unlock()
+			return lerr
+		}
+	}
+	// The token may be one another request just got from another member
+	// (concurrent status requests refused without a user all log in
+	// again, and the first login serves them all): callWith waits for
+	// this member to apply it, as for the first call.
+	token, issuedAt, known = s.token, s.tokenAt, s.tokenKnown[normalizeEndpoint(ep)]
+	s.authMu.Unlock()
+	return s.callWith(ctx, ep, token, issuedAt, known, call)
+}
+
+// callWith makes call on ep with token. When ep has not yet accepted the
+// token (known is false) and refuses it as invalid, the member may not
+// have applied the login yet: the call is repeated while the token is
+// younger than tokenSpread (awaitToken). Once ep accepts the token, it is
+// known there.
+func (s *Session) callWith(ctx context.Context, ep, token string, issuedAt time.Time, known bool, call func(context.Context) error) error {
 	err := call(tokenContext(ctx, token))
 	if errors.Is(err, rpctypes.ErrInvalidAuthToken) && !known {
 		err = awaitToken(ctx, issuedAt, func() error { return call(tokenContext(ctx, token)) }, err)
@@ -364,19 +390,7 @@ func (s *Session) tokenCall(ctx context.Context, ep string, eager bool, call fun
 		}
 		s.authMu.Unlock()
 	}
-	if err == nil || s.cfg.User == "" || !staleToken(err) {
-		return err
-	}
-	s.authMu.Lock()
-	if s.token == token {
-		if lerr := s.authenticate(ctx, ep); lerr != nil {
-			s.authMu.Unlock()
-			return lerr
-		}
-	}
-	token = s.token
-	s.authMu.Unlock()
-	return call(tokenContext(ctx, token))
+	return err
 }
 
 // tokenSpread bounds how long a token issued by one member may be refused
