@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"net"
-	"net/url"
 	"strings"
 	"time"
 
@@ -340,15 +339,13 @@ func (c *Config) Validate() error {
 		return cfgErr("agent.pushgateway", "must be an http(s) URL")
 	}
 	for i, w := range c.Notify.Webhooks {
-		if u, err := url.Parse(w.Reveal()); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return cfgErr("notify.webhooks", "entry %d is not an http(s) URL", i+1)
+		if err := agent.ValidateWebhook(w); err != nil {
+			return cfgErr("notify.webhooks", "entry %d %w", i+1, err)
 		}
 	}
 	for _, e := range c.Notify.On {
-		switch e {
-		case "drill_failed", "snapshot_failed", "stale", "prune_failed":
-		default:
-			return cfgErr("notify.on", "%q is not drill_failed, snapshot_failed, prune_failed or stale", e)
+		if err := agent.ValidateEvent(e); err != nil {
+			return &ConfigError{Key: "notify.on", Err: err}
 		}
 	}
 	if c.Notify.Timeout <= 0 {
