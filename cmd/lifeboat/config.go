@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lifeboat-dev/lifeboat/agent"
+	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/retention"
 	"github.com/lifeboat-dev/lifeboat/retention/prune"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
@@ -293,8 +294,8 @@ func (c *Config) Validate() error {
 		return cfgErr("drill.timeout", "must be positive")
 	}
 	for _, p := range c.Drill.CheckPrefixes {
-		if p == "" {
-			return cfgErr("drill.check_prefixes", "empty prefix")
+		if err := restore.ValidateCheckPrefix(p); err != nil {
+			return &ConfigError{Key: "drill.check_prefixes", Err: err}
 		}
 	}
 	for key, spec := range map[string]string{"schedule.snapshot": c.Schedule.Snapshot, "schedule.prune": c.Schedule.Prune, "schedule.drill": c.Schedule.Drill} {
