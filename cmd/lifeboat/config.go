@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lifeboat-dev/lifeboat/agent"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/retention"
 	"github.com/lifeboat-dev/lifeboat/retention/prune"
@@ -266,10 +267,8 @@ func (c *Config) Validate() error {
 	if err != nil {
 		return &ConfigError{Key: "store.url", Err: err}
 	}
-	switch c.Store.Compression {
-	case "zstd", "none":
-	default:
-		return cfgErr("store.compression", "%q is not zstd or none", c.Store.Compression)
+	if err := repository.ValidateCompression(c.Store.Compression); err != nil {
+		return &ConfigError{Key: "store.compression", Err: err}
 	}
 	if _, err := time.LoadLocation(c.Retention.TimeZone); err != nil {
 		return cfgErr("retention.time_zone", "%q is not a known time zone (like UTC or Europe/Berlin)", c.Retention.TimeZone)
