@@ -352,8 +352,8 @@ func (c *Config) Validate() error {
 		return cfgErr("notify.timeout", "must be positive")
 	}
 	if m := c.Store.ObjectLock.Mode; m != "" {
-		if m != "GOVERNANCE" && m != "COMPLIANCE" {
-			return cfgErr("store.object_lock.mode", "%q is not GOVERNANCE or COMPLIANCE", m)
+		if err := uploader.ValidateLockMode(m); err != nil {
+			return &ConfigError{Key: "store.object_lock.mode", Err: err}
 		}
 		if c.Store.ObjectLock.Retain <= 0 {
 			return cfgErr("store.object_lock.retain", "must be set (e.g. 30d) when store.object_lock.mode is set")
