@@ -12,7 +12,7 @@ import (
 
 // TestNewRefusesBadConfig checks that the agent, called as a library,
 // refuses the values the configuration refuses (notify.webhooks, notify.on,
-// schedule.jitter, agent.snapshot_retries), before it binds or dials
+// schedule.jitter, agent.snapshot_retries, agent.lock_ttl), before it binds or dials
 // anything, and that the webhook's URL never appears in the error.
 func TestNewRefusesBadConfig(t *testing.T) {
 	st, err := uploader.NewDir(t.TempDir())
@@ -32,6 +32,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"negative notify timeout", func(c *Config) { c.Notify.Timeout = -time.Second }, "notify timeout -1s: must not be negative"},
 		{"negative notify attempts", func(c *Config) { c.Notify.Attempts = -1 }, "notify attempts -1: must not be negative"},
 		{"negative jitter", func(c *Config) { c.Jitter = -time.Second }, "jitter -1s: must not be negative"},
+		{"lock TTL below MinLockTTL", func(c *Config) { c.Lock = &LockConfig{TTL: MinLockTTL - time.Second} }, "lock TTL 4s: must be at least 5s"},
 		{"negative snapshot retries", func(c *Config) { c.SnapshotRetries = -1 }, "snapshot retries -1: must not be negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

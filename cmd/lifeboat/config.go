@@ -314,8 +314,8 @@ func (c *Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Agent.Listen); err != nil && c.Agent.Listen != "" {
 		return cfgErr("agent.listen", "%q is not host:port", c.Agent.Listen)
 	}
-	if c.Agent.LockTTL < 5*time.Second {
-		return cfgErr("agent.lock_ttl", "must be at least 5s")
+	if c.Agent.LockTTL < agent.MinLockTTL {
+		return cfgErr("agent.lock_ttl", "must be at least %s", agent.MinLockTTL)
 	}
 	if c.Agent.SnapshotRetries < 0 {
 		return cfgErr("agent.snapshot_retries", "must not be negative")
