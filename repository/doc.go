@@ -13,6 +13,18 @@
 //	<cluster>/snapshots/<id>.db[.zst][.age]   data object
 //	<cluster>/snapshots/<id>.json              manifest, written last
 //	<cluster>/drills/<id>/<time>.json          drill reports
+//	<cluster>/changes/<generation>/<first>-<last>.seg[.zst][.age]   change segments
+//
+// Change segments (segment.go) are a generation's change log after its
+// snapshot: every revision in [first, last] with its operations, the
+// leases first seen, the captured-through revision, the previous
+// segment's hash and the writer's fencing token; revision numbers in the
+// name are zero-padded to 20 digits so that names sort. Segments are
+// written conditionally like everything else (PutSegment), listed in
+// revision order (ListSegments) and checked as one chain (CheckChain),
+// which names a gap, overlap or fork and never merges. This package only
+// defines and stores them: capturing them (the capture job) and replaying
+// them (restore) are not here.
 //
 // The commit protocol: the data object is written first (Put makes it
 // visible only once complete), the manifest last. A data object without a

@@ -9,7 +9,6 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/lifeboat-dev/lifeboat/uploader"
@@ -242,30 +241,7 @@ func (b *Repo) LastDrills(ctx context.Context) (map[string]*LastDrill, error) {
 		ids = append(ids, id)
 		objs = append(objs, o)
 	}
-	reports := make([]*DrillReport, len(objs))
-	errs := make([]error, len(objs))
-	var todo []int
-	for i, o := range objs {
-		if r := b.cache.report(o); r != nil {
-			reports[i] = r
-			continue
-		}
-		todo = append(todo, i)
-	}
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(drillReaders, len(todo)) {
-		wg.Go(func() {
-			for i := range next {
-				reports[i], errs[i] = b.readDrillReport(ctx, objs[i].Key)
-			}
-		})
-	}
-	for _, i := range todo {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	reports, errs := readDocuments(ctx, objs, drillReaders, b.cache.report, b.readDrillReport)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("read drill reports: %w", err)
 	}

@@ -23,6 +23,7 @@ import (
 //	<cluster>/snapshots/<id>.db[.zst][.age]   data object
 //	<cluster>/snapshots/<id>.json              manifest, written last
 //	<cluster>/drills/<id>/<time>.json          drill reports
+//	<cluster>/changes/<generation>/<first>-<last>.seg[.zst][.age]   change segments
 //
 // A Repo made by New caches the manifests and drill reports it has read
 // (they are immutable once written), so that listing again costs the
@@ -144,30 +145,7 @@ const manifestReaders = 8
 // Manifests in the cache under the same key, size and time are not read
 // again; the cache then holds exactly the manifests of objs that parsed.
 func (b *Repo) readManifests(ctx context.Context, objs []uploader.ObjectInfo) ([]*Manifest, []error) {
-	ms := make([]*Manifest, len(objs))
-	errs := make([]error, len(objs))
-	var todo []int
-	for i, o := range objs {
-		if m := b.cache.manifest(o); m != nil {
-			ms[i] = m
-			continue
-		}
-		todo = append(todo, i)
-	}
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(manifestReaders, len(todo)) {
-		wg.Go(func() {
-			for i := range next {
-				ms[i], errs[i] = b.readManifest(ctx, objs[i].Key)
-			}
-		})
-	}
-	for _, i := range todo {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	ms, errs := readDocuments(ctx, objs, manifestReaders, b.cache.manifest, b.readManifest)
 	b.cache.keepManifests(objs, ms, errs)
 	for i, m := range ms {
 		if m != nil {
@@ -180,6 +158,38 @@ func (b *Repo) readManifests(ctx context.Context, objs []uploader.ObjectInfo) ([
 
 func (b *Repo) readManifest(ctx context.Context, key string) (*Manifest, error) {
 	return readDocument(ctx, b.Store, key, "manifest", ParseManifest)
+}
+
+// readDocuments reads the documents at objs' keys with at most workers
+// reads at a time; results and errors are in the order of objs. An object
+// for which cached returns a document (the cache holds one under the same
+// key, size and time) is not read again.
+func readDocuments[T any](ctx context.Context, objs []uploader.ObjectInfo, workers int, cached func(uploader.ObjectInfo) *T, read func(context.Context, string) (*T, error)) ([]*T, []error) {
+	docs := make([]*T, len(objs))
+	errs := make([]error, len(objs))
+	var todo []int
+	for i, o := range objs {
+		if d := cached(o); d != nil {
+			docs[i] = d
+			continue
+		}
+		todo = append(todo, i)
+	}
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(workers, len(todo)) {
+		wg.Go(func() {
+			for i := range next {
+				docs[i], errs[i] = read(ctx, objs[i].Key)
+			}
+		})
+	}
+	for _, i := range todo {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return docs, errs
 }
 
 // readDocument reads a small JSON document (a manifest, a drill report) of

@@ -114,11 +114,25 @@ func runDemo(ctx context.Context, a *app, flags *pflag.FlagSet, o demoOptions) e
 	if err != nil {
 		return err
 	}
-	printDemoSummary(out, cfg, m.ID, rep.RecoverySeconds)
+	wd, _ := os.Getwd()
+	printDemoSummary(out, programName(os.Args[0], wd), cfg, m.ID, rep.RecoverySeconds)
 	return nil
 }
 
-func printDemoSummary(out io.Writer, cfg *Config, id string, recovery float64) {
+func printDemoSummary(out io.Writer, prog string, cfg *Config, id string, recovery float64) {
 	fmt.Fprintf(out, "\ndone: backup %s is stored in %s, verified, and drilled: it restores, in %.1fs.\n", id, cfg.Store.URL, recovery)
-	fmt.Fprintf(out, "try:  lifeboat list --store %s\n      lifeboat drill latest --store %s --scratch-dir /tmp/lifeboat-scratch\n", cfg.Store.URL, cfg.Store.URL)
+	fmt.Fprintf(out, "try:  %s list --store %s\n      %s drill latest --store %s --scratch-dir /tmp/lifeboat-scratch\n", prog, cfg.Store.URL, prog, cfg.Store.URL)
+}
+
+// programName is how to run this binary again, as the user ran it (arg0):
+// a bare name came from PATH; a path under the working directory wd
+// (make demo runs $PWD/.bin/lifeboat) is shown relative to it.
+func programName(arg0, wd string) string {
+	if !filepath.IsAbs(arg0) || wd == "" {
+		return arg0
+	}
+	if rel, err := filepath.Rel(wd, arg0); err == nil && filepath.IsLocal(rel) {
+		return rel
+	}
+	return arg0
 }

@@ -1,0 +1,566 @@
+package repository
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"time"
+
+	"filippo.io/age"
+)
+
+// A change segment is one immutable object of a generation's change log:
+// every revision in [First, Last], as a whole-keyspace watch from the
+// generation's snapshot delivered them.
+//
+// # Revisions are dense
+//
+// In etcd's mvcc every write transaction that changes anything takes
+// exactly one revision, and every revision has at least one event (a
+// transaction that changes nothing, a delete that matches no key, a lease
+// grant and a compaction take none). A whole-keyspace watch therefore sees
+// every revision, and a missing revision means lost events: inside a
+// segment the revisions are First, First+1, …, Last with no skip, and the
+// parser refuses anything else. Compaction removes old revisions from
+// etcd's history, never from a watch that is already past them; a watch
+// that falls behind it gets ErrCompacted, which ends the generation.
+//
+// CapturedThrough (>= Last) is the revision through which the writer
+// knows every event was seen (a progress notification). Revisions in
+// (Last, CapturedThrough] are vouched to carry no event; a segment with
+// no revisions at all (an empty segment, First = Last = the range it
+// vouches for, CapturedThrough = Last) advances the recovery point. The
+// next segment of the chain starts at CapturedThrough+1.
+//
+// # Encoding
+//
+// The raw form is a compact binary encoding, not JSON lines: values are
+// etcd's opaque bytes of up to MiBs (Kubernetes stores protobuf), keys are
+// bytes, not UTF-8, and JSON would have to base64 both (a third more
+// bytes, and slower to write and read). Every byte string is a uvarint
+// length then the bytes, integers are (u)varints, so nothing is escaped
+// and nothing is lost:
+//
+//	magic "LBSEG\x00\x00\x01" (the last byte is the format version)
+//	header: cluster ID (uvarint), generation (bytes), snapshot id (bytes),
+//	        snapshot revision, first, last, captured-through (uvarints),
+//	        captured-at (varint, Unix ns), prev hash (bytes), token (varint)
+//	records, each a tag byte:
+//	  'R' revision (uvarint), received (varint, Unix ns), op count
+//	      (uvarint), then per op in sub-revision order:
+//	        'P' key, value (bytes), lease (varint), create revision,
+//	            version (uvarints)
+//	        'D' key (bytes)
+//	  'L' lease ID (varint), granted TTL in seconds (varint), revision
+//	      first seen (uvarint)
+//	  'E' end: then the sha256 of every byte before it, then nothing.
+//
+// The stored object is the raw form encoded like a snapshot (Encoding:
+// zstd, then age). The trailing sha256 makes a truncated or altered raw
+// form fail even without compression; zstd's and age's own checks catch
+// most damage to the stored bytes first. Any of these is ErrBadSegment.
+
+// SegmentFormat is the format version written by EncodeSegment.
+const SegmentFormat = 1
+
+var segmentMagic = []byte("LBSEG\x00\x00\x01")
+
+// ErrBadSegment is wrapped when a segment object is truncated, corrupted
+// or not a valid segment.
+var ErrBadSegment = errors.New("bad change segment")
+
+// Segment is one change segment: a header and its revisions.
+type Segment struct {
+	SegmentHeader
+	// Revisions in strictly increasing, dense order: First, First+1, …, Last.
+	Revisions []Revision
+	// Leases first seen in this segment (on a PUT), in the order seen.
+	Leases []Lease
+}
+
+// SegmentHeader names a segment's place in its generation's chain.
+type SegmentHeader struct {
+	// Format is the format version (SegmentFormat).
+	Format int
+	// ClusterID is etcd's cluster ID.
+	ClusterID uint64
+	// Generation is the id of the generation, a path segment of the
+	// segment's key.
+	Generation string
+	// SnapshotID and SnapshotRevision name the generation's snapshot (the
+	// backup id and its exact revision S, read from the file). Only the
+	// first segment of a generation names them (and then First is S+1);
+	// the others have "" and 0.
+	SnapshotID       string
+	SnapshotRevision int64
+	// First and Last bound the revisions the segment holds (First <= Last).
+	First, Last int64
+	// CapturedThrough (>= Last) is the revision through which every event
+	// was seen; CapturedAt is when lifeboat learned it.
+	CapturedThrough int64
+	CapturedAt      time.Time
+	// PrevHash is the hex sha256 of the previous segment's stored bytes;
+	// empty for the first segment of a generation.
+	PrevHash string
+	// Token is the writer's lock fencing token (non-zero).
+	Token int64
+}
+
+// Revision is one etcd revision: one transaction's operations.
+type Revision struct {
+	Revision int64
+	// Received is when lifeboat received the revision (etcd stores none).
+	Received time.Time
+	// Ops in sub-revision order (the index is the sub-revision).
+	Ops []Op
+}
+
+// Op is one operation of a revision: a PUT or a DELETE.
+type Op struct {
+	Delete bool
+	Key    []byte
+	// Value, Lease, CreateRevision and Version are a PUT's (the mod
+	// revision is the Revision's).
+	Value          []byte
+	Lease          int64
+	CreateRevision int64
+	Version        int64
+}
+
+// Lease is a lease as first seen on a PUT, with the TTL it was granted.
+type Lease struct {
+	ID       int64
+	TTL      int64 // granted TTL, seconds
+	Revision int64 // the revision of the PUT it was first seen on
+}
+
+// Validate checks the segment's invariants (those Parse enforces).
+func (s *Segment) Validate() error {
+	h := &s.SegmentHeader
+	if h.Format != SegmentFormat {
+		return fmt.Errorf("format %d, this lifeboat reads %d", h.Format, SegmentFormat)
+	}
+	if err := validGeneration(h.Generation); err != nil {
+		return err
+	}
+	switch {
+	case h.First < 1 || h.First > h.Last:
+		return fmt.Errorf("revisions %d-%d: want 1 <= first <= last", h.First, h.Last)
+	case h.CapturedThrough < h.Last:
+		return fmt.Errorf("captured-through %d is before last revision %d", h.CapturedThrough, h.Last)
+	case h.Token == 0:
+		return errors.New("no fencing token")
+	case h.SnapshotID == "" && h.PrevHash == "":
+		return errors.New("neither a previous segment's hash nor a snapshot")
+	case h.SnapshotID != "" && h.PrevHash != "":
+		return errors.New("both a previous segment's hash and a snapshot")
+	case h.SnapshotID != "" && h.First != h.SnapshotRevision+1:
+		return fmt.Errorf("first revision %d does not follow snapshot %s at revision %d", h.First, h.SnapshotID, h.SnapshotRevision)
+	case h.SnapshotID == "" && h.SnapshotRevision != 0:
+		return fmt.Errorf("snapshot revision %d without a snapshot id", h.SnapshotRevision)
+	case h.PrevHash != "" && !isHexSHA256(h.PrevHash):
+		return fmt.Errorf("previous hash %q is not a hex sha256", h.PrevHash)
+	}
+	if len(s.Revisions) > 0 {
+		if f, l := s.Revisions[0].Revision, s.Revisions[len(s.Revisions)-1].Revision; f != h.First || l != h.Last {
+			return fmt.Errorf("revisions %d-%d, header says %d-%d", f, l, h.First, h.Last)
+		}
+	} else if h.CapturedThrough != h.Last {
+		return fmt.Errorf("empty segment %d-%d with captured-through %d: want captured-through = last", h.First, h.Last, h.CapturedThrough)
+	}
+	for i := range s.Revisions {
+		r := &s.Revisions[i]
+		if i > 0 && r.Revision != s.Revisions[i-1].Revision+1 {
+			return fmt.Errorf("revision %d follows %d: revisions must be dense", r.Revision, s.Revisions[i-1].Revision)
+		}
+		if len(r.Ops) == 0 {
+			return fmt.Errorf("revision %d has no operations", r.Revision)
+		}
+		for j, op := range r.Ops {
+			if err := validOp(r.Revision, op); err != nil {
+				return fmt.Errorf("revision %d sub-revision %d: %w", r.Revision, j, err)
+			}
+		}
+	}
+	seen := map[int64]bool{}
+	for _, l := range s.Leases {
+		switch {
+		case l.ID == 0:
+			return errors.New("lease ID 0")
+		case seen[l.ID]:
+			return fmt.Errorf("lease %x listed twice", l.ID)
+		case l.Revision < h.First || l.Revision > h.Last:
+			return fmt.Errorf("lease %x first seen at revision %d, outside %d-%d", l.ID, l.Revision, h.First, h.Last)
+		}
+		seen[l.ID] = true
+	}
+	return nil
+}
+
+// validOp checks etcd's invariants of a PUT at rev: a new key (version 1)
+// was created at rev, an existing one before it.
+func validOp(rev int64, op Op) error {
+	if len(op.Key) == 0 {
+		return errors.New("empty key")
+	}
+	if op.Delete {
+		if len(op.Value) > 0 || op.Lease != 0 || op.CreateRevision != 0 || op.Version != 0 {
+			return errors.New("delete with put fields")
+		}
+		return nil
+	}
+	switch {
+	case op.Version < 1:
+		return fmt.Errorf("put version %d", op.Version)
+	case op.Version == 1 && op.CreateRevision != rev:
+		return fmt.Errorf("put version 1 created at %d, not at its revision", op.CreateRevision)
+	case op.Version > 1 && (op.CreateRevision < 1 || op.CreateRevision >= rev):
+		return fmt.Errorf("put version %d created at %d: want before its revision", op.Version, op.CreateRevision)
+	}
+	return nil
+}
+
+// EncodeSegment writes the raw form of s to w (see the format above),
+// after checking it with Validate.
+func EncodeSegment(w io.Writer, s *Segment) error {
+	if err := s.Validate(); err != nil {
+		return fmt.Errorf("encode segment: %w", err)
+	}
+	return encodeSegment(w, s)
+}
+
+// encodeSegment writes s without checking it.
+func encodeSegment(w io.Writer, s *Segment) error {
+	h := sha256.New()
+	bw := bufio.NewWriterSize(io.MultiWriter(w, h), 64<<10)
+	e := &segWriter{w: bw}
+	hd := &s.SegmentHeader
+	e.raw(segmentMagic)
+	e.uvarint(hd.ClusterID)
+	e.str([]byte(hd.Generation))
+	e.str([]byte(hd.SnapshotID))
+	e.uvarint(uint64(hd.SnapshotRevision))
+	e.uvarint(uint64(hd.First))
+	e.uvarint(uint64(hd.Last))
+	e.uvarint(uint64(hd.CapturedThrough))
+	e.varint(unixNano(hd.CapturedAt))
+	e.str([]byte(hd.PrevHash))
+	e.varint(hd.Token)
+	for _, r := range s.Revisions {
+		e.raw([]byte{'R'})
+		e.uvarint(uint64(r.Revision))
+		e.varint(unixNano(r.Received))
+		e.uvarint(uint64(len(r.Ops)))
+		for _, op := range r.Ops {
+			if op.Delete {
+				e.raw([]byte{'D'})
+				e.str(op.Key)
+				continue
+			}
+			e.raw([]byte{'P'})
+			e.str(op.Key)
+			e.str(op.Value)
+			e.varint(op.Lease)
+			e.uvarint(uint64(op.CreateRevision))
+			e.uvarint(uint64(op.Version))
+		}
+	}
+	for _, l := range s.Leases {
+		e.raw([]byte{'L'})
+		e.varint(l.ID)
+		e.varint(l.TTL)
+		e.uvarint(uint64(l.Revision))
+	}
+	e.raw([]byte{'E'})
+	if e.err == nil {
+		e.err = bw.Flush()
+	}
+	if e.err != nil {
+		return fmt.Errorf("encode segment: %w", e.err)
+	}
+	if _, err := w.Write(h.Sum(nil)); err != nil {
+		return fmt.Errorf("encode segment: %w", err)
+	}
+	return nil
+}
+
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromUnixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+type segWriter struct {
+	w   *bufio.Writer
+	buf [binary.MaxVarintLen64]byte
+	err error
+}
+
+func (e *segWriter) raw(p []byte) {
+	if e.err == nil {
+		_, e.err = e.w.Write(p)
+	}
+}
+func (e *segWriter) uvarint(v uint64) { e.raw(binary.AppendUvarint(e.buf[:0], v)) }
+func (e *segWriter) varint(v int64)   { e.raw(binary.AppendVarint(e.buf[:0], v)) }
+func (e *segWriter) str(p []byte)     { e.uvarint(uint64(len(p))); e.raw(p) }
+
+// maxSegmentString bounds one key or value in a segment (etcd's request
+// limit is configurable; 2 GiB is far above any).
+const maxSegmentString = 2 << 30
+
+// ParseSegment reads the raw form of a segment from r to its end, checks
+// its sha256 and its invariants (Validate). Any failure wraps
+// ErrBadSegment. Memory grows with the bytes actually read, never with a
+// length the input claims.
+func ParseSegment(r io.Reader) (*Segment, error) {
+	s, err := parseSegment(r)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadSegment, err)
+	}
+	return s, nil
+}
+
+func parseSegment(r io.Reader) (*Segment, error) {
+	h := sha256.New()
+	d := &segReader{r: &hashingReader{r: bufio.NewReaderSize(r, 64<<10), h: h}}
+	magic := d.bytes(uint64(len(segmentMagic)))
+	if d.err != nil {
+		return nil, d.err
+	}
+	if !bytes.Equal(magic[:len(magic)-1], segmentMagic[:len(segmentMagic)-1]) {
+		return nil, errors.New("not a change segment (bad magic)")
+	}
+	s := &Segment{}
+	hd := &s.SegmentHeader
+	hd.Format = int(magic[len(magic)-1])
+	if hd.Format != SegmentFormat {
+		return nil, fmt.Errorf("format %d, this lifeboat reads %d: upgrade lifeboat", hd.Format, SegmentFormat)
+	}
+	hd.ClusterID = d.uvarint()
+	hd.Generation = string(d.str(256))
+	hd.SnapshotID = string(d.str(256))
+	hd.SnapshotRevision = d.rev()
+	hd.First = d.rev()
+	hd.Last = d.rev()
+	hd.CapturedThrough = d.rev()
+	hd.CapturedAt = fromUnixNano(d.varint())
+	hd.PrevHash = string(d.str(64))
+	hd.Token = d.varint()
+	for d.err == nil {
+		tag := d.byte()
+		if d.err != nil {
+			break
+		}
+		switch tag {
+		case 'R':
+			rv := Revision{Revision: d.rev(), Received: fromUnixNano(d.varint())}
+			n := d.uvarint() // Ops grow with the bytes read, not with n
+			for i := uint64(0); i < n && d.err == nil; i++ {
+				var op Op
+				switch d.byte() {
+				case 'P':
+					op.Key = d.str(maxSegmentString)
+					op.Value = d.str(maxSegmentString)
+					op.Lease = d.varint()
+					op.CreateRevision = d.rev()
+					op.Version = d.rev()
+				case 'D':
+					op.Delete = true
+					op.Key = d.str(maxSegmentString)
+				default:
+					if d.err == nil {
+						d.err = fmt.Errorf("revision %d: unknown operation", rv.Revision)
+					}
+				}
+				rv.Ops = append(rv.Ops, op)
+			}
+			s.Revisions = append(s.Revisions, rv)
+		case 'L':
+			s.Leases = append(s.Leases, Lease{ID: d.varint(), TTL: d.varint(), Revision: d.rev()})
+		case 'E':
+			if d.err != nil {
+				return nil, d.err
+			}
+			want := h.Sum(nil)
+			got := d.bytes(sha256.Size)
+			if d.err != nil {
+				return nil, fmt.Errorf("checksum: %w", d.err)
+			}
+			if !bytes.Equal(got, want) {
+				return nil, errors.New("checksum mismatch: the segment is corrupted")
+			}
+			if _, err := d.r.r.ReadByte(); err != io.EOF {
+				return nil, errors.New("bytes after the checksum")
+			}
+			if err := s.Validate(); err != nil {
+				return nil, err
+			}
+			return s, nil
+		default:
+			return nil, fmt.Errorf("unknown record tag %#x", tag)
+		}
+	}
+	return nil, d.err
+}
+
+type segReader struct {
+	r   *hashingReader
+	err error
+}
+
+// hashingReader hashes the bytes it returns (and only those: the bufio
+// reader below reads ahead).
+type hashingReader struct {
+	r   *bufio.Reader
+	h   hash.Hash
+	one [1]byte
+}
+
+func (r *hashingReader) ReadByte() (byte, error) {
+	b, err := r.r.ReadByte()
+	if err == nil {
+		r.one[0] = b
+		r.h.Write(r.one[:])
+	}
+	return b, err
+}
+
+func (r *hashingReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	r.h.Write(p[:n])
+	return n, err
+}
+
+func (d *segReader) fail(err error) {
+	if d.err == nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			err = errors.New("truncated")
+		}
+		d.err = err
+	}
+}
+
+func (d *segReader) byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	b, err := d.r.ReadByte()
+	if err != nil {
+		d.fail(err)
+	}
+	return b
+}
+
+func (d *segReader) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, err := binary.ReadUvarint(d.r)
+	if err != nil {
+		d.fail(err)
+	}
+	return v
+}
+
+func (d *segReader) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, err := binary.ReadVarint(d.r)
+	if err != nil {
+		d.fail(err)
+	}
+	return v
+}
+
+// rev reads a revision-like uvarint that must fit an int64.
+func (d *segReader) rev() int64 {
+	v := d.uvarint()
+	if v > 1<<63-1 {
+		d.fail(fmt.Errorf("revision %d out of range", v))
+		return 0
+	}
+	return int64(v)
+}
+
+func (d *segReader) str(limit uint64) []byte {
+	n := d.uvarint()
+	if d.err == nil && n > limit {
+		d.fail(fmt.Errorf("a string of %d bytes (at most %d)", n, limit))
+	}
+	return d.bytes(n)
+}
+
+// bytes reads n bytes, allocating at most 1 MiB ahead of what was read.
+func (d *segReader) bytes(n uint64) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if n <= 1<<20 {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(d.r, b); err != nil {
+			d.fail(err)
+			return nil
+		}
+		return b
+	}
+	var buf bytes.Buffer
+	if m, err := io.CopyN(&buf, d.r, int64(n)); err != nil || uint64(m) != n {
+		d.fail(io.ErrUnexpectedEOF)
+		return nil
+	}
+	return buf.Bytes()
+}
+
+// EncodeStoredSegment returns the stored form of s: the raw form encoded
+// with e (zstd, then age).
+func EncodeStoredSegment(s *Segment, e Encoding) ([]byte, error) {
+	var buf bytes.Buffer
+	w, err := NewEncoder(&buf, e)
+	if err != nil {
+		return nil, fmt.Errorf("encode segment: %w", err)
+	}
+	if err := EncodeSegment(w, s); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("encode segment: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// DecodeStoredSegment parses a stored segment encoded as compression and
+// encryption say. A truncated or corrupted object wraps ErrBadSegment; a
+// missing or wrong identity wraps ErrNoIdentity or ErrDecrypt instead.
+func DecodeStoredSegment(r io.Reader, compression, encryption string, ids []age.Identity) (*Segment, error) {
+	dr, err := NewDecoder(r, compression, encryption, ids)
+	if err != nil {
+		if errors.Is(err, ErrNoIdentity) || errors.Is(err, ErrDecrypt) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", ErrBadSegment, err)
+	}
+	defer dr.Close()
+	s, err := ParseSegment(dr)
+	if err != nil {
+		if !errors.Is(err, ErrBadSegment) {
+			err = fmt.Errorf("%w: %w", ErrBadSegment, err)
+		}
+		return nil, err
+	}
+	return s, nil
+}

@@ -1,0 +1,297 @@
+package repository
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"path"
+	"strconv"
+	"strings"
+
+	"filippo.io/age"
+
+	"github.com/lifeboat-dev/lifeboat/uploader"
+)
+
+// Change segments live under
+//
+//	<cluster>/changes/<generation>/<first>-<last>.seg[.zst][.age]
+//
+// with first and last zero-padded to 20 digits, so that a generation's
+// segments sort by revision in a listing.
+
+// revDigits is the width of a revision in a segment's name.
+const revDigits = 20
+
+func (b *Repo) changesDir() string { return path.Join(b.Cluster, "changes") + "/" }
+
+// SegmentKey returns the key of generation's segment first-last stored
+// with e.
+func (b *Repo) SegmentKey(generation string, first, last int64, e Encoding) string {
+	return b.changesDir() + generation + "/" + SegmentName(first, last, e)
+}
+
+// SegmentName returns a segment's file name, e.g.
+// 00000000000000000101-00000000000000000200.seg.zst.age.
+func SegmentName(first, last int64, e Encoding) string {
+	s := fmt.Sprintf("%0*d-%0*d.seg", revDigits, first, revDigits, last)
+	if e.compress() {
+		s += ".zst"
+	}
+	if len(e.Recipients) > 0 {
+		s += ".age"
+	}
+	return s
+}
+
+// SegmentInfo is a segment as named in a listing.
+type SegmentInfo struct {
+	Generation  string
+	First, Last int64
+	// Compression ("zstd"/"none") and Encryption ("age"/"none") as the
+	// name's suffix says.
+	Compression, Encryption string
+	Object                  uploader.ObjectInfo
+}
+
+// ParseSegmentName parses a segment's file name (without its directory).
+func ParseSegmentName(name string) (first, last int64, compression, encryption string, err error) {
+	bad := func(why string) (int64, int64, string, string, error) {
+		return 0, 0, "", "", fmt.Errorf("segment name %q: %s (want <first>-<last>.seg[.zst][.age])", name, why)
+	}
+	base, rest, ok := strings.Cut(name, ".")
+	if !ok {
+		return bad("no suffix")
+	}
+	switch rest {
+	case "seg":
+		compression, encryption = "none", "none"
+	case "seg.zst":
+		compression, encryption = "zstd", "none"
+	case "seg.age":
+		compression, encryption = "none", "age"
+	case "seg.zst.age":
+		compression, encryption = "zstd", "age"
+	default:
+		return bad("unknown suffix")
+	}
+	f, l, ok := strings.Cut(base, "-")
+	if !ok || len(f) != revDigits || len(l) != revDigits {
+		return bad("revisions must be two 20-digit numbers")
+	}
+	first, err1 := strconv.ParseInt(f, 10, 64)
+	last, err2 := strconv.ParseInt(l, 10, 64)
+	if err1 != nil || err2 != nil || strings.HasPrefix(f, "+") || strings.HasPrefix(l, "+") {
+		return bad("revisions must be two 20-digit numbers")
+	}
+	if first < 1 || first > last {
+		return bad("want 1 <= first <= last")
+	}
+	return first, last, compression, encryption, nil
+}
+
+// validGeneration checks a generation id: one path segment.
+func validGeneration(g string) error {
+	if g == "" || len(g) > 200 || g == "." || g == ".." || strings.ContainsAny(g, "/\\\x00") {
+		return fmt.Errorf("generation %q: want a non-empty name without slashes", g)
+	}
+	return nil
+}
+
+func isHexSHA256(s string) bool {
+	b, err := hex.DecodeString(s)
+	return err == nil && len(b) == sha256.Size && strings.ToLower(s) == s
+}
+
+// PutSegment stores s encoded with e under its key, never overwriting: a
+// segment already there (another writer's) fails with an error wrapping
+// uploader.ErrExists. It returns the object and the hex sha256 of the
+// stored bytes, the next segment's PrevHash.
+func (b *Repo) PutSegment(ctx context.Context, s *Segment, e Encoding) (uploader.ObjectInfo, string, error) {
+	if err := validGeneration(s.Generation); err != nil {
+		return uploader.ObjectInfo{}, "", fmt.Errorf("store segment: %w", err)
+	}
+	key := b.SegmentKey(s.Generation, s.First, s.Last, e)
+	data, err := EncodeStoredSegment(s, e)
+	if err != nil {
+		return uploader.ObjectInfo{}, "", fmt.Errorf("store segment %s: %w", key, err)
+	}
+	sum := sha256.Sum256(data)
+	o, err := b.Store.Put(ctx, key, bytes.NewReader(data), uploader.PutOptions{ContentType: "application/octet-stream"})
+	if err != nil {
+		return uploader.ObjectInfo{}, "", fmt.Errorf("store segment %s: %w", key, err)
+	}
+	return o, hex.EncodeToString(sum[:]), nil
+}
+
+// ListSegments lists generation's segments in revision order (by First,
+// then Last). Objects under the generation that are not named like a
+// segment are returned as unnamed, never dropped silently.
+func (b *Repo) ListSegments(ctx context.Context, generation string) (segs []SegmentInfo, unnamed []uploader.ObjectInfo, err error) {
+	if err := validGeneration(generation); err != nil {
+		return nil, nil, fmt.Errorf("list segments: %w", err)
+	}
+	dir := b.changesDir() + generation + "/"
+	err = b.Store.List(ctx, dir, func(o uploader.ObjectInfo) error {
+		first, last, c, e, err := ParseSegmentName(strings.TrimPrefix(o.Key, dir))
+		if err != nil {
+			unnamed = append(unnamed, o)
+			return nil
+		}
+		segs = append(segs, SegmentInfo{Generation: generation, First: first, Last: last, Compression: c, Encryption: e, Object: o})
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list segments of generation %s: %w", generation, err)
+	}
+	// Zero-padded names sort by First then Last already; the listing is
+	// in lexical order by the Store's contract.
+	return segs, unnamed, nil
+}
+
+// ReadSegment reads and parses a listed segment, returning it with the
+// hex sha256 of its stored bytes. A damaged object wraps ErrBadSegment.
+func (b *Repo) ReadSegment(ctx context.Context, si SegmentInfo, ids []age.Identity) (*Segment, string, error) {
+	rc, err := b.Store.Get(ctx, si.Object.Key)
+	if err != nil {
+		return nil, "", fmt.Errorf("read segment %s: %w", si.Object.Key, err)
+	}
+	defer rc.Close()
+	// A segment is bounded by the writer's size bound: read it whole, so
+	// that its hash covers exactly the stored bytes.
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		return nil, "", fmt.Errorf("read segment %s: %w", si.Object.Key, err)
+	}
+	s, err := DecodeStoredSegment(bytes.NewReader(data), si.Compression, si.Encryption, ids)
+	if err != nil {
+		return nil, "", fmt.Errorf("read segment %s: %w", si.Object.Key, err)
+	}
+	sum := sha256.Sum256(data)
+	if s.Generation != si.Generation || s.First != si.First || s.Last != si.Last {
+		return nil, "", fmt.Errorf("read segment %s: %w: it holds generation %s revisions %d-%d", si.Object.Key, ErrBadSegment, s.Generation, s.First, s.Last)
+	}
+	return s, hex.EncodeToString(sum[:]), nil
+}
+
+// ChainLink is one stored segment of a chain: its header, its key and the
+// hex sha256 of its stored bytes.
+type ChainLink struct {
+	Key    string
+	Header SegmentHeader
+	Hash   string
+}
+
+// ChainProblem says how a chain is broken.
+type ChainProblem string
+
+// The problems CheckChain reports.
+const (
+	ChainEmpty    ChainProblem = "empty"        // no segment
+	ChainNoStart  ChainProblem = "no start"     // the first segment does not start at the snapshot
+	ChainGap      ChainProblem = "gap"          // revisions missing between two segments
+	ChainOverlap  ChainProblem = "overlap"      // two segments of one writer hold the same revisions
+	ChainFork     ChainProblem = "fork"         // two writers (tokens) hold the same revisions or follow the same segment
+	ChainBadHash  ChainProblem = "bad hash"     // a segment's PrevHash is not its predecessor's hash
+	ChainMismatch ChainProblem = "mismatch"     // cluster ID, generation or format differ
+	ChainStale    ChainProblem = "stale writer" // a fencing token lower than its predecessor's
+)
+
+// ChainError is a broken chain: what and where, with revisions.
+type ChainError struct {
+	Problem ChainProblem
+	// Key is the segment where the chain breaks, Prev its predecessor's
+	// key (empty for ChainEmpty and ChainNoStart).
+	Key, Prev string
+	// From and To bound the revisions concerned: missing (ChainGap) or
+	// held twice (ChainOverlap, ChainFork).
+	From, To int64
+	Detail   string
+}
+
+func (e *ChainError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "change chain: %s", e.Problem)
+	if e.From != 0 || e.To != 0 {
+		fmt.Fprintf(&b, " at revisions %d-%d", e.From, e.To)
+	}
+	if e.Prev != "" {
+		fmt.Fprintf(&b, " between %s and %s", e.Prev, e.Key)
+	} else if e.Key != "" {
+		fmt.Fprintf(&b, " at %s", e.Key)
+	}
+	if e.Detail != "" {
+		b.WriteString(": " + e.Detail)
+	}
+	b.WriteString(" (the generation is broken there: restore only up to the revision before it)")
+	return b.String()
+}
+
+// CheckChain verifies a generation's segments, in revision order (as
+// ListSegments returns them), as one unbroken chain:
+//   - the first segment names the snapshot and starts at its revision + 1
+//     (Validate guarantees First = SnapshotRevision+1);
+//   - every other segment starts at its predecessor's CapturedThrough+1:
+//     earlier is an overlap (ChainOverlap with the same token, ChainFork
+//     with another), later is a ChainGap;
+//   - its PrevHash is its predecessor's stored hash (ChainBadHash), and
+//     no two segments name the same predecessor (ChainFork);
+//   - fencing tokens never decrease (ChainStale): a writer that lost the
+//     lock cannot continue after its successor;
+//   - cluster ID, generation and format are the same throughout.
+//
+// It returns the first break as a *ChainError, never merges or skips. A
+// nil error means [snapshot revision, last CapturedThrough] is recoverable.
+func CheckChain(links []ChainLink) error {
+	if len(links) == 0 {
+		return &ChainError{Problem: ChainEmpty, Detail: "no change segments"}
+	}
+	first := links[0]
+	if first.Header.SnapshotID == "" {
+		return &ChainError{Problem: ChainNoStart, Key: first.Key, From: first.Header.First, To: first.Header.Last,
+			Detail: "the first segment follows another segment, not a snapshot: the generation's start is missing"}
+	}
+	byPrev := map[string]string{}
+	for i := 1; i < len(links); i++ {
+		prev, cur := links[i-1], links[i]
+		p, c := prev.Header, cur.Header
+		switch {
+		case c.ClusterID != p.ClusterID:
+			return &ChainError{Problem: ChainMismatch, Key: cur.Key, Prev: prev.Key, Detail: fmt.Sprintf("cluster ID %x after %x", c.ClusterID, p.ClusterID)}
+		case c.Generation != p.Generation:
+			return &ChainError{Problem: ChainMismatch, Key: cur.Key, Prev: prev.Key, Detail: fmt.Sprintf("generation %s after %s", c.Generation, p.Generation)}
+		case c.Format != p.Format:
+			return &ChainError{Problem: ChainMismatch, Key: cur.Key, Prev: prev.Key, Detail: fmt.Sprintf("format %d after %d", c.Format, p.Format)}
+		}
+		if c.First <= p.CapturedThrough {
+			pr := ChainOverlap
+			if c.Token != p.Token {
+				pr = ChainFork
+			}
+			return &ChainError{Problem: pr, Key: cur.Key, Prev: prev.Key, From: c.First, To: min(c.CapturedThrough, p.CapturedThrough),
+				Detail: fmt.Sprintf("tokens %d and %d", p.Token, c.Token)}
+		}
+		if c.First > p.CapturedThrough+1 {
+			return &ChainError{Problem: ChainGap, Key: cur.Key, Prev: prev.Key, From: p.CapturedThrough + 1, To: c.First - 1}
+		}
+		if c.SnapshotID != "" {
+			return &ChainError{Problem: ChainMismatch, Key: cur.Key, Prev: prev.Key, Detail: "a second segment names a snapshot"}
+		}
+		if other, ok := byPrev[c.PrevHash]; ok {
+			return &ChainError{Problem: ChainFork, Key: cur.Key, Prev: other, From: c.First, To: c.Last, Detail: "both follow the same segment"}
+		}
+		byPrev[c.PrevHash] = cur.Key
+		if c.PrevHash != prev.Hash {
+			return &ChainError{Problem: ChainBadHash, Key: cur.Key, Prev: prev.Key, From: c.First, To: c.Last,
+				Detail: fmt.Sprintf("it names previous hash %.12s…, the previous segment's is %.12s…", c.PrevHash, prev.Hash)}
+		}
+		if c.Token < p.Token {
+			return &ChainError{Problem: ChainStale, Key: cur.Key, Prev: prev.Key, From: c.First, To: c.Last,
+				Detail: fmt.Sprintf("token %d after %d", c.Token, p.Token)}
+		}
+	}
+	return nil
+}
