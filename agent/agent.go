@@ -178,6 +178,15 @@ func New(cfg Config, lg *slog.Logger) (*Agent, error) {
 	if cfg.Cluster == "" {
 		cfg.Cluster = cfg.Backups.Cluster
 	}
+	if cfg.Jitter < 0 {
+		return nil, fmt.Errorf("agent: jitter %s: must not be negative", cfg.Jitter)
+	}
+	if cfg.SnapshotRetries < 0 {
+		return nil, fmt.Errorf("agent: snapshot retries %d: must not be negative", cfg.SnapshotRetries)
+	}
+	if err := cfg.Notify.Validate(); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = RealClock{}
 	}

@@ -32,6 +32,11 @@ type LockConfig struct {
 	Identity string
 }
 
+// MinLockTTL is the shortest LockConfig.TTL (the configuration checks
+// agent.lock_ttl against it): etcd leases are whole seconds, and a shorter
+// lease expires on an ordinary pause of the holder.
+const MinLockTTL = 5 * time.Second
+
 // leader holds the lock continuously: it campaigns, and while it holds the
 // lock it exposes a context that ends when the lock is lost. Jobs run only
 // under that context, so a job never outlives the lock it ran under.
@@ -57,8 +62,8 @@ func newLeader(cfg LockConfig, cluster string, m *metrics, lg *slog.Logger) (*le
 	if cfg.TTL == 0 {
 		cfg.TTL = 30 * time.Second
 	}
-	if cfg.TTL < 5*time.Second {
-		return nil, fmt.Errorf("lock TTL %s: must be at least 5s", cfg.TTL)
+	if cfg.TTL < MinLockTTL {
+		return nil, fmt.Errorf("lock TTL %s: must be at least %s", cfg.TTL, MinLockTTL)
 	}
 	cli, err := clientv3.New(cfg.Etcd)
 	if err != nil {

@@ -44,6 +44,51 @@ type NotifyConfig struct {
 	QueueSize int
 }
 
+// ValidateWebhook is the one rule for a webhook URL (the configuration
+// checks notify.webhooks with it): an http(s) URL with a host. Its error
+// never holds the URL, which is a secret.
+func ValidateWebhook(w snapshot.Secret) error {
+	if u, err := url.Parse(w.Reveal()); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("is not an http(s) URL")
+	}
+	return nil
+}
+
+// ValidateEvent reports whether e is an event kind (Event* constants).
+func ValidateEvent(e string) error {
+	switch e {
+	case EventDrillFailed, EventSnapshotFailed, EventStale, EventPruneFailed:
+		return nil
+	}
+	return fmt.Errorf("%q is not %s, %s, %s or %s", e, EventDrillFailed, EventSnapshotFailed, EventPruneFailed, EventStale)
+}
+
+// Validate reports the first invalid field of c, naming it. Zero values are
+// valid: they mean default. Webhooks are named by position, never by URL.
+func (c NotifyConfig) Validate() error {
+	for i, w := range c.Webhooks {
+		if err := ValidateWebhook(w); err != nil {
+			return fmt.Errorf("notify webhooks: entry %d %w", i+1, err)
+		}
+	}
+	for _, e := range c.On {
+		if err := ValidateEvent(e); err != nil {
+			return fmt.Errorf("notify on: %w", err)
+		}
+	}
+	switch {
+	case c.Timeout < 0:
+		return fmt.Errorf("notify timeout %s: must not be negative", c.Timeout)
+	case c.Attempts < 0:
+		return fmt.Errorf("notify attempts %d: must not be negative", c.Attempts)
+	case c.Backoff < 0:
+		return fmt.Errorf("notify backoff %s: must not be negative", c.Backoff)
+	case c.QueueSize < 0:
+		return fmt.Errorf("notify queue size %d: must not be negative", c.QueueSize)
+	}
+	return nil
+}
+
 // Notification is the JSON body POSTed to webhooks. It carries the event
 // itself, a Slack-compatible "text", and the fields of Alertmanager's
 // webhook payload (version 4) so that receivers written for Alertmanager

@@ -73,6 +73,9 @@ var ErrVerify = errors.New("snapshot failed verification")
 // failed backup names its first cause: the stream, the store, the encoder
 // or the verification that failed first, not the steps stopped after it.
 func Run(ctx context.Context, job Job, lg *slog.Logger) (*repository.Manifest, error) {
+	if err := snapshot.ValidateLiveHashKV(job.LiveHashKV); err != nil {
+		return nil, fmt.Errorf("backup: live hashkv: %w", err)
+	}
 	if err := snapshot.PrepareSpoolDir(job.SpoolDir); err != nil {
 		return nil, err
 	}

@@ -25,6 +25,26 @@ type Encoding struct {
 	RecipientKeys []string
 }
 
+// ValidateCompression is the one rule for a compression name (the
+// configuration checks store.compression with it): zstd or none.
+func ValidateCompression(name string) error {
+	switch name {
+	case "zstd", "none":
+		return nil
+	}
+	return fmt.Errorf("%q is not zstd or none", name)
+}
+
+// Validate reports whether e can encode: a known compression ("" is zstd).
+func (e Encoding) Validate() error {
+	if e.Compression != "" {
+		if err := ValidateCompression(e.Compression); err != nil {
+			return fmt.Errorf("compression: %w", err)
+		}
+	}
+	return nil
+}
+
 // Suffix returns the data object's file name suffix, e.g. ".db.zst.age".
 func (e Encoding) Suffix() string {
 	s := ".db"
@@ -61,6 +81,9 @@ func (e Encoding) EncryptionName() string {
 // Close flushes the encoders (it does not close w). Memory is bounded by
 // the zstd window, independent of the object's size.
 func NewEncoder(w io.Writer, e Encoding) (io.WriteCloser, error) {
+	if err := e.Validate(); err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
 	var closers []io.Closer
 	out := w
 	if len(e.Recipients) > 0 {

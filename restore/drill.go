@@ -74,6 +74,30 @@ type DrillOptions struct {
 	Version string
 }
 
+// ValidateCheckPrefix is the one rule for a drill check prefix (the
+// configuration checks drill.check_prefixes with it): not empty, since an
+// empty prefix holds every key and checks nothing.
+func ValidateCheckPrefix(p string) error {
+	if p == "" {
+		return errors.New("empty prefix")
+	}
+	return nil
+}
+
+// Validate reports the first invalid option, naming it. Zero values are
+// valid: they mean default.
+func (o DrillOptions) Validate() error {
+	for i, p := range o.CheckPrefixes {
+		if err := ValidateCheckPrefix(p); err != nil {
+			return fmt.Errorf("check prefixes: entry %d: %w", i+1, err)
+		}
+	}
+	if o.Timeout < 0 {
+		return fmt.Errorf("timeout %s: must not be negative", o.Timeout)
+	}
+	return nil
+}
+
 // drillName is the member name of every drill's throwaway etcd.
 const drillName = "lifeboat-drill"
 
@@ -110,6 +134,9 @@ const spaceMargin = 256 << 20
 func Drill(ctx context.Context, o DrillOptions) (rep *repository.DrillReport, err error) {
 	if o.Manifest == nil || o.Backups == nil {
 		return nil, errors.New("drill: no backup given")
+	}
+	if err := o.Validate(); err != nil {
+		return nil, fmt.Errorf("drill: %w", err)
 	}
 	now := o.Now
 	if now == nil {

@@ -43,6 +43,18 @@ type Options struct {
 	Skip []string
 }
 
+// Validate reports the first invalid option, naming it. Zero values are
+// valid: they mean default (StallTimeout) or no limit (Timeout).
+func (o Options) Validate() error {
+	switch {
+	case o.StallTimeout < 0:
+		return fmt.Errorf("stall timeout %s: must not be negative", o.StallTimeout)
+	case o.Timeout < 0:
+		return fmt.Errorf("timeout %s: must not be negative", o.Timeout)
+	}
+	return nil
+}
+
 func (o Options) withDefaults() Options {
 	if o.StallTimeout <= 0 {
 		o.StallTimeout = DefaultStallTimeout

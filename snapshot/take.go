@@ -82,6 +82,9 @@ func (s *Session) TakeFile(ctx context.Context, spool *os.File, tee io.Writer, o
 
 // take is Take and TakeFile: spool is called once a member is known.
 func (s *Session) take(ctx context.Context, spool func() (*os.File, error), tee io.Writer, opts Options) (Info, error) {
+	if err := opts.Validate(); err != nil {
+		return Info{}, fmt.Errorf("snapshot: %w", err)
+	}
 	opts = opts.withDefaults()
 	if opts.Timeout > 0 {
 		var cancel context.CancelFunc

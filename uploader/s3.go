@@ -423,6 +423,9 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, opts PutOptions) 
 	if err := validKey(key); err != nil {
 		return ObjectInfo{}, fmt.Errorf("upload %s: %w", s.name(full), err)
 	}
+	if err := opts.Validate(); err != nil {
+		return ObjectInfo{}, fmt.Errorf("upload %s: %w", s.name(full), err)
+	}
 	body := &putReader{ctx: ctx, r: r, sha: sha256.New(), crc: crc32.NewIEEE()}
 	token := randomToken()
 	in := &transfermanager.UploadObjectInput{

@@ -3,6 +3,7 @@ package uploader
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 )
@@ -46,6 +47,41 @@ type PutOptions struct {
 	RetainUntil time.Time
 	// LegalHold requests a legal hold on the object.
 	LegalHold bool
+}
+
+// Object Lock retention modes (PutOptions.LockMode).
+const (
+	LockGovernance = "GOVERNANCE"
+	LockCompliance = "COMPLIANCE"
+)
+
+// ValidateLockMode is the one rule for an Object Lock mode (the
+// configuration checks store.object_lock.mode with it): GOVERNANCE or
+// COMPLIANCE, as S3 spells them.
+func ValidateLockMode(mode string) error {
+	switch mode {
+	case LockGovernance, LockCompliance:
+		return nil
+	}
+	return fmt.Errorf("%q is not %s or %s", mode, LockGovernance, LockCompliance)
+}
+
+// Validate reports whether o can be honoured: a lock mode is a known mode
+// and comes with a retain-until time, and a retain-until time comes with a
+// mode (alone it would be dropped and the object stored unlocked).
+func (o PutOptions) Validate() error {
+	switch {
+	case o.LockMode != "":
+		if err := ValidateLockMode(o.LockMode); err != nil {
+			return fmt.Errorf("lock mode: %w", err)
+		}
+		if o.RetainUntil.IsZero() {
+			return fmt.Errorf("lock mode %s without a retain-until time", o.LockMode)
+		}
+	case !o.RetainUntil.IsZero():
+		return errors.New("retain-until time without a lock mode (GOVERNANCE or COMPLIANCE)")
+	}
+	return nil
 }
 
 // Store is a flat key/value object store: a local directory or an S3 bucket

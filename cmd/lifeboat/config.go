@@ -3,11 +3,12 @@ package main
 import (
 	"fmt"
 	"net"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/lifeboat-dev/lifeboat/agent"
+	"github.com/lifeboat-dev/lifeboat/repository"
+	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/retention"
 	"github.com/lifeboat-dev/lifeboat/retention/prune"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
@@ -266,10 +267,8 @@ func (c *Config) Validate() error {
 	if err != nil {
 		return &ConfigError{Key: "store.url", Err: err}
 	}
-	switch c.Store.Compression {
-	case "zstd", "none":
-	default:
-		return cfgErr("store.compression", "%q is not zstd or none", c.Store.Compression)
+	if err := repository.ValidateCompression(c.Store.Compression); err != nil {
+		return &ConfigError{Key: "store.compression", Err: err}
 	}
 	if _, err := time.LoadLocation(c.Retention.TimeZone); err != nil {
 		return cfgErr("retention.time_zone", "%q is not a known time zone (like UTC or Europe/Berlin)", c.Retention.TimeZone)
@@ -294,8 +293,8 @@ func (c *Config) Validate() error {
 		return cfgErr("drill.timeout", "must be positive")
 	}
 	for _, p := range c.Drill.CheckPrefixes {
-		if p == "" {
-			return cfgErr("drill.check_prefixes", "empty prefix")
+		if err := restore.ValidateCheckPrefix(p); err != nil {
+			return &ConfigError{Key: "drill.check_prefixes", Err: err}
 		}
 	}
 	for key, spec := range map[string]string{"schedule.snapshot": c.Schedule.Snapshot, "schedule.prune": c.Schedule.Prune, "schedule.drill": c.Schedule.Drill} {
@@ -315,8 +314,8 @@ func (c *Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Agent.Listen); err != nil && c.Agent.Listen != "" {
 		return cfgErr("agent.listen", "%q is not host:port", c.Agent.Listen)
 	}
-	if c.Agent.LockTTL < 5*time.Second {
-		return cfgErr("agent.lock_ttl", "must be at least 5s")
+	if c.Agent.LockTTL < agent.MinLockTTL {
+		return cfgErr("agent.lock_ttl", "must be at least %s", agent.MinLockTTL)
 	}
 	if c.Agent.SnapshotRetries < 0 {
 		return cfgErr("agent.snapshot_retries", "must not be negative")
@@ -340,23 +339,21 @@ func (c *Config) Validate() error {
 		return cfgErr("agent.pushgateway", "must be an http(s) URL")
 	}
 	for i, w := range c.Notify.Webhooks {
-		if u, err := url.Parse(w.Reveal()); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return cfgErr("notify.webhooks", "entry %d is not an http(s) URL", i+1)
+		if err := agent.ValidateWebhook(w); err != nil {
+			return cfgErr("notify.webhooks", "entry %d %w", i+1, err)
 		}
 	}
 	for _, e := range c.Notify.On {
-		switch e {
-		case "drill_failed", "snapshot_failed", "stale", "prune_failed":
-		default:
-			return cfgErr("notify.on", "%q is not drill_failed, snapshot_failed, prune_failed or stale", e)
+		if err := agent.ValidateEvent(e); err != nil {
+			return &ConfigError{Key: "notify.on", Err: err}
 		}
 	}
 	if c.Notify.Timeout <= 0 {
 		return cfgErr("notify.timeout", "must be positive")
 	}
 	if m := c.Store.ObjectLock.Mode; m != "" {
-		if m != "GOVERNANCE" && m != "COMPLIANCE" {
-			return cfgErr("store.object_lock.mode", "%q is not GOVERNANCE or COMPLIANCE", m)
+		if err := uploader.ValidateLockMode(m); err != nil {
+			return &ConfigError{Key: "store.object_lock.mode", Err: err}
 		}
 		if c.Store.ObjectLock.Retain <= 0 {
 			return cfgErr("store.object_lock.retain", "must be set (e.g. 30d) when store.object_lock.mode is set")

@@ -192,6 +192,11 @@ func Run(ctx context.Context, job Job, lg *slog.Logger) (*Result, error) {
 	if job.Backups == nil {
 		return nil, errors.New("prune: no backup store")
 	}
+	if job.OrphanGrace < 0 {
+		// A negative grace would make every orphan, and every upload
+		// still running, old enough to remove.
+		return nil, fmt.Errorf("prune: orphan grace %s: must not be negative", job.OrphanGrace)
+	}
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
