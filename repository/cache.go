@@ -23,38 +23,38 @@ var maxCached = 10000
 // parsed are cached: an unreadable one is read again next time (unknown
 // stays unknown until it can be read). A nil *cache caches nothing.
 type cache struct {
-	mu        sync.Mutex
-	manifests map[string]entry[*Manifest]
-	reports   map[string]entry[*DrillReport]
+	manifests docCache[Manifest]
+	reports   docCache[DrillReport]
+}
+
+// docCache is the cache of one kind of document, by object key.
+type docCache[T any] struct {
+	mu      sync.Mutex
+	entries map[string]entry[T]
 }
 
 type entry[T any] struct {
 	size int64
 	mod  time.Time
-	v    T
+	v    *T
 }
 
-func newCache() *cache {
-	return &cache{manifests: map[string]entry[*Manifest]{}, reports: map[string]entry[*DrillReport]{}}
-}
+func newCache() *cache { return &cache{} }
 
-// lookup returns the value cached for the listed object o in the map sel
-// chooses.
-func lookup[T any](c *cache, sel func(*cache) map[string]entry[T], o uploader.ObjectInfo) (T, bool) {
-	var zero T
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := sel(c)[o.Key]
+// get returns the document cached for the listed object o, or nil.
+func (d *docCache[T]) get(o uploader.ObjectInfo) *T {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, ok := d.entries[o.Key]
 	if !ok || e.size != o.Size || !e.mod.Equal(o.ModTime) {
-		return zero, false
+		return nil
 	}
-	return e.v, true
+	return e.v
 }
 
-// keep replaces the map sel chooses with the entries for objs (the
-// objects just listed) whose values were read (errs[i] == nil), up to
-// maxCached.
-func keep[T any](c *cache, sel func(*cache) *map[string]entry[T], objs []uploader.ObjectInfo, vs []T, errs []error) {
+// keep makes the documents of one listing (objs, just listed) the cached
+// ones: those that were read (errs[i] == nil), up to maxCached.
+func (d *docCache[T]) keep(objs []uploader.ObjectInfo, vs []*T, errs []error) {
 	next := make(map[string]entry[T], min(len(objs), maxCached))
 	for i, o := range objs {
 		if errs[i] != nil || len(next) == maxCached {
@@ -62,9 +62,9 @@ func keep[T any](c *cache, sel func(*cache) *map[string]entry[T], objs []uploade
 		}
 		next[o.Key] = entry[T]{size: o.Size, mod: o.ModTime, v: vs[i]}
 	}
-	c.mu.Lock()
-	*sel(c) = next
-	c.mu.Unlock()
+	d.mu.Lock()
+	d.entries = next
+	d.mu.Unlock()
 }
 
 // manifest returns the cached manifest of the listed object o, or nil.
@@ -72,16 +72,14 @@ func (c *cache) manifest(o uploader.ObjectInfo) *Manifest {
 	if c == nil {
 		return nil
 	}
-	m, _ := lookup(c, func(c *cache) map[string]entry[*Manifest] { return c.manifests }, o)
-	return m
+	return c.manifests.get(o)
 }
 
 // keepManifests makes the manifests of one listing the cached ones.
 func (c *cache) keepManifests(objs []uploader.ObjectInfo, ms []*Manifest, errs []error) {
-	if c == nil {
-		return
+	if c != nil {
+		c.manifests.keep(objs, ms, errs)
 	}
-	keep(c, func(c *cache) *map[string]entry[*Manifest] { return &c.manifests }, objs, ms, errs)
 }
 
 // report returns the cached drill report of the listed object o, or nil.
@@ -89,14 +87,12 @@ func (c *cache) report(o uploader.ObjectInfo) *DrillReport {
 	if c == nil {
 		return nil
 	}
-	r, _ := lookup(c, func(c *cache) map[string]entry[*DrillReport] { return c.reports }, o)
-	return r
+	return c.reports.get(o)
 }
 
 // keepReports makes the reports of one listing the cached ones.
 func (c *cache) keepReports(objs []uploader.ObjectInfo, rs []*DrillReport, errs []error) {
-	if c == nil {
-		return
+	if c != nil {
+		c.reports.keep(objs, rs, errs)
 	}
-	keep(c, func(c *cache) *map[string]entry[*DrillReport] { return &c.reports }, objs, rs, errs)
 }

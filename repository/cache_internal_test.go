@@ -42,7 +42,7 @@ func TestCacheBound(t *testing.T) {
 			t.Errorf("List read %d manifests; want %d (5 listed, 2 cached)", got, want)
 		}
 	}
-	if n := len(b.cache.manifests); n != 2 {
+	if n := len(b.cache.manifests.entries); n != 2 {
 		t.Errorf("cache holds %d manifests; want 2", n)
 	}
 }
