@@ -25,7 +25,7 @@ func TestJobsDoNotImportTheDaemon(t *testing.T) {
 		}
 		t.Skipf("no go command to list the import graph: %v", err)
 	}
-	jobs := []string{module + "/backup", module + "/retention/prune", module + "/restore"}
+	jobs := []string{module + "/backup", module + "/retention/prune", module + "/restore", module + "/capture"}
 	for _, pkg := range jobs {
 		out, err := exec.Command(goBin, "list", "-deps", pkg).Output()
 		if err != nil {
@@ -70,7 +70,7 @@ var layers = map[string]int{
 	"verify": 0, "retention": 0, "internal/writeback": 0, "internal/syncbuf": 0, "internal/seed": 0,
 	"snapshot": 1, "uploader": 1,
 	"repository": 2,
-	"backup":     3, "retention/prune": 3, "restore": 3,
+	"backup":     3, "retention/prune": 3, "restore": 3, "capture": 3,
 	"agent":        4,
 	"cmd/lifeboat": 5,
 	"deploy":       5, "internal/benchtool": 5,
