@@ -113,6 +113,7 @@ type capt struct {
 	open       *repository.Revision
 	openBytes  int64
 	lastRev    int64 // the highest closed revision received
+	skipRev    int64 // events of this revision are already captured (0: none)
 	// knownRev/knownAt: at knownAt the cluster was at revision knownRev
 	// (a progress notification, or a response whose header says so).
 	knownRev int64
@@ -254,7 +255,13 @@ func (c *capt) openStream(ctx context.Context) error {
 		c.open = nil
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	start := c.lastRev + 1
+	// The watch starts at the last captured revision, not after it:
+	// etcd answers a progress request only when no watcher of the
+	// stream starts in the future, so a watch from lastRev+1 on an idle
+	// cluster would never hear one. The events of lastRev itself are
+	// dropped (skipRev).
+	start := c.lastRev
+	c.skipRev = start
 	err := c.job.Session.Conn(sctx, func(ctx context.Context, ep string, conn *grpc.ClientConn) error {
 		s, err := pb.NewWatchClient(conn).Watch(ctx)
 		if err != nil {
@@ -373,6 +380,12 @@ func (c *capt) handle(ctx context.Context, it item) error {
 			return fmt.Errorf("watch event without a key")
 		}
 		rev := kv.ModRevision
+		if c.skipRev != 0 {
+			if rev == c.skipRev && c.open == nil {
+				continue // captured already: the watch starts there (see openStream)
+			}
+			c.skipRev = 0
+		}
 		if c.open == nil || rev != c.open.Revision {
 			if c.open != nil {
 				if err := c.closeRev(ctx); err != nil {
