@@ -193,6 +193,9 @@ func (c *capt) loop(ctx context.Context) error {
 					c.r.lg.Info("capture: watch stream broke, reopening", "revision", c.lastRev+1, "err", err)
 					c.closeStream()
 					c.job.Stats.Reconnects.Add(1)
+					if b.wait(ctx) != nil {
+						return c.stop()
+					}
 					break
 				}
 				b = newBackoff(c.job.Interval)
