@@ -10,6 +10,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
 
 	"github.com/lifeboat-dev/lifeboat/repository"
@@ -258,6 +259,7 @@ func (c *capt) openStream(ctx context.Context) error {
 		c.open = nil
 	}
 	sctx, cancel := context.WithCancel(ctx)
+	var first *pb.WatchResponse
 	// The watch starts at the last captured revision, not after it:
 	// etcd answers a progress request only when no watcher of the
 	// stream starts in the future, so a watch from lastRev+1 on an idle
@@ -276,7 +278,19 @@ func (c *capt) openStream(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		c.stream = s
+		// The created response says whether the member accepted the
+		// watch: a stale auth token is refused there, and Conn logs in
+		// again for those errors.
+		timer := time.AfterFunc(30*time.Second, cancel)
+		resp, err := s.Recv()
+		timer.Stop()
+		if err != nil {
+			return err
+		}
+		if resp.Canceled && resp.CompactRevision == 0 {
+			return cancelError(resp.CancelReason)
+		}
+		c.stream, first = s, resp
 		c.r.lg.Debug("capture: watching", "endpoint", ep, "revision", start)
 		return nil
 	})
@@ -285,9 +299,37 @@ func (c *capt) openStream(ctx context.Context) error {
 		return fmt.Errorf("capture: watch from revision %d: %w", start, err)
 	}
 	c.stopStream = cancel
+	c.push(item{resp: first, at: c.job.Now(), size: respSize(first)})
 	c.readers.Add(1)
 	go c.read(sctx, c.stream)
 	return nil
+}
+
+// cancelError is the error of a watch the member refused, as the
+// session's token renewal recognizes it.
+func cancelError(reason string) error {
+	for _, e := range [][2]error{
+		{rpctypes.ErrGRPCInvalidAuthToken, rpctypes.ErrInvalidAuthToken},
+		{rpctypes.ErrGRPCAuthOldRevision, rpctypes.ErrAuthOldRevision},
+		{rpctypes.ErrGRPCUserEmpty, rpctypes.ErrUserEmpty},
+	} {
+		if reason == e[0].Error() || reason == rpctypes.ErrorDesc(e[1]) {
+			return fmt.Errorf("watch refused by the member: %w", e[1])
+		}
+	}
+	return fmt.Errorf("watch refused by the member: %s", reason)
+}
+
+// push queues an item for the loop.
+func (c *capt) push(it item) {
+	c.qmu.Lock()
+	c.queue = append(c.queue, it)
+	c.qmu.Unlock()
+	c.addHeld(it.size)
+	select {
+	case c.ready <- struct{}{}:
+	default:
+	}
 }
 
 func (c *capt) closeStream() {
@@ -328,14 +370,7 @@ func (c *capt) read(ctx context.Context, s pb.Watch_WatchClient) {
 		if err == nil {
 			it.size = respSize(resp)
 		}
-		c.qmu.Lock()
-		c.queue = append(c.queue, it)
-		c.qmu.Unlock()
-		c.addHeld(it.size)
-		select {
-		case c.ready <- struct{}{}:
-		default:
-		}
+		c.push(it)
 		if err != nil {
 			return
 		}
