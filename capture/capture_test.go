@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -724,6 +725,53 @@ func TestCaptureAuthReconnect(t *testing.T) {
 	live := e.waitCaught()
 	if err := e.stop(); err != nil {
 		t.Fatal(err)
+	}
+	if gaps := e.gaps(); len(gaps) > 0 {
+		t.Fatalf("gaps %v: want none", gaps)
+	}
+	segs := e.stored(gen)
+	e.checkExact(segs, segs[0].SnapshotRevision+1, live)
+}
+
+func TestCaptureStoreFailureRetried(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Env(t)
+	srv.CreateBucket(t, "capture-faults", false)
+	px := s3test.NewProxy(t, srv.Endpoint)
+	st, err := uploader.NewS3(t.Context(), uploader.S3Config{
+		Bucket: "capture-faults", Prefix: "team", Endpoint: px.URL, Region: srv.Region, PathStyle: true, MaxAttempts: 1,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, st)
+	e.start(nil, nil)
+	e.waitFor("a generation", 30*time.Second, func() bool { return e.last().Generation != "" })
+	gen := e.last().Generation
+	var failed atomic.Int64
+	px.SetFault(func(r *http.Request, _ int) s3test.Fault {
+		if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/changes/") && failed.Add(1) <= 4 {
+			return s3test.Status(503)
+		}
+		return s3test.None
+	})
+	for i := range 50 {
+		if _, err := e.cli.Put(t.Context(), fmt.Sprintf("/f/%d", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live := e.waitCaught()
+	if err := e.stop(); err != nil {
+		t.Fatal(err)
+	}
+	var sawErr bool
+	e.mu.Lock()
+	for _, s := range e.statuses {
+		sawErr = sawErr || s.Err != nil
+	}
+	e.mu.Unlock()
+	if failed.Load() < 4 || !sawErr {
+		t.Fatalf("%d segment puts failed, an error reported: %v: want 4 failures reported", min(failed.Load(), 4), sawErr)
 	}
 	if gaps := e.gaps(); len(gaps) > 0 {
 		t.Fatalf("gaps %v: want none", gaps)

@@ -43,8 +43,15 @@ func (r *runner) run(ctx context.Context) error {
 		return ErrLockLost
 	}
 	g, err := r.resume(ctx)
-	if err != nil {
-		return err
+	for b := newBackoff(r.job.Interval); err != nil; g, err = r.resume(ctx) {
+		if errors.Is(err, ErrLockLost) || ctx.Err() != nil {
+			return err
+		}
+		r.lg.Warn("capture: store not readable, retrying", "err", err)
+		r.report(func(s *Status) { s.Err = err })
+		if werr := b.wait(ctx); werr != nil {
+			return werr
+		}
 	}
 	if g != nil {
 		r.lg.Info("capture: continuing generation", "generation", g.id, "revision", g.durable)
