@@ -42,7 +42,7 @@ type env struct {
 	lost  atomic.Bool
 	// lostSeen: Token answered false at least once.
 	lostSeen atomic.Bool
-	stats Stats
+	stats    Stats
 
 	mu       sync.Mutex
 	statuses []Status
