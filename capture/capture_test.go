@@ -779,3 +779,113 @@ func TestCaptureStoreFailureRetried(t *testing.T) {
 	segs := e.stored(gen)
 	e.checkExact(segs, segs[0].SnapshotRevision+1, live)
 }
+
+// switchProxy forwards TCP connections to a target that the test can
+// switch: the endpoint starts answering for another cluster, as when
+// DNS or a load balancer moves to a restored cluster.
+type switchProxy struct {
+	ln     net.Listener
+	target atomic.Value
+	mu     sync.Mutex
+	conns  []net.Conn
+	wg     sync.WaitGroup
+}
+
+func newSwitchProxy(t *testing.T, target string) *switchProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &switchProxy{ln: ln}
+	p.target.Store(target)
+	p.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", p.target.Load().(string))
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, s)
+			p.mu.Unlock()
+			p.wg.Go(func() { io.Copy(s, c); s.Close() })
+			p.wg.Go(func() { io.Copy(c, s); c.Close() })
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		p.cut()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *switchProxy) URL() string { return "http://" + p.ln.Addr().String() }
+
+// cut closes every forwarded connection.
+func (p *switchProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+func TestCaptureClusterIDChange(t *testing.T) {
+	e := newEnv(t, nil)
+	other := etcdtest.Start(t, etcdtest.Options{})
+	oc := other.Client(t)
+	for i := range 5 {
+		if _, err := oc.Put(t.Context(), fmt.Sprintf("/other/%d", i), "o"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	host := func(u string) string { return strings.TrimPrefix(u, "http://") }
+	sp := newSwitchProxy(t, host(e.etcd.Members[0].ClientURL))
+	lg, _ := jobtest.Logger(t)
+	e.start([]string{sp.URL()}, func(j *Job) {
+		j.Snapshot = func(ctx context.Context) (*repository.Manifest, error) {
+			return backup.Run(ctx, backup.Job{Etcd: e.config([]string{sp.URL()}), SpoolDir: e.spool, Backups: e.repo, Version: "test"}, lg)
+		}
+	})
+	e.waitFor("a generation", 30*time.Second, func() bool { return e.last().Generation != "" })
+	gen := e.last().Generation
+	if _, err := e.cli.Put(t.Context(), "/a", "1"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitCaught()
+	sp.target.Store(host(other.Members[0].ClientURL))
+	sp.cut()
+	e.waitFor("a new generation on the other cluster", 60*time.Second, func() bool {
+		s := e.last()
+		return s.Generation != gen && s.Generation != "" && s.Running
+	})
+	if got := e.gaps(); len(got) != 1 || got[0] != GapClusterID {
+		t.Fatalf("gaps %v: want [%s]", got, GapClusterID)
+	}
+	r, err := oc.Put(t.Context(), "/other/after", "o")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("the other cluster's write captured", 30*time.Second, func() bool { return e.last().Revision >= r.Header.Revision })
+	if err := e.stop(); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := e.repo.List(t.Context())
+	ws, err := e.repo.Windows(t.Context(), l)
+	if err != nil || len(ws) != 2 {
+		t.Fatalf("windows %v %v: want 2", ws, err)
+	}
+	if ws[0].Generation != gen || !ws[0].Sealed || ws[0].SealReason != string(GapClusterID) {
+		t.Errorf("old window %+v: want %s sealed as cluster_id", ws[0], gen)
+	}
+	if ws[1].Anchor == nil || ws[1].Anchor.EtcdClusterID == ws[0].Anchor.EtcdClusterID {
+		t.Errorf("new generation's anchor %+v: want a snapshot of the other cluster", ws[1].Anchor)
+	}
+}

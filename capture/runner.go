@@ -198,7 +198,7 @@ func (c *capt) loop(ctx context.Context) error {
 					}
 					// The stream broke: reopen it after the last closed
 					// revision; what is buffered stays.
-					c.r.lg.Info("capture: watch stream broke, reopening", "revision", c.lastRev+1, "err", err)
+					c.r.lg.Info("capture: watch stream broke, reopening", "revision", c.lastRev, "err", err)
 					c.closeStream()
 					c.job.Stats.Reconnects.Add(1)
 					if b.wait(ctx) != nil {
