@@ -717,12 +717,17 @@ func TestCaptureAuthReconnect(t *testing.T) {
 	e.start([]string{px.URL}, nil)
 	e.waitFor("a generation", 30*time.Second, func() bool { return e.last().Generation != "" })
 	gen := e.last().Generation
-	for i := 0; px.Cuts() == 0; i++ {
-		if _, err := e.cli.Put(t.Context(), fmt.Sprintf("/k/%d", i%10), strings.Repeat("t", 2000)); err != nil {
-			t.Fatal(err)
+	// Rounds of 40 KiB, each captured before the next, so that a
+	// resumed stream has less than a connection's worth to catch up.
+	var live int64
+	for round := 0; round < 3 || px.Cuts() == 0; round++ {
+		for i := range 20 {
+			if _, err := e.cli.Put(t.Context(), fmt.Sprintf("/k/%d", i), strings.Repeat("t", 2000)); err != nil {
+				t.Fatal(err)
+			}
 		}
+		live = e.waitCaught()
 	}
-	live := e.waitCaught()
 	if err := e.stop(); err != nil {
 		t.Fatal(err)
 	}
