@@ -212,6 +212,15 @@ func (a *Agent) captureReport(s capture.Status) {
 	c := &a.capt
 	now := a.clock.Now()
 	c.mu.Lock()
+	if !c.active {
+		// A report after its run ended (the contract says none comes):
+		// a gap is still a gap; the state is no longer this agent's.
+		c.mu.Unlock()
+		if s.Gap != "" {
+			a.m.captureGaps.WithLabelValues(string(s.Gap)).Inc()
+		}
+		return
+	}
 	c.status = s
 	if !s.RecoveryPoint.IsZero() {
 		// A new generation's first report may come without one: the
