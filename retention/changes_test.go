@@ -41,26 +41,26 @@ func TestPlanChanges(t *testing.T) {
 	}{
 		{
 			name: "changes within 7d", p: retention.Policy{Last: 1, ChangesWithin: 7 * day},
-			backups: map[string]verdict{"a": {}, "b": {true, "anchor"}, "c": {true, "anchor"}, "d": {true, "last, newest"}},
-			gens:    map[string]verdict{"a": {}, "b": {true, "changes within 7d"}, "c": {true, "changes within 7d, newest generation"}},
+			backups:  map[string]verdict{"a": {}, "b": {true, "anchor"}, "c": {true, "anchor"}, "d": {true, "last, newest"}},
+			gens:     map[string]verdict{"a": {}, "b": {true, "changes within 7d"}, "c": {true, "changes within 7d, newest generation"}},
 			policyIs: "keep-last 1, changes-within 7d",
 		},
 		{
 			name: "changes within 0 follows the anchors", p: retention.Policy{Last: 2},
-			backups: map[string]verdict{"a": {}, "b": {}, "c": {true, "last, anchor"}, "d": {true, "last, newest"}},
-			gens:    map[string]verdict{"a": {}, "b": {}, "c": {true, "newest generation"}},
+			backups:  map[string]verdict{"a": {}, "b": {}, "c": {true, "last, anchor"}, "d": {true, "last, newest"}},
+			gens:     map[string]verdict{"a": {}, "b": {}, "c": {true, "newest generation"}},
 			policyIs: "keep-last 2",
 		},
 		{
 			name: "changes within 0 keeps generations of anchors kept by a rule", p: retention.Policy{Within: 9 * day},
-			backups: map[string]verdict{"a": {}, "b": {true, "within 9d"}, "c": {true, "within 9d, anchor"}, "d": {true, "within 9d, newest"}},
-			gens:    map[string]verdict{"a": {}, "b": {true, "anchor kept"}, "c": {true, "newest generation"}},
+			backups:  map[string]verdict{"a": {}, "b": {true, "within 9d"}, "c": {true, "within 9d, anchor"}, "d": {true, "within 9d, newest"}},
+			gens:     map[string]verdict{"a": {}, "b": {true, "anchor kept"}, "c": {true, "newest generation"}},
 			policyIs: "keep-within 9d",
 		},
 		{
 			name: "newest generation kept however old", p: retention.Policy{Last: 1, ChangesWithin: time.Hour},
-			backups: map[string]verdict{"a": {}, "b": {}, "c": {true, "anchor"}, "d": {true, "last, newest"}},
-			gens:    map[string]verdict{"a": {}, "b": {}, "c": {true, "newest generation"}},
+			backups:  map[string]verdict{"a": {}, "b": {}, "c": {true, "anchor"}, "d": {true, "last, newest"}},
+			gens:     map[string]verdict{"a": {}, "b": {}, "c": {true, "newest generation"}},
 			policyIs: "keep-last 1, changes-within 1h",
 		},
 	} {
