@@ -81,6 +81,7 @@ var commandKeys = map[string][]string{
 var commandGroups = map[string]group{
 	"snapshot": groupEtcd | groupStore | groupUpload | groupEncryption | groupSpool | groupSnapshot,
 	"list":     groupStore,
+	"log":      groupStore | groupEncryption,
 	"verify":   groupStore | groupEncryption | groupSpool,
 	"fetch":    groupStore | groupEncryption | groupSpool,
 	"restore":  groupStore | groupEncryption | groupSpool | groupDrill,

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"filippo.io/age"
+
+	"github.com/lifeboat-dev/lifeboat/repository"
+)
+
+// changesT0 is when the synthetic generations' revisions are received.
+var changesT0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+
+// putTestGeneration stores the revisions after snapshot m as a chain of
+// segments of the given sizes (revision counts), encoded with e, and a
+// progress marker through the last one. Revision snap+i is received at
+// changesT0 + i seconds. It returns the segment keys.
+func putTestGeneration(t *testing.T, b *repository.Repo, m *repository.Manifest, revs []repository.Revision, sizes []int, e repository.Encoding) []string {
+	t.Helper()
+	prev, keys := "", []string(nil)
+	next := 0
+	for i, n := range sizes {
+		rs := revs[next : next+n]
+		next += n
+		h := repository.SegmentHeader{Format: repository.SegmentFormat, ClusterID: 42, Generation: m.ID,
+			First: rs[0].Revision, Last: rs[n-1].Revision, CapturedThrough: rs[n-1].Revision, CapturedAt: rs[n-1].Received, Token: 1, PrevHash: prev}
+		if i == 0 {
+			h.SnapshotID, h.SnapshotRevision = m.ID, m.Revision
+		}
+		o, hash, err := b.PutSegment(t.Context(), &repository.Segment{SegmentHeader: h, Revisions: rs}, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prev = hash
+		keys = append(keys, o.Key)
+	}
+	last := revs[len(revs)-1]
+	if _, err := b.PutProgress(t.Context(), &repository.Progress{Format: repository.ProgressFormat, Generation: m.ID, ClusterID: "2a",
+		SnapshotID: m.ID, SnapshotRevision: m.Revision, Through: last.Revision, At: last.Received.Add(time.Minute),
+		LastSegment: keys[len(keys)-1], LastHash: prev, Token: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// shopRevisions: a namespace shop with a deployment and a pod created,
+// a configmap on another key, a two-op transaction, then the namespace
+// and its objects deleted in one revision each (what kubectl delete
+// namespace leads to).
+func shopRevisions(snap int64) []repository.Revision {
+	put := func(k string, size int, ver int64) repository.Op {
+		return repository.Op{Key: []byte(k), Value: make([]byte, size), CreateRevision: snap + 1, Version: ver}
+	}
+	del := func(k string) repository.Op { return repository.Op{Delete: true, Key: []byte(k)} }
+	ops := [][]repository.Op{
+		{put("/registry/namespaces/shop", 120, 1)},
+		{put("/registry/deployments/shop/web", 1500, 1)},
+		{put("/registry/pods/shop/web-1", 3000, 1), put("/registry/apiregistration.k8s.io/apiservices/v1.shop", 200, 1)},
+		{{Key: []byte("/registry/leases/kube-node-lease/n1"), Value: make([]byte, 50), Lease: 0x77, CreateRevision: snap + 4, Version: 1}},
+		{del("/registry/pods/shop/web-1")},
+		{del("/registry/deployments/shop/web")},
+		{del("/registry/namespaces/shop")},
+		{put("plain-key", 5, 1)},
+	}
+	var out []repository.Revision
+	for i, o := range ops {
+		r := snap + 1 + int64(i)
+		for j := range o {
+			if !o[j].Delete {
+				o[j].CreateRevision = r // version 1: created here
+			}
+		}
+		out = append(out, repository.Revision{Revision: r, Received: changesT0.Add(time.Duration(i+1) * time.Second), Ops: o})
+	}
+	return out
+}
+
+// TestLog prints the captured changes oldest first, with Kubernetes keys
+// in columns, filtered by prefix, revision and time; exit 0 and an empty
+// result when nothing matches; JSON carries version and lease of a PUT;
+// an encrypted generation needs --identity-file and the error says so.
+func TestLog(t *testing.T) {
+	f := newPruneFixture(t)
+	m := f.backup(t, changesT0, 100)
+	putTestGeneration(t, f.backups, m, shopRevisions(100), []int{3, 1, 4}, repository.Encoding{Compression: "zstd"})
+	args := func(extra ...string) []string {
+		return append([]string{"log", "--store", "file://" + f.dir, "--cluster", "c"}, extra...)
+	}
+
+	code, out, errOut := runCLI(t, nil, args()...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	want := `REVISION   RECEIVED                 OP          SIZE  RESOURCE                     NAMESPACE            NAME
+101        2026-12-01T09:00:01.000Z PUT        120 B  namespaces                                        shop
+102        2026-12-01T09:00:02.000Z PUT      1.5 KiB  deployments                  shop                 web
+103        2026-12-01T09:00:03.000Z PUT      2.9 KiB  pods                         shop                 web-1
+103        2026-12-01T09:00:03.000Z PUT        200 B  apiregistration.k8s.io/apiservices                      v1.shop
+104        2026-12-01T09:00:04.000Z PUT         50 B  leases                       kube-node-lease      n1
+105        2026-12-01T09:00:05.000Z DELETE         -  pods                         shop                 web-1
+106        2026-12-01T09:00:06.000Z DELETE         -  deployments                  shop                 web
+107        2026-12-01T09:00:07.000Z DELETE         -  namespaces                                        shop
+108        2026-12-01T09:00:08.000Z PUT          5 B  -                            -                    plain-key
+`
+	if out != want {
+		t.Errorf("log:\n%s\nwant:\n%s", out, want)
+	}
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		revs []int64
+	}{
+		{"prefix", []string{"/registry/namespaces/shop"}, []int64{101, 107}},
+		{"since revision", []string{"--since-revision", "106"}, []int64{106, 107, 108}},
+		{"until revision", []string{"--until-revision", "102"}, []int64{101, 102}},
+		{"time range", []string{"--since", "2026-12-01T09:00:04Z", "--until", "2026-12-01T09:00:05Z"}, []int64{104, 105}},
+		{"generation", []string{"--generation", m.ID, "--since-revision", "108"}, []int64{108}},
+		{"nothing", []string{"/registry/secrets/"}, nil},
+		{"after the window", []string{"--since-revision", "1000"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, nil, args(append(tc.args, "-o", "json")...)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			var got []loggedChange
+			if err := json.Unmarshal([]byte(out), &got); err != nil {
+				t.Fatalf("json %q: %v", out, err)
+			}
+			var revs []int64
+			for _, c := range got {
+				if len(revs) == 0 || revs[len(revs)-1] != c.Revision {
+					revs = append(revs, c.Revision)
+				}
+			}
+			if len(revs) != len(tc.revs) || (len(revs) > 0 && (revs[0] != tc.revs[0] || revs[len(revs)-1] != tc.revs[len(tc.revs)-1])) {
+				t.Errorf("revisions %v, want %v", revs, tc.revs)
+			}
+		})
+	}
+
+	t.Run("json fields", func(t *testing.T) {
+		_, out, _ := runCLI(t, nil, args("/registry/leases/", "-o", "json")...)
+		var got []loggedChange
+		if err := json.Unmarshal([]byte(out), &got); err != nil || len(got) != 1 {
+			t.Fatalf("%q: %v", out, err)
+		}
+		if c := got[0]; c.Op != "put" || c.Lease != 0x77 || c.Version != 1 || c.ValueSize != 50 || c.Generation != m.ID || !c.Received.Equal(changesT0.Add(4*time.Second)) {
+			t.Errorf("%+v", c)
+		}
+	})
+	t.Run("empty table", func(t *testing.T) {
+		code, out, _ := runCLI(t, nil, args("/nothing")...)
+		if code != 0 || out != "no captured change matches\n" {
+			t.Errorf("exit %d, %q", code, out)
+		}
+	})
+	t.Run("bad input", func(t *testing.T) {
+		for _, a := range [][]string{{"--since", "yesterday"}, {"--since", "1h", "--since-revision", "3"}, {"--since-revision", "5", "--until-revision", "4"}} {
+			if code, _, errOut := runCLI(t, nil, args(a...)...); code != 2 {
+				t.Errorf("%v: exit %d, want 2: %s", a, code, errOut)
+			}
+		}
+		if code, _, errOut := runCLI(t, nil, args("--generation", "nope")...); code != 1 || !strings.Contains(errOut, m.ID) {
+			t.Errorf("unknown generation: exit %d: %s", code, errOut)
+		}
+	})
+
+	t.Run("encrypted", func(t *testing.T) {
+		f := newPruneFixture(t)
+		id, err := age.GenerateX25519Identity()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := f.backup(t, changesT0, 100)
+		putTestGeneration(t, f.backups, m, shopRevisions(100), []int{8}, repository.Encoding{Compression: "zstd", Recipients: []age.Recipient{id.Recipient()}})
+		base := []string{"log", "--store", "file://" + f.dir, "--cluster", "c", "/registry/namespaces/"}
+		code, _, errOut := runCLI(t, nil, base...)
+		if code != 2 || !strings.Contains(errOut, "--identity-file") || !strings.Contains(errOut, ".seg.zst.age") {
+			t.Errorf("without identity: exit %d: %s", code, errOut)
+		}
+		key := writeFile(t, "key.txt", id.String()+"\n")
+		code, out, errOut := runCLI(t, nil, append(base, "--identity-file", key)...)
+		if code != 0 || strings.Count(out, "namespaces") != 2 {
+			t.Errorf("with identity: exit %d: %s%s", code, out, errOut)
+		}
+	})
+}
