@@ -2,11 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"filippo.io/age"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/lifeboat-dev/lifeboat/repository"
 )
@@ -189,4 +193,122 @@ func TestLog(t *testing.T) {
 			t.Errorf("with identity: exit %d: %s%s", code, out, errOut)
 		}
 	})
+}
+
+// TestListWindows: list shows each generation's window (from and
+// through, revision and time, segments, state) in the table, and as
+// the windows field of -o json, the existing fields unchanged.
+func TestListWindows(t *testing.T) {
+	f := newPruneFixture(t)
+	m := f.backup(t, changesT0, 100)
+	putTestGeneration(t, f.backups, m, shopRevisions(100), []int{3, 5}, repository.Encoding{Compression: "zstd"})
+	orphan := f.object(t, changesT0.Add(time.Hour), 200) // never committed
+	putTestGeneration(t, f.backups, orphan, shopRevisions(200)[:1], []int{1}, repository.Encoding{Compression: "zstd"})
+	args := []string{"list", "--store", "file://" + f.dir, "--cluster", "c"}
+
+	code, out, errOut := runCLI(t, nil, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{
+		"capture windows",
+		m.ID + "  100 2026-12-01T09:00:00Z  108 2026-12-01T09:01:08Z  2         open",
+		orphan.ID + "  200 2026-12-01T10:00:00Z  200 2026-12-01T10:00:00Z  0         NOT RECOVERABLE: its snapshot " + orphan.ID + " is not an intact committed backup",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("list lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, _ = runCLI(t, nil, append(args, "-o", "json")...)
+	var got struct {
+		Backups []json.RawMessage `json:"backups"`
+		Orphans []string          `json:"orphans"`
+		Windows []listedWindow    `json:"windows"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil {
+		t.Fatalf("exit %d: %v: %s", code, err, out)
+	}
+	if len(got.Backups) != 1 || len(got.Orphans) != 1 || len(got.Windows) != 2 {
+		t.Fatalf("backups %d orphans %d windows %d", len(got.Backups), len(got.Orphans), len(got.Windows))
+	}
+	w := got.Windows[0]
+	if w.Generation != m.ID || !w.Recoverable || w.FromRevision != 100 || w.Through != 108 || w.Segments != 2 ||
+		!w.ThroughTime.Equal(changesT0.Add(68*time.Second)) || w.Sealed || w.Problem != "" {
+		t.Errorf("window %+v", w)
+	}
+	if w := got.Windows[1]; w.Recoverable || w.Problem == "" || len(w.Stray) != 1 {
+		t.Errorf("uncommitted window %+v", w)
+	}
+}
+
+// TestVerifyChangesCommand: verify --changes passes a sound generation
+// (exit 0, the revisions covered) and fails a damaged one (exit 1, the
+// key and revisions of the problem, what is still verified).
+func TestVerifyChangesCommand(t *testing.T) {
+	f := newPruneFixture(t)
+	m := f.backup(t, changesT0, 100)
+	keys := putTestGeneration(t, f.backups, m, shopRevisions(100), []int{3, 1, 4}, repository.Encoding{Compression: "zstd"})
+	args := []string{"verify", "--changes", "--store", "file://" + f.dir, "--cluster", "c"}
+	code, out, errOut := runCLI(t, nil, args...)
+	if code != 0 || !strings.Contains(out, "generation "+m.ID+" is good: revisions 100-108") || !strings.Contains(out, "3 segment(s), 8 revision(s)") {
+		t.Fatalf("sound: exit %d: %s%s", code, out, errOut)
+	}
+	if err := os.WriteFile(filepath.Join(f.dir, filepath.FromSlash(keys[1])), []byte("not a segment"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runCLI(t, nil, append(args, "--generation", m.ID)...)
+	for _, want := range []string{"is BROKEN", keys[1], "revisions 104-104", "verified before it: revisions 100-103", "1 broken"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("broken: lacks %q: %s", want, out)
+		}
+	}
+	if code != 1 {
+		t.Errorf("broken: exit %d, want 1: %s", code, errOut)
+	}
+	if code, _, _ := runCLI(t, nil, "verify", "--changes", "latest", "--store", "file://"+f.dir); code != 2 {
+		t.Errorf("verify --changes latest: exit %d, want 2", code)
+	}
+}
+
+// TestPruneDryRunChanges: prune --dry-run prints each generation with
+// its window and decision, the anchor kept for a retained window, and
+// the old generation to go before its snapshot; nothing changes.
+func TestPruneDryRunChanges(t *testing.T) {
+	now := time.Now().UTC().Add(30 * 24 * time.Hour).Truncate(time.Second)
+	f := newPruneFixture(t)
+	old := f.backup(t, now.Add(-20*24*time.Hour), 100)
+	recent := f.backup(t, now.Add(-48*time.Hour), 300)
+	f.backup(t, now.Add(-time.Hour), 500)
+	put := func(m *repository.Manifest, end time.Time) {
+		revs := shopRevisions(m.Revision)
+		for i := range revs {
+			revs[i].Received = end.Add(time.Duration(i-len(revs)) * time.Second)
+		}
+		putTestGeneration(t, f.backups, m, revs, []int{4, 4}, repository.Encoding{Compression: "zstd"})
+	}
+	put(old, now.Add(-19*24*time.Hour))
+	put(recent, now.Add(-47*time.Hour))
+	cfg := f.config(t)
+	cfg.Retention.KeepDaily = 0
+	cfg.Retention.ChangesWithin = Duration(7 * 24 * time.Hour)
+	before := f.files(t)
+	var out strings.Builder
+	if err := runPrune(t.Context(), cfg, slog.New(slog.DiscardHandler), pruneOptions{dryRun: true, output: "table"}, &out, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"policy: keep-last 1, changes-within 7d",
+		recent.ID + "  2d   2.0 KiB  keep (anchor)",
+		old.ID + "  20d  2.0 KiB  delete",
+		old.ID + "  100-108    18d ago  2         delete 3 object(s), before its snapshot",
+		recent.ID + "  300-308    46h ago  2         keep (changes within 7d, newest generation)",
+		"changes: 2 generation(s): 1 kept, 1 to delete",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("dry run lacks %q:\n%s", want, out.String())
+		}
+	}
+	if diff := cmp.Diff(before, f.files(t)); diff != "" {
+		t.Errorf("dry run changed the store:\n%s", diff)
+	}
 }
