@@ -1,6 +1,7 @@
 package prune
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -187,6 +188,85 @@ func TestPruneChanges(t *testing.T) {
 			}
 			if len(res.Deleted)+len(res.Generations)+res.MarkersRemoved+res.OrphansRemoved != 0 {
 				t.Errorf("second run deleted %v %v %d %d", res.Deleted, res.Generations, res.MarkersRemoved, res.OrphansRemoved)
+			}
+		})
+	}
+}
+
+// holdingStore holds key `then` when key `when` is deleted: a restore
+// that starts reading between prune's plan and its deletes.
+type holdingStore struct {
+	uploader.Store
+	when, then string
+	release    func()
+}
+
+func (s *holdingStore) Delete(ctx context.Context, key string) error {
+	if key == s.when && s.release == nil {
+		s.release = repository.Hold(s.then)
+	}
+	return s.Store.Delete(ctx, key)
+}
+
+// TestPruneChangesFollowAnchors: with changes-within 0 a generation
+// lives as long as its anchor: the one whose anchor the snapshot rules
+// delete goes (segments first, then the anchor); the newest generation
+// stays, and so does its anchor. A key held after the plan (a restore
+// that started meanwhile) stops the generation's delete there, and its
+// anchor stays.
+func TestPruneChangesFollowAnchors(t *testing.T) {
+	day := 24 * time.Hour
+	now := time.Now().UTC().Add(30 * day).Truncate(time.Second)
+	for _, held := range []bool{false, true} {
+		t.Run(map[bool]string{false: "deleted", true: "held meanwhile"}[held], func(t *testing.T) {
+			d, err := uploader.NewDir(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs := &holdingStore{Store: d}
+			b := &repository.Repo{Store: hs, Cluster: jobtest.Cluster}
+			a := jobtest.PutBackup(t, b, now.Add(-5*day), uploader.PutOptions{}, true)
+			c := jobtest.PutBackup(t, b, now.Add(-4*day), uploader.PutOptions{}, true)
+			jobtest.PutBackup(t, b, now.Add(-time.Hour), uploader.PutOptions{}, true)
+			aSegs, aMarkers := putGeneration(t, b, a.ID, a.Revision, 3, now.Add(-5*day+time.Hour), now.Add(-5*day+time.Hour))
+			cSegs, _ := putGeneration(t, b, c.ID, c.Revision, 1, now.Add(-4*day+time.Hour), now.Add(-4*day+time.Hour))
+			if held {
+				// Markers go first, then segments from the newest down.
+				hs.when, hs.then = aMarkers[0], aSegs[0]
+				defer func() {
+					if hs.release != nil {
+						hs.release()
+					}
+				}()
+			}
+			res, err := Run(t.Context(), Job{Backups: b, Policy: retention.Policy{Last: 1}, OrphanGrace: 24 * time.Hour, Now: fixedClock(now)}, nil)
+			if held {
+				if err == nil || !strings.Contains(err.Error(), "held") {
+					t.Fatalf("held meanwhile: err %v", err)
+				}
+				if len(res.Deleted) != 0 || len(res.Generations) != 0 || !exists(t, b, b.ManifestKey(a.ID)) || !exists(t, b, aSegs[0]) {
+					t.Errorf("held: deleted %v generations %v", res.Deleted, res.Generations)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(res.Generations, []string{a.ID}) || !slices.Equal(res.Deleted, []string{a.ID}) {
+				t.Errorf("deleted generations %v backups %v, want %s", res.Generations, res.Deleted, a.ID)
+			}
+			for _, pb := range res.Plan.Backups {
+				if pb.Entry.Manifest.ID == c.ID && (pb.Action != ActionKeep || !slices.Contains(pb.Decision.Reasons, "anchor")) {
+					t.Errorf("anchor of the newest generation: %s %v", pb.Action, pb.Decision.Reasons)
+				}
+			}
+			for _, k := range append(aSegs, aMarkers...) {
+				if exists(t, b, k) {
+					t.Errorf("%s still there", k)
+				}
+			}
+			if !exists(t, b, cSegs[0]) || !exists(t, b, b.ManifestKey(c.ID)) {
+				t.Error("newest generation or its anchor deleted")
 			}
 		})
 	}
