@@ -202,6 +202,7 @@ func runLog(ctx context.Context, cfg *Config, lg *slog.Logger, o logOptions, out
 		return err
 	}
 	p := newChangePrinter(out, o.output == "json")
+	p.generations = len(ws) > 1
 	for i := range ws {
 		w := &ws[i]
 		for _, si := range w.Segments {
@@ -240,6 +241,11 @@ type changePrinter struct {
 	out  io.Writer
 	json bool
 	n    int
+	// generations: name each generation in the table before its first
+	// row (revisions of two generations can repeat after a restore of
+	// the cluster).
+	generations bool
+	lastGen     string
 }
 
 func newChangePrinter(out io.Writer, asJSON bool) *changePrinter {
@@ -274,6 +280,10 @@ func (p *changePrinter) print(gen string, r *repository.Revision, sub int, op *r
 	}
 	if p.n == 0 {
 		fmt.Fprintf(p.out, changeRow, "REVISION", "RECEIVED", "OP", "SIZE", "RESOURCE", "NAMESPACE", "NAME")
+	}
+	if p.generations && gen != p.lastGen {
+		fmt.Fprintf(p.out, "# generation %s\n", gen)
+		p.lastGen = gen
 	}
 	p.n++
 	kind, size := "PUT", humanBytes(int64(len(op.Value)))

@@ -174,6 +174,26 @@ func TestLog(t *testing.T) {
 		}
 	})
 
+	t.Run("two generations", func(t *testing.T) {
+		f := newPruneFixture(t)
+		// The cluster was restored in between: the second generation's
+		// revisions repeat the first's; both are listed, oldest first,
+		// each under its name.
+		g1 := f.backup(t, changesT0.Add(-time.Hour), 100)
+		putTestGeneration(t, f.backups, g1, shopRevisions(100)[:2], []int{2}, repository.Encoding{Compression: "zstd"})
+		g2 := f.backup(t, changesT0, 99)
+		putTestGeneration(t, f.backups, g2, shopRevisions(99)[:1], []int{1}, repository.Encoding{Compression: "zstd"})
+		code, out, errOut := runCLI(t, nil, "log", "--store", "file://"+f.dir, "--cluster", "c")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 6 || lines[1] != "# generation "+g1.ID || !strings.HasPrefix(lines[2], "101 ") || !strings.HasPrefix(lines[3], "102 ") ||
+			lines[4] != "# generation "+g2.ID || !strings.HasPrefix(lines[5], "100 ") {
+			t.Errorf("two generations:\n%s", out)
+		}
+	})
+
 	t.Run("encrypted", func(t *testing.T) {
 		f := newPruneFixture(t)
 		id, err := age.GenerateX25519Identity()

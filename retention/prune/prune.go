@@ -213,6 +213,12 @@ type incompleteUploadStore interface {
 // once they are older than the grace period; never a listed backup without
 // data.
 //
+// Change segments and progress markers follow Policy.ChangesWithin
+// (retention.PlanChanges): generations are deleted whole, oldest first
+// and before their anchor; a retained generation's anchor is kept; see
+// planGenerations. No key a restore or drill of this process holds
+// (repository.Held) is deleted.
+//
 // An error with one backup or object does not stop the others; they are
 // collected in Result.Errors and make Run return an error at the
 // end, together with the result. Failing to list the store, or an invalid
