@@ -35,7 +35,8 @@ type ChangesCheck struct {
 // revision and names it, and runs CheckChain over the headers. It holds
 // only headers in memory. The anchor must be committed (w.Anchor set).
 // Objects that are not segments, and progress markers that vouch for
-// more than the segments hold, are problems too.
+// more than the segments hold or name a segment or hash other than the
+// verified one holding their revision, are problems too.
 //
 // Only a failed listing returns an error; everything found in the
 // objects is in the check's Problem.
@@ -97,6 +98,9 @@ func (b *Repo) VerifyChanges(ctx context.Context, w Window, ids []age.Identity) 
 		c.Bytes += sizes[i]
 		c.Through = links[i].Header.CapturedThrough
 	}
+	if c.Problem == nil {
+		c.ProblemKey, c.Problem = checkMarkers(ctx, b, w, links[:good])
+	}
 	switch {
 	case c.Problem != nil:
 	case len(unnamed) > 0:
@@ -106,4 +110,40 @@ func (b *Repo) VerifyChanges(ctx context.Context, w Window, ids []age.Identity) 
 		c.Problem = errors.New(w.Problem)
 	}
 	return c, nil
+}
+
+// checkMarkers reads w's progress markers and checks that each names
+// the verified segment holding its Through, with that segment's hash
+// (the marker a capture resumes from, and what --to-time trusts).
+func checkMarkers(ctx context.Context, b *Repo, w Window, links []ChainLink) (string, error) {
+	hashes := make(map[string]string, len(links))
+	for _, l := range links {
+		hashes[l.Key] = l.Hash
+	}
+	for _, mi := range w.Markers {
+		p, err := b.ReadProgress(ctx, mi)
+		if err != nil {
+			return mi.Object.Key, err
+		}
+		if p.SnapshotID != w.Generation || p.SnapshotRevision != w.From {
+			return mi.Object.Key, fmt.Errorf("progress marker %s names snapshot %s at revision %d, the anchor is %s at revision %d",
+				mi.Object.Key, p.SnapshotID, p.SnapshotRevision, w.Generation, w.From)
+		}
+		if p.Through == w.From {
+			continue
+		}
+		h, ok := hashes[p.LastSegment]
+		switch {
+		case !ok:
+			return mi.Object.Key, fmt.Errorf("progress marker %s vouches for revision %d in %s, which is not a verified segment of the chain", mi.Object.Key, p.Through, p.LastSegment)
+		case h != p.LastHash:
+			return mi.Object.Key, fmt.Errorf("progress marker %s names hash %.12s… for %s, whose stored hash is %.12s…", mi.Object.Key, p.LastHash, p.LastSegment, h)
+		}
+		for _, l := range links {
+			if l.Key == p.LastSegment && (p.Through < l.Header.First || p.Through > l.Header.CapturedThrough) {
+				return mi.Object.Key, fmt.Errorf("progress marker %s vouches for revision %d in %s, which holds %d-%d", mi.Object.Key, p.Through, l.Key, l.Header.First, l.Header.CapturedThrough)
+			}
+		}
+	}
+	return "", nil
 }

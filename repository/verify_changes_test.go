@@ -62,6 +62,14 @@ func TestVerifyChanges(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
+		{name: "progress marker with a wrong hash", problem: "progress marker", through: 3, segments: 2, setup: func(t *testing.T, _ string, b *repository.Repo, m *repository.Manifest) {
+			key, _ := putChain(t, b, m.ID, m.Revision, [][2]int64{{m.Revision + 1, m.Revision + 2}, {m.Revision + 3, m.Revision + 3}})
+			if _, err := b.PutProgress(t.Context(), &repository.Progress{Format: repository.ProgressFormat, Generation: m.ID, ClusterID: "2a",
+				SnapshotID: m.ID, SnapshotRevision: m.Revision, Through: m.Revision + 3, At: t0.Add(time.Hour), LastSegment: key,
+				LastHash: strings.Repeat("cd", 32), Token: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}},
 		{name: "first segment after another snapshot", chain: repository.ChainNoStart, through: 0, segments: 0, problemFrom: 1, setup: func(t *testing.T, _ string, b *repository.Repo, m *repository.Manifest) {
 			putChain(t, b, m.ID, m.Revision+5, [][2]int64{{m.Revision + 6, m.Revision + 7}})
 		}},

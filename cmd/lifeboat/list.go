@@ -105,8 +105,10 @@ func (w listedWindow) state() string {
 	switch {
 	case !w.Recoverable:
 		s = "NOT RECOVERABLE"
-	case w.Sealed:
+	case w.Sealed && w.SealReason != "":
 		s = "sealed (" + w.SealReason + ")"
+	case w.Sealed:
+		s = "sealed"
 	default:
 		s = "open"
 	}
