@@ -144,17 +144,27 @@ func (p *pruner) planUnanchored(ctx context.Context, plan *Plan, w repository.Wi
 	plan.Orphans = append(plan.Orphans, objs...)
 }
 
+// genState says why a generation planned for deletion was not fully
+// deleted, which keeps its anchor.
+type genState int
+
+const (
+	genDeleted genState = iota
+	genFailed           // a delete failed or prune stopped: an error
+	genHeld             // a restore or drill holds one of its objects: not an error, the next run retries
+)
+
 // applyChanges deletes the planned generations (oldest first) and the
 // superseded markers. It returns the generations not fully deleted,
 // whose anchors must stay.
-func (p *pruner) applyChanges(ctx context.Context, res *Result, lg *slog.Logger) map[string]bool {
-	failed := map[string]bool{}
+func (p *pruner) applyChanges(ctx context.Context, res *Result, lg *slog.Logger) map[string]genState {
+	failed := map[string]genState{}
 	for _, pg := range res.Plan.Generations {
 		if pg.Action != ActionDelete {
 			continue
 		}
 		gen := pg.Window.Generation
-		failed[gen] = true
+		failed[gen] = genFailed
 		if err := ctx.Err(); err != nil {
 			p.fail(fmt.Errorf("prune stopped: %w", err))
 			return failed
@@ -163,7 +173,8 @@ func (p *pruner) applyChanges(ctx context.Context, res *Result, lg *slog.Logger)
 		for _, o := range pg.Delete {
 			// A restore may have started since the plan.
 			if repository.Held(o.Key) {
-				p.fail(fmt.Errorf("generation %s: %s is held by a restore or drill: the rest of the generation is left for the next run", gen, o.Key))
+				lg.Info("generation kept for now: held by a restore or drill; the rest waits for the next run", "generation", gen, "key", o.Key)
+				failed[gen] = genHeld
 				ok = false
 				break
 			}

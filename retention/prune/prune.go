@@ -510,8 +510,16 @@ func (p *pruner) apply(ctx context.Context, res *Result, lg *slog.Logger) {
 		if pb.Action != ActionDelete {
 			continue
 		}
-		if failed[pb.Entry.Manifest.ID] {
+		switch failed[pb.Entry.Manifest.ID] {
+		case genFailed:
 			p.fail(fmt.Errorf("backup %s: not deleted: its generation's change segments could not all be deleted", pb.Entry.Manifest.ID))
+			continue
+		case genHeld:
+			lg.Info("backup kept for now: its generation is held by a restore or drill", "backup_id", pb.Entry.Manifest.ID)
+			continue
+		}
+		if k := heldKey(p.b.ManifestKey(pb.Entry.Manifest.ID), pb.Entry.Manifest.Object); k != "" {
+			lg.Info("backup kept for now: held by a restore or drill", "backup_id", pb.Entry.Manifest.ID, "key", k)
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -534,6 +542,10 @@ func (p *pruner) apply(ctx context.Context, res *Result, lg *slog.Logger) {
 		if p.snapshotRunning() {
 			lg.Info("orphan sweep stopped: a snapshot started; the rest waits for the next run", "cluster", p.b.Cluster)
 			return
+		}
+		if repository.Held(o.Key) {
+			lg.Info("orphan kept for now: held by a restore or drill", "key", o.Key)
+			continue
 		}
 		if err := p.b.Store.Delete(ctx, o.Key); err != nil {
 			p.fail(fmt.Errorf("remove orphan: %w", err))
