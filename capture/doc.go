@@ -70,6 +70,10 @@
 // responses at its max request bytes + 512 KiB of gRPC overhead, 2 MiB by
 // default), one revision, and gRPC's own receive window (grpc-go grows it
 // up to 16 MiB per connection with its BDP estimator). Stats counts it.
+// A flush also holds the segment being encoded (repository builds the
+// stored bytes in memory: about the raw size again, plus the compressed
+// copy), so MaxSegmentBytes adds up to about twice itself while a flush
+// runs.
 //
 // # Flush
 //
