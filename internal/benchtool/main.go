@@ -5,9 +5,16 @@
 //	benchtool seed --endpoints URL --objects N
 //	benchtool load --endpoints URL --rate 200 --duration 30s
 //	benchtool seqpipe --endpoints URL --dir D --bucket B --s3-endpoint URL
+//	benchtool kube --endpoints URL --rate 500 --duration 60s [--metrics URL] [--store s3://B/P --s3-endpoint URL]
+//	benchtool scrape --metrics URL
 //
 // seqpipe is the naive baseline for S3: save the snapshot to disk (as
-// etcdctl does), then compress it to a file, then upload that file.
+// etcdctl does), then compress it to a file, then upload that file. kube
+// writes Kubernetes-like changes at a rate and measures the capture's
+// recovery point (issue 13): the agent's lifeboat_capture_lag_seconds,
+// scraped, and the time from a write's response to the first progress
+// marker in the store through its revision. scrape prints the agent's
+// lifeboat_capture_* gauges once.
 package main
 
 import (
@@ -35,7 +42,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: benchtool seed|load [flags]")
+		fmt.Fprintln(os.Stderr, "usage: benchtool seed|load|seqpipe|kube|scrape [flags]")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -48,6 +55,10 @@ func main() {
 		err = runLoad(ctx, os.Args[2:])
 	case "seqpipe":
 		err = runSeqPipe(ctx, os.Args[2:])
+	case "kube":
+		err = runKube(ctx, os.Args[2:])
+	case "scrape":
+		err = runScrape(ctx, os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}

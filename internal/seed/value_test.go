@@ -108,3 +108,40 @@ func BenchmarkValue(b *testing.B) {
 	}
 	b.SetBytes(n / int64(b.N))
 }
+
+func TestChanges(t *testing.T) {
+	o := Options{Objects: 500, MinValue: 1024, MaxValue: 4096, Seed: 7}
+	a, err := NewChanges(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := NewChanges(o)
+	keys := map[string]bool{}
+	for _, obj := range objects(7, 500, 20) {
+		keys[obj.key] = true
+	}
+	dels := 0
+	for i := 0; i < 5000; i++ {
+		k1, v1, d1 := a.Next()
+		k2, v2, d2 := b.Next()
+		if k1 != k2 || string(v1) != string(v2) || d1 != d2 {
+			t.Fatalf("write %d: streams of the same options differ", i)
+		}
+		if !keys[k1] {
+			t.Fatalf("write %d: key %q is not one of the seeded objects", i, k1)
+		}
+		if d1 {
+			dels++
+			continue
+		}
+		if len(v1) < 1024 || len(v1) > 4096 {
+			t.Fatalf("write %d: value of %d bytes, want 1024..4096", i, len(v1))
+		}
+	}
+	if dels < 100 || dels > 400 {
+		t.Fatalf("%d deletes in 5000 writes, want about 5%%", dels)
+	}
+	if _, err := NewChanges(Options{Objects: -1}); err == nil {
+		t.Fatal("NewChanges accepted negative objects")
+	}
+}
