@@ -9,7 +9,8 @@
 #
 #   BENCH_OBJECTS=250000 BENCH_RUNS=3 BENCH_DIR=/var/tmp/lifeboat-bench scripts/bench.sh
 #   BENCH_SECTIONS="local s3" BENCH_RUNS=5 scripts/bench.sh   # some sections only
-#     (sections: local, load, s3, drill, cluster; the default is all five)
+#     (sections: local, load, s3, drill, cluster, pitr, pitr-replay; the default is all;
+#     pitr and pitr-replay: scripts/bench-pitr.sh)
 #   BENCH_SECTIONS="load cluster" BENCH_OBJECTS=30000 BENCH_CLUSTER_OBJECTS=50000 scripts/bench.sh
 #     (p99 only, on modest databases: the single member with the live HashKV on
 #     and off, and the 3-member cluster, load on the leader)
@@ -23,7 +24,7 @@ OBJECTS=${BENCH_OBJECTS:-180000}
 RUNS=${BENCH_RUNS:-3}
 DIR=${BENCH_DIR:-/var/tmp/lifeboat-bench}
 OUT=$PWD/bench-out
-SECTIONS=" ${BENCH_SECTIONS:-local load s3 drill cluster} "
+SECTIONS=" ${BENCH_SECTIONS:-local load s3 drill cluster pitr pitr-replay} "
 want() { [[ $SECTIONS == *" $1 "* ]]; }
 mkdir -p "$DIR" "$OUT"
 go build -o "$BIN/benchtool" ./internal/benchtool
@@ -222,6 +223,10 @@ if want cluster; then
   kill "${cpids[@]}"; wait "${cpids[@]}" 2>/dev/null || true; cpids=()
   rm -f "$DIR/etcdctl.db"
 fi
+
+# Point-in-time recovery (issue 13): capture's recovery point, its cost on
+# etcd and its memory, the replay (scripts/bench-pitr.sh).
+if want pitr || want pitr-replay; then . scripts/bench-pitr.sh; fi
 
 python3 - "$OUT" <<'PY'
 import json, statistics, sys, os

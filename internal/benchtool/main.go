@@ -7,6 +7,7 @@
 //	benchtool seqpipe --endpoints URL --dir D --bucket B --s3-endpoint URL
 //	benchtool kube --endpoints URL --rate 500 --duration 60s [--metrics URL] [--store s3://B/P --s3-endpoint URL]
 //	benchtool scrape --metrics URL
+//	benchtool capture --endpoints URL --store s3://B/P --s3-endpoint URL [--recipient age1…] [--interval 5s] [--listen ADDR]
 //
 // seqpipe is the naive baseline for S3: save the snapshot to disk (as
 // etcdctl does), then compress it to a file, then upload that file. kube
@@ -14,7 +15,9 @@
 // recovery point (issue 13): the agent's lifeboat_capture_lag_seconds,
 // scraped, and the time from a write's response to the first progress
 // marker in the store through its revision. scrape prints the agent's
-// lifeboat_capture_* gauges once.
+// lifeboat_capture_* gauges once. capture runs capture.Run in process
+// with the agent's gauges (a check of the harness; the recorded figures
+// come from `lifeboat agent --capture`).
 package main
 
 import (
@@ -42,7 +45,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: benchtool seed|load|seqpipe|kube|scrape [flags]")
+		fmt.Fprintln(os.Stderr, "usage: benchtool seed|load|seqpipe|kube|scrape|capture [flags]")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -59,6 +62,8 @@ func main() {
 		err = runKube(ctx, os.Args[2:])
 	case "scrape":
 		err = runScrape(ctx, os.Args[2:])
+	case "capture":
+		err = runCapture(ctx, os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}

@@ -1,0 +1,167 @@
+# Point-in-time recovery (issue 13), sourced by scripts/bench.sh for the
+# sections pitr and pitr-replay (it uses its BIN, DIR, OUT, RUNS, want,
+# free_port and etcd_pid). Results: bench-out/pitr.txt (one line per run:
+# name, load average before and after, the run's JSON) and
+# bench-out/pitr.md.
+#
+# pitr: `lifeboat agent --capture` (the binary; BENCH_PITR_DRIVER=inproc
+# runs capture.Run in benchtool instead, to check the harness) against a
+# fresh etcd of BENCH_PITR_OBJECTS (default 20 000) Kubernetes-like
+# objects, into versitygw with age encryption:
+#   lag-5s, lag-1s   the recovery point under 500 writes/s of 1-4 KiB values
+#                    (benchtool kube: the agent's lifeboat_capture_lag_seconds
+#                    scraped every 250 ms, and the time from each sampled
+#                    write's response to the first progress marker in the
+#                    store through its revision), capture.interval 5s and 1s;
+#   cost-off, cost-on  p99 of 200 puts/s (benchtool load, 1 KiB values) with
+#                    no agent and with the agent capturing, alternated;
+#   mem              peak RSS (VmHWM) of the agent capturing 2 000 writes/s,
+#                    reset (clear_refs) once the capture runs, so the anchor
+#                    snapshot is not counted; the whole process's peak too.
+# BENCH_PITR_SECS (default 60) is each run's length, RUNS the pairs.
+#
+#   BENCH_SECTIONS=pitr BENCH_RUNS=2 scripts/bench.sh
+set -euo pipefail
+LB=${LIFEBOAT_BENCH_BIN:-$BIN/lifeboat}
+PSECS=${BENCH_PITR_SECS:-60}
+POBJECTS=${BENCH_PITR_OBJECTS:-20000}
+PDRIVER=${BENCH_PITR_DRIVER:-agent}
+PDIR=$DIR/pitr
+loadavg() { cut -d' ' -f1-3 /proc/loadavg | tr ' ' '/'; }
+: >"$OUT/pitr.txt"
+record() { # record NAME LOAD_BEFORE JSON
+  echo "$1 $2,$(loadavg) $3" >>"$OUT/pitr.txt"
+  echo "bench: pitr $1 (load $2,$(loadavg)): $3"
+}
+
+# One etcd at a time on two cores: the 1 GiB member rests meanwhile.
+kill "$etcd_pid" 2>/dev/null || true; wait "$etcd_pid" 2>/dev/null || true
+
+pvport=$(free_port)
+rm -rf "$PDIR"; mkdir -p "$PDIR/vgw/data" "$PDIR/vgw/versions"
+"$BIN/versitygw" --port "127.0.0.1:$pvport" --access bench --secret bench-secret --health /health \
+  posix --versioning-dir "$PDIR/vgw/versions" "$PDIR/vgw/data" >"$PDIR/vgw.log" 2>&1 &
+pvgw_pid=$!
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$pvport/health" >/dev/null && break; sleep 0.1; done
+export AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench-secret AWS_REGION=us-east-1
+[ -f "$DIR/age.key" ] || "$BIN/age-keygen" -o "$DIR/age.key" 2>/dev/null
+precipient=$(grep -o 'age1[0-9a-z]*' "$DIR/age.key" | head -1)
+ps3=http://127.0.0.1:$pvport
+pmport=$(free_port)
+pmetrics=http://127.0.0.1:$pmport/metrics
+agent_pid=""
+pitr_etcd_pid=""
+trap 'kill $agent_pid $pitr_etcd_pid $pvgw_pid 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+
+# agent_start STORE_PREFIX INTERVAL EP: the capture running (up, a revision).
+agent_start() {
+  local prefix=$1 interval=$2 aep=$3
+  if [ "$PDRIVER" = inproc ]; then
+    "$BIN/benchtool" capture --endpoints "$aep" --store "s3://bench/$prefix" --s3-endpoint "$ps3" \
+      --recipient "$precipient" --interval "$interval" --spool-dir "$DIR/spool" --listen "127.0.0.1:$pmport" \
+      >>"$OUT/agent-$prefix.log" 2>&1 &
+  else
+    "$LB" agent --endpoints "$aep" --store "s3://bench/$prefix" --s3-endpoint "$ps3" --s3-path-style --s3-create-bucket \
+      --recipient "$precipient" --capture --capture-interval "$interval" --listen "127.0.0.1:$pmport" \
+      --spool-dir "$DIR/spool" --scratch-dir "$DIR/scratch" --snapshot-schedule "@every 1h" --drill-schedule "" \
+      --log-format json >>"$OUT/agent-$prefix.log" 2>&1 &
+  fi
+  agent_pid=$!
+  for _ in $(seq 600); do
+    if "$BIN/benchtool" scrape --metrics "$pmetrics" 2>/dev/null |
+      python3 -c 'import json,sys; m=json.load(sys.stdin); sys.exit(0 if m.get("lifeboat_capture_up")==1 and m.get("lifeboat_capture_revision",0)>0 else 1)'; then
+      return 0
+    fi
+    kill -0 "$agent_pid" 2>/dev/null || { echo "bench: the agent exited (see $OUT/agent-$prefix.log)"; tail -5 "$OUT/agent-$prefix.log"; exit 1; }
+    sleep 0.2
+  done
+  echo "bench: the capture did not start within 120 s (see $OUT/agent-$prefix.log)"; exit 1
+}
+agent_stop() {
+  kill -TERM "$agent_pid"; wait "$agent_pid" 2>/dev/null || true; agent_pid=""
+}
+# etcd_start DATA_DIR: a single member on fresh ports; sets pep.
+etcd_start() {
+  local cp_ pp
+  cp_=$(free_port); pp=$(free_port); pep=http://127.0.0.1:$cp_
+  "$BIN/etcd" --name pitr --data-dir "$1" --quota-backend-bytes $((8<<30)) \
+    --listen-client-urls "$pep" --advertise-client-urls "$pep" \
+    --listen-peer-urls "http://127.0.0.1:$pp" --initial-advertise-peer-urls "http://127.0.0.1:$pp" \
+    --initial-cluster "pitr=http://127.0.0.1:$pp" --log-level error >"$PDIR/etcd.log" 2>&1 &
+  pitr_etcd_pid=$!
+  for _ in $(seq 300); do "$BIN/etcdctl" --endpoints "$pep" endpoint health >/dev/null 2>&1 && return 0; sleep 0.2; done
+  echo "bench: etcd on $1 did not start"; exit 1
+}
+
+if want pitr; then
+  etcd_start "$PDIR/etcd"
+  "$BIN/benchtool" seed --endpoints "$pep" --objects "$POBJECTS" --min-value 1024 --max-value 4096
+  for i in $(seq "$RUNS"); do
+    for iv in 5s 1s; do
+      agent_start "lag-$iv-$i" "$iv" "$pep"
+      l=$(loadavg)
+      js=$("$BIN/benchtool" kube --endpoints "$pep" --objects "$POBJECTS" --rate 500 --duration "${PSECS}s" \
+        --metrics "$pmetrics" --store "s3://bench/lag-$iv-$i" --s3-endpoint "$ps3")
+      agent_stop
+      record "lag-$iv" "$l" "$js"
+    done
+  done
+  for i in $(seq "$RUNS"); do
+    l=$(loadavg)
+    js=$("$BIN/benchtool" load --endpoints "$pep" --rate 200 --duration "${PSECS}s")
+    record cost-off "$l" "$js"
+    agent_start cost 5s "$pep"
+    l=$(loadavg)
+    js=$("$BIN/benchtool" load --endpoints "$pep" --rate 200 --duration "${PSECS}s")
+    agent_stop
+    record cost-on "$l" "$js"
+  done
+  agent_start mem 5s "$pep"
+  whole=$(awk '/VmHWM/ {print $2}' "/proc/$agent_pid/status")
+  echo 5 >"/proc/$agent_pid/clear_refs" # VmHWM from here: the capture only
+  l=$(loadavg)
+  js=$("$BIN/benchtool" kube --endpoints "$pep" --objects "$POBJECTS" --rate 2000 --duration "${PSECS}s" --metrics "$pmetrics")
+  hwm=$(awk '/VmHWM/ {print $2}' "/proc/$agent_pid/status"); rss=$(awk '/VmRSS/ {print $2}' "/proc/$agent_pid/status")
+  agent_stop
+  record mem "$l" "{\"vmhwm_capture_kb\":$hwm,\"vmrss_end_kb\":$rss,\"vmhwm_before_kb\":$whole,\"load\":$js}"
+  kill "$pitr_etcd_pid"; wait "$pitr_etcd_pid" 2>/dev/null || true; pitr_etcd_pid=""
+fi
+
+python3 - "$OUT" "$PDRIVER" <<'PY'
+import json, statistics, sys, os
+out, driver = sys.argv[1], sys.argv[2]
+rows = []
+for line in open(os.path.join(out, "pitr.txt")):
+    name, load, js = line.split(" ", 2)
+    rows.append((name, load, json.loads(js)))
+L = [f"driver: {driver}", "",
+     "| run | load avg (before, after) | writes/s | lag metric p50 / p99 / max (s) | write → marker p50 / p99 / max (s) | samples |",
+     "|---|---|---|---|---|---|"]
+for name, load, r in rows:
+    if name.startswith("lag-"):
+        m, d = r.get("lag_metric_s") or {}, r.get("lag_durable_s") or {}
+        L.append(f"| {name} | {load} | {r['writes_per_s']:.0f} | {m.get('p50',0):.2f} / {m.get('p99',0):.2f} / {m.get('max',0):.2f} | "
+                 f"{d.get('p50',0):.2f} / {d.get('p99',0):.2f} / {d.get('max',0):.2f} | {m.get('n',0)} scrapes, {d.get('n',0)} writes ({r.get('lag_durable_unresolved',0)} uncovered) |")
+L += ["", "| cost run | load avg | puts | p50 (ms) | p99 (ms) | max (ms) | p99 / previous off |", "|---|---|---|---|---|---|---|"]
+last, ratios = None, []
+for name, load, r in rows:
+    if name.startswith("cost-"):
+        ratio = ""
+        if name == "cost-off":
+            last = r["p99_ms"]
+        elif last:
+            ratios.append(r["p99_ms"] / last); ratio = f"{ratios[-1]:.2f}x"
+        L.append(f"| {name} | {load} | {r['puts']} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['max_ms']:.1f} | {ratio} |")
+if ratios:
+    L.append(f"\nmedian p99 ratio on/off: {statistics.median(ratios):.2f}x ({' '.join(f'{x:.2f}' for x in ratios)})")
+for name, load, r in rows:
+    if name == "mem":
+        ld = r["load"]
+        L.append(f"\nmem (load {load}): VmHWM while capturing {r['vmhwm_capture_kb']/1024:.1f} MiB, VmRSS at the end {r['vmrss_end_kb']/1024:.1f} MiB, "
+                 f"whole process before the load (anchor snapshot) {r['vmhwm_before_kb']/1024:.1f} MiB; {ld['writes_per_s']:.0f} writes/s for {ld['seconds']:.0f} s "
+                 f"({ld['writes']} writes, {ld['errors']} errors), write p99 {ld['latency_ms']['p99']:.1f} ms; capture gauges max: {json.dumps(ld.get('capture_max', {}))}")
+L += ["", "raw:", "```", open(os.path.join(out, "pitr.txt")).read().strip(), "```"]
+open(os.path.join(out, "pitr.md"), "w").write("\n".join(L) + "\n")
+print("\n".join(L))
+PY
+kill $pvgw_pid 2>/dev/null || true; wait $pvgw_pid 2>/dev/null || true; pvgw_pid=""
