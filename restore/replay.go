@@ -212,7 +212,11 @@ func stripTrailer(path string) error {
 }
 
 // replayer is an mvcc store and a lessor over one backend, offline.
+// commitBytes bounds the value bytes written between two commits.
+const commitBytes = 64 << 20
+
 type replayer struct {
+	pending int64 // value bytes since the last commit
 	// touched is the last recorded write of every key the replay wrote:
 	// checked against the store at the end.
 	touched map[string]written
@@ -227,8 +231,10 @@ func openReplayer(path string) (*replayer, error) {
 	lg := zap.NewNop()
 	cfg := backend.DefaultBackendConfig(lg)
 	cfg.Path = path
-	// One commit per batch of writes and one fsync at the end (close):
-	// the file is a scratch copy until the restore has succeeded.
+	// One commit per batch of writes (10 000 operations or commitBytes of
+	// values, whichever comes first: a bolt transaction holds its dirty
+	// pages in memory) and one fsync at the end (close): the file is a
+	// scratch copy until the restore has succeeded.
 	cfg.BatchInterval = time.Hour
 	cfg.BatchLimit = 10000
 	cfg.UnsafeNoFsync = true
@@ -276,11 +282,16 @@ func (r *replayer) apply(rev *repository.Revision) error {
 			continue
 		}
 		txn.Put(op.Key, op.Value, lease.LeaseID(op.Lease))
+		r.pending += int64(len(op.Key) + len(op.Value))
 		r.touched[string(op.Key)] = written{mod: rev.Revision, create: op.CreateRevision, version: op.Version, lease: op.Lease}
 	}
 	txn.End()
 	if fail != nil {
 		return fail
+	}
+	if r.pending >= commitBytes {
+		r.be.ForceCommit()
+		r.pending = 0
 	}
 	if got := r.kv.Rev(); got != rev.Revision {
 		return fmt.Errorf("%w: the store is at revision %d after replaying revision %d", ErrReplay, got, rev.Revision)
