@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -40,6 +41,7 @@ type liveState struct {
 type pitrSource struct {
 	c        *etcdtest.Cluster
 	cli      *clientv3.Client
+	storeDir string
 	repo     *repository.Repo
 	ids      []age.Identity
 	anchor   *repository.Manifest
@@ -222,7 +224,8 @@ func startPITRSource(t *testing.T, steps int) *pitrSource {
 	c := etcdtest.Start(t, etcdtest.Options{})
 	cli := c.Client(t)
 	id := newIdentity(t)
-	s := &pitrSource{c: c, cli: cli, repo: dirBackups(t, t.TempDir()), ids: []age.Identity{id}, recorded: map[int64]liveState{}}
+	storeDir := t.TempDir()
+	s := &pitrSource{c: c, cli: cli, storeDir: storeDir, repo: dirBackups(t, storeDir), ids: []age.Identity{id}, recorded: map[int64]liveState{}}
 	enc := ageEncoding(id)
 	w := &workload{t: t, cli: cli, rnd: rand.New(rand.NewPCG(13, 7)), keys: map[string]bool{}}
 	// Before the snapshot: keys, a lease with a key on it, a compaction.
@@ -622,6 +625,57 @@ func TestPointInTime(t *testing.T) {
 		done()
 		if err != nil || len(g.KVs) != 5 {
 			t.Errorf("generation 2 at %d: %v, %d keys under /gen2/", through2, err, len(g.KVs))
+		}
+	})
+	t.Run("tampered", func(t *testing.T) {
+		// Runs last: it changes the store.
+		l, err := s.repo.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws, err := s.repo.Windows(ctx, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := ws[0]
+		if w.Generation != s.anchor.ID || len(w.Segments) < 4 {
+			t.Fatalf("first window %s with %d segments", w.Generation, len(w.Segments))
+		}
+		si := w.Segments[len(w.Segments)/2]
+		p, err := restore.PlanPointInTime(ctx, s.repo, l, restore.Target{Revision: w.Through}, s.ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The segment is replaced by a valid one that names another
+		// predecessor (a writer that forked the chain, or tampering).
+		seg, _, err := s.repo.ReadSegment(ctx, si, s.ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seg.PrevHash = strings.Repeat("0", 64)
+		data, err := repository.EncodeStoredSegment(seg, ageEncoding(s.ids[0].(*age.X25519Identity)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(s.storeDir, filepath.FromSlash(si.Object.Key)), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// A replay planned before refuses the changed segment.
+		path := filepath.Join(t.TempDir(), "snap.db")
+		if _, err := repository.Fetch(ctx, s.repo, p.Snapshot, path, repository.FetchOptions{Identities: s.ids}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := restore.Replay(ctx, path, p, s.repo, s.ids, nil); err == nil || !strings.Contains(err.Error(), "changed since it was checked") {
+			t.Errorf("replay over a changed segment: %v", err)
+		}
+		// A new plan past it finds the break; one before it still works.
+		_, err = restore.PlanPointInTime(ctx, s.repo, l, restore.Target{Revision: si.Last}, s.ids)
+		var ce *repository.ChainError
+		if !errors.As(err, &ce) || ce.Problem != repository.ChainBadHash {
+			t.Errorf("plan across a bad hash: %v, want a ChainError (bad hash)", err)
+		}
+		if _, err := restore.PlanPointInTime(ctx, s.repo, l, restore.Target{Revision: si.First - 1}, s.ids); err != nil {
+			t.Errorf("plan before the bad segment: %v", err)
 		}
 	})
 }
