@@ -25,6 +25,7 @@ import (
 
 	"github.com/lifeboat-dev/lifeboat/internal/changetest"
 	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/s3test"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
 )
@@ -218,14 +219,19 @@ func (s *pitrSource) live(t testing.TB, rev int64) liveState {
 
 // startPITRSource starts etcd, takes the anchor, captures a random
 // workload with a compaction and a scheduled snapshot in the middle.
-func startPITRSource(t *testing.T, steps int) *pitrSource {
+// repo nil is a directory store (storeDir).
+func startPITRSource(t *testing.T, steps int, repo *repository.Repo) *pitrSource {
 	t.Helper()
 	ctx := t.Context()
 	c := etcdtest.Start(t, etcdtest.Options{})
 	cli := c.Client(t)
 	id := newIdentity(t)
-	storeDir := t.TempDir()
-	s := &pitrSource{c: c, cli: cli, storeDir: storeDir, repo: dirBackups(t, storeDir), ids: []age.Identity{id}, recorded: map[int64]liveState{}}
+	var storeDir string
+	if repo == nil {
+		storeDir = t.TempDir()
+		repo = dirBackups(t, storeDir)
+	}
+	s := &pitrSource{c: c, cli: cli, storeDir: storeDir, repo: repo, ids: []age.Identity{id}, recorded: map[int64]liveState{}}
 	enc := ageEncoding(id)
 	w := &workload{t: t, cli: cli, rnd: rand.New(rand.NewPCG(13, 7)), keys: map[string]bool{}}
 	// Before the snapshot: keys, a lease with a key on it, a compaction.
@@ -401,7 +407,7 @@ func TestPointInTime(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real etcd")
 	}
-	s := startPITRSource(t, 240)
+	s := startPITRSource(t, 240, nil)
 	if s.later == nil || s.later.Revision <= s.anchor.Revision {
 		t.Fatalf("no scheduled snapshot during the generation")
 	}
@@ -678,4 +684,22 @@ func TestPointInTime(t *testing.T) {
 			t.Errorf("plan before the bad segment: %v", err)
 		}
 	})
+}
+
+// TestPointInTimeS3 restores points in time from segments and snapshots in
+// a real S3 (versitygw), encrypted.
+func TestPointInTimeS3(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd and versitygw")
+	}
+	srv := s3test.Start(t)
+	s := startPITRSource(t, 60, s3Backups(t, srv))
+	rnd := rand.New(rand.NewPCG(3, 4))
+	for _, r := range []int64{s.compact + rnd.Int64N(s.through-s.compact+1), s.through} {
+		p, path := s.replayTo(t, restore.Target{Revision: r})
+		if len(p.Segments) == 0 && p.Revisions > 0 {
+			t.Fatalf("plan to %d: no segments", r)
+		}
+		s.checkOffline(t, path, r)
+	}
 }

@@ -84,6 +84,18 @@ func TestRestorePointInTime(t *testing.T) {
 		}
 	})
 
+	t.Run("to time", func(t *testing.T) {
+		ws, err := repo.Windows(ctx, l)
+		if err != nil || len(ws) != 1 {
+			t.Fatalf("windows: %v %v", ws, err)
+		}
+		at := ws[0].ThroughTime.UTC().Format(time.RFC3339Nano)
+		code, out, errOut := runCLI(t, nil, args("--to-time", at, "--dry-run")...)
+		if code != 0 || !strings.Contains(out, fmt.Sprintf("is revision %d", through)) || !strings.Contains(out, fmt.Sprintf("replayed %d revisions", through-anchor.Revision)) {
+			t.Fatalf("--to-time %s: exit %d\n%s\n%s", at, code, out, errOut)
+		}
+	})
+
 	t.Run("dry run", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "etcd")
 		code, out, errOut := runCLI(t, nil, args(append([]string{"--to-revision", fmt.Sprint(through), "--dry-run", "--data-dir", dir}, peer...)...)...)
