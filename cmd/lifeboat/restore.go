@@ -309,7 +309,11 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 
 // printPlan names what a point-in-time restore replays.
 func printPlan(out io.Writer, p *restore.PointInTimePlan) {
-	fmt.Fprintf(out, "point in time: %s is revision %d of generation %s (%s)\n", p.Target, p.Revision, p.Window.Generation, windowRange(p.Window))
+	what := fmt.Sprintf("revision %d", p.Revision)
+	if p.Target.Revision == 0 {
+		what = fmt.Sprintf("%s is revision %d", p.Target, p.Revision)
+	}
+	fmt.Fprintf(out, "point in time: %s of generation %s (%s)\n", what, p.Window.Generation, windowRange(p.Window))
 	if len(p.Segments) == 0 {
 		fmt.Fprintf(out, "  snapshot %s is at revision %d: 0 revisions to replay, no segments\n", p.Snapshot.ID, p.Snapshot.Revision)
 		return
