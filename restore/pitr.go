@@ -53,6 +53,18 @@ type PointInTimePlan struct {
 	Checked int
 }
 
+// Keys are the store keys a restore of the plan reads: the snapshot's
+// manifest and data object and the segments. Hold them
+// (repository.Hold) from planning to the end of the restore, so that a
+// prune of this process leaves them.
+func (p *PointInTimePlan) Keys(repo *repository.Repo) []string {
+	keys := []string{repo.ManifestKey(p.Snapshot.ID), p.Snapshot.Object}
+	for _, s := range p.Segments {
+		keys = append(keys, s.Object.Key)
+	}
+	return keys
+}
+
 // OutsideWindowsError is a target no recoverable window holds.
 type OutsideWindowsError struct {
 	Target Target

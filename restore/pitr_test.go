@@ -337,6 +337,15 @@ func (s *pitrSource) replayTo(t testing.TB, target restore.Target) (*restore.Poi
 	if err != nil {
 		t.Fatalf("replay to %s: %v", target, err)
 	}
+	keys := p.Keys(s.repo)
+	if len(keys) != 2+len(p.Segments) || keys[1] != p.Snapshot.Object {
+		t.Errorf("plan keys %v", keys)
+	}
+	for _, k := range keys {
+		if repository.Held(k) {
+			t.Errorf("%s still held after the replay", k)
+		}
+	}
 	if st.To != p.Revision || st.Revisions != p.Revisions || st.From != p.Snapshot.Revision {
 		t.Fatalf("replay to %s: stats %+v, plan: revision %d from %d (%d revisions)", target, st, p.Revision, p.Snapshot.Revision, p.Revisions)
 	}

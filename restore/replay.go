@@ -81,6 +81,9 @@ func Replay(ctx context.Context, dbPath string, p *PointInTimePlan, repo *reposi
 	if len(p.Links) != len(p.Segments) {
 		return st, fmt.Errorf("replay: the plan has %d segments and %d checked headers: plan it with PlanPointInTime", len(p.Segments), len(p.Links))
 	}
+	// The segments stay held while they are read: a prune of this
+	// process leaves them.
+	defer repository.Hold(p.Keys(repo)...)()
 	if err := stripTrailer(dbPath); err != nil {
 		return st, err
 	}

@@ -203,6 +203,7 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 		if plan, err = restore.PlanPointInTime(ctx, backups, l, target, ids); err != nil {
 			return fmt.Errorf("point-in-time restore: %w: nothing was changed", err)
 		}
+		defer repository.Hold(plan.Keys(backups)...)()
 		m = plan.Snapshot
 	} else if m, err = selectBackup(ctx, backups, o.ref, o.before, now); err != nil {
 		return err
