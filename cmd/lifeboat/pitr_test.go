@@ -84,6 +84,28 @@ func TestRestorePointInTime(t *testing.T) {
 		}
 	})
 
+	t.Run("bump revision", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "etcd")
+		code, out, errOut := runCLI(t, nil, args(append([]string{"--to-revision", fmt.Sprint(target), "--data-dir", dir, "--bump-revision", "1000", "--mark-compacted"}, peer...)...)...)
+		if code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+		}
+		lg := zap.NewNop()
+		be := backend.NewDefaultBackend(lg, filepath.Join(dir, "member", "snap", "db"))
+		kv := mvcc.NewStore(lg, be, nil, mvcc.StoreConfig{})
+		defer func() { kv.Close(); be.Close() }()
+		if kv.Rev() != target+1000 {
+			t.Errorf("restored revision %d, want %d", kv.Rev(), target+1000)
+		}
+		res, err := kv.Range(ctx, []byte{0}, []byte{}, mvcc.RangeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.KVs) != len(want.Kvs) {
+			t.Errorf("%d keys restored, the source had %d at %d", len(res.KVs), len(want.Kvs), target)
+		}
+	})
+
 	t.Run("to time", func(t *testing.T) {
 		ws, err := repo.Windows(ctx, l)
 		if err != nil || len(ws) != 1 {
