@@ -296,6 +296,9 @@ func whereOutside(windows []repository.Window, t Target) string {
 			return "in generation " + w.Generation + ", which is not recoverable: " + w.Problem
 		}
 	}
+	if len(windows) == 0 {
+		return "the store holds no captured changes: point-in-time restore needs capture (capture.enabled, the agent's capture job)"
+	}
 	if len(rec) == 0 {
 		return "no generation is recoverable"
 	}

@@ -3,6 +3,7 @@ package restore_test
 import (
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,5 +125,14 @@ func TestReplayRefusesDivergence(t *testing.T) {
 				t.Fatalf("replay: %v, want ErrReplay", err)
 			}
 		})
+	}
+}
+
+func TestPlanWithoutCapture(t *testing.T) {
+	repo := dirBackups(t, t.TempDir())
+	_, err := restore.PlanPointInTime(t.Context(), repo, nil, restore.Target{Revision: 5}, nil)
+	var oe *restore.OutsideWindowsError
+	if !errors.As(err, &oe) || !strings.Contains(err.Error(), "needs capture") || !strings.Contains(err.Error(), "no recoverable window") {
+		t.Fatalf("plan without capture: %v", err)
 	}
 }
