@@ -127,6 +127,58 @@ if want pitr; then
   kill "$pitr_etcd_pid"; wait "$pitr_etcd_pid" 2>/dev/null || true; pitr_etcd_pid=""
 fi
 
+# pitr-replay: a point-in-time restore (snapshot + BENCH_PITR_REPLAY_REVISIONS
+# revisions, default 720 000 = one hour of 200 writes/s, written as fast as
+# etcd takes them, one write per revision) against a plain restore of the
+# same snapshot, alternated: wall time, the replay's own duration and rate.
+# The base is a copy of the 1 GiB bench database (BENCH_PITR_REPLAY_BASE=big)
+# or a fresh one of BENCH_PITR_OBJECTS objects (small).
+if want pitr-replay; then
+  RN=${BENCH_PITR_REPLAY_REVISIONS:-720000}
+  rdir=$PDIR/replay
+  rm -rf "$rdir"; mkdir -p "$rdir"
+  robjects=$POBJECTS
+  if [ "${BENCH_PITR_REPLAY_BASE:-big}" = big ]; then
+    cp -a "$DIR/etcd" "$rdir/etcd"; robjects=$OBJECTS
+    etcd_start "$rdir/etcd"
+  else
+    etcd_start "$rdir/etcd"
+    "$BIN/benchtool" seed --endpoints "$pep" --objects "$POBJECTS" --min-value 1024 --max-value 4096
+  fi
+  agent_start replay 5s "$pep"
+  l=$(loadavg)
+  js=$("$BIN/benchtool" kube --endpoints "$pep" --objects "$robjects" --rate 0 --count "$RN" --inflight 64 --duration 2h)
+  record replay-writes "$l" "$js"
+  target=$(echo "$js" | python3 -c 'import json,sys; print(json.load(sys.stdin)["last_revision"])')
+  for _ in $(seq 1200); do
+    got=$("$BIN/benchtool" scrape --metrics "$pmetrics" | python3 -c 'import json,sys; print(int(json.load(sys.stdin).get("lifeboat_capture_revision",0)))')
+    [ "$got" -ge "$target" ] && break
+    sleep 0.5
+  done
+  [ "$got" -ge "$target" ] || { echo "bench: the capture did not reach revision $target (at $got)"; exit 1; }
+  agent_stop
+  kill "$pitr_etcd_pid"; wait "$pitr_etcd_pid" 2>/dev/null || true; pitr_etcd_pid=""
+  rpeer=http://127.0.0.1:$(free_port)
+  prestore() { # prestore NAME ARGS...: one restore, timed, into $rdir/out
+    local name=$1; shift
+    rm -rf "$rdir/out" "$rdir"/out.lifeboat-old-*
+    l=$(loadavg)
+    /usr/bin/time -f "%e %M" -o "$OUT/time.tmp" "$LB" restore "$@" --data-dir "$rdir/out" --name r --initial-advertise-peer-urls "$rpeer" \
+      --store s3://bench/replay --s3-endpoint "$ps3" --s3-path-style --identity-file "$DIR/age.key" \
+      --spool-dir "$DIR/spool" --scratch-dir "$DIR/scratch" >"$OUT/restore-$name.out" 2>"$OUT/restore-$name.err" ||
+      { echo "bench: restore $name failed"; cat "$OUT/restore-$name.err"; exit 1; }
+    read -r wall rss <"$OUT/time.tmp"
+    rep=$(grep -o 'replayed [0-9]* revisions.* in [0-9.]*s ([0-9]* revisions/s)' "$OUT/restore-$name.out" |
+      sed -E 's/replayed ([0-9]*) revisions.* in ([0-9.]*)s \(([0-9]*) revisions\/s\)/"revisions":\1,"replay_s":\2,"replay_rate":\3,/' || true)
+    record "$name" "$l" "{${rep}\"wall_s\":$wall,\"rss_kb\":$rss}"
+  }
+  for i in $(seq "$RUNS"); do
+    prestore restore-plain latest
+    prestore restore-pitr --to-revision "$target"
+  done
+  rm -rf "$rdir"
+fi
+
 python3 - "$OUT" "$PDRIVER" <<'PY'
 import json, statistics, sys, os
 out, driver = sys.argv[1], sys.argv[2]
@@ -160,6 +212,20 @@ for name, load, r in rows:
         L.append(f"\nmem (load {load}): VmHWM while capturing {r['vmhwm_capture_kb']/1024:.1f} MiB, VmRSS at the end {r['vmrss_end_kb']/1024:.1f} MiB, "
                  f"whole process before the load (anchor snapshot) {r['vmhwm_before_kb']/1024:.1f} MiB; {ld['writes_per_s']:.0f} writes/s for {ld['seconds']:.0f} s "
                  f"({ld['writes']} writes, {ld['errors']} errors), write p99 {ld['latency_ms']['p99']:.1f} ms; capture gauges max: {json.dumps(ld.get('capture_max', {}))}")
+L += ["", "| restore run | load avg | wall (s) | peak RSS (MiB) | revisions replayed | replay (s) | replay rate (rev/s) | pitr / previous plain |", "|---|---|---|---|---|---|---|---|"]
+last, ratios = None, []
+for name, load, r in rows:
+    if name.startswith("restore-"):
+        ratio = ""
+        if name == "restore-plain":
+            last = r["wall_s"]
+        elif last:
+            ratios.append(r["wall_s"] / last); ratio = f"{ratios[-1]:.2f}x"
+        L.append(f"| {name} | {load} | {r['wall_s']:.1f} | {r['rss_kb']/1024:.0f} | {r.get('revisions', '')} | {r.get('replay_s', '')} | {r.get('replay_rate', '')} | {ratio} |")
+    if name == "replay-writes":
+        L.append(f"| (writes: {r['writes']} in {r['seconds']:.0f} s, {r['writes_per_s']:.0f}/s, revisions {r['first_revision']}-{r['last_revision']}; load {load}) | | | | | | | |")
+if ratios:
+    L.append(f"\nmedian wall ratio pitr/plain: {statistics.median(ratios):.2f}x ({' '.join(f'{x:.2f}' for x in ratios)})")
 L += ["", "raw:", "```", open(os.path.join(out, "pitr.txt")).read().strip(), "```"]
 open(os.path.join(out, "pitr.md"), "w").write("\n".join(L) + "\n")
 print("\n".join(L))
