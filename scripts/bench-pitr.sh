@@ -18,11 +18,13 @@
 #   mem              peak RSS (VmHWM) of the agent capturing 2 000 writes/s,
 #                    reset (clear_refs) once the capture runs, so the anchor
 #                    snapshot is not counted; the whole process's peak too.
-# BENCH_PITR_SECS (default 60) is each run's length, RUNS the pairs.
+# BENCH_PITR_SECS (default 60) is each run's length, RUNS the pairs;
+# LIFEBOAT_BENCH_AGENT_BIN runs the agent from another binary than restore.
 #
 #   BENCH_SECTIONS=pitr BENCH_RUNS=2 scripts/bench.sh
 set -euo pipefail
 LB=${LIFEBOAT_BENCH_BIN:-$BIN/lifeboat}
+LBA=${LIFEBOAT_BENCH_AGENT_BIN:-$LB} # the agent's binary (default: the same)
 PSECS=${BENCH_PITR_SECS:-60}
 POBJECTS=${BENCH_PITR_OBJECTS:-20000}
 PDRIVER=${BENCH_PITR_DRIVER:-agent}
@@ -61,7 +63,7 @@ agent_start() {
       --recipient "$precipient" --interval "$interval" --spool-dir "$DIR/spool" --listen "127.0.0.1:$pmport" \
       >>"$OUT/agent-$prefix.log" 2>&1 &
   else
-    "$LB" agent --endpoints "$aep" --store "s3://bench/$prefix" --s3-endpoint "$ps3" --s3-path-style --s3-create-bucket \
+    "$LBA" agent --endpoints "$aep" --store "s3://bench/$prefix" --s3-endpoint "$ps3" --s3-path-style --s3-create-bucket \
       --recipient "$precipient" --capture --capture-interval "$interval" --listen "127.0.0.1:$pmport" \
       --spool-dir "$DIR/spool" --scratch-dir "$DIR/scratch" --snapshot-schedule "@every 1h" --drill-schedule "" \
       --log-format json >>"$OUT/agent-$prefix.log" 2>&1 &
@@ -69,7 +71,7 @@ agent_start() {
   agent_pid=$!
   for _ in $(seq 600); do
     if "$BIN/benchtool" scrape --metrics "$pmetrics" 2>/dev/null |
-      python3 -c 'import json,sys; m=json.load(sys.stdin); sys.exit(0 if m.get("lifeboat_capture_up")==1 and m.get("lifeboat_capture_revision",0)>0 else 1)'; then
+      python3 -c 'import json,sys; m=json.load(sys.stdin); sys.exit(0 if m.get("lifeboat_capture_up")==1 and m.get("lifeboat_capture_revision",0)>0 else 1)' 2>/dev/null; then
       return 0
     fi
     kill -0 "$agent_pid" 2>/dev/null || { echo "bench: the agent exited (see $OUT/agent-$prefix.log)"; tail -5 "$OUT/agent-$prefix.log"; exit 1; }
