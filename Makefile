@@ -19,7 +19,7 @@ GOTEST_FLAGS ?= -timeout 30m
 
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build test test-short lint bench tools clean demo deploy-check image FORCE
+.PHONY: all build test test-short lint bench tools clean demo deploy-check image kube-apiserver FORCE
 
 all: build
 
@@ -52,6 +52,8 @@ $(BIN)/etcd-3.6: FORCE
 # on 2 cores when nothing is cached, then it returns at once).
 $(BIN)/kube-apiserver: FORCE
 	./scripts/build-kube-apiserver.sh $(KUBE_VERSION) $@
+
+kube-apiserver: $(BIN)/kube-apiserver
 
 FORCE:
 

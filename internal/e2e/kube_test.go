@@ -55,6 +55,11 @@ func TestKubeRestoreNamespace(t *testing.T) {
 	restored := etcdtest.StartRestored(t, etcdBin, flags)
 	api2 := kubetest.Start(t, kubetest.Options{Binary: kubeBin, EtcdServers: []string{restored.ClientURL}})
 	c2 := api2.Client()
+	// As after any start, the custom resource is served once its CRD is
+	// read back and established.
+	if err := c2.WaitCRD(ctx, "widgets."+shopGroup, widgets); err != nil {
+		t.Fatal(err)
+	}
 
 	checkBack(t, c2, shop)
 

@@ -83,24 +83,60 @@ type Client struct {
 	HTTP  *http.Client
 }
 
+// retries is how often Do resends a request the server refused with 429
+// and a Retry-After header (as client-go does): right after start, or
+// after a CRD is created, a resource answers "storage is (re)initializing"
+// until its watch cache is filled.
+const retries = 10
+
 // Do sends method to path (with query, may be nil) with body as JSON (nil:
-// none) and decodes a 2xx answer into out (nil: discarded).
+// none) and decodes a 2xx answer into out (nil: discarded). A 429 with
+// Retry-After is retried (up to 10 times, at most a second apart).
 func (c *Client) Do(ctx context.Context, method, path string, query url.Values, body, out any) error {
-	var rd io.Reader
+	var raw []byte
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
 			return fmt.Errorf("encode %s %s: %w", method, path, err)
 		}
-		rd = bytes.NewReader(b)
+		raw = b
 	}
 	u := c.URL + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
+	for attempt := 0; ; attempt++ {
+		b, retryAfter, err := c.do(ctx, method, path, u, raw)
+		if retryAfter && attempt < retries {
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if out != nil {
+			if err := json.Unmarshal(b, out); err != nil {
+				return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+			}
+		}
+		return nil
+	}
+}
+
+// do sends one request and returns the body of a 2xx answer, or an error
+// and whether the server asked to retry (429 with Retry-After).
+func (c *Client) do(ctx context.Context, method, path, u string, body []byte) ([]byte, bool, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
-		return err
+		return nil, false, err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Token)
 	req.Header.Set("Accept", "application/json")
@@ -109,12 +145,12 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, false, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
+		return nil, false, fmt.Errorf("%s %s: read answer: %w", method, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
 		msg := strings.TrimSpace(string(b))
@@ -122,14 +158,10 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 		if json.Unmarshal(b, &st) == nil && st.Message != "" {
 			msg = st.Message
 		}
-		return &StatusError{Method: method, Path: path, Code: resp.StatusCode, Body: msg}
+		retry := resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get("Retry-After") != ""
+		return nil, retry, &StatusError{Method: method, Path: path, Code: resp.StatusCode, Body: msg}
 	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
-		}
-	}
-	return nil
+	return b, false, nil
 }
 
 // Create posts obj into r's collection in namespace ns and returns the
@@ -217,7 +249,8 @@ func (c *Client) DeleteNamespace(ctx context.Context, ns string, contents ...Res
 }
 
 // WaitCRD waits until the CRD named name is Established and its resource
-// r answers a list (the API server serves it), then returns nil.
+// r answers a list (the API server serves it and its watch cache is
+// ready), then returns nil.
 func (c *Client) WaitCRD(ctx context.Context, name string, r Resource) error {
 	return c.Poll(ctx, func() (bool, error) {
 		crd, err := c.Get(ctx, CRDs, "", name)
@@ -236,8 +269,12 @@ func (c *Client) WaitCRD(ctx context.Context, name string, r Resource) error {
 		if !established {
 			return false, nil
 		}
+		// Right after Established the resource may answer 404 (not yet
+		// routed) or 429 "storage is (re)initializing" (its watch cache
+		// is filling): not yet served.
 		_, err = c.List(ctx, r, "", false)
-		if IsNotFound(err) {
+		var se *StatusError
+		if errors.As(err, &se) && (se.Code == http.StatusNotFound || se.Code == http.StatusTooManyRequests) {
 			return false, nil
 		}
 		return err == nil, err
