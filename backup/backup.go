@@ -79,6 +79,19 @@ func Run(ctx context.Context, job Job, lg *slog.Logger) (*repository.Manifest, e
 	if err := snapshot.PrepareSpoolDir(job.SpoolDir); err != nil {
 		return nil, err
 	}
+	now := job.Now
+	if now == nil {
+		now = time.Now
+	}
+	// Leftovers of versions whose spool files had names: a failed sweep
+	// is no reason to miss a backup, only a warning.
+	removed, err := snapshot.SweepSpool(job.SpoolDir, now())
+	for _, name := range removed {
+		lg.Info("removed a spool file an earlier run left behind", "spool_dir", job.SpoolDir, "file", name)
+	}
+	if err != nil {
+		lg.Warn("could not remove spool leftovers", "err", err)
+	}
 	// One etcd session for the job: every attempt and every step of it
 	// (status, stream, HashKV) uses its connections and its login.
 	sess, err := snapshot.Dial(ctx, job.Etcd, lg)

@@ -225,7 +225,7 @@ func (b *Repo) LastDrills(ctx context.Context) (map[string]*LastDrill, error) {
 		if !ok || !ValidID(id) || strings.Contains(name, "/") || !strings.HasSuffix(name, ".json") {
 			return nil
 		}
-		if o.Key > newest[id].Key {
+		if cur, ok := newest[id]; !ok || reportAfter(o.Key, cur.Key) {
 			newest[id] = o
 		}
 		return nil
@@ -255,6 +255,34 @@ func (b *Repo) LastDrills(ctx context.Context) (map[string]*LastDrill, error) {
 		out[id].DrillReport = &r
 	}
 	return out, nil
+}
+
+// reportAfter reports whether report key a is newer than b: by the start
+// time their names give, then by the suffix a same-millisecond report
+// gets (<time>.json, <time>-2.json, <time>-3.json, … in the order they
+// were stored). Plain key order would put <time>-2.json first ('-' sorts
+// before '.').
+func reportAfter(a, b string) bool {
+	ta, na := reportOrder(a)
+	tb, nb := reportOrder(b)
+	if ta != tb {
+		return ta > tb
+	}
+	return na > nb
+}
+
+// reportOrder splits a report's name into its time part and suffix
+// number (1 for none).
+func reportOrder(key string) (string, int) {
+	name := strings.TrimSuffix(path.Base(key), ".json")
+	if len(name) <= len(drillTimeFormat) || name[len(drillTimeFormat)] != '-' {
+		return name, 1
+	}
+	n, err := strconv.Atoi(name[len(drillTimeFormat)+1:])
+	if err != nil {
+		return name, 1
+	}
+	return name[:len(drillTimeFormat)], n
 }
 
 // reportTime is the start time a report's key names (zero if none).

@@ -176,6 +176,15 @@ func TestDrillReportSameStart(t *testing.T) {
 	if passed[true] != 1 || passed[false] != 1 {
 		t.Errorf("stored verdicts %v; want one passed and one failed", passed)
 	}
+	// The report stored second (<time>-2.json) is the newest: its verdict
+	// (failed) is the backup's, not the first one's.
+	last, err := b.LastDrills(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := last[id].State(); got != DrillFailed {
+		t.Errorf("LastDrills state %s from %s; want failed (the second report of the same millisecond)", got, last[id].Key)
+	}
 }
 
 // storedReports reads every report of backup id as stored, newest first.

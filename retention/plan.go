@@ -20,6 +20,9 @@ type Backup struct {
 	// DrillUnknown: its last drill's verdict cannot be known (the report
 	// is unreadable). Such a backup may be the newest proven one.
 	DrillUnknown bool
+	// Anchor: it is the snapshot a retained change window starts from
+	// (PlanChanges sets it); it is kept with the reason "anchor".
+	Anchor bool
 }
 
 // Decision is the verdict on one backup.
@@ -29,7 +32,7 @@ type Decision struct {
 	// Reasons lists what kept the backup, in a fixed order: "last",
 	// "hourly 2026-11-29 13:00", "daily 2026-11-29", "weekly 2026-W48",
 	// "monthly 2026-11", "yearly 2026", "within 7d", "newest",
-	// "newest-proven", "drill-unknown", "locked". It is empty exactly when
+	// "newest-proven", "drill-unknown", "locked", "anchor". It is empty exactly when
 	// Keep is false.
 	Reasons []string
 }
@@ -47,6 +50,7 @@ const (
 	keepNewestProven
 	keepDrillUnknown
 	keepLocked
+	keepAnchor
 )
 
 // Plan applies p to backups at time now and returns one decision per
@@ -156,6 +160,9 @@ func Plan(backups []Backup, p Policy, now time.Time) ([]Decision, error) {
 	for i, e := range order {
 		if backups[e.idx].Locked {
 			marks[i] |= keepLocked
+		}
+		if backups[e.idx].Anchor {
+			marks[i] |= keepAnchor
 		}
 	}
 
@@ -299,6 +306,9 @@ func decide(backups []Backup, order []entry, marks []uint16, p Policy, loc *time
 		}
 		if m&keepLocked != 0 {
 			all = append(all, "locked")
+		}
+		if m&keepAnchor != 0 {
+			all = append(all, "anchor")
 		}
 		out[i].Reasons = all[start:len(all):len(all)]
 	}

@@ -27,6 +27,12 @@ type Policy struct {
 	// the rule off.
 	Within time.Duration
 
+	// ChangesWithin keeps the change segments of every capture
+	// generation whose window overlaps the last ChangesWithin, and the
+	// snapshots they start from (see PlanChanges). 0 keeps the segments
+	// of every generation whose anchor snapshot the other rules keep.
+	ChangesWithin time.Duration
+
 	// Location is the time zone of the calendar buckets; nil means UTC. It
 	// is not part of what String prints.
 	Location *time.Location
@@ -57,6 +63,9 @@ func (p Policy) Validate() error {
 	if p.Within < 0 {
 		return fmt.Errorf("retention keep-within %s: must not be negative", formatDuration(p.Within))
 	}
+	if p.ChangesWithin < 0 {
+		return fmt.Errorf("retention changes-within %s: must not be negative", formatDuration(p.ChangesWithin))
+	}
 	if !keeps {
 		return errors.New("retention policy keeps nothing: set at least one keep-* rule")
 	}
@@ -78,6 +87,9 @@ func (p Policy) String() string {
 	}
 	if p.Within != 0 {
 		parts = append(parts, "keep-within "+formatDuration(p.Within))
+	}
+	if p.ChangesWithin != 0 {
+		parts = append(parts, "changes-within "+formatDuration(p.ChangesWithin))
 	}
 	if len(parts) == 0 {
 		return "keep nothing"

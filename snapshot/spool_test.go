@@ -3,7 +3,10 @@ package snapshot
 import (
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 )
 
 // TestCreateSpool: the spool file has no name in its directory, on the
@@ -42,5 +45,42 @@ func TestCreateSpool(t *testing.T) {
 				t.Errorf("read by SpoolPath: %q, %v", got, err)
 			}
 		})
+	}
+}
+
+// TestSweepSpool: leftovers of older versions (named spool files, the
+// fallback's files) go once untouched for LeftoverAge; a fresh one (a
+// snapshot in progress) and other files stay.
+func TestSweepSpool(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	old := now.Add(-2 * LeftoverAge)
+	files := map[string]time.Time{
+		"lifeboat-20261130T113800Z-r42-abcd.db.part": old, // removed
+		".lifeboat-spool-123":                        old, // removed
+		"lifeboat-20261201T113800Z-r43-ef01.db.part": now, // in progress: kept
+		"notes.txt":     old, // not ours: kept
+		"lifeboat-x.db": old, // not a spool name: kept
+	}
+	for name, mt := range files {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, mt, mt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := SweepSpool(dir, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(removed)
+	if want := []string{".lifeboat-spool-123", "lifeboat-20261130T113800Z-r42-abcd.db.part"}; !slices.Equal(removed, want) {
+		t.Errorf("removed %v, want %v", removed, want)
+	}
+	left, _ := os.ReadDir(dir)
+	if len(left) != 3 {
+		t.Errorf("left %v, want the fresh spool file and the two others", left)
 	}
 }

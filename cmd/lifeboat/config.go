@@ -85,8 +85,11 @@ type RetentionConfig struct {
 	KeepMonthly int      `yaml:"keep_monthly"`
 	KeepYearly  int      `yaml:"keep_yearly"`
 	KeepWithin  Duration `yaml:"keep_within"`
-	TimeZone    string   `yaml:"time_zone"`
-	OrphanGrace Duration `yaml:"orphan_grace"`
+	// ChangesWithin keeps the change segments (and anchors) of every
+	// generation whose window overlaps the last ChangesWithin.
+	ChangesWithin Duration `yaml:"changes_within"`
+	TimeZone      string   `yaml:"time_zone"`
+	OrphanGrace   Duration `yaml:"orphan_grace"`
 }
 
 // Policy returns the retention policy; an all-zero policy is an error.
@@ -98,6 +101,7 @@ func (r RetentionConfig) Policy() (retention.Policy, error) {
 	p := retention.Policy{
 		Last: r.KeepLast, Hourly: r.KeepHourly, Daily: r.KeepDaily, Weekly: r.KeepWeekly,
 		Monthly: r.KeepMonthly, Yearly: r.KeepYearly, Within: time.Duration(r.KeepWithin), Location: loc,
+		ChangesWithin: time.Duration(r.ChangesWithin),
 	}
 	if err := p.Validate(); err != nil {
 		return retention.Policy{}, &ConfigError{Key: "retention", Err: err}
@@ -282,6 +286,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Retention.KeepWithin < 0 {
 		return cfgErr("retention.keep_within", "must not be negative")
+	}
+	if c.Retention.ChangesWithin < 0 {
+		return cfgErr("retention.changes_within", "must not be negative")
 	}
 	if c.Retention.OrphanGrace < 0 {
 		return cfgErr("retention.orphan_grace", "must not be negative")

@@ -135,6 +135,8 @@ func TestLoadConfigErrorsNameTheKey(t *testing.T) {
 		{name: "bad cluster name", file: "cluster: a/b\n", wantKey: "cluster"},
 		{name: "bad env duration", env: map[string]string{"LIFEBOAT_ETCD_DIAL_TIMEOUT": "5 minutes"}, wantKey: "LIFEBOAT_ETCD_DIAL_TIMEOUT"},
 		{name: "bad flag size", flags: map[string]string{"snapshot.writeback_chunk": "lots"}, wantKey: "snapshot.writeback_chunk"},
+		{name: "negative changes_within", file: "retention:\n  changes_within: -1h\n", wantKey: "retention.changes_within"},
+		{name: "bad changes_within", flags: map[string]string{"retention.changes_within": "a week"}, wantKey: "retention.changes_within"},
 		{name: "not yaml", file: "etcd: [unclosed\n", wantKey: "line"},
 	}
 	for _, tt := range tests {

@@ -61,6 +61,64 @@ type listOutput struct {
 	Backups    []listedBackup `json:"backups"`
 	Orphans    []string       `json:"orphans"`
 	Unreadable []string       `json:"unreadable_manifests"`
+	// Windows are the capture generations, oldest first: what a
+	// point-in-time restore can reach.
+	Windows []listedWindow `json:"windows"`
+}
+
+// listedWindow is one generation's window in `lifeboat list -o json`.
+type listedWindow struct {
+	Generation string `json:"generation"`
+	// Recoverable: its anchor snapshot is an intact committed backup.
+	Recoverable  bool      `json:"recoverable"`
+	FromRevision int64     `json:"from_revision"`
+	FromTime     time.Time `json:"from_time"`
+	Through      int64     `json:"through_revision"`
+	ThroughTime  time.Time `json:"through_time"`
+	Segments     int       `json:"segments"`
+	Sealed       bool      `json:"sealed"`
+	SealReason   string    `json:"seal_reason,omitempty"`
+	// Problem says why the window ends before the stored segments do,
+	// or why it is not recoverable.
+	Problem string `json:"problem,omitempty"`
+	// Stray are objects of the generation outside its window.
+	Stray []string `json:"stray"`
+}
+
+func windowRows(ws []repository.Window) []listedWindow {
+	out := []listedWindow{}
+	for _, w := range ws {
+		lw := listedWindow{Generation: w.Generation, Recoverable: w.Recoverable(), FromRevision: w.From, FromTime: w.FromTime,
+			Through: w.Through, ThroughTime: w.ThroughTime, Segments: len(w.Segments), Sealed: w.Sealed, SealReason: w.SealReason,
+			Problem: w.Problem, Stray: []string{}}
+		for _, o := range w.Stray {
+			lw.Stray = append(lw.Stray, o.Key)
+		}
+		out = append(out, lw)
+	}
+	return out
+}
+
+// state is a window's STATE column.
+func (w listedWindow) state() string {
+	var s string
+	switch {
+	case !w.Recoverable:
+		s = "NOT RECOVERABLE"
+	case w.Sealed && w.SealReason != "":
+		s = "sealed (" + w.SealReason + ")"
+	case w.Sealed:
+		s = "sealed"
+	default:
+		s = "open"
+	}
+	if w.Problem != "" {
+		s += ": " + w.Problem
+	}
+	if n := len(w.Stray); n > 0 {
+		s += fmt.Sprintf("; %d object(s) outside the window (lifeboat verify --changes)", n)
+	}
+	return s
 }
 
 func runList(ctx context.Context, cfg *Config, lg *slog.Logger, o listOptions, out io.Writer, now time.Time) error {
@@ -76,8 +134,13 @@ func runList(ctx context.Context, cfg *Config, lg *slog.Logger, o listOptions, o
 	if err != nil {
 		return fmt.Errorf("list drill reports: %w", err)
 	}
+	ws, err := backups.Windows(ctx, l)
+	if err != nil {
+		return fmt.Errorf("list capture windows: %w", err)
+	}
+	windows := windowRows(ws)
 	if o.output == "json" {
-		res := listOutput{Store: backups.Store.String(), Cluster: cfg.Cluster, Backups: []listedBackup{}, Orphans: []string{}, Unreadable: []string{}}
+		res := listOutput{Store: backups.Store.String(), Cluster: cfg.Cluster, Backups: []listedBackup{}, Orphans: []string{}, Unreadable: []string{}, Windows: windows}
 		for _, e := range l.Backups {
 			lb := listedBackup{ID: e.Manifest.ID, State: e.State, Problem: e.Problem, Manifest: e.Manifest}
 			d := drills[e.Manifest.ID]
@@ -129,6 +192,16 @@ func runList(ctx context.Context, cfg *Config, lg *slog.Logger, o listOptions, o
 		if d := drills[e.Manifest.ID]; d.State() == repository.DrillUnknown {
 			fmt.Fprintf(out, "last drill of %s unknown: %v\n", e.Manifest.ID, d.Err)
 		}
+	}
+	if len(windows) > 0 {
+		fmt.Fprintln(out, "\ncapture windows (point-in-time restore: --to-revision or --to-time inside one):")
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "GENERATION\tFROM\tTHROUGH\tSEGMENTS\tSTATE")
+		for _, w := range windows {
+			fmt.Fprintf(tw, "%s\t%d %s\t%d %s\t%d\t%s\n", w.Generation, w.FromRevision, w.FromTime.UTC().Format(time.RFC3339),
+				w.Through, w.ThroughTime.UTC().Format(time.RFC3339), w.Segments, w.state())
+		}
+		tw.Flush()
 	}
 	return nil
 }

@@ -81,6 +81,7 @@ var commandKeys = map[string][]string{
 var commandGroups = map[string]group{
 	"snapshot": groupEtcd | groupStore | groupUpload | groupEncryption | groupSpool | groupSnapshot,
 	"list":     groupStore,
+	"log":      groupStore | groupEncryption,
 	"verify":   groupStore | groupEncryption | groupSpool,
 	"fetch":    groupStore | groupEncryption | groupSpool,
 	"restore":  groupStore | groupEncryption | groupSpool | groupDrill,
@@ -208,6 +209,9 @@ var optionTable = []optionDef{
 		Help: "keep the newest backup of each of the last N years (-1: all)"},
 	{Key: "retention.keep_within", Flag: "keep-within", Groups: groupRetention,
 		Help: "keep every backup younger than this, e.g. 7d"},
+	{Key: "retention.changes_within", Flag: "changes-within", Groups: groupRetention,
+		Help: "keep the change segments of every capture generation whose window overlaps the last D, and their anchor snapshots, e.g. 7d",
+		Doc:  "0 (the default) keeps the segments of every generation whose anchor snapshot the keep_* rules keep; the newest generation is always kept. See [point-in-time recovery](pitr.md#retention)"},
 	{Key: "retention.time_zone", Flag: "retention-time-zone", Default: "UTC", Groups: groupRetention,
 		Help: "time zone of the calendar buckets (IANA name)"},
 	{Key: "retention.orphan_grace", Flag: "orphan-grace", Default: "24h", Groups: groupRetention,

@@ -85,6 +85,22 @@ type brokenBackup struct {
 	Problem string `json:"problem"`
 }
 
+// prunedGeneration is one capture generation in `lifeboat prune -o json`.
+type prunedGeneration struct {
+	Generation   string    `json:"generation"`
+	FromRevision int64     `json:"from_revision"`
+	Through      int64     `json:"through_revision"`
+	ThroughTime  time.Time `json:"through_time"`
+	Segments     int       `json:"segments"`
+	// Action is keep, delete or skip; Reasons say what keeps it.
+	Action  string   `json:"action"`
+	Reasons []string `json:"reasons"`
+	Problem string   `json:"problem,omitempty"`
+	// Objects is how many objects (markers, segments, stray) go with it.
+	Objects int  `json:"objects"`
+	Deleted bool `json:"deleted"`
+}
+
 type pruneSummary struct {
 	Backups        int `json:"backups"`
 	Kept           int `json:"kept"`
@@ -99,22 +115,32 @@ type pruneSummary struct {
 	Broken         int `json:"broken"`
 	Unreadable     int `json:"unreadable_manifests"`
 	Errors         int `json:"errors"`
+	// Generations of change segments: kept, to delete, deleted; markers:
+	// superseded progress markers to remove, removed.
+	Generations        int `json:"generations"`
+	GenerationsKept    int `json:"generations_kept"`
+	GenerationsDelete  int `json:"generations_delete"`
+	GenerationsDeleted int `json:"generations_deleted"`
+	Markers            int `json:"superseded_markers"`
+	MarkersRemoved     int `json:"markers_removed"`
 }
 
 type pruneOutput struct {
-	Store             string         `json:"store"`
-	Cluster           string         `json:"cluster"`
-	Policy            string         `json:"policy"`
-	Now               time.Time      `json:"now"`
-	DryRun            bool           `json:"dry_run"`
-	Backups           []prunedBackup `json:"backups"`
-	Orphans           []prunedObject `json:"orphans"`
-	OrphansKept       []prunedObject `json:"orphans_kept"`
-	IncompleteUploads []prunedUpload `json:"incomplete_uploads"`
-	Broken            []brokenBackup `json:"broken"`
-	Unreadable        []string       `json:"unreadable_manifests"`
-	Summary           pruneSummary   `json:"summary"`
-	Errors            []string       `json:"errors"`
+	Store             string             `json:"store"`
+	Cluster           string             `json:"cluster"`
+	Policy            string             `json:"policy"`
+	Now               time.Time          `json:"now"`
+	DryRun            bool               `json:"dry_run"`
+	Backups           []prunedBackup     `json:"backups"`
+	Orphans           []prunedObject     `json:"orphans"`
+	OrphansKept       []prunedObject     `json:"orphans_kept"`
+	IncompleteUploads []prunedUpload     `json:"incomplete_uploads"`
+	Broken            []brokenBackup     `json:"broken"`
+	Unreadable        []string           `json:"unreadable_manifests"`
+	Generations       []prunedGeneration `json:"generations"`
+	Markers           []prunedObject     `json:"superseded_markers"`
+	Summary           pruneSummary       `json:"summary"`
+	Errors            []string           `json:"errors"`
 }
 
 // runPrune prunes the configured store at now and prints what it did (or,
@@ -182,6 +208,7 @@ func pruneReport(res *prune.Result, dryRun bool) pruneOutput {
 		Now: p.Now, DryRun: dryRun,
 		Backups: []prunedBackup{}, Orphans: []prunedObject{}, OrphansKept: []prunedObject{},
 		IncompleteUploads: []prunedUpload{}, Broken: []brokenBackup{}, Unreadable: []string{}, Errors: []string{},
+		Generations: []prunedGeneration{}, Markers: []prunedObject{},
 	}
 	deleted := map[string]bool{}
 	for _, id := range res.Deleted {
@@ -211,6 +238,33 @@ func pruneReport(res *prune.Result, dryRun bool) pruneOutput {
 		}
 	}
 	s.Deleted = len(res.Deleted)
+	genDeleted := map[string]bool{}
+	for _, g := range res.Generations {
+		genDeleted[g] = true
+	}
+	for _, pg := range p.Generations {
+		w := pg.Window
+		reasons := pg.Decision.Reasons
+		if reasons == nil {
+			reasons = []string{}
+		}
+		rep.Generations = append(rep.Generations, prunedGeneration{
+			Generation: w.Generation, FromRevision: w.From, Through: w.Through, ThroughTime: w.ThroughTime, Segments: len(w.Segments),
+			Action: string(pg.Action), Reasons: reasons, Problem: pg.Problem, Objects: len(pg.Delete), Deleted: genDeleted[w.Generation],
+		})
+		s.Generations++
+		switch pg.Action {
+		case prune.ActionKeep:
+			s.GenerationsKept++
+		case prune.ActionDelete:
+			s.GenerationsDelete++
+		}
+	}
+	s.GenerationsDeleted = len(res.Generations)
+	for _, o := range p.Markers {
+		rep.Markers = append(rep.Markers, prunedObject{Key: o.Key, Size: o.Size, ModTime: o.ModTime, Reason: "superseded by a newer marker of its generation"})
+	}
+	s.Markers, s.MarkersRemoved = len(p.Markers), res.MarkersRemoved
 	for _, o := range p.Orphans {
 		rep.Orphans = append(rep.Orphans, prunedObject{Key: o.Key, Size: o.Size, ModTime: o.ModTime})
 	}
@@ -256,6 +310,25 @@ func (b prunedBackup) decision(dryRun bool) string {
 	}
 }
 
+// decision is a generation's DECISION column, like a backup's.
+func (g prunedGeneration) decision(dryRun bool) string {
+	switch prune.Action(g.Action) {
+	case prune.ActionKeep:
+		return "keep (" + strings.Join(g.Reasons, ", ") + ")"
+	case prune.ActionSkip:
+		return "skip: " + g.Problem
+	}
+	what := fmt.Sprintf("delete %d object(s), before its snapshot", g.Objects)
+	switch {
+	case dryRun:
+		return what
+	case g.Deleted:
+		return "deleted"
+	default:
+		return "delete failed"
+	}
+}
+
 func printPrune(out io.Writer, rep pruneOutput, now time.Time) {
 	if rep.DryRun {
 		fmt.Fprintf(out, "dry run: nothing is changed\n")
@@ -274,6 +347,17 @@ func printPrune(out io.Writer, rep pruneOutput, now time.Time) {
 	remove, abort := "removed", "aborted"
 	if rep.DryRun {
 		remove, abort = "would remove", "would abort"
+	}
+	if len(rep.Generations) > 0 {
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "GENERATION\tREVISIONS\tENDS\tSEGMENTS\tDECISION")
+		for _, g := range rep.Generations {
+			fmt.Fprintf(tw, "%s\t%d-%d\t%s ago\t%d\t%s\n", g.Generation, g.FromRevision, g.Through, humanAge(now.Sub(g.ThroughTime)), g.Segments, g.decision(rep.DryRun))
+		}
+		tw.Flush()
+	}
+	for _, m := range rep.Markers {
+		fmt.Fprintf(out, "progress marker %s (%s old): %s, %s\n", m.Key, humanAge(now.Sub(m.ModTime)), m.Reason, remove)
 	}
 	for _, o := range rep.Orphans {
 		fmt.Fprintf(out, "orphan %s (%s old, %s): %s\n", o.Key, humanAge(now.Sub(o.ModTime)), humanBytes(o.Size), remove)
@@ -294,7 +378,15 @@ func printPrune(out io.Writer, rep pruneOutput, now time.Time) {
 	if rep.DryRun {
 		fmt.Fprintf(out, "summary: %d backup(s): %d kept, %d to delete, %d locked, %d skipped; %d orphan(s) to remove; %d incomplete upload(s) to abort; %d broken\n",
 			s.Backups, s.Kept, s.Delete, s.Locked, s.Skipped, s.Orphans, s.Uploads, s.Broken)
+		if s.Generations > 0 || s.Markers > 0 {
+			fmt.Fprintf(out, "changes: %d generation(s): %d kept, %d to delete; %d superseded progress marker(s) to remove\n",
+				s.Generations, s.GenerationsKept, s.GenerationsDelete, s.Markers)
+		}
 		return
+	}
+	if s.Generations > 0 || s.Markers > 0 {
+		defer fmt.Fprintf(out, "changes: %d generation(s): %d kept, %d deleted; %d superseded progress marker(s) removed\n",
+			s.Generations, s.GenerationsKept, s.GenerationsDeleted, s.MarkersRemoved)
 	}
 	fmt.Fprintf(out, "summary: %d backup(s): %d kept, %d deleted, %d locked, %d skipped; %d orphan(s) removed; %d incomplete upload(s) aborted; %d broken; %d error(s)\n",
 		s.Backups, s.Kept, s.Deleted, s.Locked, s.Skipped, s.OrphansRemoved, s.UploadsAborted, s.Broken, s.Errors)

@@ -24,7 +24,7 @@ type pruneFixture struct {
 	backups *repository.Repo
 }
 
-func newPruneFixture(t *testing.T) *pruneFixture {
+func newPruneFixture(t testing.TB) *pruneFixture {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := uploader.NewDir(dir)
@@ -36,7 +36,7 @@ func newPruneFixture(t *testing.T) *pruneFixture {
 
 // object stores a 2 KiB data object of a backup taken at at, revision rev,
 // and returns the manifest that would commit it.
-func (f *pruneFixture) object(t *testing.T, at time.Time, rev int64) *repository.Manifest {
+func (f *pruneFixture) object(t testing.TB, at time.Time, rev int64) *repository.Manifest {
 	t.Helper()
 	id := repository.NewID(at, rev)
 	data := bytes.Repeat([]byte{byte(rev)}, 2048)
@@ -56,7 +56,7 @@ func (f *pruneFixture) object(t *testing.T, at time.Time, rev int64) *repository
 }
 
 // backup stores a whole backup.
-func (f *pruneFixture) backup(t *testing.T, at time.Time, rev int64) *repository.Manifest {
+func (f *pruneFixture) backup(t testing.TB, at time.Time, rev int64) *repository.Manifest {
 	t.Helper()
 	m := f.object(t, at, rev)
 	if err := f.backups.PutManifest(t.Context(), m); err != nil {

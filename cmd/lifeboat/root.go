@@ -65,6 +65,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newConfigCmd(a),
 		newSnapshotCmd(a),
 		newListCmd(a),
+		newLogCmd(a),
 		newVerifyCmd(a),
 		newDemoCmd(a),
 		newPruneCmd(a),

@@ -14,6 +14,16 @@
 // caller knows a snapshot is in flight). It keeps the newest backup whose
 // last drill passed, from the drill history the caller passes in.
 //
+// Change segments and progress markers of capture generations follow
+// retention.PlanChanges (Policy.ChangesWithin): a generation is kept or
+// deleted whole (markers, segments from the newest down, stray objects),
+// oldest generation first, and its anchor snapshot only after it; a
+// kept generation's anchor is kept with the reason "anchor"; a kept
+// generation loses only superseded progress markers past the grace. The
+// objects of a generation without a committed anchor are orphans under
+// the same grace. No key a restore or drill of this process holds
+// (repository.Held) is deleted.
+//
 // It does not read drill reports, schedule runs or take backups: the
 // caller (lifeboat prune, the agent) passes Job.DrillPassed and
 // Job.DrillUnknown.

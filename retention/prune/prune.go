@@ -108,6 +108,29 @@ type Plan struct {
 	// IncompleteUploads are multipart uploads of this cluster older than the
 	// grace period (only for stores that can list them). They are aborted.
 	IncompleteUploads []uploader.IncompleteUpload
+	// Generations are the capture generations with a committed anchor,
+	// oldest first, each with its verdict (Policy.ChangesWithin). The
+	// objects of generations without one are orphans (Orphans or
+	// OrphansKept), sorted by the same grace.
+	Generations []PlannedGeneration
+	// Markers are superseded progress markers (not the newest of their
+	// generation, not sealed) older than the grace period: removed.
+	Markers []uploader.ObjectInfo
+}
+
+// PlannedGeneration is the plan for one generation's change segments
+// and progress markers.
+type PlannedGeneration struct {
+	Window   repository.Window
+	Decision retention.GenerationDecision
+	// Action is keep, delete, or skip (see Problem).
+	Action  Action
+	Problem string
+	// Delete lists what goes, in order, for ActionDelete: the progress
+	// markers, then the segments from the newest down, then the stray
+	// objects. Every state a crash can leave is a shorter window of the
+	// same generation, never one whose markers vouch for missing segments.
+	Delete []uploader.ObjectInfo
 }
 
 // Result is what a prune run did.
@@ -124,6 +147,12 @@ type Result struct {
 	UploadsAborted int
 	// Broken counts backups whose data object is missing or wrong.
 	Broken int
+	// Generations are the ids of the generations whose segments and
+	// markers were all deleted; ChangeObjectsRemoved counts those objects
+	// and MarkersRemoved the superseded markers removed.
+	Generations          []string
+	ChangeObjectsRemoved int
+	MarkersRemoved       int
 	// Errors are the problems met; each concerns one backup or object and
 	// did not stop the others.
 	Errors []error
@@ -183,6 +212,12 @@ type incompleteUploadStore interface {
 // error between the steps leaves only orphans, which a later run removes
 // once they are older than the grace period; never a listed backup without
 // data.
+//
+// Change segments and progress markers follow Policy.ChangesWithin
+// (retention.PlanChanges): generations are deleted whole, oldest first
+// and before their anchor; a retained generation's anchor is kept; see
+// planGenerations. No key a restore or drill of this process holds
+// (repository.Held) is deleted.
 //
 // An error with one backup or object does not stop the others; they are
 // collected in Result.Errors and make Run return an error at the
@@ -283,7 +318,17 @@ func (p *pruner) plan(ctx context.Context) (*Plan, error) {
 		}
 		byID[m.ID] = e
 	}
-	decisions, err := retention.Plan(in, p.job.Policy, p.now)
+	windows, err := p.b.Windows(ctx, l)
+	if err != nil {
+		return nil, fmt.Errorf("prune: %w", err)
+	}
+	var gens []retention.Generation
+	for _, w := range windows {
+		if w.Anchor != nil {
+			gens = append(gens, retention.Generation{ID: w.Generation, End: w.ThroughTime})
+		}
+	}
+	decisions, genDecisions, err := retention.PlanChanges(in, gens, p.job.Policy, p.now)
 	if err != nil {
 		return nil, fmt.Errorf("prune: %w", err)
 	}
@@ -301,6 +346,7 @@ func (p *pruner) plan(ctx context.Context) (*Plan, error) {
 		}
 		plan.Backups[i] = pb
 	}
+	p.planGenerations(ctx, plan, windows, genDecisions, known)
 
 	for _, o := range l.Orphans {
 		if known[idOf(o.Key)] {
@@ -330,6 +376,9 @@ func (p *pruner) checkDelete(ctx context.Context, e repository.Entry, claims map
 		p.fail(fmt.Errorf("backup %s: data object %s is named by %d manifests: not deleted", m.ID, m.Object, claims[m.Object]))
 		return ActionSkip, "data object shared with another manifest"
 	}
+	if k := heldKey(p.b.ManifestKey(m.ID), m.Object); k != "" {
+		return ActionSkip, "held: a restore or drill of this process is reading " + k
+	}
 	// The manifest must be where the next run would look for it, or
 	// deleting "it" would leave a listed backup without data.
 	if _, err := p.b.Store.Stat(ctx, p.b.ManifestKey(m.ID)); err != nil {
@@ -354,6 +403,10 @@ func (p *pruner) checkDelete(ctx context.Context, e repository.Entry, claims map
 
 // planOrphan sorts an orphaned object into remove or keep.
 func (p *pruner) planOrphan(ctx context.Context, plan *Plan, o uploader.ObjectInfo) {
+	if repository.Held(o.Key) {
+		plan.OrphansKept = append(plan.OrphansKept, KeptObject{o, "held by a restore or drill of this process"})
+		return
+	}
 	if p.young(o.Key, o.ModTime) {
 		plan.OrphansKept = append(plan.OrphansKept, KeptObject{o, "younger than the grace period"})
 		return
@@ -448,10 +501,25 @@ func (p *pruner) planUploads(ctx context.Context, plan *Plan) error {
 	return nil
 }
 
-// apply carries out the plan.
+// apply carries out the plan: generations first (oldest first), then
+// backups, so that an anchor goes only after its generation's segments;
+// an anchor whose generation could not be deleted stays.
 func (p *pruner) apply(ctx context.Context, res *Result, lg *slog.Logger) {
+	failed := p.applyChanges(ctx, res, lg)
 	for _, pb := range res.Plan.Backups {
 		if pb.Action != ActionDelete {
+			continue
+		}
+		switch failed[pb.Entry.Manifest.ID] {
+		case genFailed:
+			p.fail(fmt.Errorf("backup %s: not deleted: its generation's change segments could not all be deleted", pb.Entry.Manifest.ID))
+			continue
+		case genHeld:
+			lg.Info("backup kept for now: its generation is held by a restore or drill", "backup_id", pb.Entry.Manifest.ID)
+			continue
+		}
+		if k := heldKey(p.b.ManifestKey(pb.Entry.Manifest.ID), pb.Entry.Manifest.Object); k != "" {
+			lg.Info("backup kept for now: held by a restore or drill", "backup_id", pb.Entry.Manifest.ID, "key", k)
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -474,6 +542,10 @@ func (p *pruner) apply(ctx context.Context, res *Result, lg *slog.Logger) {
 		if p.snapshotRunning() {
 			lg.Info("orphan sweep stopped: a snapshot started; the rest waits for the next run", "cluster", p.b.Cluster)
 			return
+		}
+		if repository.Held(o.Key) {
+			lg.Info("orphan kept for now: held by a restore or drill", "key", o.Key)
+			continue
 		}
 		if err := p.b.Store.Delete(ctx, o.Key); err != nil {
 			p.fail(fmt.Errorf("remove orphan: %w", err))

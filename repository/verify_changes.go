@@ -1,0 +1,149 @@
+package repository
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"filippo.io/age"
+)
+
+// ChangesCheck is what VerifyChanges found in one generation.
+type ChangesCheck struct {
+	Generation string
+	// From is the anchor's revision; Through the last revision of the
+	// unbroken, verified run of segments after it (From when none is).
+	From, Through int64
+	// Segments, Revisions and Bytes count what was read and checked up
+	// to the first problem.
+	Segments  int
+	Revisions int64
+	Bytes     int64
+	// Problem is the first problem, nil when the generation is sound:
+	// a *ChainError, a damaged segment (wrapping ErrBadSegment), an
+	// uncommitted anchor, or objects outside the window.
+	Problem error
+	// ProblemKey is the object the problem is at, with ProblemFrom and
+	// ProblemTo the revisions concerned (0 when none is known).
+	ProblemKey             string
+	ProblemFrom, ProblemTo int64
+}
+
+// VerifyChanges reads every segment of w's generation (as stored, not
+// only the window's run), checks that each parses (sha256 trailer,
+// zstd, age, its name), that the first starts right after the anchor's
+// revision and names it, and runs CheckChain over the headers. It holds
+// only headers in memory. The anchor must be committed (w.Anchor set).
+// Objects that are not segments, and progress markers that vouch for
+// more than the segments hold or name a segment or hash other than the
+// verified one holding their revision, are problems too.
+//
+// Only a failed listing returns an error; everything found in the
+// objects is in the check's Problem.
+func (b *Repo) VerifyChanges(ctx context.Context, w Window, ids []age.Identity) (ChangesCheck, error) {
+	c := ChangesCheck{Generation: w.Generation, From: w.From, Through: w.From}
+	if w.Anchor == nil {
+		c.Problem = fmt.Errorf("generation %s: %s: not recoverable", w.Generation, w.Problem)
+		return c, nil
+	}
+	segs, unnamed, err := b.ListSegments(ctx, w.Generation)
+	if err != nil {
+		return c, err
+	}
+	var links []ChainLink
+	var revs, sizes []int64
+	for _, si := range segs {
+		if err := ctx.Err(); err != nil {
+			return c, err
+		}
+		s, hash, err := b.ReadSegment(ctx, si, ids)
+		if err != nil {
+			c.Problem, c.ProblemKey, c.ProblemFrom, c.ProblemTo = err, si.Object.Key, si.First, si.Last
+			if !errors.Is(err, ErrBadSegment) {
+				c.Problem = fmt.Errorf("%w (the segment could not be read: retry, or check the store)", err)
+			}
+			break
+		}
+		if len(links) == 0 && (s.SnapshotID != w.Generation || s.SnapshotRevision != w.Anchor.Revision) {
+			c.Problem = &ChainError{Problem: ChainNoStart, Key: si.Object.Key, From: w.Anchor.Revision + 1, To: s.First - 1,
+				Detail: fmt.Sprintf("the first segment names snapshot %q at revision %d, the anchor is %s at revision %d", s.SnapshotID, s.SnapshotRevision, w.Generation, w.Anchor.Revision)}
+			c.ProblemKey, c.ProblemFrom, c.ProblemTo = si.Object.Key, w.Anchor.Revision+1, s.First-1
+			break
+		}
+		// Only the header stays in memory.
+		links = append(links, ChainLink{Key: si.Object.Key, Header: s.SegmentHeader, Hash: hash})
+		revs = append(revs, int64(len(s.Revisions)))
+		sizes = append(sizes, si.Object.Size)
+	}
+	good := len(links)
+	if len(links) > 0 {
+		if err := CheckChain(links); err != nil {
+			var ce *ChainError
+			errors.As(err, &ce)
+			for i, l := range links {
+				if l.Key == ce.Key {
+					good = i
+					break
+				}
+			}
+			if ce.Problem == ChainNoStart {
+				good = 0
+			}
+			c.Problem, c.ProblemKey, c.ProblemFrom, c.ProblemTo = err, ce.Key, ce.From, ce.To
+		}
+	}
+	for i := range good {
+		c.Segments++
+		c.Revisions += revs[i]
+		c.Bytes += sizes[i]
+		c.Through = links[i].Header.CapturedThrough
+	}
+	if c.Problem == nil {
+		c.ProblemKey, c.Problem = checkMarkers(ctx, b, w, links[:good])
+	}
+	switch {
+	case c.Problem != nil:
+	case len(unnamed) > 0:
+		c.Problem = fmt.Errorf("generation %s: %s (and %d more) is not a change segment: not part of the chain", w.Generation, unnamed[0].Key, len(unnamed)-1)
+		c.ProblemKey = unnamed[0].Key
+	case w.Problem != "":
+		c.Problem = errors.New(w.Problem)
+	}
+	return c, nil
+}
+
+// checkMarkers reads w's progress markers and checks that each names
+// the verified segment holding its Through, with that segment's hash
+// (the marker a capture resumes from, and what --to-time trusts).
+func checkMarkers(ctx context.Context, b *Repo, w Window, links []ChainLink) (string, error) {
+	hashes := make(map[string]string, len(links))
+	for _, l := range links {
+		hashes[l.Key] = l.Hash
+	}
+	for _, mi := range w.Markers {
+		p, err := b.ReadProgress(ctx, mi)
+		if err != nil {
+			return mi.Object.Key, err
+		}
+		if p.SnapshotID != w.Generation || p.SnapshotRevision != w.From {
+			return mi.Object.Key, fmt.Errorf("progress marker %s names snapshot %s at revision %d, the anchor is %s at revision %d",
+				mi.Object.Key, p.SnapshotID, p.SnapshotRevision, w.Generation, w.From)
+		}
+		if p.Through == w.From {
+			continue
+		}
+		h, ok := hashes[p.LastSegment]
+		switch {
+		case !ok:
+			return mi.Object.Key, fmt.Errorf("progress marker %s vouches for revision %d in %s, which is not a verified segment of the chain", mi.Object.Key, p.Through, p.LastSegment)
+		case h != p.LastHash:
+			return mi.Object.Key, fmt.Errorf("progress marker %s names hash %.12s… for %s, whose stored hash is %.12s…", mi.Object.Key, p.LastHash, p.LastSegment, h)
+		}
+		for _, l := range links {
+			if l.Key == p.LastSegment && (p.Through < l.Header.First || p.Through > l.Header.CapturedThrough) {
+				return mi.Object.Key, fmt.Errorf("progress marker %s vouches for revision %d in %s, which holds %d-%d", mi.Object.Key, p.Through, l.Key, l.Header.First, l.Header.CapturedThrough)
+			}
+		}
+	}
+	return "", nil
+}
