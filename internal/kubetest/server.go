@@ -122,8 +122,10 @@ func Start(t testing.TB, opts Options) *Server {
 	var err error
 	for range startAttempts {
 		var s *Server
+		begin := time.Now()
 		s, err = start(ctx, t.TempDir(), opts)
 		if err == nil {
+			t.Logf("kubetest: kube-apiserver at %s ready in %.1fs", s.URL, time.Since(begin).Seconds())
 			t.Cleanup(s.Stop)
 			return s
 		}
@@ -161,11 +163,11 @@ func start(ctx context.Context, tmp string, opts Options) (*Server, error) {
 		return nil, err
 	}
 	pool := x509.NewCertPool()
-	pem, err := os.ReadFile(s.CAFile)
+	certPEM, err := os.ReadFile(s.CAFile)
 	if err != nil {
 		return nil, fmt.Errorf("read serving certificate: %w", err)
 	}
-	pool.AppendCertsFromPEM(pem)
+	pool.AppendCertsFromPEM(certPEM)
 	s.tls = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	saPub, saKey := filepath.Join(dir, "sa.pub"), filepath.Join(dir, "sa.key")
 	if err := writeKeyPair(saPub, saKey); err != nil {
