@@ -48,8 +48,8 @@ $(BIN)/etcd-3.6: FORCE
 
 # kube-apiserver: a real Kubernetes writer for the end-to-end tests
 # (internal/kubetest), built from a throwaway module under .bin/src that
-# requires k8s.io/kubernetes (scripts/build-kube-apiserver.sh; about 10 min
-# on 2 cores when nothing is cached, then it returns at once).
+# requires k8s.io/kubernetes (scripts/build-kube-apiserver.sh; about 15 CPU-
+# minutes when nothing is cached, then it returns at once).
 $(BIN)/kube-apiserver: FORCE
 	./scripts/build-kube-apiserver.sh $(KUBE_VERSION) $@
 

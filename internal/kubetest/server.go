@@ -56,7 +56,7 @@ func NeedBinary(t testing.TB) string {
 	t.Helper()
 	b := FindBinary(t)
 	if b == "" {
-		msg := "no kube-apiserver binary .bin/kube-apiserver: build it with `make kube-apiserver` (scripts/build-kube-apiserver.sh: 10–15 minutes on 2 cores the first time) or set " + BinaryEnv
+		msg := "no kube-apiserver binary .bin/kube-apiserver: build it with `make kube-apiserver` (scripts/build-kube-apiserver.sh: about 15 CPU-minutes the first time) or set " + BinaryEnv
 		if os.Getenv("CI") == "true" {
 			t.Fatal(msg)
 		}
