@@ -78,7 +78,7 @@ var layers = map[string]int{
 
 var testOnly = map[string]bool{
 	"internal/etcdtest": true, "internal/s3test": true, "internal/jobtest": true,
-	"internal/corrupt": true, "uploader/storetest": true,
+	"internal/corrupt": true, "uploader/storetest": true, "internal/changetest": true,
 	"internal/kubetest": true, "internal/e2e": true,
 }
 
