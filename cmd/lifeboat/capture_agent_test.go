@@ -866,3 +866,57 @@ func TestAgentCapturePointInTimeRestore(t *testing.T) {
 			target, back.Hash, back.CompactRevision, live.Hash, live.CompactRevision)
 	}
 }
+
+// TestAgentCaptureLockHolderPaused: the holder stopped (SIGSTOP: a long
+// GC pause, a frozen VM) with changes buffered; its lease expires, the
+// other agent takes over and continues the chain. When the old holder
+// runs again (SIGCONT) it must not write into the chain: its lock is gone.
+// The chain has no fork and every revision once.
+func TestAgentCaptureLockHolderPaused(t *testing.T) {
+	r := newCaptureRig(t)
+	a := r.startAgent("a", r.etcd.Endpoints()[0])
+	waitUntil(t, "agent a leads and captures", time.Minute, func() bool { return a.capture().Running }, a)
+	b := r.startAgent("b", r.etcd.Endpoints()[0])
+	waitUntil(t, "agent b on standby", 30*time.Second, func() bool {
+		st := b.status()
+		return st.Leader.Holder != "" && !st.Leader.IsLeader
+	}, b)
+	holder := a.capture()
+	l := r.startLoad()
+	waitCaptured(t, a, l.waitWritten(t, 0, 200), 30*time.Second)
+	waitUntil(t, "writes past a's durable point", 10*time.Second, func() bool {
+		return float64(l.last.Load()) > a.metric("lifeboat_capture_revision")+5
+	}, a)
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "agent b takes the capture over", 30*time.Second, func() bool { return b.capture().Running }, b)
+	taken := b.capture()
+	waitCaptured(t, b, l.waitWritten(t, l.last.Load(), 100), 30*time.Second)
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "agent a knows it lost the lock", 30*time.Second, func() bool {
+		st := a.status()
+		return st.Leader.Holder != "" && !st.Leader.IsLeader && st.Capture != nil && !st.Capture.Active
+	}, a)
+	waitCaptured(t, b, l.waitWritten(t, l.last.Load(), 100), 30*time.Second)
+	last := l.stop(t)
+	waitCaptured(t, b, last, 30*time.Second)
+	b.stop()
+	a.stop()
+
+	w := r.oneWindow()
+	segs := r.chain(w.Generation)
+	var bFirst int64
+	for _, s := range segs {
+		if s.Token == taken.Token && bFirst == 0 {
+			bFirst = s.First
+		}
+		if s.Token == holder.Token && bFirst != 0 {
+			t.Errorf("segment %d-%d of the paused holder (token %d) after the new holder's from %d", s.First, s.Last, s.Token, bFirst)
+		}
+	}
+	r.checkHistory(segs, last)
+	r.verifyChanges()
+}
