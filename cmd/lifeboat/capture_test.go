@@ -72,6 +72,19 @@ func TestCaptureOptions(t *testing.T) {
 	}
 }
 
+// TestConfigCheckCapture: lifeboat config check prints the capture
+// section with the effective values (here from flags and environment).
+func TestConfigCheckCapture(t *testing.T) {
+	code, out, errOut := runCLI(t, map[string]string{"LIFEBOAT_CAPTURE_ENABLED": "true"}, "config", "check", "--capture-interval", "1s", "--capture-max-buffer-bytes", "64MiB")
+	if code != 0 {
+		t.Fatalf("config check: exit %d: %s", code, errOut)
+	}
+	want := "capture:\n    enabled: true\n    interval: 1s\n    max_segment_bytes: 8388608\n    max_buffer_bytes: 67108864\n"
+	if !strings.Contains(out, want) {
+		t.Errorf("config check lacks\n%s\nin\n%s", want, out)
+	}
+}
+
 // TestAgentCaptureRefused: agent --once with capture exits 2 saying that
 // capture needs the daemon, before it touches etcd or the store; the
 // daemon with --capture runs the capture job for real: a generation
