@@ -53,6 +53,9 @@ type captureRig struct {
 
 func newCaptureRig(t *testing.T) *captureRig {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("slow: the lifeboat binary, real etcd and versitygw")
+	}
 	bin := needLifeboatBinary(t)
 	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
 	srv := s3test.Start(t)
