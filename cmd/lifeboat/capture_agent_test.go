@@ -923,3 +923,30 @@ func TestAgentCaptureLockHolderPaused(t *testing.T) {
 	r.checkHistory(segs, last)
 	r.verifyChanges()
 }
+
+// TestAgentCaptureStoppedMidSegment: SIGTERM while writes flow, with the
+// leader lock: the agent exits 0, and the next run continues the same
+// generation with no gap and no duplicate.
+func TestAgentCaptureStoppedMidSegment(t *testing.T) {
+	r := newCaptureRig(t)
+	a := r.startAgent("a", r.etcd.Endpoints()[0])
+	waitUntil(t, "a generation", time.Minute, func() bool { return a.capture().Running }, a)
+	gen := a.capture().Generation
+	l := r.startLoad()
+	waitCaptured(t, a, l.waitWritten(t, 0, 100), 30*time.Second)
+	waitUntil(t, "writes past the durable point", 10*time.Second, func() bool {
+		return float64(l.last.Load()) > a.metric("lifeboat_capture_revision")+5
+	}, a)
+	a.stop()
+	last := l.stop(t)
+	b := r.startAgent("b", r.etcd.Endpoints()[0])
+	waitCaptured(t, b, last, 30*time.Second)
+	if g := b.capture().Generation; g != gen {
+		t.Errorf("after a stop, generation %s, want %s continued", g, gen)
+	}
+	noGaps(t, b)
+	b.stop()
+	w := r.oneWindow()
+	r.checkHistory(r.chain(w.Generation), last)
+	r.verifyChanges()
+}
