@@ -123,15 +123,9 @@ func start(t testing.TB, bin string) (*Server, error) {
 		"--region", s.Region,
 		"--health", "/health",
 		"posix", "--versioning-dir", versions, data)
-	s.cmd.Stdout = s.output
-	s.cmd.Stderr = s.output
-	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("run %s: %w", bin, err)
+	if err := s.run(); err != nil {
+		return nil, err
 	}
-	go func() {
-		_ = s.cmd.Wait()
-		close(s.exited)
-	}()
 	t.Cleanup(func() {
 		s.Stop()
 		if t.Failed() {
@@ -143,6 +137,40 @@ func start(t testing.TB, bin string) (*Server, error) {
 		return nil, fmt.Errorf("%w; output:\n%s", err, s.output.String())
 	}
 	return s, nil
+}
+
+// run starts s.cmd and watches for its exit.
+func (s *Server) run() error {
+	s.cmd.Stdout = s.output
+	s.cmd.Stderr = s.output
+	if err := s.cmd.Start(); err != nil {
+		return fmt.Errorf("run %s: %w", s.cmd.Path, err)
+	}
+	exited := s.exited
+	cmd := s.cmd
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	return nil
+}
+
+// Restart kills the server (as Stop does) and starts it again on the same
+// port, with the same credentials and data directories: a store that went
+// down and came back with every object it had. It waits until the server
+// is healthy again. Not safe to call concurrently with Stop.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Stop()
+	s.cmd = exec.Command(s.cmd.Path, s.cmd.Args[1:]...)
+	s.exited = make(chan struct{})
+	s.stopOnce = sync.Once{}
+	if err := s.run(); err != nil {
+		t.Fatalf("restart versitygw: %v", err)
+	}
+	if err := s.waitHealthy(); err != nil {
+		t.Fatalf("restart versitygw at %s: %v; output:\n%s", s.Endpoint, err, s.output.String())
+	}
 }
 
 func (s *Server) waitHealthy() error {
