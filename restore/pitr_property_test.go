@@ -59,7 +59,7 @@ func TestPointInTimeProperty(t *testing.T) {
 			t.Logf("failed with seed %d: rerun with LIFEBOAT_PROP_SEED=%d", seed, seed)
 		}
 	})
-	steps, perWindow := 160, 10
+	steps, perWindow := 160, 14
 	if testing.Short() {
 		steps, perWindow = 60, 4
 	}
@@ -242,6 +242,7 @@ func TestPointInTimeProperty(t *testing.T) {
 		e.waitDurable(g0(t, e.cli))
 		// The member becomes unreachable: the watch's connection is cut
 		// and reconnects are refused.
+		e.candidates = append(e.candidates, g0(t, e.cli)) // the sealed point
 		gl.refuse.Store(true)
 		if px.Cut() == 0 {
 			t.Fatal("no connection to cut")
@@ -639,13 +640,20 @@ func (e *propEnv) targets(w repository.Window, n int) []int64 {
 	}
 	slices.Sort(old)
 	e.rnd.Shuffle(len(old), func(i, j int) { old[i], old[j] = old[j], old[i] })
+	// Half of them compacted away on the source (all when the whole
+	// window is), half still live.
+	lo := max(w.From, e.compact)
+	recorded := n
+	if lo <= w.Through {
+		recorded = n / 2
+	}
 	for _, r := range old {
-		if len(set) >= n/2 {
+		if len(set) >= recorded {
 			break
 		}
 		set[r] = true
 	}
-	if lo := max(w.From, e.compact); lo <= w.Through {
+	if lo <= w.Through {
 		for range 4 * n {
 			if len(set) >= n {
 				break
@@ -755,4 +763,40 @@ func (l *refusingListener) Accept() (net.Conn, error) {
 		}
 		c.Close()
 	}
+}
+
+// TestPointInTimeHandoverBeforeFirstSegment hands the lock to a second
+// agent before the first one stored a segment of its new generation: the
+// second continues that generation from its snapshot, as it does once a
+// segment is stored, so that the revisions after the snapshot stay
+// recoverable while etcd still has them (not a second generation from a
+// fresh snapshot, with the revisions between the two snapshots out of
+// every window).
+func TestPointInTimeHandoverBeforeFirstSegment(t *testing.T) {
+	var compared atomic.Int64
+	e := newPropEnv(t, uint64(time.Now().UnixNano()), &compared, nil, false)
+	e.start(nil, nil, 3)
+	gen := e.waitGeneration("")
+	e.token.Store(0)
+	for i := 0; ; i++ {
+		if err, ok := e.stopped(); ok {
+			if !errors.Is(err, capture.ErrLockLost) {
+				t.Fatalf("first agent after the lock was lost: %v, want ErrLockLost", err)
+			}
+			break
+		}
+		if i > 2000 {
+			t.Fatal("the first agent did not stop after the lock was lost")
+		}
+		e.w.step(t.Context())
+	}
+	e.start(nil, nil, 4)
+	g := e.waitGeneration("")
+	e.run(20, false)
+	e.waitDurable(g0(t, e.cli))
+	e.stopOK()
+	if g != gen {
+		t.Fatalf("second agent writes generation %s, want %s (the first agent's, with nothing stored yet) continued", g, gen)
+	}
+	e.compare(e.verify(1)[0], 4)
 }
