@@ -144,7 +144,9 @@ func TestPointInTimeProperty(t *testing.T) {
 		}
 		e.start(nil, nil, 3)
 		e.run(steps/4, true)
-		e.waitDurable(g0(t, e.cli))
+		e.waitExpired() // before the boot, as above
+		cur := g0(t, e.cli)
+		e.waitDurable(cur)
 		e.stopOK()
 		e.noGaps()
 		w := e.verify(1)[0]
@@ -152,6 +154,9 @@ func TestPointInTimeProperty(t *testing.T) {
 			t.Fatalf("window of generation %s after %d kills, want %s continued", w.Generation, kills, gen)
 		}
 		e.compare(w, perWindow)
+		_, path := e.replayTo(t, restore.Target{Revision: cur})
+		e.checkBooted(t, path, cur)
+		compared.Add(1)
 	})
 
 	t.Run("lock handed to a second agent", func(t *testing.T) {
