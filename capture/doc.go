@@ -90,7 +90,10 @@
 // segment a progress marker records Through = its last revision and At =
 // the time the capture last knew the cluster was at that revision (a
 // progress notification, else the revision's receive time). While idle,
-// one marker per interval advances At. Older markers of the generation
+// one marker per interval advances At. A new generation gets a marker
+// at its snapshot's revision and time at once, so that the next writer
+// (after a lost lock or a crash) continues it even before its first
+// segment. Older markers of the generation
 // are deleted once a newer one is stored (best effort: a failed delete
 // is logged, and the newest marker always wins).
 //
