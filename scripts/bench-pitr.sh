@@ -15,9 +15,11 @@
 #                    store through its revision), capture.interval 5s and 1s;
 #   cost-off, cost-on  p99 of 200 puts/s (benchtool load, 1 KiB values) with
 #                    no agent and with the agent capturing, alternated;
-#   mem              peak RSS (VmHWM) of the agent capturing 2 000 writes/s,
-#                    reset (clear_refs) once the capture runs, so the anchor
-#                    snapshot is not counted; the whole process's peak too.
+#   mem              peak RSS (VmHWM) of the agent capturing 2 000 writes/s:
+#                    a second agent run that continues the generation (no
+#                    snapshot in the process), its peak since start and since
+#                    the load began (clear_refs).
+# BENCH_PITR_PARTS (default "lag cost mem") picks parts of pitr;
 # BENCH_PITR_SECS (default 60) is each run's length, RUNS the pairs;
 # LIFEBOAT_BENCH_AGENT_BIN runs the agent from another binary than restore.
 #
@@ -29,6 +31,8 @@ PSECS=${BENCH_PITR_SECS:-60}
 POBJECTS=${BENCH_PITR_OBJECTS:-20000}
 PDRIVER=${BENCH_PITR_DRIVER:-agent}
 PDIR=$DIR/pitr
+PPARTS=" ${BENCH_PITR_PARTS:-lag cost mem} "
+want_part() { [[ $PPARTS == *" $1 "* ]]; }
 loadavg() { cut -d' ' -f1-3 /proc/loadavg | tr ' ' '/'; }
 : >"$OUT/pitr.txt"
 record() { # record NAME LOAD_BEFORE JSON
@@ -70,8 +74,10 @@ agent_start() {
   fi
   agent_pid=$!
   for _ in $(seq 600); do
+    # Up, with a durable point: before its first one the agent reports the
+    # time since it began (its anchor snapshot included) as the lag.
     if "$BIN/benchtool" scrape --metrics "$pmetrics" 2>/dev/null |
-      python3 -c 'import json,sys; m=json.load(sys.stdin); sys.exit(0 if m.get("lifeboat_capture_up")==1 and m.get("lifeboat_capture_revision",0)>0 else 1)' 2>/dev/null; then
+      python3 -c 'import json,sys; m=json.load(sys.stdin); sys.exit(0 if m.get("lifeboat_capture_up")==1 and m.get("lifeboat_capture_revision",0)>0 and m.get("lifeboat_capture_recovery_point_timestamp_seconds",0)>0 else 1)' 2>/dev/null; then
       return 0
     fi
     kill -0 "$agent_pid" 2>/dev/null || { echo "bench: the agent exited (see $OUT/agent-$prefix.log)"; tail -5 "$OUT/agent-$prefix.log"; exit 1; }
@@ -99,6 +105,7 @@ if want pitr; then
   etcd_start "$PDIR/etcd"
   "$BIN/benchtool" seed --endpoints "$pep" --objects "$POBJECTS" --min-value 1024 --max-value 4096
   for i in $(seq "$RUNS"); do
+    want_part lag || break
     for iv in 5s 1s; do
       agent_start "lag-$iv-$i" "$iv" "$pep"
       l=$(loadavg)
@@ -109,6 +116,7 @@ if want pitr; then
     done
   done
   for i in $(seq "$RUNS"); do
+    want_part cost || break
     l=$(loadavg)
     js=$("$BIN/benchtool" load --endpoints "$pep" --rate 200 --duration "${PSECS}s")
     record cost-off "$l" "$js"
@@ -118,6 +126,10 @@ if want pitr; then
     agent_stop
     record cost-on "$l" "$js"
   done
+  want_part mem && {
+  # The anchor snapshot in a first run, so that the measured process only
+  # captures: it continues the generation.
+  agent_start mem 5s "$pep"; agent_stop
   agent_start mem 5s "$pep"
   whole=$(awk '/VmHWM/ {print $2}' "/proc/$agent_pid/status")
   echo 5 >"/proc/$agent_pid/clear_refs" # VmHWM from here: the capture only
@@ -126,6 +138,7 @@ if want pitr; then
   hwm=$(awk '/VmHWM/ {print $2}' "/proc/$agent_pid/status"); rss=$(awk '/VmRSS/ {print $2}' "/proc/$agent_pid/status")
   agent_stop
   record mem "$l" "{\"vmhwm_capture_kb\":$hwm,\"vmrss_end_kb\":$rss,\"vmhwm_before_kb\":$whole,\"load\":$js}"
+  }
   kill "$pitr_etcd_pid"; wait "$pitr_etcd_pid" 2>/dev/null || true; pitr_etcd_pid=""
 fi
 
@@ -212,7 +225,7 @@ for name, load, r in rows:
     if name == "mem":
         ld = r["load"]
         L.append(f"\nmem (load {load}): VmHWM while capturing {r['vmhwm_capture_kb']/1024:.1f} MiB, VmRSS at the end {r['vmrss_end_kb']/1024:.1f} MiB, "
-                 f"whole process before the load (anchor snapshot) {r['vmhwm_before_kb']/1024:.1f} MiB; {ld['writes_per_s']:.0f} writes/s for {ld['seconds']:.0f} s "
+                 f"since the process started, before the load (no snapshot in this process) {r['vmhwm_before_kb']/1024:.1f} MiB; {ld['writes_per_s']:.0f} writes/s for {ld['seconds']:.0f} s "
                  f"({ld['writes']} writes, {ld['errors']} errors), write p99 {ld['latency_ms']['p99']:.1f} ms; capture gauges max: {json.dumps(ld.get('capture_max', {}))}")
 L += ["", "| restore run | load avg | wall (s) | peak RSS (MiB) | revisions replayed | replay (s) | replay rate (rev/s) | pitr / previous plain |", "|---|---|---|---|---|---|---|---|"]
 last, ratios = None, []
