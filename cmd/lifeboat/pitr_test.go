@@ -135,6 +135,10 @@ func TestRestorePointInTime(t *testing.T) {
 		if code != 0 || !strings.Contains(out, `"point_in_time"`) || !strings.Contains(out, fmt.Sprintf(`"target_revision": %d`, through)) {
 			t.Fatalf("drill -o json: exit %d\n%s\n%s", code, out, errOut)
 		}
+		// list names the point in time the snapshot's last drill proved.
+		if code, out, _ := runCLI(t, nil, append([]string{"list"}, e.args...)...); code != 0 || !strings.Contains(out, fmt.Sprintf("passed to r%d", through)) {
+			t.Errorf("list: exit %d, no \"passed to r%d\":\n%s", code, through, out)
+		}
 		// A backup id with a target is a usage error.
 		if code, _, errOut := runCLI(t, nil, append([]string{"drill", "latest", "--to-revision", fmt.Sprint(target)}, e.args...)...); code != 2 {
 			t.Errorf("drill latest --to-revision: exit %d, want 2\n%s", code, errOut)
