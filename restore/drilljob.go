@@ -58,12 +58,10 @@ func RunDrillJob(ctx context.Context, job DrillJob, lg *slog.Logger) (*DrillOutc
 	o := job.Options
 	o.Backups, o.Logger = job.Backups, lg
 	if job.Live != nil {
-		live, release, err := job.Live(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("point-in-time drill: connect to the live cluster: %w", err)
+		pt, release, err := pointInTimeTarget(ctx, job, lg)
+		if release != nil {
+			defer release()
 		}
-		defer release()
-		pt, err := pointInTimeTarget(ctx, job, live, lg)
 		if err != nil {
 			return nil, err
 		}
@@ -129,23 +127,29 @@ func StoreDrillHistory(b *repository.Repo) DrillHistoryFunc {
 
 // pointInTimeTarget picks the agent's point-in-time drill target and
 // plans it; nil when there is none (no window above the live compact
-// revision): the caller drills a snapshot instead.
-func pointInTimeTarget(ctx context.Context, job DrillJob, live LiveCluster, lg *slog.Logger) (*PointInTimeOptions, error) {
+// revision): the caller drills a snapshot instead. It connects to the
+// live cluster only when the store holds captured changes; release
+// (when not nil) ends that connection.
+func pointInTimeTarget(ctx context.Context, job DrillJob, lg *slog.Logger) (_ *PointInTimeOptions, release func(), _ error) {
 	l, err := job.Backups.List(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("point-in-time drill: %w", err)
+		return nil, nil, fmt.Errorf("point-in-time drill: %w", err)
 	}
 	windows, err := job.Backups.Windows(ctx, l)
 	if err != nil {
-		return nil, fmt.Errorf("point-in-time drill: %w", err)
+		return nil, nil, fmt.Errorf("point-in-time drill: %w", err)
 	}
 	if len(windows) == 0 {
 		lg.Info("no captured changes yet: drilling a snapshot")
-		return nil, nil
+		return nil, nil, nil
+	}
+	live, release, err := job.Live(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("point-in-time drill: connect to the live cluster: %w", err)
 	}
 	now, err := live.HashKV(ctx, 0)
 	if err != nil {
-		return nil, fmt.Errorf("point-in-time drill: the live compact revision: %w", err)
+		return nil, release, fmt.Errorf("point-in-time drill: the live compact revision: %w", err)
 	}
 	int64n := job.Int64n
 	if int64n == nil {
@@ -154,13 +158,13 @@ func pointInTimeTarget(ctx context.Context, job DrillJob, live LiveCluster, lg *
 	rev, ok := PickTarget(windows, now.CompactRevision, now.ClusterID, int64n)
 	if !ok {
 		lg.Info("no recoverable window above the live compact revision: drilling a snapshot", "compact_revision", now.CompactRevision)
-		return nil, nil
+		return nil, release, nil
 	}
 	p, err := PlanPointInTime(ctx, job.Backups, l, Target{Revision: rev}, job.Options.Identities)
 	if err != nil {
-		return nil, fmt.Errorf("point-in-time drill: plan revision %d: %w", rev, err)
+		return nil, release, fmt.Errorf("point-in-time drill: plan revision %d: %w", rev, err)
 	}
 	lg.Info("point-in-time drill", "target_revision", rev, "generation", p.Window.Generation, "backup_id", p.Snapshot.ID,
 		"revisions", p.Revisions, "segments", len(p.Segments), "compact_revision", now.CompactRevision, "through", p.Window.Through)
-	return &PointInTimeOptions{Plan: p, Live: live}, nil
+	return &PointInTimeOptions{Plan: p, Live: live}, release, nil
 }

@@ -141,6 +141,27 @@ func TestPointInTimeDrill(t *testing.T) {
 		}
 	})
 
+	t.Run("agent without captured changes drills a snapshot", func(t *testing.T) {
+		repo := dirBackups(t, t.TempDir())
+		m := (&source{c: s.c}).backup(t, repo, ageEncoding(s.ids[0].(*age.X25519Identity)))
+		job := restore.DrillJob{
+			Backups: repo,
+			Options: restore.DrillOptions{Identities: s.ids, ScratchDir: scratch, Version: "test"},
+			Live: func(context.Context) (restore.LiveCluster, func(), error) {
+				t.Error("connected to the live cluster without captured changes")
+				return live, func() {}, nil
+			},
+			Int64n: func(int64) int64 { t.Error("a target picked without a window"); return 0 },
+		}
+		out, err := restore.RunDrillJob(ctx, job, nil)
+		if err != nil || out == nil || !out.Passed || out.TargetRevision != 0 || out.BackupID != m.ID {
+			t.Fatalf("agent drill without changes: %v, %+v", err, out)
+		}
+		if _, ok := out.Phases[restore.PhaseReplay]; ok {
+			t.Errorf("a plain drill ran a replay phase: %+v", out.Phases)
+		}
+	})
+
 	t.Run("compacted target refused", func(t *testing.T) {
 		r := s.compact - 1
 		if r <= s.anchor.Revision {
