@@ -135,6 +135,16 @@ func TestRestorePointInTime(t *testing.T) {
 		if code != 0 || !strings.Contains(out, `"point_in_time"`) || !strings.Contains(out, fmt.Sprintf(`"target_revision": %d`, through)) {
 			t.Fatalf("drill -o json: exit %d\n%s\n%s", code, out, errOut)
 		}
+		// --to-time resolves like restore --to-time.
+		ws, err := repo.Windows(ctx, l)
+		if err != nil || len(ws) != 1 {
+			t.Fatalf("windows: %v %v", ws, err)
+		}
+		at := ws[0].ThroughTime.UTC().Format(time.RFC3339Nano)
+		code, out, errOut = runCLI(t, nil, append([]string{"drill", "--to-time", at}, e.args...)...)
+		if code != 0 || !strings.Contains(out, fmt.Sprintf("drill of revision %d", through)) || !strings.Contains(out, "PASSED") {
+			t.Fatalf("drill --to-time %s: exit %d\n%s\n%s", at, code, out, errOut)
+		}
 		// list names the point in time the snapshot's last drill proved.
 		if code, out, _ := runCLI(t, nil, append([]string{"list"}, e.args...)...); code != 0 || !strings.Contains(out, fmt.Sprintf("passed to r%d", through)) {
 			t.Errorf("list: exit %d, no \"passed to r%d\":\n%s", code, through, out)
