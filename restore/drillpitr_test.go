@@ -22,7 +22,7 @@ import (
 
 // liveSession is a session to the source's real etcd, as the CLI and the
 // agent dial it.
-func liveSession(t *testing.T, endpoints []string) restore.LiveCluster {
+func liveSession(t testing.TB, endpoints []string) restore.LiveCluster {
 	t.Helper()
 	sess, err := snapshot.Dial(t.Context(), snapshot.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second}, nil)
 	if err != nil {
