@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -66,18 +65,7 @@ func startRestored(ctx context.Context, binary, dataDir string, flags []string) 
 		}
 	}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.SysProcAttr = childAttr()
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // Pdeathsig: see startBinary
-		err := p.cmd.Start()
-		started <- err
-		if err == nil {
-			p.err = p.cmd.Wait()
-		}
-		close(p.exited)
-	}()
-	if err := <-started; err != nil {
+	if err := StartChild(p.cmd, p.exited, &p.err); err != nil {
 		return nil, fmt.Errorf("start %s: %w", binary, err)
 	}
 	if err := p.waitReady(ctx); err != nil {

@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -216,20 +215,7 @@ func start(ctx context.Context, tmp string, opts Options) (*Server, error) {
 	s.cmd = exec.Command(opts.Binary, args...)
 	s.cmd.Dir = dir
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
-	s.cmd.SysProcAttr = childAttr()
-	started := make(chan error, 1)
-	go func() {
-		// Pdeathsig (Linux) fires when the thread that started the child
-		// ends: keep this goroutine on its thread until the child exits.
-		runtime.LockOSThread()
-		err := s.cmd.Start()
-		started <- err
-		if err == nil {
-			s.err = s.cmd.Wait()
-		}
-		close(s.exited)
-	}()
-	if err := <-started; err != nil {
+	if err := etcdtest.StartChild(s.cmd, s.exited, &s.err); err != nil {
 		return nil, fmt.Errorf("start %s: %w", opts.Binary, err)
 	}
 	if err := s.waitReady(ctx); err != nil {
