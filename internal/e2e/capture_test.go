@@ -1,74 +1,128 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
-	"log/slog"
-	"strings"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/lifeboat-dev/lifeboat/backup"
-	"github.com/lifeboat-dev/lifeboat/capture"
-	"github.com/lifeboat-dev/lifeboat/repository"
-	"github.com/lifeboat-dev/lifeboat/snapshot"
-	"github.com/lifeboat-dev/lifeboat/uploader"
+	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/syncbuf"
 )
 
-// captureInterval is capture.interval of the tests' capture.
+// captureInterval is capture.interval of the tests' agent.
 const captureInterval = time.Second
 
-// capture runs continuous capture of the cluster at endpoints into l's
-// store (cluster "default", zstd, as the binary's defaults), starting
-// with a fresh snapshot of its own (the generation's anchor), until stop
-// is called or the test ends. stop returns once capture has ended and
-// fails the test if it ended with an error.
-//
-// It runs capture.Run in this process: `lifeboat agent --capture` is not
-// wired yet.
-func (l *lifeboat) capture(t *testing.T, endpoints []string) (stop func()) {
+// captureAgent is `lifeboat agent --config F` with capture enabled, the
+// daemon as an operator runs it.
+type captureAgent struct {
+	lb      *lifeboat
+	stderr  *syncbuf.Buffer
+	exited  chan struct{}
+	waitErr error
+	cmd     *exec.Cmd
+}
+
+// capture starts `lifeboat agent` on a config file that enables capture
+// of the cluster at endpoints into l's store (cluster "default", zstd:
+// the defaults) at a 1 s interval, with no snapshot, prune or drill
+// schedule: its only job is capture, which starts a generation from a
+// fresh snapshot of its own (the anchor). The agent holds the leader lock
+// in etcd as always. It is stopped at test cleanup, or earlier by stop.
+func (l *lifeboat) capture(t *testing.T, endpoints []string) *captureAgent {
 	t.Helper()
-	st, err := uploader.NewDir(strings.TrimPrefix(l.store, "file://"))
+	dir := t.TempDir()
+	eps, err := json.Marshal(endpoints)
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo := repository.New(st, "default")
-	enc := repository.Encoding{Compression: "zstd"}
-	lg := slog.New(slog.DiscardHandler)
-	cfg := snapshot.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second}
-	sess, err := snapshot.Dial(t.Context(), cfg, lg)
-	if err != nil {
+	// JSON is YAML: every string quoted.
+	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	cfg := fmt.Sprintf(`cluster: default
+log:
+  level: info
+  format: json
+etcd:
+  endpoints: %s
+snapshot:
+  spool_dir: %s
+store:
+  url: %s
+schedule:
+  snapshot: ""
+  prune: ""
+  drill: ""
+agent:
+  listen: %s
+  lock_ttl: 5s
+capture:
+  enabled: true
+  interval: %s
+`, eps, q(filepath.Join(dir, "spool")), q(l.store), q(fmt.Sprintf("127.0.0.1:%d", freePort(t))), captureInterval)
+	path := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	spool := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- capture.Run(ctx, capture.Job{
-			Session: sess, Repo: repo, Encoding: enc, Interval: captureInterval,
-			Token: func() (int64, bool) { return 1, true },
-			Snapshot: func(ctx context.Context) (*repository.Manifest, error) {
-				return backup.Run(ctx, backup.Job{Etcd: cfg, SpoolDir: spool, Backups: repo, Encoding: enc, Version: "e2e"}, lg)
-			},
-		}, lg)
-	}()
-	stopped := false
-	stop = func() {
-		t.Helper()
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil && ctx.Err() == nil {
-			t.Errorf("capture: %v", err)
-		}
-		sess.Close()
+	a := &captureAgent{lb: l, stderr: &syncbuf.Buffer{Max: 1 << 20}, exited: make(chan struct{})}
+	a.cmd = exec.Command(l.bin, "agent", "--config", path)
+	a.cmd.Env = cleanEnv()
+	a.cmd.Stderr = a.stderr
+	if err := etcdtest.StartChild(a.cmd, a.exited, &a.waitErr); err != nil {
+		t.Fatalf("start lifeboat agent: %v", err)
 	}
-	t.Cleanup(stop)
-	return stop
+	t.Cleanup(func() { a.stop(t) })
+	return a
+}
+
+// stop ends the agent with SIGTERM, as systemd does, and fails the test
+// unless it exits 0 within a minute.
+func (a *captureAgent) stop(t *testing.T) {
+	t.Helper()
+	select {
+	case <-a.exited:
+		return
+	default:
+	}
+	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-a.exited:
+		if a.waitErr != nil {
+			t.Errorf("lifeboat agent after SIGTERM: %v\n%s", a.waitErr, a.stderr.String())
+		}
+	case <-time.After(time.Minute):
+		_ = a.cmd.Process.Kill()
+		<-a.exited
+		t.Errorf("lifeboat agent did not stop within a minute of SIGTERM\n%s", a.stderr.String())
+	}
+}
+
+// waitCaptured polls `lifeboat list` until the newest window is
+// recoverable through revision rev at least (capture made every revision
+// up to rev durable) and returns it; a minute without, or the agent
+// exiting, fails the test.
+func (a *captureAgent) waitCaptured(t *testing.T, rev int64) window {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ws := a.lb.windows(t)
+		if n := len(ws); n > 0 && ws[n-1].Recoverable && ws[n-1].Problem == "" && ws[n-1].Through >= rev {
+			return ws[n-1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("capture not durable through revision %d in a minute: windows %+v\nagent:\n%s", rev, ws, a.stderr.String())
+		}
+		select {
+		case <-a.exited:
+			t.Fatalf("lifeboat agent exited: %v\n%s", a.waitErr, a.stderr.String())
+		case <-time.After(200 * time.Millisecond): // polling the store against a deadline
+		}
+	}
 }
 
 // window is one capture window of `lifeboat list -o json`.
@@ -92,24 +146,6 @@ func (l *lifeboat) windows(t *testing.T) []window {
 		t.Fatalf("lifeboat list -o json: %v", err)
 	}
 	return list.Windows
-}
-
-// waitCaptured polls `lifeboat list` until the newest window is
-// recoverable through revision rev at least (capture made every revision
-// up to rev durable) and returns it; a minute without fails the test.
-func (l *lifeboat) waitCaptured(t *testing.T, rev int64) window {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		ws := l.windows(t)
-		if n := len(ws); n > 0 && ws[n-1].Recoverable && ws[n-1].Problem == "" && ws[n-1].Through >= rev {
-			return ws[n-1]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("capture not durable through revision %d in a minute: windows %+v", rev, ws)
-		}
-		time.Sleep(200 * time.Millisecond) // polling the store against a deadline
-	}
 }
 
 // change is one operation of `lifeboat log -o json`.

@@ -55,8 +55,8 @@ func TestKubePointInTimeRestoreNamespace(t *testing.T) {
 	if _, err := cli.Put(ctx, "/e2e/after-snapshot", "x"); err != nil {
 		t.Fatal(err)
 	}
-	stopCapture := lb.capture(t, src.Endpoints())
-	anchor := lb.waitCaptured(t, currentRevision(t, cli))
+	capt := lb.capture(t, src.Endpoints())
+	anchor := capt.waitCaptured(t, currentRevision(t, cli))
 	t.Logf("capture generation %s from revision %d (the snapshot of `lifeboat snapshot` is at %d)", anchor.Generation, anchor.FromRevision, snapRev)
 
 	shop := writeShop(t, c, "shop")
@@ -65,7 +65,7 @@ func TestKubePointInTimeRestoreNamespace(t *testing.T) {
 			t.Fatalf("%s created at revision %d, not after the anchor snapshot at %d", o, rv, anchor.FromRevision)
 		}
 	}
-	lb.waitCaptured(t, currentRevision(t, cli))
+	capt.waitCaptured(t, currentRevision(t, cli))
 
 	contents := []kubetest.Resource{kubetest.ConfigMaps, kubetest.Secrets, kubetest.Deployments, widgets}
 	if err := c.DeleteNamespace(ctx, "shop", contents...); err != nil {
@@ -76,10 +76,10 @@ func TestKubePointInTimeRestoreNamespace(t *testing.T) {
 			t.Fatalf("%s after the namespace was deleted: %v, want not found", o, err)
 		}
 	}
-	captured := lb.waitCaptured(t, currentRevision(t, cli))
+	captured := capt.waitCaptured(t, currentRevision(t, cli))
 	// The old cluster is gone, as in a real loss: its API server and the
 	// capture of it too.
-	stopCapture()
+	capt.stop(t)
 	api.Stop()
 
 	r := revisionBeforeDelete(t, lb, shop)

@@ -31,15 +31,15 @@ func TestPointInTimeRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	stop := lb.capture(t, src.Endpoints())
-	lb.waitCaptured(t, currentRevision(t, cli))
+	capt := lb.capture(t, src.Endpoints())
+	capt.waitCaptured(t, currentRevision(t, cli))
 	for i := range 5 {
 		if _, err := cli.Put(ctx, fmt.Sprintf("/after/%d", i), "v"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	lb.waitCaptured(t, currentRevision(t, cli))
-	stop()
+	capt.waitCaptured(t, currentRevision(t, cli))
+	capt.stop(t)
 	ws := lb.windows(t)
 	if len(ws) != 1 || ws[0].FromRevision <= 1 {
 		t.Fatalf("windows %+v, want one starting after revision 1", ws)
