@@ -14,17 +14,17 @@ import (
 var replayedRE = regexp.MustCompile(`(?m)^replayed (\d+) revisions .* the database is at revision (\d+)$`)
 
 // TestKubePointInTimeRestoreNamespace is the 3 a.m. point-in-time restore
-// with a real Kubernetes writer (docs/pitr.md, "Finding the revision
-// before a delete"): `lifeboat snapshot` stores a backup, continuous
-// capture runs, and only then does kube-apiserver write a namespace with a
-// ConfigMap, a Secret, a Deployment and a custom object: none of them is in
-// any snapshot. Capture makes them durable, the namespace is deleted
-// through the API and capture makes that durable too. `lifeboat log
-// /registry/namespaces/shop` finds the revision of the first step of the
-// delete; `lifeboat restore --to-revision` that revision − 1 with
-// --bump-revision and --mark-compacted writes a new data dir, the etcd
-// binary boots on it, and a new kube-apiserver on that etcd serves the
-// namespace and every object in it again, with the same uids, contents
+// with a real Kubernetes writer (docs/pitr.md, "Restoring to just before a
+// mistake"): `lifeboat snapshot` stores a backup, `lifeboat agent`
+// captures continuously, and only then does kube-apiserver write a
+// namespace with a ConfigMap, a Secret, a Deployment and a custom object:
+// none of them is in any snapshot. Capture makes them durable, the
+// namespace is deleted through the API and capture makes that durable too.
+// `lifeboat log /registry/namespaces/shop` finds the revision of the first
+// step of the delete; `lifeboat restore --to-revision` that revision − 1
+// with --bump-revision and --mark-compacted writes a new data dir, the
+// etcd binary boots on it, and a new kube-apiserver on that etcd serves
+// the namespace and every object in it again, with the same uids, contents
 // and resourceVersions, from quorum reads and from its watch cache, and
 // takes new writes at revisions past R + the bump.
 //
