@@ -160,15 +160,15 @@ func (s *Server) launch() error {
 	return nil
 }
 
-// Restart starts a stopped server again on the same port with the same
-// data (Stop it first: a store that went down and came back).
+// Restart starts the server again on the same port, with the same
+// credentials and data directories: a store that went down and came back
+// with every object it had. A server still running is killed first (as
+// Stop does); a test that wants it down for a while calls Stop, then
+// Restart. It waits until the server is healthy again. Not safe to call
+// concurrently with Stop.
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
-	select {
-	case <-s.exited:
-	default:
-		t.Fatal("restart versitygw: it is still running (Stop it first)")
-	}
+	s.Stop()
 	// The port was just freed by the killed process: retry the bind.
 	var err error
 	for range 20 {
