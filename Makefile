@@ -104,7 +104,7 @@ test: tools build lint
 	# leader lock, capture's watch reader and flusher, replay's read-ahead
 	# and the repository's holds (about 4 minutes on 2 cores).
 	$(GO) test -race $(GOTEST_FLAGS) -run 'TestFile|TestStream|TestCRC|TestSave|TestTake' ./verify ./snapshot
-	$(GO) test -race $(GOTEST_FLAGS) -run 'TestSnapshot|TestPriority|TestShutdownDuringUpload|TestNotifier|TestStaleNotification|TestTwoAgentsOneLeader|TestLockExpires' ./backup ./agent
+	$(GO) test -race $(GOTEST_FLAGS) -run 'TestSnapshot|TestPriority|TestShutdownDuringUpload|TestNotifier|TestStaleNotification|TestTwoAgentsOneLeader|TestLockExpires|TestCaptureWithoutLock|TestCaptureFollowsTheLock' ./backup ./agent
 	$(GO) test -race $(GOTEST_FLAGS) -run 'TestDirStore|TestS3Store|TestS3ReadFaults' ./uploader
 	$(GO) test -race $(GOTEST_FLAGS) -run 'TestOpenDetectsDamage|TestEncodingRoundTrip|TestReadAhead|TestTrailerHash|TestLastDrills|TestCache|TestListFailsOnStoreErrors|TestHold' ./repository
 	$(GO) test -race $(GOTEST_FLAGS) -run 'TestRestoreRollsBack|TestPointInTime$$|TestReplay' ./restore
