@@ -33,6 +33,7 @@ type Config struct {
 	Schedule   ScheduleConfig
 	Agent      AgentConfig
 	Notify     NotifyConfig
+	Inspect    InspectConfig
 }
 
 // DrillConfig configures restore drills.
@@ -168,6 +169,13 @@ type ObjectLockConfig struct {
 	LegalHold bool     `yaml:"legal_hold"`
 }
 
+// InspectConfig configures ls, get and diff.
+type InspectConfig struct {
+	CacheDir         string `yaml:"cache_dir"`
+	CacheMaxSize     int64  `yaml:"cache_max_size"`
+	EncryptionConfig string `yaml:"encryption_config"`
+}
+
 // EncryptionConfig configures age encryption.
 type EncryptionConfig struct {
 	Recipients     []string `yaml:"recipients"`
@@ -260,6 +268,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Snapshot.Timeout < 0 {
 		return cfgErr("snapshot.timeout", "must not be negative")
+	}
+	if c.Inspect.CacheMaxSize < 0 {
+		return cfgErr("inspect.cache_max_size", "must not be negative")
 	}
 	if c.Snapshot.WritebackChunk < 0 {
 		return cfgErr("snapshot.writeback_chunk", "must not be negative")
