@@ -30,8 +30,9 @@ with the Kubernetes scheme; JSON values pass through; other values print as
 a document with their size and bytes (-o raw prints the bytes alone).
 
 --prefix prints every key under KEY (YAML documents, or a JSON List); a
-value that cannot be decrypted or decoded is reported on stderr and skipped,
-and get exits 1 at the end. --for-apply drops the fields the API server sets
+value that cannot be decrypted (KMS, no or a wrong --encryption-config) is
+said on stderr (and as a YAML comment) and skipped; one that cannot be
+decoded too, and then get exits 1 at the end. --for-apply drops the fields the API server sets
 (resourceVersion, uid, creationTimestamp, managedFields, generation,
 selfLink, status), so that kubectl apply -f - recreates the object.
 
@@ -112,7 +113,12 @@ func writeValues(ctx context.Context, out, stderr io.Writer, s *inspect.Snapshot
 		}
 		b, err := inspect.Render(v, o.output, o.forApply)
 		if err != nil {
-			skipped++
+			// A value encrypted with a key this machine does not hold
+			// (KMS, or no --encryption-config) is said per value; the
+			// listing goes on and succeeds. Anything else fails it.
+			if !errors.Is(err, inspect.ErrEncrypted) {
+				skipped++
+			}
 			fmt.Fprintf(stderr, "%s: %v\n", e.Key, err)
 			if o.output == "yaml" {
 				fmt.Fprintf(out, "# %s: %v\n", e.Key, err)
@@ -143,7 +149,7 @@ func writeValues(ctx context.Context, out, stderr io.Writer, s *inspect.Snapshot
 		out.Write(append(b, '\n'))
 	}
 	if skipped > 0 {
-		return fmt.Errorf("backup %s: %d of %d values under %q: %w (see above)", s.ID, skipped, len(entries), o.key, errSkipped)
+		return fmt.Errorf("backup %s: %d of %d values under %q could not be decoded: %w (see above)", s.ID, skipped, len(entries), o.key, errSkipped)
 	}
 	return nil
 }
