@@ -7,7 +7,7 @@ import (
 // Change is one key that differs between two snapshots.
 type Change struct {
 	// Op is "added" (only in the second), "deleted" (only in the first) or
-	// "changed" (a different value: size or CRC-64 differ).
+	// "changed" (a different value: size or 64-bit xxHash differ).
 	Op   string
 	Key  string
 	A, B *Entry // nil on the side where the key is absent

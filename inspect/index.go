@@ -7,7 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc64"
+	"github.com/cespare/xxhash/v2"
 	"io"
 	"os"
 	"slices"
@@ -24,21 +24,19 @@ import (
 // in the key bucket, so that get reads one path of the bbolt tree and ls
 // reads no page of the snapshot at all.
 //
-//	"LBIDX1\n"
+//	"LBIDX2\n"
 //	records: uvarint len, key, uvarint main, uvarint sub, varint create,
-//	         varint version, varint lease, uvarint size, u64 crc64,
+//	         varint version, varint lease, uvarint size, u64 xxhash64,
 //	         uvarint len, encoding
 //	offsets: u64 LE per record (from the file's start)
 //	footer:  u64 count, i64 revision, u64 offsets start, [32]byte the
-//	         snapshot's sha256 (hex, first 32 chars), "LBIDX1\n"
+//	         snapshot's sha256 (hex, first 32 chars), "LBIDX2\n"
 
 const (
-	indexMagic  = "LBIDX1\n"
+	indexMagic  = "LBIDX2\n"
 	footerSize  = 8 + 8 + 8 + 32 + len(indexMagic)
 	maxKeyBytes = 1 << 20
 )
-
-var crcTable = crc64.MakeTable(crc64.ECMA)
 
 // Entry is one live key of a snapshot.
 type Entry struct {
@@ -48,7 +46,7 @@ type Entry struct {
 	CreateRevision int64
 	Version        int64
 	Lease          int64
-	// Size is the stored value's length, CRC its CRC-64 (ECMA): diff
+	// Size is the stored value's length, CRC its 64-bit xxHash: diff
 	// compares values by them without reading the snapshot.
 	Size int64
 	CRC  uint64
@@ -95,7 +93,7 @@ func buildIndex(ctx context.Context, dbPath string, rev int64, sha string, w io.
 		e.Sub = int64(binary.BigEndian.Uint64(rk[9:17]))
 		e.CreateRevision, e.Version, e.Lease = kv.CreateRevision, kv.Version, kv.Lease
 		e.Size = int64(len(kv.Value))
-		e.CRC = crc64.Checksum(kv.Value, crcTable)
+		e.CRC = xxhash.Sum64(kv.Value)
 		e.Encoding = Sniff(kv.Value)
 		return nil
 	})
