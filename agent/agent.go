@@ -46,6 +46,14 @@ type Config struct {
 	Snapshot *backup.Job
 	Prune    *prune.Job
 	Drill    DrillFunc
+	// Capture, when not nil, is the continuous capture job (see
+	// CaptureFunc): run without a schedule, for as long as this agent
+	// leads. It needs Snapshot (its fresh snapshots are snapshot runs).
+	Capture CaptureFunc
+	// CaptureBackoff is the first delay before the capture job is started
+	// again after it ended with an error (default 1s), doubling each time
+	// up to a minute.
+	CaptureBackoff time.Duration
 	// DrillHistory returns the last drill of each backup (nil: the drill
 	// reports in Backups, see restore.StoreDrillHistory). The drills this
 	// agent ran count too.
@@ -115,6 +123,8 @@ type Agent struct {
 	lastDrill time.Time
 	stale     bool // the stale event was sent and no fresh backup seen since
 	ready     atomic.Bool
+
+	capt captureState
 }
 
 // job is one scheduled job and its state.
@@ -127,6 +137,7 @@ type job struct {
 
 	running atomic.Bool
 	mu      sync.Mutex
+	freed   chan struct{} // closed and replaced when running goes false
 	last    *RunRecord
 	success time.Time
 	next    time.Time
@@ -205,6 +216,12 @@ func New(cfg Config, lg *slog.Logger) (*Agent, error) {
 	if cfg.DrillHistory == nil {
 		cfg.DrillHistory = restore.StoreDrillHistory(cfg.Backups)
 	}
+	if cfg.Capture != nil && cfg.Snapshot == nil {
+		return nil, errors.New("agent: capture needs the snapshot job (each generation starts from a fresh snapshot)")
+	}
+	if cfg.CaptureBackoff <= 0 {
+		cfg.CaptureBackoff = time.Second
+	}
 	a := &Agent{cfg: cfg, lg: lg, clock: cfg.Clock, reg: cfg.Registry, byName: map[string]*job{}, drills: map[string]restore.DrillRecord{}}
 
 	type candidate struct {
@@ -217,18 +234,24 @@ func New(cfg Config, lg *slog.Logger) (*Agent, error) {
 		{JobPrune, cfg.Schedules.Prune, EventPruneFailed, cfg.Prune != nil, a.prune},
 		{JobDrill, cfg.Schedules.Drill, EventDrillFailed, cfg.Drill != nil, a.drill},
 	} {
-		if c.spec == "" {
+		// Capture takes its snapshots through the snapshot job, scheduled
+		// or not (then it runs only for capture).
+		unscheduled := c.spec == "" && c.name == JobSnapshot && c.enabled && cfg.Capture != nil
+		if c.spec == "" && !unscheduled {
 			continue
 		}
 		if !c.enabled {
 			lg.Warn("job has a schedule but is not available in this build; it does not run", "job", c.name, "schedule", c.spec)
 			continue
 		}
-		s, err := ParseSchedule(c.spec)
-		if err != nil {
-			return nil, fmt.Errorf("agent: schedule of %s %q: %w", c.name, c.spec, err)
+		var s cron.Schedule
+		if !unscheduled {
+			var err error
+			if s, err = ParseSchedule(c.spec); err != nil {
+				return nil, fmt.Errorf("agent: schedule of %s %q: %w", c.name, c.spec, err)
+			}
 		}
-		j := &job{name: c.name, spec: c.spec, sched: s, run: c.run, notifyOn: c.notifyOn}
+		j := &job{name: c.name, spec: c.spec, sched: s, run: c.run, notifyOn: c.notifyOn, freed: make(chan struct{})}
 		a.jobs = append(a.jobs, j)
 		a.byName[c.name] = j
 	}
@@ -244,6 +267,7 @@ func New(cfg Config, lg *slog.Logger) (*Agent, error) {
 	if cfg.Lock == nil {
 		m.leader.Set(1)
 	}
+	a.initCapture()
 	a.notif = newNotifier(cfg.Notify, cfg.Cluster, cfg.Identity, cfg.Clock, m, lg)
 	if cfg.Lock != nil {
 		// The client connects lazily: this fails only on bad settings.
@@ -328,7 +352,15 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	var sched sync.WaitGroup
 	for _, j := range a.jobs {
+		if j.sched == nil {
+			continue // runs for capture only
+		}
 		sched.Go(func() { a.schedule(ctx, j) })
+	}
+	if a.cfg.Capture != nil {
+		// Under runs: shutdown waits for it as for a job, within
+		// ShutdownTimeout, before the lock is released.
+		a.runs.Go(func() { a.captureLoop(ctx) })
 	}
 	if a.cfg.RunAtStart {
 		if j := a.byName[JobSnapshot]; j != nil {
@@ -458,13 +490,46 @@ func (a *Agent) trigger(ctx context.Context, j *job, why string) {
 		return
 	}
 	a.runs.Go(func() {
-		defer j.running.Store(false)
+		defer j.release()
 		a.execute(ctx, j, why)
 	})
 }
 
+// release ends j's run: the next one may start.
+func (j *job) release() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.running.Store(false)
+	close(j.freed)
+	j.freed = make(chan struct{})
+}
+
+// acquire waits until no run of j is going and marks one as going (the
+// same no-overlap rule as trigger's, but waiting instead of skipping);
+// release ends it.
+func (j *job) acquire(ctx context.Context) error {
+	for {
+		j.mu.Lock()
+		freed := j.freed
+		j.mu.Unlock()
+		if j.running.CompareAndSwap(false, true) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-freed:
+		}
+	}
+}
+
 // execute runs j once (after the jitter) under the leadership context.
 func (a *Agent) execute(ctx context.Context, j *job, why string) error {
+	return a.executeWith(ctx, j, why, j.run)
+}
+
+// executeWith is execute with run instead of j's own run function.
+func (a *Agent) executeWith(ctx context.Context, j *job, why string, run func(context.Context) (string, error)) error {
 	if a.cfg.Jitter > 0 && why == "schedule" {
 		select {
 		case <-ctx.Done():
@@ -484,7 +549,7 @@ func (a *Agent) execute(ctx context.Context, j *job, why string) error {
 
 	rec := &RunRecord{Start: a.clock.Now(), Trigger: why}
 	a.lg.Info("job started", "job", j.name, "trigger", why)
-	id, err := j.run(jctx)
+	id, err := run(jctx)
 	rec.End, rec.BackupID = a.clock.Now(), id
 	dur := rec.End.Sub(rec.Start)
 	a.m.duration.WithLabelValues(j.name).Observe(dur.Seconds())
@@ -524,6 +589,15 @@ func (a *Agent) execute(ctx context.Context, j *job, why string) error {
 
 // snapshot runs the snapshot job, retrying failed attempts with backoff.
 func (a *Agent) snapshot(ctx context.Context) (string, error) {
+	m, err := a.takeSnapshot(ctx)
+	if err != nil {
+		return "", err
+	}
+	return m.ID, nil
+}
+
+// takeSnapshot is snapshot returning the committed backup's manifest.
+func (a *Agent) takeSnapshot(ctx context.Context) (*repository.Manifest, error) {
 	sj := *a.cfg.Snapshot
 	sj.Now = a.clock.Now
 	b := *sj.Backups
@@ -544,18 +618,18 @@ func (a *Agent) snapshot(ctx context.Context) (string, error) {
 			if backup.HashKVFailed(m) {
 				a.m.hashKVErrors.Inc()
 			}
-			return m.ID, nil
+			return m, nil
 		}
 		if ctx.Err() != nil || attempt >= a.cfg.SnapshotRetries {
 			if attempt > 0 {
 				err = fmt.Errorf("after %d attempts: %w", attempt+1, err)
 			}
-			return "", err
+			return nil, err
 		}
 		a.lg.Warn("snapshot failed; retrying", "attempt", attempt+1, "of", a.cfg.SnapshotRetries+1, "retry_in", delay.String(), "err", err)
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("%w (retry cancelled: %v)", err, ctx.Err())
+			return nil, fmt.Errorf("%w (retry cancelled: %v)", err, ctx.Err())
 		case <-a.clock.After(delay):
 		}
 		delay = min(delay*2, prune.MaxRetryBackoff)
@@ -848,6 +922,15 @@ func (a *Agent) watchdog(ctx context.Context) {
 // first waits (up to TTL plus 5s) for the lock and fails when another
 // agent holds it. It returns an error when any job failed.
 func (a *Agent) RunOnce(ctx context.Context) error {
+	if a.cfg.Capture != nil {
+		if a.lock != nil {
+			a.lock.close()
+		}
+		if a.ln != nil {
+			a.ln.Close()
+		}
+		return ErrCaptureOnce
+	}
 	a.start = a.clock.Now()
 	notifyCtx, notifyCancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer notifyCancel()

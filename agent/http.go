@@ -86,6 +86,8 @@ type Status struct {
 	// say.
 	DrillUnknown []DrillProblem `json:"drill_unknown,omitempty"`
 	Stale        bool           `json:"stale"`
+	// Capture is the capture job's state (absent when capture is off).
+	Capture *CaptureStatus `json:"capture,omitempty"`
 }
 
 // DrillProblem is a backup whose last drill report cannot be read.
@@ -161,6 +163,7 @@ func (a *Agent) Status(ctx context.Context) Status {
 	st.NewestBackup = summary(bs.newest, now)
 	st.NewestProvenBackup = summary(bs.newestProven, now)
 	st.DrillUnknown = bs.drillUnknown
+	st.Capture = a.captureStatus(now)
 
 	st.Leader.IsLeader = a.leaderCtx(ctx, 0) != nil
 	if a.lock != nil {

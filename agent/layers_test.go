@@ -78,7 +78,7 @@ var layers = map[string]int{
 
 var testOnly = map[string]bool{
 	"internal/etcdtest": true, "internal/s3test": true, "internal/jobtest": true,
-	"internal/corrupt": true, "uploader/storetest": true,
+	"internal/corrupt": true, "uploader/storetest": true, "internal/changetest": true,
 }
 
 // TestLayers checks every package of the module against layers: a new

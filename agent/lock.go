@@ -55,6 +55,7 @@ type leader struct {
 
 	mu      sync.Mutex
 	ctx     context.Context // non-nil while this agent holds the lock
+	token   int64           // the fencing token of the term ctx belongs to
 	changed chan struct{}   // closed and replaced when ctx changes
 }
 
@@ -83,24 +84,34 @@ func (l *leader) current() context.Context {
 // wait returns the leadership context as soon as this agent holds the
 // lock, or nil when ctx ends first.
 func (l *leader) wait(ctx context.Context) context.Context {
+	lctx, _ := l.waitTerm(ctx)
+	return lctx
+}
+
+// waitTerm is wait that also returns the term's fencing token: the
+// create revision of this agent's election key. A later holder's key is
+// created after this one's (while this agent held the lock, or after
+// it), so tokens increase from holder to holder, and every term of one
+// agent has a token of its own.
+func (l *leader) waitTerm(ctx context.Context) (context.Context, int64) {
 	for {
 		l.mu.Lock()
-		lctx, ch := l.ctx, l.changed
+		lctx, tok, ch := l.ctx, l.token, l.changed
 		l.mu.Unlock()
 		if lctx != nil && lctx.Err() == nil {
-			return lctx
+			return lctx, tok
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return nil, 0
 		case <-ch:
 		}
 	}
 }
 
-func (l *leader) set(ctx context.Context) {
+func (l *leader) set(ctx context.Context, token int64) {
 	l.mu.Lock()
-	l.ctx = ctx
+	l.ctx, l.token = ctx, token
 	close(l.changed)
 	l.changed = make(chan struct{})
 	l.mu.Unlock()
@@ -171,10 +182,10 @@ func (l *leader) term(ctx context.Context) (held bool, err error) {
 	if len(resp.Kvs) == 0 || resp.Kvs[0].Lease != int64(lease.ID) {
 		return false, errors.New("lease expired while waiting for the lock")
 	}
-	l.set(lctx)
-	l.lg.Info("leader lock acquired: this agent runs the jobs", "lock", l.key, "identity", l.cfg.Identity)
+	l.set(lctx, resp.Kvs[0].CreateRevision)
+	l.lg.Info("leader lock acquired: this agent runs the jobs", "lock", l.key, "identity", l.cfg.Identity, "token", resp.Kvs[0].CreateRevision)
 	<-lctx.Done()
-	l.set(nil)
+	l.set(nil, 0)
 	if ctx.Err() == nil {
 		return true, errors.New("session lost: the lease expired or etcd is unreachable")
 	}

@@ -2,10 +2,14 @@ package agent
 
 import (
 	"fmt"
+	"math"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/lifeboat-dev/lifeboat/capture"
 )
 
 // JobLabel names the label that says which job a series is about. It is
@@ -77,6 +81,18 @@ type metrics struct {
 	storeUp      prometheus.Gauge
 	notifies     *prometheus.CounterVec
 	buildInfo    *prometheus.GaugeVec
+
+	// The capture job's (capture.go): exported whether capture is on or
+	// not, so that every agent exports one set of metrics.
+	captureEnabled  prometheus.Gauge
+	captureUp       prometheus.Gauge
+	captureRevision prometheus.Gauge
+	captureRecovery prometheus.Gauge
+	captureLag      prometheus.GaugeFunc
+	captureGaps     *prometheus.CounterVec
+	captureRestarts prometheus.Counter
+	// lag computes lifeboat_capture_lag_seconds at scrape (NaN when nil).
+	lag atomic.Pointer[func() float64]
 }
 
 // newMetrics creates the metrics, registers them with reg and creates the
@@ -165,10 +181,44 @@ func newMetrics(reg prometheus.Registerer, jobs []string, version string) (*metr
 			Name: "lifeboat_build_info",
 			Help: "Always 1; the version label is lifeboat's version.",
 		}, []string{"version"}),
+		captureEnabled: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lifeboat_capture_enabled",
+			Help: "1 when this agent is configured to capture changes (capture.enabled), 0 otherwise.",
+		}),
+		captureUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lifeboat_capture_up",
+			Help: "1 while this agent's capture job watches and writes change segments; 0 when it does not (standby, starting, taking its snapshot, restarting after an error, disabled).",
+		}),
+		captureRevision: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lifeboat_capture_revision",
+			Help: "Durable captured-through etcd revision of this agent's capture: every revision up to it is in stored change segments (0: none yet).",
+		}),
+		captureRecovery: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lifeboat_capture_recovery_point_timestamp_seconds",
+			Help: "The recovery point of this agent's capture: the latest time a point-in-time restore can reach (Unix time; 0: none yet).",
+		}),
+		captureGaps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lifeboat_capture_gaps_total",
+			Help: "Capture generations sealed by a break of continuity, by reason: compacted, cluster_id, revision_backwards, lock_lost, broken_chain. After each one the capture starts a new generation from a fresh snapshot.",
+		}, []string{"reason"}),
+		captureRestarts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lifeboat_capture_restarts_total",
+			Help: "Times the capture job ended while this agent still led and was started again (after a backoff).",
+		}),
 	}
+	m.captureLag = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "lifeboat_capture_lag_seconds",
+		Help: "Now minus the recovery point of this agent's capture, computed at scrape: how much a restore would lose now. It keeps growing while capture is stopped or stuck; before this agent's first durable point it is the time since it began capturing (a lower bound). NaN when this agent does not capture (disabled or standby).",
+	}, func() float64 {
+		if f := m.lag.Load(); f != nil {
+			return (*f)()
+		}
+		return math.NaN()
+	})
 	for _, c := range []prometheus.Collector{m.lastSuccess, m.runs, m.duration, m.snapSize, m.snapRevision,
 		m.hashKVErrors, m.backups, m.newest, m.newestProven, m.drillResult, m.drillTime, m.drillPhase, m.drillRecover,
-		m.drillErrors, m.drillErrTime, m.deleted, m.uploadBytes, m.leader, m.storeUp, m.notifies, m.buildInfo} {
+		m.drillErrors, m.drillErrTime, m.deleted, m.uploadBytes, m.leader, m.storeUp, m.notifies, m.buildInfo,
+		m.captureEnabled, m.captureUp, m.captureRevision, m.captureRecovery, m.captureLag, m.captureGaps, m.captureRestarts} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
@@ -194,6 +244,9 @@ func newMetrics(reg prometheus.Registerer, jobs []string, version string) (*metr
 	}
 	for _, r := range []string{"sent", "failed", "dropped"} {
 		m.notifies.WithLabelValues(r)
+	}
+	for _, r := range capture.GapReasons {
+		m.captureGaps.WithLabelValues(string(r))
 	}
 	m.buildInfo.WithLabelValues(version).Set(1)
 	return m, nil

@@ -16,4 +16,116 @@
 // lookups and the generation's lifecycle. It does not own the segment
 // format or the store layout (repository), the snapshot (backup), the
 // schedule, the lock or the metrics (agent), or replay (restore).
+//
+// # Start
+//
+// Run continues the store's newest generation when it is not sealed, its
+// anchor is an intact committed backup, its segments are one unbroken run
+// without stray objects, and its newest marker's fencing token is not
+// above the job's: the next segment starts at the run's last revision + 1
+// and names the sha256 of the last stored segment's bytes (hashed as
+// stored, nothing decrypted). Otherwise it calls Job.Snapshot and starts a
+// generation named by the backup's id at its revision S, read from the
+// file (Manifest.Revision). Whether etcd can still serve the revisions
+// after the chain's end, and from the same cluster, is the watch's first
+// answer: a compacted or foreign cluster seals the old generation.
+//
+// # Watch
+//
+// One raw etcd gRPC watch stream (etcdserverpb.WatchClient on the
+// session's connection, snapshot.Session.Conn) covers the whole keyspace
+// ("\x00" to range end "\x00") with fragmenting on. It starts at the last
+// captured revision, not after it, and drops that revision's events:
+// etcd answers a progress request only when no watcher of the stream
+// starts in the future, so a watch from the next revision would never
+// hear one on an idle cluster. Each Interval the job requests progress;
+// a notification at revision H says every revision through H was sent,
+// so H equal to the last revision received means "nothing after it at
+// this time" (an events response whose header revision is its last
+// event's says the same). H above it means revisions were lost, H below
+// it means the cluster went back: both are gaps.
+//
+// Events are grouped by revision (etcd sends a transaction's events in
+// one response, in sub-revision order; a fragmented response's revision
+// is closed at its last fragment). Revisions must be dense: each new one
+// is the previous + 1. A PUT keeps its value, lease, create revision and
+// version; a DELETE its key; each revision the time it was received.
+// A broken stream is reopened after the last closed revision (a revision
+// half received in fragments is dropped and sent again whole): no gap, no
+// duplicate.
+//
+// # Bounded memory: back-pressure, not spilling
+//
+// clientv3's Watcher reads the stream as fast as it can and buffers
+// events without limit when its consumer is slow. This package reads the
+// raw stream itself and stops calling Recv while the changes it holds
+// (responses read but not processed, plus revisions not yet stored) reach
+// Job.MaxBufferBytes. gRPC's HTTP/2 flow control then stops the member
+// from sending; etcd moves the watcher to its slow path and later catches
+// it up from its own store (its revisions are still there unless
+// compacted, which is then a GapCompacted, never a silent loss). Nothing
+// is dropped and nothing goes to disk: a spill file would only move the
+// unbounded growth from memory to disk while etcd already keeps the
+// history. The bound holds to within one watch response (etcd fragments
+// responses at its max request bytes + 512 KiB of gRPC overhead, 2 MiB by
+// default), one revision, and gRPC's own receive window (grpc-go grows it
+// up to 16 MiB per connection with its BDP estimator). Stats counts it.
+// A flush also holds the segment being encoded (repository builds the
+// stored bytes in memory: about the raw size again, plus the compressed
+// copy), so MaxSegmentBytes adds up to about twice itself while a flush
+// runs.
+//
+// # Flush
+//
+// Closed revisions are flushed as one segment every Interval or as soon
+// as they reach MaxSegmentBytes (a revision is never split), encoded with
+// Job.Encoding, with Repo.PutSegment, which never overwrites. A segment
+// already at that name (uploader.ErrExists) is another writer's: when
+// Job.Token says the lock is lost the job stops, else the generation is
+// sealed with GapBrokenChain; the two are never merged. Any other failed
+// put is retried with backoff, the changes stay buffered (the reader
+// stops at the bound meanwhile) and Status.Err says why. After the
+// segment a progress marker records Through = its last revision and At =
+// the time the capture last knew the cluster was at that revision (a
+// progress notification, else the revision's receive time). While idle,
+// one marker per interval advances At. Older markers of the generation
+// are deleted once a newer one is stored (best effort: a failed delete
+// is logged, and the newest marker always wins).
+//
+// # Leases
+//
+// For each lease ID first seen on a PUT by this run of the generation,
+// the job asks LeaseTimeToLive and records the granted TTL in the
+// segment of that PUT. A lease already gone when asked (expired or
+// revoked before the capture looked) is recorded with TTL -1. Replay
+// should create every recorded lease with its ID before the revision
+// that first uses it, with the recorded TTL, or etcd's minimum TTL for
+// -1: its end is in the log anyway (the DELETEs of its keys come as
+// events). After a restart the same lease can be recorded again in a
+// later segment: replay keeps the first record of an ID.
+//
+// # Gaps and the lock
+//
+// ErrCompacted (the watch canceled with a compact revision), a cluster ID
+// that changes, a revision below the captured one, missing revisions and
+// another writer's segment seal the generation: what was received before
+// the gap is stored, then a sealed marker; one Status carries Gap, then a
+// fresh snapshot starts a new generation. A lost lock (Job.Token false)
+// writes nothing more: Run reports Gap GapLockLost and returns
+// ErrLockLost.
+//
+// # Status
+//
+// Report gets a Status on every segment, marker, gap and stop. Revision
+// is the durable captured-through revision; RecoveryPoint the latest time
+// at which the live cluster was known to be at most at Revision: the
+// oldest receive time of the changes still buffered, or, when none are,
+// the latest progress time.
+//
+// # The segment format
+//
+// repository.Segment is used as is. The format allows an empty segment
+// (no revisions, vouching for a range); this package never writes one:
+// revisions are dense, so a segment always holds at least one, and
+// progress markers advance the recovery point while idle.
 package capture

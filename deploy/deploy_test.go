@@ -60,6 +60,13 @@ var lifeboatMetrics = []string{
 	"lifeboat_store_up",
 	"lifeboat_notifications_total",
 	"lifeboat_build_info",
+	"lifeboat_capture_enabled",
+	"lifeboat_capture_up",
+	"lifeboat_capture_revision",
+	"lifeboat_capture_recovery_point_timestamp_seconds",
+	"lifeboat_capture_lag_seconds",
+	"lifeboat_capture_gaps_total",
+	"lifeboat_capture_restarts_total",
 }
 
 // otherMetrics come from Prometheus (up) or from the Go and process

@@ -19,6 +19,17 @@
 // (latest, random or an id). StartEtcd starts throwaway servers for drills
 // and the demo.
 //
+// Point-in-time restore: PlanPointInTime resolves a target (a revision,
+// or a time against the revisions' receive times) to a generation's
+// window, the newest committed snapshot of it at or before the target,
+// and the change segments after it, checking the chain from the anchor;
+// a target outside every recoverable window is an *OutsideWindowsError.
+// Replay applies those revisions to the decoded snapshot offline through
+// etcd's own mvcc store (no raft, an unpromoted lessor, no compactor),
+// one transaction per revision, checking the revision after each; the
+// result is restored with RestoreOptions.SkipHashCheck. Capturing the
+// changes is the capture package's.
+//
 // The drill job is here too, for the CLI's lifeboat drill and the agent's
 // scheduled drill alike: DrillAndStore runs a drill and stores its report
 // beside the backup exactly when the drill reached a verdict (never for an

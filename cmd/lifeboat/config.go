@@ -32,9 +32,27 @@ type Config struct {
 	Drill      DrillConfig
 	Schedule   ScheduleConfig
 	Agent      AgentConfig
+	Capture    CaptureConfig
 	Notify     NotifyConfig
 	Inspect    InspectConfig
 }
+
+// CaptureConfig configures the daemon's continuous capture.
+type CaptureConfig struct {
+	Enabled         bool          `yaml:"enabled"`
+	Interval        time.Duration `yaml:"interval"`
+	MaxSegmentBytes int64         `yaml:"max_segment_bytes"`
+	MaxBufferBytes  int64         `yaml:"max_buffer_bytes"`
+}
+
+// Bounds of the capture keys (see their rows in optionTable for why).
+const (
+	minCaptureInterval   = 100 * time.Millisecond
+	maxCaptureInterval   = time.Minute
+	minCaptureSegment    = 64 << 10
+	maxCaptureSegment    = 256 << 20
+	maxCaptureBufferSize = 4 << 30
+)
 
 // DrillConfig configures restore drills.
 type DrillConfig struct {
@@ -369,6 +387,9 @@ func (c *Config) Validate() error {
 	if c.Notify.Timeout <= 0 {
 		return cfgErr("notify.timeout", "must be positive")
 	}
+	if err := c.Capture.validate(); err != nil {
+		return err
+	}
 	if m := c.Store.ObjectLock.Mode; m != "" {
 		if err := uploader.ValidateLockMode(m); err != nil {
 			return &ConfigError{Key: "store.object_lock.mode", Err: err}
@@ -429,4 +450,24 @@ func (c *Config) normalize() {
 			c.Etcd.Member = withScheme(m, tls)
 		}
 	}
+}
+
+// validate checks the capture keys, whether capture is enabled or not (a
+// value that would be refused later must not wait for capture to be
+// turned on).
+func (c CaptureConfig) validate() error {
+	if c.Interval < minCaptureInterval || c.Interval > maxCaptureInterval {
+		return cfgErr("capture.interval", "%s: must be between %s and %s (below, every flush is a store request for no gain over the store's latency; above, the recovery point trails by more than a minute)",
+			c.Interval, minCaptureInterval, maxCaptureInterval)
+	}
+	if c.MaxSegmentBytes < minCaptureSegment || c.MaxSegmentBytes > maxCaptureSegment {
+		return cfgErr("capture.max_segment_bytes", "%d: must be between 64KiB and 256MiB", c.MaxSegmentBytes)
+	}
+	if c.MaxBufferBytes < c.MaxSegmentBytes {
+		return cfgErr("capture.max_buffer_bytes", "%d is below capture.max_segment_bytes %d: a segment is built in the buffer; raise it or lower capture.max_segment_bytes", c.MaxBufferBytes, c.MaxSegmentBytes)
+	}
+	if c.MaxBufferBytes > maxCaptureBufferSize {
+		return cfgErr("capture.max_buffer_bytes", "%d: must be at most 4GiB", c.MaxBufferBytes)
+	}
+	return nil
 }

@@ -34,6 +34,7 @@ const (
 	groupDrill                          // restore drills
 	groupSchedule                       // the agent's schedules
 	groupAgent                          // the daemon
+	groupCapture                        // the daemon's continuous capture
 	groupNotify                         // webhook notifications
 	groupInspect                        // ls, get and diff: the local cache, Kubernetes encryption at rest
 	groupAll        group = 1<<iota - 1 // every group above
@@ -58,6 +59,7 @@ var groupNames = []struct {
 	{groupDrill, "drill", "Drill", "See [Drills](drills.md)."},
 	{groupSchedule, "schedule", "Schedules", "The agent's cron schedules (robfig/cron); an empty schedule disables the job. See [The agent](agent.md)."},
 	{groupAgent, "agent", "Agent", "See [The agent](agent.md)."},
+	{groupCapture, "capture", "Capture", "Continuous capture of etcd's changes for point-in-time recovery: the daemon only (`lifeboat agent`, not `--once`), under the leader lock. See [The agent](agent.md#continuous-capture)."},
 	{groupNotify, "notify", "Notifications", ""},
 	{groupInspect, "inspect", "Inspect", "`ls`, `get` and `diff`. See [Looking inside backups](inspect.md)."},
 }
@@ -261,6 +263,16 @@ var optionTable = []optionDef{
 		Help: "agent --once: write metrics to this file for node_exporter"},
 	{Key: "agent.shutdown_timeout", Flag: "shutdown-timeout", Default: "30s", Groups: groupAgent,
 		Help: "bound of a graceful shutdown"},
+
+	{Key: "capture.enabled", Flag: "capture", Env: []string{"LIFEBOAT_CAPTURE"}, Default: "false", Groups: groupCapture,
+		Help: "capture every change between snapshots for point-in-time restore (the daemon only; agent --once refuses it)"},
+	{Key: "capture.interval", Flag: "capture-interval", Default: "5s", Groups: groupCapture,
+		Help: "how often captured changes are made durable in the store: the recovery point's usual lag (100ms to 1m)",
+		Doc:  "below 100ms every flush is a store request (S3 PUTs cost and are rate-limited) for no gain over the store's own latency; above 1m the recovery point trails by more than LifeboatCaptureLagging allows and more changes wait in memory"},
+	{Key: "capture.max_segment_bytes", Flag: "capture-max-segment-bytes", Default: "8MiB", Groups: groupCapture,
+		Help: "raw size at which a change segment is flushed before its interval (64KiB to 256MiB)"},
+	{Key: "capture.max_buffer_bytes", Flag: "capture-max-buffer-bytes", Default: "32MiB", Groups: groupCapture,
+		Help: "memory bound of changes not yet durable (at least capture.max_segment_bytes, at most 4GiB)"},
 
 	{Key: "notify.webhooks", Flag: "webhook", Groups: groupNotify,
 		Help: "notification webhook URL (repeatable; a comma inside a URL is kept)",

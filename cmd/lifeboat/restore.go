@@ -36,6 +36,28 @@ type restoreOptions struct {
 	force         bool
 	dryRun        bool
 	owner         string
+	// toRevision and toTime are the point-in-time target (0 and "": none).
+	toRevision int64
+	toTime     string
+}
+
+// target is the point-in-time target the options give, if any.
+func (o restoreOptions) target() (restore.Target, bool, error) {
+	switch {
+	case o.toRevision == 0 && o.toTime == "":
+		return restore.Target{}, false, nil
+	case o.toRevision != 0 && o.toTime != "":
+		return restore.Target{}, false, usagef("--to-revision and --to-time are mutually exclusive: give one")
+	case o.toRevision < 0:
+		return restore.Target{}, false, usagef("--to-revision %d: revisions start at 1", o.toRevision)
+	case o.toRevision > 0:
+		return restore.Target{Revision: o.toRevision}, true, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, o.toTime)
+	if err != nil {
+		return restore.Target{}, false, usagef("--to-time %q: use an RFC 3339 time, e.g. 2026-11-30T11:00:00Z or 2026-11-30T12:00:00.5+01:00", o.toTime)
+	}
+	return restore.Target{Time: t}, true, nil
 }
 
 func newRestoreCmd(a *app) *cobra.Command {
@@ -69,9 +91,18 @@ clients watching from the old revisions re-list instead of missing changes.`,
 			if len(args) == 1 {
 				o.ref = args[0]
 			}
+			if cmd.Flags().Changed("to-revision") && o.toRevision == 0 {
+				return usagef("--to-revision 0: revisions start at 1")
+			}
+			_, pitr, err := o.target()
+			if err != nil {
+				return err
+			}
 			switch {
-			case o.ref == "" && o.before == "":
-				return usagef("give a backup id, latest, or --before TIME")
+			case pitr && (o.ref != "" || o.before != ""):
+				return usagef("--to-revision and --to-time pick the snapshot themselves: give no backup id and no --before with them")
+			case o.ref == "" && o.before == "" && !pitr:
+				return usagef("give a backup id, latest, --before TIME, or a point in time (--to-revision R, --to-time T)")
 			case o.ref != "" && o.ref != "latest" && o.before != "":
 				return usagef("--before picks the backup: give it alone or with latest, not with an id")
 			case o.dataDir == "" && !o.dryRun:
@@ -98,7 +129,9 @@ clients watching from the old revisions re-list instead of missing changes.`,
 	f.BoolVar(&o.markCompacted, "mark-compacted", false, "mark every revision up to the bumped one compacted, so watchers re-list (needs --bump-revision)")
 	f.BoolVar(&o.force, "force", false, "move a non-empty data dir aside to <dir>.lifeboat-old-<time> instead of refusing")
 	f.StringVar(&o.owner, "owner", "", "give the restored dirs to USER[:GROUP] (names or numeric ids; default group: the user's), e.g. etcd")
-	f.BoolVar(&o.dryRun, "dry-run", false, "restore into a temporary dir, boot it, check it, remove it; change nothing else")
+	f.BoolVar(&o.dryRun, "dry-run", false, "restore into a temporary dir, boot it, check it, remove it; change nothing else (with --to-revision/--to-time: fetch, check and replay into a temporary file)")
+	f.Int64Var(&o.toRevision, "to-revision", 0, "point in time: restore the state after revision R (a snapshot plus the captured changes up to R)")
+	f.StringVar(&o.toTime, "to-time", "", "point in time: restore the state after the last revision received at or before T (RFC 3339, e.g. 2026-11-30T11:00:00Z)")
 	return c
 }
 
@@ -156,8 +189,23 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 	if err != nil {
 		return err
 	}
-	m, err := selectBackup(ctx, backups, o.ref, o.before, now)
+	target, pitr, err := o.target()
 	if err != nil {
+		return err
+	}
+	var plan *restore.PointInTimePlan
+	var m *repository.Manifest
+	if pitr {
+		l, err := backups.List(ctx)
+		if err != nil {
+			return err
+		}
+		if plan, err = restore.PlanPointInTime(ctx, backups, l, target, ids); err != nil {
+			return fmt.Errorf("point-in-time restore: %w: nothing was changed", err)
+		}
+		defer repository.Hold(plan.Keys(backups)...)()
+		m = plan.Snapshot
+	} else if m, err = selectBackup(ctx, backups, o.ref, o.before, now); err != nil {
 		return err
 	}
 	ropts := restore.RestoreOptions{
@@ -172,6 +220,9 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 	}
 	fmt.Fprintf(out, "backup %s: revision %d, %d keys, %s, taken %s from %s\n",
 		m.ID, m.Revision, m.TotalKeys, humanBytes(m.DBSize), m.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC"), m.Endpoint)
+	if plan != nil {
+		printPlan(out, plan)
+	}
 
 	var planned []restore.PlannedMember
 	if o.dataDir != "" {
@@ -195,7 +246,7 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 		}
 	}
 
-	if o.dryRun {
+	if o.dryRun && plan == nil {
 		return runRestoreDryRun(ctx, a, cfg, lg, o, backups, ids, m, planned)
 	}
 
@@ -216,6 +267,28 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 		return fmt.Errorf("backup %s failed verification, nothing was restored: %w", m.ID, err)
 	}
 	fmt.Fprintf(out, "fetched and verified in %.1fs: object sha256, etcd's sha256 trailer, bbolt check, revision, keys and hashes match the manifest\n", time.Since(start).Seconds())
+	if plan != nil {
+		st, err := restore.Replay(ctx, spool, plan, backups, ids, lg)
+		if err != nil {
+			return fmt.Errorf("point-in-time restore to revision %d: %w: nothing was restored", plan.Revision, err)
+		}
+		fmt.Fprintf(out, "replayed %d revisions (%d operations, %d segments, %d leases recreated) onto snapshot %s in %.1fs (%.0f revisions/s): the database is at revision %d\n",
+			st.Revisions, st.Ops, st.Segments, st.Leases, m.ID, st.Seconds, st.Rate(), st.To)
+		// The replayed file is no longer the snapshot its trailer hashed
+		// (checked above): etcdutl must not check it again.
+		ropts.SkipHashCheck = true
+		if o.dryRun {
+			fmt.Fprintln(out, "dry run: the point in time replays; no data dir was written and the result was not booted")
+			if len(planned) > 0 {
+				var members []restore.RestoredMember
+				for _, p := range planned {
+					members = append(members, p.RestoredMember)
+				}
+				printStartFlags(out, members, o)
+			}
+			return nil
+		}
+	}
 
 	ropts.SnapshotPath = spool
 	ropts.OnMember = func(rm restore.RestoredMember) {
@@ -233,6 +306,36 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 	}
 	printStartFlags(out, res.Members, o)
 	return nil
+}
+
+// printPlan names what a point-in-time restore replays.
+func printPlan(out io.Writer, p *restore.PointInTimePlan) {
+	what := fmt.Sprintf("revision %d", p.Revision)
+	if p.Target.Revision == 0 {
+		what = fmt.Sprintf("%s is revision %d", p.Target, p.Revision)
+	}
+	fmt.Fprintf(out, "point in time: %s of generation %s (%s)\n", what, p.Window.Generation, windowRange(p.Window))
+	if len(p.Segments) == 0 {
+		fmt.Fprintf(out, "  snapshot %s is at revision %d: 0 revisions to replay, no segments\n", p.Snapshot.ID, p.Snapshot.Revision)
+		return
+	}
+	fmt.Fprintf(out, "  snapshot %s at revision %d, then %d revisions (%d-%d) replayed from %d segments:\n",
+		p.Snapshot.ID, p.Snapshot.Revision, p.Revisions, p.Snapshot.Revision+1, p.Revision, len(p.Segments))
+	for i, s := range p.Segments {
+		if len(p.Segments) > 6 && i == 3 {
+			fmt.Fprintf(out, "    … %d more …\n", len(p.Segments)-5)
+		}
+		if len(p.Segments) > 6 && i >= 3 && i < len(p.Segments)-2 {
+			continue
+		}
+		fmt.Fprintf(out, "    %s\n", s.Object.Key)
+	}
+	fmt.Fprintf(out, "  the chain of %d segments from the generation's start was checked (hashes, fencing tokens)\n", p.Checked)
+}
+
+func windowRange(w repository.Window) string {
+	return fmt.Sprintf("revisions %d-%d, %s to %s", w.From, w.Through,
+		w.FromTime.UTC().Format(time.RFC3339), w.ThroughTime.UTC().Format(time.RFC3339))
 }
 
 // printStartFlags prints how to start each restored member.

@@ -1,0 +1,128 @@
+package capture
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/lifeboat-dev/lifeboat/repository"
+	"github.com/lifeboat-dev/lifeboat/snapshot"
+)
+
+// Job is one capture: the cluster to watch, the store to write to and the
+// bounds of the work.
+type Job struct {
+	// Session is the etcd session (the job does not close it).
+	Session *snapshot.Session
+	// Repo is the cluster's repository in the store.
+	Repo *repository.Repo
+	// Encoding is how segments are compressed and encrypted.
+	Encoding repository.Encoding
+	// Interval is the flush interval (capture.interval): a segment is
+	// written at least this often while changes arrive, a progress
+	// marker at most this often while idle. Default 5s.
+	Interval time.Duration
+	// MaxSegmentBytes bounds the raw size of one segment (a segment is
+	// flushed once it reaches the bound; one revision is never split).
+	// Default 8 MiB.
+	MaxSegmentBytes int64
+	// MaxBufferBytes bounds the changes held in memory: past it the job
+	// stops reading the watch stream (see the package comment). Default
+	// 32 MiB.
+	MaxBufferBytes int64
+	// Token returns the writer's fencing token now; false means the lock
+	// is lost and nothing more may be written.
+	Token func() (int64, bool)
+	// Snapshot takes a fresh verified, committed backup (backup.Run).
+	Snapshot func(ctx context.Context) (*repository.Manifest, error)
+	// Report is called on every change of Status (may be nil). It must
+	// not block for long: the job waits for it.
+	Report func(Status)
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+	// Stats, when set, receives the job's counters (for metrics and tests).
+	Stats *Stats
+}
+
+// Stats are counters of a running job, safe to read concurrently.
+type Stats struct {
+	// BufferedBytes is the size of the changes held in memory now: watch
+	// responses read but not yet processed, plus revisions not yet
+	// stored. PeakBufferedBytes is its highest value.
+	BufferedBytes, PeakBufferedBytes atomic.Int64
+	// Segments and Markers count what was stored.
+	Segments, Markers atomic.Int64
+	// Reconnects counts watch streams reopened after a break.
+	Reconnects atomic.Int64
+}
+
+// Defaults of Job's bounds.
+const (
+	DefaultInterval        = 5 * time.Second
+	DefaultMaxSegmentBytes = 8 << 20
+	DefaultMaxBufferBytes  = 32 << 20
+)
+
+// ErrLockLost is returned by Run when Job.Token says the lock is lost:
+// the job stopped without writing anything more.
+var ErrLockLost = errors.New("capture: leader lock lost")
+
+func (j *Job) withDefaults() (Job, error) {
+	c := *j
+	if c.Interval <= 0 {
+		c.Interval = DefaultInterval
+	}
+	if c.MaxSegmentBytes <= 0 {
+		c.MaxSegmentBytes = DefaultMaxSegmentBytes
+	}
+	if c.MaxBufferBytes <= 0 {
+		c.MaxBufferBytes = DefaultMaxBufferBytes
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Stats == nil {
+		c.Stats = &Stats{}
+	}
+	switch {
+	case c.Session == nil:
+		return c, errors.New("capture: no etcd session")
+	case c.Repo == nil:
+		return c, errors.New("capture: no store")
+	case c.Token == nil:
+		return c, errors.New("capture: no fencing token source")
+	case c.Snapshot == nil:
+		return c, errors.New("capture: no snapshot function")
+	case c.MaxSegmentBytes > c.MaxBufferBytes:
+		return c, fmt.Errorf("capture: segment bound %d bytes is above the buffer bound %d: the buffer must hold a whole segment", c.MaxSegmentBytes, c.MaxBufferBytes)
+	}
+	return c, nil
+}
+
+// Run captures until ctx ends (then it returns nil, after storing what it
+// holds when it can within a few seconds) or the lock is lost (then it
+// returns ErrLockLost without writing anything more). Store and etcd
+// failures are retried with backoff and reported in Status.Err; they end
+// Run only with ctx. Gaps seal the generation and start a new one (see
+// the package comment).
+func Run(ctx context.Context, job Job, lg *slog.Logger) error {
+	j, err := job.withDefaults()
+	if err != nil {
+		return err
+	}
+	r := &runner{job: j, lg: lg}
+	err = r.run(ctx)
+	r.report(func(s *Status) {
+		s.Running = false
+		if errors.Is(err, ErrLockLost) {
+			s.Gap = GapLockLost
+		}
+	})
+	if ctx.Err() != nil && !errors.Is(err, ErrLockLost) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/storage/backend"
+	"go.etcd.io/etcd/server/v3/storage/mvcc"
+	"go.uber.org/zap"
+
+	"github.com/lifeboat-dev/lifeboat/internal/changetest"
+)
+
+func TestRestorePointInTime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd")
+	}
+	ctx := t.Context()
+	e := newDrillEnv(t)
+	e.snapshot(t)
+	repo := e.backups(t)
+	l, err := repo.List(ctx)
+	if err != nil || len(l.Backups) != 1 {
+		t.Fatalf("backups: %v %v", l, err)
+	}
+	anchor := l.Backups[0].Manifest
+	cli := e.c.Client(t)
+	c := changetest.Start(t, changetest.Options{Client: cli, Repo: repo, Anchor: anchor, SegmentRevisions: 3})
+	for i := range 12 {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/pitr/k%d", i%5), fmt.Sprintf("v%d", i)); err != nil {
+			t.Fatal(err)
+		}
+		if i%4 == 3 {
+			if _, err := cli.Delete(ctx, fmt.Sprintf("/pitr/k%d", i%5)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	through := c.Sync(t)
+	target := anchor.Revision + (through-anchor.Revision)/2
+	want, err := cli.Get(ctx, "", clientv3.WithPrefix(), clientv3.WithRev(target))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := func(extra ...string) []string { return append(append([]string{"restore"}, extra...), e.args...) }
+	peer := []string{"--name", "m1", "--initial-advertise-peer-urls", "http://127.0.0.1:2380"}
+
+	t.Run("to revision", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "etcd")
+		code, out, errOut := runCLI(t, nil, args(append([]string{"--to-revision", fmt.Sprint(target), "--data-dir", dir}, peer...)...)...)
+		if code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+		}
+		for _, s := range []string{"snapshot " + anchor.ID, fmt.Sprintf("%d revisions", target-anchor.Revision), "/changes/" + anchor.ID + "/", fmt.Sprintf("replayed %d revisions", target-anchor.Revision)} {
+			if !strings.Contains(out, s) {
+				t.Errorf("output lacks %q:\n%s", s, out)
+			}
+		}
+		lg := zap.NewNop()
+		be := backend.NewDefaultBackend(lg, filepath.Join(dir, "member", "snap", "db"))
+		kv := mvcc.NewStore(lg, be, nil, mvcc.StoreConfig{})
+		defer func() { kv.Close(); be.Close() }()
+		if kv.Rev() != target {
+			t.Errorf("restored revision %d, want %d", kv.Rev(), target)
+		}
+		res, err := kv.Range(ctx, []byte{0}, []byte{}, mvcc.RangeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.KVs) != len(want.Kvs) {
+			t.Fatalf("%d keys restored, the source had %d at %d", len(res.KVs), len(want.Kvs), target)
+		}
+		for i, g := range res.KVs {
+			w := want.Kvs[i]
+			if !bytes.Equal(g.Key, w.Key) || !bytes.Equal(g.Value, w.Value) || g.ModRevision != w.ModRevision || g.CreateRevision != w.CreateRevision || g.Version != w.Version {
+				t.Fatalf("key %q: restored %+v, source %+v", g.Key, g, w)
+			}
+		}
+	})
+
+	t.Run("bump revision", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "etcd")
+		code, out, errOut := runCLI(t, nil, args(append([]string{"--to-revision", fmt.Sprint(target), "--data-dir", dir, "--bump-revision", "1000", "--mark-compacted"}, peer...)...)...)
+		if code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+		}
+		lg := zap.NewNop()
+		be := backend.NewDefaultBackend(lg, filepath.Join(dir, "member", "snap", "db"))
+		kv := mvcc.NewStore(lg, be, nil, mvcc.StoreConfig{})
+		defer func() { kv.Close(); be.Close() }()
+		if kv.Rev() != target+1000 {
+			t.Errorf("restored revision %d, want %d", kv.Rev(), target+1000)
+		}
+		res, err := kv.Range(ctx, []byte{0}, []byte{}, mvcc.RangeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.KVs) != len(want.Kvs) {
+			t.Errorf("%d keys restored, the source had %d at %d", len(res.KVs), len(want.Kvs), target)
+		}
+	})
+
+	t.Run("to time", func(t *testing.T) {
+		ws, err := repo.Windows(ctx, l)
+		if err != nil || len(ws) != 1 {
+			t.Fatalf("windows: %v %v", ws, err)
+		}
+		at := ws[0].ThroughTime.UTC().Format(time.RFC3339Nano)
+		code, out, errOut := runCLI(t, nil, args("--to-time", at, "--dry-run")...)
+		if code != 0 || !strings.Contains(out, fmt.Sprintf("is revision %d", through)) || !strings.Contains(out, fmt.Sprintf("replayed %d revisions", through-anchor.Revision)) {
+			t.Fatalf("--to-time %s: exit %d\n%s\n%s", at, code, out, errOut)
+		}
+	})
+
+	t.Run("dry run", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "etcd")
+		code, out, errOut := runCLI(t, nil, args(append([]string{"--to-revision", fmt.Sprint(through), "--dry-run", "--data-dir", dir}, peer...)...)...)
+		if code != 0 || !strings.Contains(out, "dry run") || !strings.Contains(out, fmt.Sprintf("replayed %d revisions", through-anchor.Revision)) {
+			t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("dry run wrote %s: %v", dir, err)
+		}
+	})
+
+	window := fmt.Sprintf("revisions %d-%d", anchor.Revision, through)
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		code  int
+		say   []string
+	}{
+		{"before the first snapshot", []string{"--to-revision", fmt.Sprint(anchor.Revision - 1)}, 1, []string{"before the first snapshot", window, anchor.ID}},
+		{"after captured-through", []string{"--to-revision", fmt.Sprint(through + 1)}, 1, []string{"after the captured-through point", window}},
+		{"time after captured-through", []string{"--to-time", time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}, 1, []string{"after the captured-through point", window}},
+		{"unparseable time", []string{"--to-time", "yesterday"}, 2, []string{"RFC 3339"}},
+		{"both", []string{"--to-revision", "5", "--to-time", "2026-11-30T11:00:00Z"}, 2, []string{"mutually exclusive"}},
+		{"negative revision", []string{"--to-revision", "-3"}, 2, []string{"revisions start at 1"}},
+		{"zero revision", []string{"--to-revision", "0"}, 2, []string{"revisions start at 1"}},
+		{"with a backup id", []string{anchor.ID, "--to-revision", fmt.Sprint(target)}, 2, []string{"no backup id"}},
+		{"with --before", []string{"--before", "1h", "--to-revision", fmt.Sprint(target)}, 2, []string{"no backup id"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			dir := filepath.Join(root, "etcd")
+			code, out, errOut := runCLI(t, nil, args(append(append(tc.flags, "--data-dir", dir), peer...)...)...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d\n%s\n%s", code, tc.code, out, errOut)
+			}
+			for _, s := range tc.say {
+				if !strings.Contains(errOut, s) {
+					t.Errorf("error lacks %q:\n%s", s, errOut)
+				}
+			}
+			if entries, _ := os.ReadDir(root); len(entries) != 0 {
+				t.Errorf("a refused restore wrote %v", entries)
+			}
+			if spool, _ := os.ReadDir(e.args[3]); len(spool) != 0 {
+				t.Errorf("spool dir not empty: %v", spool)
+			}
+		})
+	}
+}

@@ -1,0 +1,333 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"filippo.io/age"
+
+	"github.com/lifeboat-dev/lifeboat/repository"
+)
+
+// Target is a point in time: the state after revision Revision, or after
+// the last revision received at or before Time. Exactly one is set.
+type Target struct {
+	Revision int64
+	Time     time.Time
+}
+
+func (t Target) String() string {
+	if t.Revision != 0 {
+		return fmt.Sprintf("revision %d", t.Revision)
+	}
+	return "time " + t.Time.UTC().Format(time.RFC3339Nano)
+}
+
+// PointInTimePlan is a resolved point-in-time restore: a committed
+// snapshot and the checked change segments that take it to Revision.
+type PointInTimePlan struct {
+	Target Target
+	// Revision is the revision restored (the target, or the one the
+	// target time resolves to).
+	Revision int64
+	// Window is the generation's window that holds Revision.
+	Window repository.Window
+	// Snapshot is the backup replay starts from: the newest intact
+	// committed backup of the generation at or before Revision (the
+	// anchor, or a later snapshot of the same cluster taken during it).
+	Snapshot *repository.Manifest
+	// Segments are the segments holding revisions Snapshot.Revision+1
+	// through Revision, in order (none when Revision is the snapshot's).
+	Segments []repository.SegmentInfo
+	// Links are the Segments' checked headers and stored hashes (same
+	// order): Replay refuses a segment whose bytes changed since.
+	Links []repository.ChainLink
+	// Revisions is how many revisions the replay applies.
+	Revisions int64
+	// Checked is how many segments were read to check the chain (from the
+	// generation's first one) and to resolve the target.
+	Checked int
+}
+
+// Keys are the store keys a restore of the plan reads: the snapshot's
+// manifest and data object and the segments. Hold them
+// (repository.Hold) from planning to the end of the restore, so that a
+// prune of this process leaves them.
+func (p *PointInTimePlan) Keys(repo *repository.Repo) []string {
+	keys := []string{repo.ManifestKey(p.Snapshot.ID), p.Snapshot.Object}
+	for _, s := range p.Segments {
+		keys = append(keys, s.Object.Key)
+	}
+	return keys
+}
+
+// OutsideWindowsError is a target no recoverable window holds.
+type OutsideWindowsError struct {
+	Target Target
+	// Why says where the target falls: before the first snapshot, after
+	// the captured-through point, in a gap, in a generation whose
+	// snapshot is not committed.
+	Why string
+	// Windows are every generation's window, recoverable or not.
+	Windows []repository.Window
+}
+
+func (e *OutsideWindowsError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s is outside every recoverable window (%s): ", e.Target, e.Why)
+	var rec, not []string
+	for _, w := range e.Windows {
+		if w.Recoverable() {
+			rec = append(rec, describeWindow(w))
+		} else {
+			not = append(not, fmt.Sprintf("generation %s (%s)", w.Generation, w.Problem))
+		}
+	}
+	if len(rec) == 0 {
+		b.WriteString("there is no recoverable window")
+	} else {
+		b.WriteString("the recoverable windows are " + strings.Join(rec, "; "))
+	}
+	if len(not) > 0 {
+		b.WriteString("; not recoverable: " + strings.Join(not, "; "))
+	}
+	b.WriteString(" (lifeboat list shows them)")
+	return b.String()
+}
+
+func describeWindow(w repository.Window) string {
+	return fmt.Sprintf("revisions %d-%d (%s to %s) in generation %s", w.From, w.Through,
+		w.FromTime.UTC().Format(time.RFC3339), w.ThroughTime.UTC().Format(time.RFC3339), w.Generation)
+}
+
+// ErrTarget is wrapped by a target that is not one: neither or both of
+// revision and time, a revision below 1.
+var ErrTarget = errors.New("invalid point-in-time target")
+
+// PlanPointInTime resolves t against the store: the window that holds
+// it (the newest generation's, when a restored cluster made two hold the
+// same revision), the snapshot to start from and the segments to replay.
+//
+// It reads (downloads and decodes) every segment of the generation from
+// the first one to the one holding the target: the hash chain and the
+// writers' fencing tokens are checked from the anchor on
+// (repository.CheckChain), since a segment's hash covers its stored
+// bytes, and a time target is resolved from the revisions' receive
+// times. Replay reads the segments it applies a second time. A target
+// outside every recoverable window is an *OutsideWindowsError; a broken
+// chain before the target a *repository.ChainError.
+func PlanPointInTime(ctx context.Context, repo *repository.Repo, l *repository.Listing, t Target, ids []age.Identity) (*PointInTimePlan, error) {
+	switch {
+	case t.Revision != 0 && !t.Time.IsZero():
+		return nil, fmt.Errorf("%w: give a revision or a time, not both", ErrTarget)
+	case t.Revision == 0 && t.Time.IsZero():
+		return nil, fmt.Errorf("%w: give a revision or a time", ErrTarget)
+	case t.Revision < 0:
+		return nil, fmt.Errorf("%w: revision %d: revisions start at 1", ErrTarget, t.Revision)
+	}
+	if l == nil {
+		var err error
+		if l, err = repo.List(ctx); err != nil {
+			return nil, err
+		}
+	}
+	windows, err := repo.Windows(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	w, err := pickWindow(windows, t)
+	if err != nil {
+		return nil, err
+	}
+	p := &PointInTimePlan{Target: t, Window: *w, Revision: t.Revision}
+
+	// Read the generation's segments from its first one: to check the
+	// chain, and to find the revision a time resolves to.
+	vouched := w.ThroughTime
+	var links []repository.ChainLink
+	resolved := false
+	if !t.Time.IsZero() && t.Time.Before(w.FromTime) {
+		return nil, &OutsideWindowsError{Target: t, Why: "before the window's snapshot", Windows: windows}
+	}
+	if !t.Time.IsZero() {
+		p.Revision = w.From
+	}
+	for _, si := range w.Segments {
+		if t.Revision != 0 && si.First > t.Revision {
+			break
+		}
+		if t.Revision == 0 && resolved {
+			break
+		}
+		seg, hash, err := repo.ReadSegment(ctx, si, ids)
+		if err != nil {
+			return nil, fmt.Errorf("check the changes of generation %s: %w", w.Generation, err)
+		}
+		p.Checked++
+		links = append(links, repository.ChainLink{Key: si.Object.Key, Header: seg.SegmentHeader, Hash: hash})
+		if !t.Time.IsZero() {
+			for _, r := range seg.Revisions {
+				if r.Received.After(t.Time) {
+					resolved = true
+					break
+				}
+				p.Revision = r.Revision
+			}
+			if n := len(seg.Revisions); n > 0 && seg.Revisions[n-1].Received.After(vouched) {
+				vouched = seg.Revisions[n-1].Received
+			}
+		}
+	}
+	if !t.Time.IsZero() && !resolved && t.Time.After(vouched) {
+		where := "after the captured-through point"
+		if newer := newerRecoverable(windows, w); newer {
+			where = "in a gap between generations"
+		}
+		return nil, &OutsideWindowsError{Target: t, Why: fmt.Sprintf("%s: generation %s holds revisions up to %d, vouched for until %s",
+			where, w.Generation, w.Through, vouched.UTC().Format(time.RFC3339Nano)), Windows: windows}
+	}
+	if len(links) > 0 {
+		if err := repository.CheckChain(links); err != nil {
+			return nil, fmt.Errorf("check the changes of generation %s: %w", w.Generation, err)
+		}
+		if err := checkAnchorLink(w.Anchor, links[0]); err != nil {
+			return nil, err
+		}
+	}
+
+	// Start from the newest snapshot of this history at or before the
+	// target: taken from the same cluster while the generation was
+	// watching it (so it is a state of this chain, not of a cluster
+	// restored later with the same ID).
+	end := vouched
+	for _, m := range w.Markers {
+		if m.Sealed && m.At.Before(end) {
+			end = m.At
+		}
+	}
+	p.Snapshot = w.Anchor
+	for _, e := range l.Backups {
+		m := e.Manifest
+		if e.State != repository.StateOK || m.EtcdClusterID != w.Anchor.EtcdClusterID {
+			continue
+		}
+		if m.Revision < w.From || m.Revision > p.Revision || m.CreatedAt.Before(w.Anchor.CreatedAt) || m.CreatedAt.After(end) {
+			continue
+		}
+		if m.Revision > p.Snapshot.Revision {
+			p.Snapshot = m
+		}
+	}
+	for i, si := range w.Segments {
+		if i >= len(links) || si.First > p.Revision {
+			break
+		}
+		if si.Last > p.Snapshot.Revision {
+			p.Segments = append(p.Segments, si)
+			p.Links = append(p.Links, links[i])
+		}
+	}
+	p.Revisions = p.Revision - p.Snapshot.Revision
+	if p.Revisions > 0 && (len(p.Segments) == 0 || p.Segments[len(p.Segments)-1].Last < p.Revision) {
+		// Windows ends the window at the last stored segment: this is a
+		// store that changed while we read it.
+		return nil, fmt.Errorf("plan the restore to %s: the segments of generation %s stop before revision %d: list again", t, w.Generation, p.Revision)
+	}
+	return p, nil
+}
+
+// pickWindow returns the newest recoverable window that can hold t, or
+// an *OutsideWindowsError saying where t falls.
+func pickWindow(windows []repository.Window, t Target) (*repository.Window, error) {
+	for i := len(windows) - 1; i >= 0; i-- {
+		w := &windows[i]
+		if !w.Recoverable() {
+			continue
+		}
+		if t.Revision != 0 && w.Contains(t.Revision) {
+			return w, nil
+		}
+		// A time is checked against the window's end once its segments
+		// are read (their receive times can vouch for more than the
+		// markers do).
+		if !t.Time.IsZero() && !t.Time.Before(w.FromTime) {
+			return w, nil
+		}
+	}
+	return nil, &OutsideWindowsError{Target: t, Why: whereOutside(windows, t), Windows: windows}
+}
+
+// newerRecoverable reports whether a recoverable window starts after w.
+func newerRecoverable(windows []repository.Window, w *repository.Window) bool {
+	for _, o := range windows {
+		if o.Recoverable() && o.Generation != w.Generation && o.FromTime.After(w.FromTime) {
+			return true
+		}
+	}
+	return false
+}
+
+// whereOutside says where a target no recoverable window holds falls.
+func whereOutside(windows []repository.Window, t Target) string {
+	var rec []repository.Window
+	for _, w := range windows {
+		if w.Recoverable() {
+			rec = append(rec, w)
+		}
+	}
+	for _, w := range windows {
+		if w.Recoverable() {
+			continue
+		}
+		// Its segments are strays (no anchor): its markers say how far
+		// it went.
+		through, throughTime := w.Through, w.ThroughTime
+		for _, m := range w.Markers {
+			through = max(through, m.Through)
+			if m.At.After(throughTime) {
+				throughTime = m.At
+			}
+		}
+		if (t.Revision != 0 && t.Revision >= w.From && t.Revision <= through) || (!t.Time.IsZero() && !t.Time.Before(w.FromTime) && !t.Time.After(throughTime)) {
+			return "in generation " + w.Generation + ", which is not recoverable: " + w.Problem
+		}
+	}
+	if len(windows) == 0 {
+		return "the store holds no captured changes: point-in-time restore needs capture (capture.enabled, the agent's capture job)"
+	}
+	if len(rec) == 0 {
+		return "no generation is recoverable"
+	}
+	before := func(w repository.Window) bool {
+		if t.Revision != 0 {
+			return t.Revision < w.From
+		}
+		return t.Time.Before(w.FromTime)
+	}
+	switch {
+	case before(rec[0]):
+		return "before the first snapshot"
+	case !before(rec[len(rec)-1]):
+		return "after the captured-through point"
+	}
+	return "in a gap between generations"
+}
+
+// checkAnchorLink checks that the first segment continues the anchor:
+// its cluster ID, snapshot id and revision.
+func checkAnchorLink(anchor *repository.Manifest, first repository.ChainLink) error {
+	h := first.Header
+	if h.SnapshotID != anchor.ID || h.SnapshotRevision != anchor.Revision {
+		return fmt.Errorf("check the changes of generation %s: %s follows snapshot %s at revision %d, the generation's snapshot is %s at revision %d",
+			h.Generation, first.Key, h.SnapshotID, h.SnapshotRevision, anchor.ID, anchor.Revision)
+	}
+	if id, err := strconv.ParseUint(anchor.EtcdClusterID, 16, 64); err == nil && id != h.ClusterID {
+		return fmt.Errorf("check the changes of generation %s: %s was captured from cluster %x, snapshot %s from cluster %s",
+			h.Generation, first.Key, h.ClusterID, anchor.ID, anchor.EtcdClusterID)
+	}
+	return nil
+}

@@ -1,0 +1,138 @@
+package restore_test
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/pkg/v3/traceutil"
+	"go.etcd.io/etcd/server/v3/lease"
+	"go.etcd.io/etcd/server/v3/storage/backend"
+	"go.etcd.io/etcd/server/v3/storage/mvcc"
+	"go.uber.org/zap"
+
+	"github.com/lifeboat-dev/lifeboat/repository"
+	"github.com/lifeboat-dev/lifeboat/restore"
+)
+
+// offlinePlan writes a bbolt file at revision 3 (a created at 2, b at 3)
+// and one segment of revs after it, and returns the plan replaying it.
+func offlinePlan(t *testing.T, revs []repository.Revision, leases []repository.Lease) (*restore.PointInTimePlan, *repository.Repo, string) {
+	t.Helper()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "snap.db")
+	be := backend.NewDefaultBackend(zap.NewNop(), db)
+	kv := mvcc.NewStore(zap.NewNop(), be, nil, mvcc.StoreConfig{})
+	for _, k := range []string{"a", "b"} {
+		txn := kv.Write(traceutil.TODO())
+		txn.Put([]byte(k), []byte("v"), 0)
+		txn.End()
+	}
+	if kv.Rev() != 3 {
+		t.Fatalf("base at %d", kv.Rev())
+	}
+	kv.Close()
+	be.Close()
+	repo := dirBackups(t, filepath.Join(dir, "store"))
+	id := repository.NewID(time.Now(), 3)
+	last := revs[len(revs)-1].Revision
+	seg := &repository.Segment{SegmentHeader: repository.SegmentHeader{
+		Format: repository.SegmentFormat, ClusterID: 1, Generation: id, SnapshotID: id, SnapshotRevision: 3,
+		First: 4, Last: last, CapturedThrough: last, CapturedAt: time.Now(), Token: 1,
+	}, Revisions: revs, Leases: leases}
+	o, hash, err := repo.PutSegment(t.Context(), seg, repository.Encoding{Compression: "zstd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &restore.PointInTimePlan{
+		Revision: last, Revisions: last - 3, Snapshot: &repository.Manifest{ID: id, Revision: 3},
+		Segments: []repository.SegmentInfo{{Generation: id, First: 4, Last: last, Compression: "zstd", Encryption: "none", Object: o}},
+		Links:    []repository.ChainLink{{Key: o.Key, Header: seg.SegmentHeader, Hash: hash}},
+	}, repo, db
+}
+
+func put(key string, create, version, lease int64) repository.Op {
+	return repository.Op{Key: []byte(key), Value: []byte("x"), CreateRevision: create, Version: version, Lease: lease}
+}
+
+func rev(r int64, ops ...repository.Op) repository.Revision {
+	return repository.Revision{Revision: r, Received: time.Now(), Ops: ops}
+}
+
+func TestReplayLeaseTTLUnknown(t *testing.T) {
+	// Capture records TTL -1 for a lease gone before it asked: the key
+	// keeps its lease ID, the lease gets ExpiredLeaseTTL.
+	p, repo, db := offlinePlan(t, []repository.Revision{rev(4, put("c", 4, 1, 0x10), put("a", 2, 2, 0x10))},
+		[]repository.Lease{{ID: 0x10, TTL: -1, Revision: 4}})
+	st, err := restore.Replay(t.Context(), db, p, repo, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Leases != 1 || st.Revisions != 1 || st.Ops != 2 {
+		t.Errorf("stats %+v", st)
+	}
+	be := backend.NewDefaultBackend(zap.NewNop(), db)
+	le := lease.NewLessor(zap.NewNop(), be, nil, lease.LessorConfig{MinLeaseTTL: 1})
+	kv := mvcc.NewStore(zap.NewNop(), be, le, mvcc.StoreConfig{})
+	defer func() { le.Stop(); kv.Close(); be.Close() }()
+	res, err := kv.Range(t.Context(), []byte("a"), []byte("d"), mvcc.RangeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range res.KVs {
+		if string(k.Key) != "b" && k.Lease != 0x10 {
+			t.Errorf("%s: lease %x, want 10", k.Key, k.Lease)
+		}
+	}
+	if l := le.Lookup(0x10); l == nil || l.TTL() != restore.ExpiredLeaseTTL {
+		t.Errorf("lease 10: %+v, want TTL %d", l, restore.ExpiredLeaseTTL)
+	}
+}
+
+func TestReplayRefusesDivergence(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		revs   []repository.Revision
+		leases []repository.Lease
+		edit   func(*restore.PointInTimePlan)
+		ok     bool // a control: consistent changes replay
+	}{
+		{name: "unrecorded lease", revs: []repository.Revision{rev(4, put("c", 4, 1, 0x11))}},
+		{name: "delete of an absent key", revs: []repository.Revision{rev(4, repository.Op{Delete: true, Key: []byte("zz")})}},
+		{name: "wrong version", revs: []repository.Revision{rev(4, put("a", 2, 5, 0))}},
+		{name: "wrong create revision", revs: []repository.Revision{rev(4, put("c", 2, 2, 0))}},
+		{name: "consistent changes", revs: []repository.Revision{rev(4, put("a", 2, 2, 0)), rev(5, put("a", 2, 3, 0), repository.Op{Delete: true, Key: []byte("b")})}, ok: true},
+		{name: "snapshot at another revision", revs: []repository.Revision{rev(4, put("c", 4, 1, 0))},
+			edit: func(p *restore.PointInTimePlan) { p.Snapshot.Revision = 2; p.Revisions = 2 }},
+		{name: "target past the segments", revs: []repository.Revision{rev(4, put("c", 4, 1, 0))},
+			edit: func(p *restore.PointInTimePlan) { p.Revision = 9 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, repo, db := offlinePlan(t, tc.revs, tc.leases)
+			if tc.edit != nil {
+				tc.edit(p)
+			}
+			_, err := restore.Replay(t.Context(), db, p, repo, nil, nil)
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("replay: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, restore.ErrReplay) {
+				t.Fatalf("replay: %v, want ErrReplay", err)
+			}
+		})
+	}
+}
+
+func TestPlanWithoutCapture(t *testing.T) {
+	repo := dirBackups(t, t.TempDir())
+	_, err := restore.PlanPointInTime(t.Context(), repo, nil, restore.Target{Revision: 5}, nil)
+	var oe *restore.OutsideWindowsError
+	if !errors.As(err, &oe) || !strings.Contains(err.Error(), "needs capture") || !strings.Contains(err.Error(), "no recoverable window") {
+		t.Fatalf("plan without capture: %v", err)
+	}
+}
