@@ -2,9 +2,12 @@ package inspect
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/url"
@@ -98,7 +101,7 @@ func (c *Cache) Open(ctx context.Context, repo *repository.Repo, m *repository.M
 	}
 	os.Chmod(c.Dir, 0o700)
 	dir := c.entryDir(repo.Cluster, m.ID)
-	reason, err := c.reuse(ctx, dir, m, &st)
+	reason, err := c.reuse(ctx, dir, m.ID, m.SnapshotSHA256, m.Revision, trailerDigest, &st)
 	if err != nil {
 		return nil, st, err
 	}
@@ -125,8 +128,29 @@ func (c *Cache) Open(ctx context.Context, repo *repository.Repo, m *repository.M
 	return s, st, nil
 }
 
-// reuse checks a cached entry: "" when it can be used, else why not.
-func (c *Cache) reuse(ctx context.Context, dir string, m *repository.Manifest, st *OpenStats) (string, error) {
+// trailerDigest is the sha256 of a raw snapshot's database, checked
+// against its trailer: what manifests record.
+func trailerDigest(ctx context.Context, path string) (string, error) {
+	return verify.Trailer(ctx, path)
+}
+
+// fileDigest is the sha256 of a whole file.
+func fileDigest(ctx context.Context, path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), ctx.Err()
+}
+
+// reuse checks a cached entry against the sha256 it must have (empty:
+// the sidecar's, for built entries): "" when it can be used, else why not.
+func (c *Cache) reuse(ctx context.Context, dir, id, want string, rev int64, digestOf func(context.Context, string) (string, error), st *OpenStats) (string, error) {
 	db := filepath.Join(dir, dbName)
 	fi, err := os.Stat(db)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -136,30 +160,43 @@ func (c *Cache) reuse(ctx context.Context, dir string, m *repository.Manifest, s
 	}
 	var sc sidecar
 	b, err := os.ReadFile(filepath.Join(dir, sidecarName))
-	fresh := err == nil && json.Unmarshal(b, &sc) == nil && sc.Format == 1 &&
-		sc.BackupID == m.ID && sc.SnapshotSHA256 == m.SnapshotSHA256 &&
-		sc.Size == fi.Size() && sc.ModTimeNano == fi.ModTime().UnixNano()
+	known := err == nil && json.Unmarshal(b, &sc) == nil && sc.Format == 1 && sc.BackupID == id
+	if want == "" {
+		if !known {
+			return "no record of the built snapshot's sha256", nil
+		}
+		want = sc.SnapshotSHA256
+	}
+	fresh := known && sc.SnapshotSHA256 == want && sc.Size == fi.Size() && sc.ModTimeNano == fi.ModTime().UnixNano()
 	if !fresh {
 		// The sidecar is missing or stale: recompute the sha256.
-		digest, err := verify.Trailer(ctx, db)
+		digest, err := digestOf(ctx, db)
 		if err != nil {
+			if ctx.Err() != nil {
+				return "", err
+			}
 			return fmt.Sprintf("the cached snapshot is damaged: %v", err), nil
 		}
-		if digest != m.SnapshotSHA256 {
-			return fmt.Sprintf("the cached snapshot's sha256 is %s, the manifest says %s", digest, m.SnapshotSHA256), nil
+		if digest != want {
+			return fmt.Sprintf("the cached snapshot's sha256 is %s, it should be %s", digest, want), nil
 		}
 		st.Rechecked = true
 	}
-	if _, err := openIndex(filepath.Join(dir, indexName), m.SnapshotSHA256); err != nil || !fresh {
+	if ix, err := openIndex(filepath.Join(dir, indexName), want); err != nil || !fresh {
+		if err == nil {
+			ix.close()
+		}
 		t := c.now()
-		n, err := writeIndex(ctx, db, filepath.Join(dir, indexName), m)
+		n, err := writeIndex(ctx, db, filepath.Join(dir, indexName), rev, want)
 		if err != nil {
 			return fmt.Sprintf("index the cached snapshot: %v", err), nil
 		}
 		st.Index += c.now().Sub(t)
-		if err := writeSidecar(dir, m, n); err != nil {
+		if err := writeSidecar(dir, id, want, rev, n); err != nil {
 			return "", err
 		}
+	} else {
+		ix.close()
 	}
 	return "", nil
 }
@@ -181,13 +218,20 @@ func (c *Cache) fetch(ctx context.Context, repo *repository.Repo, m *repository.
 		return fmt.Errorf("backup %s failed verification: %w", m.ID, err)
 	}
 	st.Fetch = c.now().Sub(t)
-	t = c.now()
-	n, err := writeIndex(ctx, db, filepath.Join(tmp, indexName), m)
+	return c.commit(ctx, tmp, dir, clusterDir, m.ID, m.SnapshotSHA256, m.Revision, st)
+}
+
+// commit indexes the snapshot in tmp, writes its sidecar and renames tmp
+// to dir.
+func (c *Cache) commit(ctx context.Context, tmp, dir, clusterDir, id, sha string, rev int64, st *OpenStats) error {
+	t := c.now()
+	db := filepath.Join(tmp, dbName)
+	n, err := writeIndex(ctx, db, filepath.Join(tmp, indexName), rev, sha)
 	if err != nil {
-		return fmt.Errorf("index backup %s: %w", m.ID, err)
+		return fmt.Errorf("index %s: %w", id, err)
 	}
 	st.Index = c.now().Sub(t)
-	if err := writeSidecar(tmp, m, n); err != nil {
+	if err := writeSidecar(tmp, id, sha, rev, n); err != nil {
 		return err
 	}
 	if err := syncDir(tmp); err != nil {
@@ -202,14 +246,14 @@ func (c *Cache) fetch(ctx context.Context, repo *repository.Repo, m *repository.
 	return syncDir(clusterDir)
 }
 
-func writeIndex(ctx context.Context, db, path string, m *repository.Manifest) (int, error) {
+func writeIndex(ctx context.Context, db, path string, rev int64, sha string) (int, error) {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return 0, err
 	}
 	defer os.Remove(tmp)
-	n, err := buildIndex(ctx, db, m.Revision, m.SnapshotSHA256, f)
+	n, err := buildIndex(ctx, db, rev, sha, f)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -222,13 +266,13 @@ func writeIndex(ctx context.Context, db, path string, m *repository.Manifest) (i
 	return n, os.Rename(tmp, path)
 }
 
-func writeSidecar(dir string, m *repository.Manifest, keys int) error {
+func writeSidecar(dir, id, sha string, rev int64, keys int) error {
 	fi, err := os.Stat(filepath.Join(dir, dbName))
 	if err != nil {
 		return err
 	}
-	b, _ := json.MarshalIndent(sidecar{Format: 1, BackupID: m.ID, SnapshotSHA256: m.SnapshotSHA256,
-		Size: fi.Size(), ModTimeNano: fi.ModTime().UnixNano(), Revision: m.Revision, Keys: keys}, "", "  ")
+	b, _ := json.MarshalIndent(sidecar{Format: 1, BackupID: id, SnapshotSHA256: sha,
+		Size: fi.Size(), ModTimeNano: fi.ModTime().UnixNano(), Revision: rev, Keys: keys}, "", "  ")
 	path := filepath.Join(dir, sidecarName)
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
@@ -333,4 +377,79 @@ func (c *Cache) evict(_ string, room int64, keep string, lg *slog.Logger) []stri
 		lg.Warn("the cache holds more than its maximum size: one backup is larger than it", "bytes", total+room, "max_bytes", c.MaxBytes)
 	}
 	return removed
+}
+
+// BuildFunc writes a database (a raw snapshot or a bare bbolt file) at
+// path, which does not exist yet, and returns its revision.
+type BuildFunc func(ctx context.Context, path string) (revision int64, err error)
+
+// OpenBuilt returns the snapshot cached under name for cluster, building
+// it with build when it is not cached or its cached copy no longer
+// matches the sha256 recorded when it was built: a point in time (a
+// snapshot with captured changes replayed onto it) is built once and
+// served from the cache afterwards. name must identify the content
+// (e.g. the generation and the revision) and be a plain file name.
+func (c *Cache) OpenBuilt(ctx context.Context, cluster, name string, build BuildFunc, lg *slog.Logger) (*Snapshot, OpenStats, error) {
+	var st OpenStats
+	if name == "" || name != filepath.Base(name) || strings.HasPrefix(name, ".") {
+		return nil, st, fmt.Errorf("cache entry name %q is not a plain file name", name)
+	}
+	clusterDir := filepath.Join(c.Dir, url.PathEscape(cluster))
+	if err := os.MkdirAll(clusterDir, 0o700); err != nil {
+		return nil, st, fmt.Errorf("create cache dir %s: %w", clusterDir, err)
+	}
+	os.Chmod(c.Dir, 0o700)
+	dir := c.entryDir(cluster, name)
+	reason, err := c.reuse(ctx, dir, name, "", 0, fileDigest, &st)
+	if err != nil {
+		return nil, st, err
+	}
+	if reason != "" {
+		st.Fetched, st.Reason = true, reason
+		if _, err := os.Stat(dir); err == nil {
+			lg.Warn("cached copy is not usable: building it again", "entry", name, "reason", reason, "path", dir)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, st, fmt.Errorf("remove cached copy %s: %w", dir, err)
+		}
+		c.sweep(clusterDir)
+		tmp := filepath.Join(clusterDir, tmpPrefix+name+"-"+strconv.Itoa(os.Getpid()))
+		os.RemoveAll(tmp)
+		if err := os.Mkdir(tmp, 0o700); err != nil {
+			return nil, st, fmt.Errorf("create cache entry %s: %w", tmp, err)
+		}
+		defer os.RemoveAll(tmp)
+		t := c.now()
+		db := filepath.Join(tmp, dbName)
+		rev, err := build(ctx, db)
+		if err != nil {
+			return nil, st, err
+		}
+		os.Chmod(db, 0o600)
+		sha, err := fileDigest(ctx, db)
+		if err != nil {
+			return nil, st, err
+		}
+		st.Fetch = c.now().Sub(t)
+		st.Evicted = c.evict(clusterDir, 0, "", lg)
+		if err := c.commit(ctx, tmp, dir, clusterDir, name, sha, rev, &st); err != nil {
+			return nil, st, err
+		}
+	}
+	var sc sidecar
+	b, err := os.ReadFile(filepath.Join(dir, sidecarName))
+	if err == nil {
+		err = json.Unmarshal(b, &sc)
+	}
+	if err != nil {
+		return nil, st, fmt.Errorf("read %s: %w", filepath.Join(dir, sidecarName), err)
+	}
+	s, err := OpenSnapshot(ctx, name, filepath.Join(dir, dbName), filepath.Join(dir, indexName), sc.SnapshotSHA256)
+	if err != nil {
+		return nil, st, fmt.Errorf("open cached %s: %w", name, err)
+	}
+	now := c.now()
+	os.Chtimes(filepath.Join(dir, sidecarName), now, now)
+	st.Evicted = append(st.Evicted, c.evict(clusterDir, 0, dir, lg)...)
+	return s, st, nil
 }

@@ -33,6 +33,7 @@ type Snapshot struct {
 	// ID is the backup id, Revision the snapshot's revision.
 	ID       string
 	Revision int64
+	path     string
 	ix       *index
 	keys     *verify.Keys
 	enc      *Keys
@@ -50,8 +51,11 @@ func OpenSnapshot(ctx context.Context, id, dbPath, indexPath, sha string) (*Snap
 		ix.close()
 		return nil, err
 	}
-	return &Snapshot{ID: id, Revision: ix.revision, ix: ix, keys: keys}, nil
+	return &Snapshot{ID: id, Revision: ix.revision, path: dbPath, ix: ix, keys: keys}, nil
 }
+
+// Path is the snapshot file (in the cache: copy it, never change it).
+func (s *Snapshot) Path() string { return s.path }
 
 // SetEncryptionKeys gives the keys that decrypt values encrypted at rest.
 func (s *Snapshot) SetEncryptionKeys(k *Keys) { s.enc = k }

@@ -23,7 +23,8 @@ func newDiffCmd(a *app) *cobra.Command {
 		Long: `diff compares the live keys of two backups under PREFIX (every key
 without one), in key order: "+ KEY" was added, "- KEY" deleted, "~ KEY"
 changed (its value differs; the mod revisions are shown). SOURCE is a
-backup id, latest or latest-proven. Values are compared by size and 64-bit hash (xxHash)
+backup id, latest, latest-proven, or a point in time: @R (the state after
+revision R) or @T (RFC 3339, or a duration ago such as @2h). Values are compared by size and 64-bit hash (xxHash)
 from the indexes, without reading the snapshots; --values also prints a
 unified diff of the decoded objects (YAML). diff exits 0 whether or not
 there are differences.`,

@@ -17,15 +17,18 @@ import (
 type getOptions struct {
 	source, key, output string
 	prefix, forApply    bool
+	atRevision          int64
+	atTime              string
 }
 
 func newGetCmd(a *app) *cobra.Command {
 	var o getOptions
 	c := &cobra.Command{
-		Use:   "get SOURCE KEY",
+		Use:   "get SOURCE|--at-revision R|--at-time T KEY",
 		Short: "Print a key's value as it was in a backup, Kubernetes objects decoded (YAML, JSON or raw)",
 		Long: `get prints the value of KEY in a backup's snapshot. SOURCE is a backup id,
-latest or latest-proven. Kubernetes objects stored as protobuf are decoded
+latest, latest-proven, or a point in time (@R or --at-revision R, @T or
+--at-time T: see lifeboat ls --help). Kubernetes objects stored as protobuf are decoded
 with the Kubernetes scheme; JSON values pass through; other values print as
 a document with their size and bytes (-o raw prints the bytes alone).
 
@@ -40,8 +43,18 @@ Values encrypted at rest by kube-apiserver are decrypted with
 --encryption-config (the apiserver's EncryptionConfiguration: aescbc, aesgcm,
 secretbox); KMS-encrypted values cannot be decrypted offline. A key with no
 value at the backup's revision exits 1: "not found at revision R".`,
-		Args: cobra.ExactArgs(2),
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			at, err := atSource(o.atRevision, o.atTime)
+			if err != nil {
+				return err
+			}
+			if at != "" {
+				args = append([]string{at}, args...)
+			}
+			if len(args) != 2 {
+				return usagef("give SOURCE (a backup id, latest, latest-proven, @R or @T, or --at-revision/--at-time) and KEY")
+			}
 			switch o.output {
 			case "yaml", "json", "raw":
 			default:
@@ -65,6 +78,7 @@ value at the backup's revision exits 1: "not found at revision R".`,
 	f.StringVarP(&o.output, "output", "o", "yaml", "yaml, json or raw")
 	f.BoolVar(&o.prefix, "prefix", false, "every key under KEY")
 	f.BoolVar(&o.forApply, "for-apply", false, "drop server-set fields, for kubectl apply -f -")
+	addAtFlags(c, &o.atRevision, &o.atTime)
 	return c
 }
 

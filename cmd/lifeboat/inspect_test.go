@@ -372,6 +372,18 @@ func TestInspectCommands(t *testing.T) {
 		if code != 0 || !strings.Contains(out, "-  color: blue") || !strings.Contains(out, "--- "+older) {
 			t.Errorf("diff --values: exit %d\n%s", code, out)
 		}
+
+		// The cache is bounded: with room for less than one backup, each
+		// open leaves only the backup in use (least recently used first).
+		for _, src := range []string{older, "latest"} {
+			if code, _, errOut := cli(t, "ls", src, "--cache-max-size", "1"); code != 0 {
+				t.Fatalf("ls %s with a tiny cache: exit %d %s", src, code, errOut)
+			}
+		}
+		entries, _ := filepath.Glob(filepath.Join(cache, "prod", "*"))
+		if len(entries) != 1 || filepath.Base(entries[0]) == older {
+			t.Errorf("cache entries with --cache-max-size 1: %v, want only the newest backup", entries)
+		}
 	})
 }
 

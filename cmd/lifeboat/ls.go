@@ -15,15 +15,21 @@ import (
 
 type lsOptions struct {
 	source, prefix, output string
+	atRevision             int64
+	atTime                 string
 }
 
 func newLsCmd(a *app) *cobra.Command {
 	var o lsOptions
 	c := &cobra.Command{
-		Use:   "ls SOURCE [PREFIX]",
+		Use:   "ls SOURCE|--at-revision R|--at-time T [PREFIX]",
 		Short: "List the keys of a backup under a prefix (resource, namespace, name, size, mod revision)",
 		Long: `ls lists the live keys of a backup's snapshot under PREFIX (every key
-without one), in key order. SOURCE is a backup id, latest or latest-proven.
+without one), in key order. SOURCE is a backup id, latest, latest-proven,
+or a point in time: @R or --at-revision R (the state after revision R),
+@T or --at-time T (after the last revision received at or before T: RFC
+3339 or a duration ago, e.g. 2h): the nearest snapshot with the captured
+changes replayed onto it.
 Kubernetes keys (/registry/<resource>/<namespace>/<name>) are split into
 columns; ENCODING says how the value is stored: protobuf, json, raw, or
 encrypted:<provider>:<key> for values encrypted at rest by kube-apiserver.
@@ -31,10 +37,20 @@ encrypted:<provider>:<key> for values encrypted at rest by kube-apiserver.
 The first query of a backup fetches it into --cache-dir, checks it against
 its manifest and indexes it; later ones read the cache. A prefix with no
 key under it prints nothing and exits 0.`,
-		Args: cobra.RangeArgs(1, 2),
+		Args: cobra.RangeArgs(0, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(o.output); err != nil {
 				return err
+			}
+			at, err := atSource(o.atRevision, o.atTime)
+			if err != nil {
+				return err
+			}
+			if at != "" {
+				args = append([]string{at}, args...)
+			}
+			if len(args) == 0 || len(args) > 2 {
+				return usagef("give SOURCE (a backup id, latest, latest-proven, @R or @T, or --at-revision/--at-time) and an optional PREFIX")
 			}
 			o.source = args[0]
 			if err := checkSource(o.source); err != nil {
@@ -51,7 +67,14 @@ key under it prints nothing and exits 0.`,
 		},
 	}
 	addOutputFlag(c, &o.output, "table or json")
+	addAtFlags(c, &o.atRevision, &o.atTime)
 	return c
+}
+
+// addAtFlags adds --at-revision and --at-time, a point in time as SOURCE.
+func addAtFlags(c *cobra.Command, rev *int64, at *string) {
+	c.Flags().Int64Var(rev, "at-revision", 0, "the state after revision R (a snapshot plus the captured changes up to R), instead of SOURCE")
+	c.Flags().StringVar(at, "at-time", "", "the state after the last revision received at or before T (RFC 3339, or a duration ago: 2h), instead of SOURCE")
 }
 
 type lsEntry struct {
