@@ -214,16 +214,43 @@ func (c *Cache) fetch(ctx context.Context, repo *repository.Repo, m *repository.
 	if _, err := repository.Fetch(ctx, repo, m, db, repository.FetchOptions{Identities: ids}); err != nil {
 		return fmt.Errorf("fetch backup %s: %w", m.ID, err)
 	}
-	if _, err := repository.CheckFile(ctx, db, m); err != nil {
+	st.Fetch = c.now().Sub(t)
+	// The checks lifeboat fetch makes (bbolt structure, status against the
+	// manifest) run beside the index build: both read the file just
+	// written, and nothing is committed unless both succeed.
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	checked := make(chan error, 1)
+	go func() {
+		_, err := repository.CheckFile(cctx, db, m)
+		checked <- err
+	}()
+	var ist OpenStats
+	ierr := c.index(ctx, tmp, m.ID, m.SnapshotSHA256, m.Revision, &ist)
+	if ierr != nil {
+		cancel()
+	}
+	if err := <-checked; err != nil && ierr == nil {
 		return fmt.Errorf("backup %s failed verification: %w", m.ID, err)
 	}
-	st.Fetch = c.now().Sub(t)
-	return c.commit(ctx, tmp, dir, clusterDir, m.ID, m.SnapshotSHA256, m.Revision, st)
+	if ierr != nil {
+		return ierr
+	}
+	st.Index = ist.Index
+	return c.rename(tmp, dir, clusterDir)
 }
 
 // commit indexes the snapshot in tmp, writes its sidecar and renames tmp
 // to dir.
 func (c *Cache) commit(ctx context.Context, tmp, dir, clusterDir, id, sha string, rev int64, st *OpenStats) error {
+	if err := c.index(ctx, tmp, id, sha, rev, st); err != nil {
+		return err
+	}
+	return c.rename(tmp, dir, clusterDir)
+}
+
+// index writes the index and the sidecar of the snapshot in tmp.
+func (c *Cache) index(ctx context.Context, tmp, id, sha string, rev int64, st *OpenStats) error {
 	t := c.now()
 	db := filepath.Join(tmp, dbName)
 	n, err := writeIndex(ctx, db, filepath.Join(tmp, indexName), rev, sha)
@@ -231,9 +258,11 @@ func (c *Cache) commit(ctx context.Context, tmp, dir, clusterDir, id, sha string
 		return fmt.Errorf("index %s: %w", id, err)
 	}
 	st.Index = c.now().Sub(t)
-	if err := writeSidecar(tmp, id, sha, rev, n); err != nil {
-		return err
-	}
+	return writeSidecar(tmp, id, sha, rev, n)
+}
+
+// rename commits a built entry: tmp becomes dir.
+func (c *Cache) rename(tmp, dir, clusterDir string) error {
 	if err := syncDir(tmp); err != nil {
 		return err
 	}
@@ -253,7 +282,7 @@ func writeIndex(ctx context.Context, db, path string, rev int64, sha string) (in
 		return 0, err
 	}
 	defer os.Remove(tmp)
-	n, err := buildIndex(ctx, db, rev, sha, f)
+	n, err := buildIndex(ctx, db, rev, sha, filepath.Dir(path), f)
 	if err == nil {
 		err = f.Sync()
 	}

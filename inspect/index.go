@@ -62,17 +62,78 @@ func (e *Entry) revKey() []byte {
 	return k
 }
 
+// runBudget bounds the memory of one sorted run while the index is
+// built: records are sorted in runs of about this many bytes, written to
+// temporary files and merged, so building the index of a database of any
+// size takes a few MiB.
+var runBudget = 8 << 20
+
+type runRec struct {
+	seq  uint64 // scan order: the newest record of a key has the largest
+	tomb bool
+	e    Entry
+}
+
 // buildIndex scans the key bucket of the snapshot at dbPath once and
 // writes the index of its live keys to w. Records come in revision order,
-// so the last one of a key is its newest; a tombstone removes the key.
-func buildIndex(ctx context.Context, dbPath string, rev int64, sha string, w io.Writer) (int, error) {
+// so the last one of a key is its newest; a tombstone as the newest
+// removes the key. Sorted runs go to temporary files in tmpDir.
+func buildIndex(ctx context.Context, dbPath string, rev int64, sha string, tmpDir string, w io.Writer) (int, error) {
 	keys, err := verify.OpenKeys(ctx, dbPath)
 	if err != nil {
 		return 0, err
 	}
 	defer keys.Close()
-	live := map[string]*Entry{}
+	var runs []*os.File
+	defer func() {
+		for _, f := range runs {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	var chunk []runRec
+	size := 0
+	flush := func() error {
+		if len(chunk) == 0 {
+			return nil
+		}
+		slices.SortFunc(chunk, func(a, b runRec) int {
+			if c := strings.Compare(a.e.Key, b.e.Key); c != 0 {
+				return c
+			}
+			return cmpUint(a.seq, b.seq)
+		})
+		f, err := os.CreateTemp(tmpDir, ".index-run-")
+		if err != nil {
+			return fmt.Errorf("index: %w", err)
+		}
+		runs = append(runs, f)
+		bw := bufio.NewWriterSize(f, 1<<16)
+		var buf []byte
+		for i, r := range chunk {
+			if i+1 < len(chunk) && chunk[i+1].e.Key == r.e.Key {
+				continue // a newer record of the key follows
+			}
+			buf = binary.AppendUvarint(buf[:0], r.seq)
+			if r.tomb {
+				buf = append(buf, 1)
+			} else {
+				buf = append(buf, 0)
+			}
+			buf = appendEntry(buf, &r.e)
+			bw.Write(buf)
+		}
+		if err := bw.Flush(); err != nil {
+			return fmt.Errorf("index: %w", err)
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		chunk, size = chunk[:0], 0
+		return nil
+	}
 	var kv mvccpb.KeyValue
+	var seq uint64
 	err = keys.Scan(ctx, func(rk, v []byte) error {
 		if len(rk) != 17 && len(rk) != 18 || rk[8] != '_' {
 			return fmt.Errorf("%w: revision key %x", verify.ErrCorrupt, rk)
@@ -80,39 +141,120 @@ func buildIndex(ctx context.Context, dbPath string, rev int64, sha string, w io.
 		if err := proto.Unmarshal(v, &kv); err != nil {
 			return fmt.Errorf("%w: record at revision key %x: %w", verify.ErrCorrupt, rk, err)
 		}
-		if len(rk) == 18 && rk[17] == 't' {
-			delete(live, string(kv.Key))
-			return nil
+		seq++
+		r := runRec{seq: seq, tomb: len(rk) == 18 && rk[17] == 't', e: Entry{Key: string(kv.Key)}}
+		if !r.tomb {
+			r.e.ModRevision = int64(binary.BigEndian.Uint64(rk[:8]))
+			r.e.Sub = int64(binary.BigEndian.Uint64(rk[9:17]))
+			r.e.CreateRevision, r.e.Version, r.e.Lease = kv.CreateRevision, kv.Version, kv.Lease
+			r.e.Size = int64(len(kv.Value))
+			r.e.CRC = xxhash.Sum64(kv.Value)
+			r.e.Encoding = Sniff(kv.Value)
 		}
-		e := live[string(kv.Key)]
-		if e == nil {
-			e = &Entry{Key: string(kv.Key)}
-			live[e.Key] = e
+		chunk = append(chunk, r)
+		if size += len(r.e.Key) + len(r.e.Encoding) + 160; size >= runBudget {
+			return flush()
 		}
-		e.ModRevision = int64(binary.BigEndian.Uint64(rk[:8]))
-		e.Sub = int64(binary.BigEndian.Uint64(rk[9:17]))
-		e.CreateRevision, e.Version, e.Lease = kv.CreateRevision, kv.Version, kv.Lease
-		e.Size = int64(len(kv.Value))
-		e.CRC = xxhash.Sum64(kv.Value)
-		e.Encoding = Sniff(kv.Value)
 		return nil
 	})
+	if err == nil {
+		err = flush()
+	}
 	if err != nil {
 		return 0, err
 	}
-	names := make([]string, 0, len(live))
-	for k := range live {
-		names = append(names, k)
+	return mergeRuns(runs, rev, sha, w)
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
 	}
-	slices.Sort(names)
+	return 0
+}
+
+type runReader struct {
+	r   *bufio.Reader
+	cur runRec
+	ok  bool
+}
+
+func (rr *runReader) next() error {
+	seq, err := binary.ReadUvarint(rr.r)
+	if err == io.EOF {
+		rr.ok = false
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	tomb, err := rr.r.ReadByte()
+	if err != nil {
+		return err
+	}
+	rr.cur = runRec{seq: seq, tomb: tomb == 1}
+	if err := readEntry(rr.r, &rr.cur.e); err != nil {
+		return err
+	}
+	rr.ok = true
+	return nil
+}
+
+// mergeRuns merges the sorted runs (each holding one record per key, its
+// newest in that run) and writes the index: for each key the record with
+// the largest seq, unless it is a tombstone.
+func mergeRuns(runs []*os.File, rev int64, sha string, w io.Writer) (int, error) {
+	rs := make([]*runReader, 0, len(runs))
+	for _, f := range runs {
+		rr := &runReader{r: bufio.NewReaderSize(f, 1<<16)}
+		if err := rr.next(); err != nil {
+			return 0, fmt.Errorf("index: read run: %w", err)
+		}
+		if rr.ok {
+			rs = append(rs, rr)
+		}
+	}
 	bw := bufio.NewWriterSize(w, 1<<16)
 	bw.WriteString(indexMagic)
 	pos := uint64(len(indexMagic))
-	offsets := make([]uint64, 0, len(names))
+	var offsets []uint64
 	var buf []byte
-	for _, k := range names {
-		e := live[k]
-		buf = appendEntry(buf[:0], e)
+	for len(rs) > 0 {
+		// The smallest key among the runs' heads (runs are few: a linear
+		// scan is as fast as a heap here).
+		key := rs[0].cur.e.Key
+		for _, rr := range rs[1:] {
+			if rr.cur.e.Key < key {
+				key = rr.cur.e.Key
+			}
+		}
+		var best *runRec
+		for i := 0; i < len(rs); {
+			rr := rs[i]
+			if rr.cur.e.Key != key {
+				i++
+				continue
+			}
+			if best == nil || rr.cur.seq > best.seq {
+				c := rr.cur
+				best = &c
+			}
+			if err := rr.next(); err != nil {
+				return 0, fmt.Errorf("index: read run: %w", err)
+			}
+			if !rr.ok {
+				rs = slices.Delete(rs, i, i+1)
+				continue
+			}
+			i++
+		}
+		if best.tomb {
+			continue
+		}
+		buf = appendEntry(buf[:0], &best.e)
 		offsets = append(offsets, pos)
 		pos += uint64(len(buf))
 		bw.Write(buf)
@@ -123,7 +265,7 @@ func buildIndex(ctx context.Context, dbPath string, rev int64, sha string, w io.
 		binary.LittleEndian.PutUint64(b8[:], o)
 		bw.Write(b8[:])
 	}
-	binary.LittleEndian.PutUint64(b8[:], uint64(len(names)))
+	binary.LittleEndian.PutUint64(b8[:], uint64(len(offsets)))
 	bw.Write(b8[:])
 	binary.LittleEndian.PutUint64(b8[:], uint64(rev))
 	bw.Write(b8[:])
@@ -131,7 +273,7 @@ func buildIndex(ctx context.Context, dbPath string, rev int64, sha string, w io.
 	bw.Write(b8[:])
 	bw.WriteString(shaTag(sha))
 	bw.WriteString(indexMagic)
-	return len(names), bw.Flush()
+	return len(offsets), bw.Flush()
 }
 
 func shaTag(sha string) string {
