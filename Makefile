@@ -13,11 +13,13 @@ ETCD35_VERSION := v3.5.35
 ETCD3515_VERSION := v3.5.15
 ETCD36_VERSION := v3.6.16
 VERSITYGW_VERSION := v1.8.0
+# kube-apiserver for the end-to-end tests with a real Kubernetes writer.
+KUBE_VERSION := v1.37.2
 GOTEST_FLAGS ?= -timeout 30m
 
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build test test-short lint bench tools clean demo deploy-check image FORCE
+.PHONY: all build test test-short lint bench tools clean demo deploy-check image kube-apiserver FORCE
 
 all: build
 
@@ -43,6 +45,15 @@ $(BIN)/etcd-3.5.15: FORCE
 
 $(BIN)/etcd-3.6: FORCE
 	./scripts/build-etcd.sh $(ETCD36_VERSION) $@
+
+# kube-apiserver: a real Kubernetes writer for the end-to-end tests
+# (internal/kubetest), built from a throwaway module under .bin/src that
+# requires k8s.io/kubernetes (scripts/build-kube-apiserver.sh; about 15 CPU-
+# minutes when nothing is cached, then it returns at once).
+$(BIN)/kube-apiserver: FORCE
+	./scripts/build-kube-apiserver.sh $(KUBE_VERSION) $@
+
+kube-apiserver: $(BIN)/kube-apiserver
 
 FORCE:
 
@@ -71,7 +82,7 @@ $(BIN)/versitygw:
 $(BIN)/promtool:
 	./scripts/install-promtool.sh
 
-tools: $(BIN)/etcd $(BIN)/etcd-3.5 $(BIN)/etcd-3.5.15 $(BIN)/etcd-3.6 $(BIN)/etcdctl $(BIN)/etcdutl $(BIN)/age $(BIN)/versitygw $(BIN)/promtool
+tools: $(BIN)/etcd $(BIN)/etcd-3.5 $(BIN)/etcd-3.5.15 $(BIN)/etcd-3.6 $(BIN)/kube-apiserver $(BIN)/etcdctl $(BIN)/etcdutl $(BIN)/age $(BIN)/versitygw $(BIN)/promtool
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
@@ -83,6 +94,7 @@ lint:
 test: tools build lint
 	VERSITYGW=$(BIN)/versitygw LIFEBOAT_BIN=$(BIN)/lifeboat ETCD_BIN=$(BIN)/etcd ETCDUTL_BIN=$(BIN)/etcdutl \
 	  ETCD35_BIN=$(BIN)/etcd-3.5 ETCD3515_BIN=$(BIN)/etcd-3.5.15 ETCD36_BIN=$(BIN)/etcd-3.6 \
+	  KUBE_APISERVER_BIN=$(BIN)/kube-apiserver \
 	  $(GO) test $(GOTEST_FLAGS) ./...
 	# The race detector on the code that splits work across goroutines: the
 	# file check's two walkers, the snapshot stream, save's sink and

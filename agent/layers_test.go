@@ -79,6 +79,7 @@ var layers = map[string]int{
 var testOnly = map[string]bool{
 	"internal/etcdtest": true, "internal/s3test": true, "internal/jobtest": true,
 	"internal/corrupt": true, "uploader/storetest": true, "internal/changetest": true,
+	"internal/kubetest": true, "internal/e2e": true,
 }
 
 // TestLayers checks every package of the module against layers: a new

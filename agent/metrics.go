@@ -199,7 +199,7 @@ func newMetrics(reg prometheus.Registerer, jobs []string, version string) (*metr
 		}),
 		captureGaps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lifeboat_capture_gaps_total",
-			Help: "Capture generations sealed by a break of continuity, by reason: compacted, cluster_id, revision_backwards, lock_lost, broken_chain. After each one the capture starts a new generation from a fresh snapshot.",
+			Help: "Capture generations sealed by a break of continuity, by reason: compacted, cluster_id, revision_backwards, broken_chain (a lost leader lock is none). After each one the capture starts a new generation from a fresh snapshot.",
 		}, []string{"reason"}),
 		captureRestarts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "lifeboat_capture_restarts_total",

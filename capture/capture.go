@@ -118,7 +118,8 @@ func Run(ctx context.Context, job Job, lg *slog.Logger) error {
 	r.report(func(s *Status) {
 		s.Running = false
 		if errors.Is(err, ErrLockLost) {
-			s.Gap = GapLockLost
+			// Not a gap: the next leader continues the generation.
+			s.Err = err
 		}
 	})
 	if ctx.Err() != nil && !errors.Is(err, ErrLockLost) {

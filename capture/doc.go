@@ -6,8 +6,10 @@
 //
 // A generation is one unbroken chain of segments after one snapshot.
 // Anything that breaks continuity (the watch compacted past, a new
-// cluster ID, a revision going backwards, a lost lock) seals the
-// generation; the job then takes a fresh snapshot and starts a new one.
+// cluster ID, a revision going backwards, another writer's segment)
+// seals the generation; the job then takes a fresh snapshot and starts a
+// new one. A lost lock seals nothing: this writer stops, the next leader
+// continues the chain with a higher fencing token.
 // Progress markers (repository.Progress) record how far the chain is
 // durable and when, so that the recovery point advances on an idle
 // cluster too.
@@ -88,7 +90,10 @@
 // segment a progress marker records Through = its last revision and At =
 // the time the capture last knew the cluster was at that revision (a
 // progress notification, else the revision's receive time). While idle,
-// one marker per interval advances At. Older markers of the generation
+// one marker per interval advances At. A new generation gets a marker
+// at its snapshot's revision and time at once, so that the next writer
+// (after a lost lock or a crash) continues it even before its first
+// segment. Older markers of the generation
 // are deleted once a newer one is stored (best effort: a failed delete
 // is logged, and the newest marker always wins).
 //
@@ -111,8 +116,9 @@
 // another writer's segment seal the generation: what was received before
 // the gap is stored, then a sealed marker; one Status carries Gap, then a
 // fresh snapshot starts a new generation. A lost lock (Job.Token false)
-// writes nothing more: Run reports Gap GapLockLost and returns
-// ErrLockLost.
+// writes nothing more and seals nothing (the next leader continues the
+// generation from its last stored segment): Run reports Err ErrLockLost,
+// no Gap, and returns ErrLockLost.
 //
 // # Status
 //

@@ -53,7 +53,8 @@ func (r *runner) run(ctx context.Context) error {
 			return werr
 		}
 	}
-	if g != nil {
+	started := g == nil
+	if !started {
 		r.lg.Info("capture: continuing generation", "generation", g.id, "revision", g.durable)
 		r.report(func(s *Status) {
 			s.Running, s.Generation, s.Revision, s.RecoveryPoint = true, g.id, g.durable, g.durableAt
@@ -63,6 +64,14 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	for {
 		c := &capt{r: r, g: g, job: &r.job}
+		if started {
+			// A start marker at the snapshot's revision and time: the
+			// next writer (after a lost lock or a crash) finds the
+			// generation and continues it even before its first segment.
+			if err := c.marker(ctx, g.durableAt, ""); err != nil {
+				r.lg.Warn("capture: progress marker not stored", "generation", g.id, "err", err)
+			}
+		}
 		err := c.loop(ctx)
 		var gap *gapError
 		if !errors.As(err, &gap) {
@@ -71,6 +80,7 @@ func (r *runner) run(ctx context.Context) error {
 		if g, err = r.fresh(ctx); err != nil {
 			return err
 		}
+		started = true
 	}
 }
 

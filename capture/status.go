@@ -3,7 +3,9 @@ package capture
 import "time"
 
 // GapReason says why a generation was sealed: a small fixed set, usable
-// as a metric label.
+// as a metric label. A lost leader lock is not among them: it seals
+// nothing (the next leader continues the generation), and Run reports it
+// as Status.Err = ErrLockLost.
 type GapReason string
 
 // The reasons a generation ends.
@@ -16,9 +18,6 @@ const (
 	// GapRevisionBackwards: the cluster's revision went below what was
 	// captured (it was restored from an older backup).
 	GapRevisionBackwards GapReason = "revision_backwards"
-	// GapLockLost: the writer lost the leader lock (another agent may
-	// continue the chain; this one stops writing).
-	GapLockLost GapReason = "lock_lost"
 	// GapBrokenChain: the stored chain cannot be continued (a segment
 	// missing, unreadable or another writer's fork).
 	GapBrokenChain GapReason = "broken_chain"
@@ -26,7 +25,7 @@ const (
 
 // GapReasons lists every GapReason, for metrics that pre-create their
 // label values.
-var GapReasons = []GapReason{GapCompacted, GapClusterID, GapRevisionBackwards, GapLockLost, GapBrokenChain}
+var GapReasons = []GapReason{GapCompacted, GapClusterID, GapRevisionBackwards, GapBrokenChain}
 
 // Status is what the capture job reports to the daemon each time it
 // changes (a segment or progress marker made durable, a gap, a stop).

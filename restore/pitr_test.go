@@ -68,6 +68,12 @@ type workload struct {
 	rnd    *rand.Rand
 	keys   map[string]bool
 	leases []clientv3.LeaseID
+	// valueMin and valueMax bound a value's size (0: 16 to 415 bytes).
+	valueMin, valueMax int
+	// expiring: some steps grant a lease of etcd's minimum TTL with keys
+	// on it, never renewed: etcd revokes it (its keys deleted) on its
+	// own a few seconds later.
+	expiring bool
 }
 
 func (w *workload) key() string {
@@ -75,7 +81,11 @@ func (w *workload) key() string {
 }
 
 func (w *workload) value() string {
-	b := make([]byte, 16+w.rnd.IntN(400))
+	lo, hi := 16, 416
+	if w.valueMax > 0 {
+		lo, hi = w.valueMin, w.valueMax+1
+	}
+	b := make([]byte, lo+w.rnd.IntN(hi-lo))
 	for i := range b {
 		b[i] = byte('a' + w.rnd.IntN(26))
 	}
@@ -142,6 +152,18 @@ func (w *workload) step(ctx context.Context) {
 				}
 			}
 		}
+	case n < 9 && w.expiring && w.rnd.IntN(4) == 0:
+		// A lease left to expire, with one or two keys on it.
+		l, err := w.cli.Grant(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 1 + w.rnd.IntN(2) {
+			k := fmt.Sprintf("/registry/events/ns%d/expiring%02d", w.rnd.IntN(3), w.rnd.IntN(20))
+			if _, err := w.cli.Put(ctx, k, w.value(), clientv3.WithLease(l.ID)); err != nil {
+				t.Fatal(err)
+			}
+		}
 	case n < 9:
 		// A lease granted now or an earlier one; a key attached to it (a
 		// new key, or an existing key moved to it).
@@ -199,7 +221,7 @@ func (s *pitrSource) record(t testing.TB, rev int64) {
 
 func (s *pitrSource) live(t testing.TB, rev int64) liveState {
 	t.Helper()
-	if st, ok := s.recorded[rev]; ok {
+	if st, ok := s.recorded[rev]; ok && rev < s.compact {
 		return st
 	}
 	if rev < s.compact {
@@ -397,6 +419,15 @@ func (s *pitrSource) checkOffline(t testing.TB, path string, rev int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if h.CompactRevision > want.compact && h.CompactRevision == rev {
+		// The replay started from a snapshot taken right at a
+		// compaction: etcd answers HashKV at a compaction's revision
+		// with the hash it stored when compacting, over the history
+		// since the compaction before, which the snapshot no longer
+		// holds. The keys above are compared; the hash cannot be.
+		t.Logf("revision %d: HashKV not comparable: the source's is over compact %d, the snapshot's compact is %d", rev, want.compact, h.CompactRevision)
+		return
+	}
 	if h.CompactRevision < want.compact {
 		done, err := kv.Compact(traceutil.TODO(), want.compact)
 		if err != nil {
@@ -409,6 +440,65 @@ func (s *pitrSource) checkOffline(t testing.TB, path string, rev int64) {
 	}
 	if h.CompactRevision != want.compact || h.Hash != want.hash {
 		t.Errorf("revision %d: HashKV %08x (compact %d), the source's %08x (compact %d)", rev, h.Hash, h.CompactRevision, want.hash, want.compact)
+	}
+}
+
+// checkBooted restores the replayed file at path with etcdutl, boots a
+// member on it and compares it with the source at rev: its revision,
+// every key, HashKV over the same compaction, and every lease a key holds.
+func (s *pitrSource) checkBooted(t testing.TB, path string, r int64) {
+	t.Helper()
+	ctx := t.Context()
+	peer, err := restore.FreeLoopbackURL()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(t.TempDir(), "member")
+	if _, err := restore.Restore(ctx, restore.RestoreOptions{
+		SnapshotPath: path, DataDir: dataDir, Name: "restored", InitialCluster: "restored=" + peer, SkipHashCheck: true,
+	}); err != nil {
+		t.Fatalf("restore the replayed file: %v", err)
+	}
+	srv, err := restore.StartEtcd(ctx, restore.EtcdOptions{DataDir: dataDir, Name: "restored", PeerURL: peer, SocketDir: filepath.Join(t.TempDir(), "s")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	rc, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.ClientURL}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	want := s.live(t, r)
+	g, err := rc.Get(ctx, "", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Header.Revision != r {
+		t.Errorf("restored member at revision %d, want %d", g.Header.Revision, r)
+	}
+	compareKVs(t, r, g.Kvs, want.kvs)
+	if _, err := rc.Compact(ctx, want.compact); err != nil && !errors.Is(err, context.Canceled) {
+		t.Logf("compact the restored member to %d: %v", want.compact, err)
+	}
+	h, err := rc.HashKV(ctx, srv.ClientURL, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Hash != want.hash || h.CompactRevision != want.compact {
+		t.Errorf("HashKV at %d: restored %08x (compact %d), source %08x (compact %d)", r, h.Hash, h.CompactRevision, want.hash, want.compact)
+	}
+	// Every lease a key holds exists on the restored member.
+	for _, kv := range g.Kvs {
+		if kv.Lease == 0 {
+			continue
+		}
+		ttl, err := rc.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
+		if err != nil {
+			t.Errorf("lease %x of %s on the restored member: %v", kv.Lease, kv.Key, err)
+		} else if ttl.TTL < 0 {
+			t.Errorf("lease %x of %s is not on the restored member", kv.Lease, kv.Key)
+		}
 	}
 }
 
@@ -468,57 +558,7 @@ func TestPointInTime(t *testing.T) {
 	t.Run("boot the restored member", func(t *testing.T) {
 		r := s.through
 		_, path := s.replayTo(t, restore.Target{Revision: r})
-		peer, err := restore.FreeLoopbackURL()
-		if err != nil {
-			t.Fatal(err)
-		}
-		dataDir := filepath.Join(t.TempDir(), "member")
-		if _, err := restore.Restore(ctx, restore.RestoreOptions{
-			SnapshotPath: path, DataDir: dataDir, Name: "restored", InitialCluster: "restored=" + peer, SkipHashCheck: true,
-		}); err != nil {
-			t.Fatalf("restore the replayed file: %v", err)
-		}
-		srv, err := restore.StartEtcd(ctx, restore.EtcdOptions{DataDir: dataDir, Name: "restored", PeerURL: peer, SocketDir: filepath.Join(t.TempDir(), "s")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer srv.Close()
-		rc, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.ClientURL}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rc.Close()
-		want := s.live(t, r)
-		g, err := rc.Get(ctx, "", clientv3.WithPrefix())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if g.Header.Revision != r {
-			t.Errorf("restored member at revision %d, want %d", g.Header.Revision, r)
-		}
-		compareKVs(t, r, g.Kvs, want.kvs)
-		if _, err := rc.Compact(ctx, want.compact); err != nil && !errors.Is(err, context.Canceled) {
-			t.Logf("compact the restored member to %d: %v", want.compact, err)
-		}
-		h, err := rc.HashKV(ctx, srv.ClientURL, r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h.Hash != want.hash || h.CompactRevision != want.compact {
-			t.Errorf("HashKV at %d: restored %08x (compact %d), source %08x (compact %d)", r, h.Hash, h.CompactRevision, want.hash, want.compact)
-		}
-		// Every lease a key holds exists on the restored member.
-		for _, kv := range g.Kvs {
-			if kv.Lease == 0 {
-				continue
-			}
-			ttl, err := rc.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
-			if err != nil {
-				t.Errorf("lease %x of %s on the restored member: %v", kv.Lease, kv.Key, err)
-			} else if ttl.TTL < 0 {
-				t.Errorf("lease %x of %s is not on the restored member", kv.Lease, kv.Key)
-			}
-		}
+		s.checkBooted(t, path, r)
 	})
 
 	t.Run("to time", func(t *testing.T) {

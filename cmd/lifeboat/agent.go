@@ -14,8 +14,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lifeboat-dev/lifeboat/agent"
+	"github.com/lifeboat-dev/lifeboat/capture"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/retention/prune"
+	"github.com/lifeboat-dev/lifeboat/snapshot"
 )
 
 type agentOptions struct {
@@ -101,9 +104,6 @@ func agentConfig(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptio
 			return none, &ConfigError{Key: "capture.enabled", Err: errors.New("agent --once cannot capture: capture runs continuously in the daemon " +
 				"(lifeboat agent without --once: lifeboat.service, or the Kubernetes Deployment overlay); leave capture off for CronJobs and timers")}
 		}
-		// The capture package (capture.Run) is not wired into this build
-		// yet: refuse rather than run without the capture that was asked for.
-		return none, &ConfigError{Key: "capture.enabled", Err: errors.New("this build of lifeboat has no capture job yet; set capture.enabled false (snapshots, prune and drills run without it)")}
 	}
 	s := cfg.Schedule
 	pruning := s.Prune != ""
@@ -148,6 +148,9 @@ func agentConfig(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptio
 		Identity: identity,
 		Version:  Version,
 	}
+	if cfg.Capture.Enabled {
+		acfg.Capture = captureFunc(cfg, backups, enc, lg)
+	}
 	if pruning {
 		acfg.Prune = &prune.Job{Backups: backups, Policy: policy, OrphanGrace: time.Duration(cfg.Retention.OrphanGrace)}
 	}
@@ -184,6 +187,34 @@ func agentConfig(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptio
 		lg.Info("agent.textfile and agent.pushgateway apply to agent --once; the daemon serves /metrics")
 	}
 	return acfg, nil
+}
+
+// captureFunc returns the agent's capture job: each run dials its own etcd
+// session (closed when the run ends, so that a restart after a failure
+// starts from fresh connections) and writes to the snapshot job's store
+// with the snapshot job's encoding, so that segments are compressed and
+// encrypted like the snapshots they continue.
+func captureFunc(cfg *Config, backups *repository.Repo, enc repository.Encoding, lg *slog.Logger) agent.CaptureFunc {
+	ecfg := etcdConfig(cfg)
+	clg := lg.With("job", agent.JobCapture)
+	return func(ctx context.Context, h agent.CaptureHooks) error {
+		s, err := snapshot.Dial(ctx, ecfg, clg)
+		if err != nil {
+			return fmt.Errorf("capture: %w", err)
+		}
+		defer s.Close()
+		return capture.Run(ctx, capture.Job{
+			Session:         s,
+			Repo:            backups,
+			Encoding:        enc,
+			Interval:        cfg.Capture.Interval,
+			MaxSegmentBytes: cfg.Capture.MaxSegmentBytes,
+			MaxBufferBytes:  cfg.Capture.MaxBufferBytes,
+			Token:           h.Token,
+			Snapshot:        h.Snapshot,
+			Report:          h.Report,
+		}, clg)
+	}
 }
 
 // systemdFromEnv reads the service manager's variables: NOTIFY_SOCKET,

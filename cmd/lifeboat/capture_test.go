@@ -1,11 +1,20 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"io"
+	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lifeboat-dev/lifeboat/agent"
+	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/syncbuf"
 )
 
 // TestCaptureOptions: the capture keys' defaults, their environment names
@@ -63,10 +72,24 @@ func TestCaptureOptions(t *testing.T) {
 	}
 }
 
+// TestConfigCheckCapture: lifeboat config check prints the capture
+// section with the effective values (here from flags and environment).
+func TestConfigCheckCapture(t *testing.T) {
+	code, out, errOut := runCLI(t, map[string]string{"LIFEBOAT_CAPTURE_ENABLED": "true"}, "config", "check", "--capture-interval", "1s", "--capture-max-buffer-bytes", "64MiB")
+	if code != 0 {
+		t.Fatalf("config check: exit %d: %s", code, errOut)
+	}
+	want := "capture:\n    enabled: true\n    interval: 1s\n    max_segment_bytes: 8388608\n    max_buffer_bytes: 67108864\n"
+	if !strings.Contains(out, want) {
+		t.Errorf("config check lacks\n%s\nin\n%s", want, out)
+	}
+}
+
 // TestAgentCaptureRefused: agent --once with capture exits 2 saying that
-// capture needs the daemon, before it touches etcd or the store; and, until
-// the capture job is wired into this build, the daemon refuses it too rather
-// than run without it.
+// capture needs the daemon, before it touches etcd or the store; the
+// daemon with --capture runs the capture job for real: a generation
+// starts from a fresh snapshot, change segments are stored, /status shows
+// the durable revision, and cancelling it exits 0.
 func TestAgentCaptureRefused(t *testing.T) {
 	store := "file://" + filepath.Join(t.TempDir(), "store")
 	for _, tc := range []struct {
@@ -77,7 +100,6 @@ func TestAgentCaptureRefused(t *testing.T) {
 	}{
 		{"--once --capture", []string{"agent", "--once", "--capture"}, nil, "agent --once cannot capture"},
 		{"--once, LIFEBOAT_CAPTURE", []string{"agent", "--once"}, map[string]string{"LIFEBOAT_CAPTURE": "true"}, "agent --once cannot capture"},
-		{"daemon", []string{"agent", "--capture", "--listen", "127.0.0.1:0"}, nil, "no capture job yet"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append(tc.args, "--store", store, "--endpoints", "http://127.0.0.1:1")
@@ -90,4 +112,80 @@ func TestAgentCaptureRefused(t *testing.T) {
 			}
 		})
 	}
+	t.Run("daemon", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("slow: real etcd")
+		}
+		c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+		cli := c.Client(t)
+		dir := t.TempDir()
+		addr := freeAddr(t)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		var stderr syncbuf.Buffer
+		done := make(chan int, 1)
+		go func() {
+			done <- run(ctx, []string{"agent", "--capture", "--capture-interval", "200ms", "--cluster", "d",
+				"--store", "file://" + filepath.Join(dir, "store"), "--spool-dir", filepath.Join(dir, "spool"),
+				"--endpoints", c.Endpoints()[0], "--listen", addr, "--snapshot-schedule", "",
+				"--prune-schedule", "", "--drill-schedule", "", "--lock-ttl", "5s", "--log-format", "json"}, io.Discard, &stderr)
+		}()
+		var st agent.Status
+		var last int64
+		deadline := time.Now().Add(time.Minute)
+		for i := 0; st.Capture == nil || st.Capture.Revision < last || last == 0; i++ {
+			if time.Now().After(deadline) {
+				t.Fatalf("capture did not store revision %d within a minute: %+v\n%s", last, st.Capture, stderr.String())
+			}
+			select {
+			case code := <-done:
+				t.Fatalf("agent exited %d\n%s", code, stderr.String())
+			case <-time.After(50 * time.Millisecond):
+			}
+			if st.Capture != nil && st.Capture.Generation != "" && last == 0 {
+				r, err := cli.Put(t.Context(), "/k", "v")
+				if err != nil {
+					t.Fatal(err)
+				}
+				last = r.Header.Revision
+			}
+			st = agent.Status{}
+			if resp, err := http.Get("http://" + addr + "/status"); err == nil {
+				json.NewDecoder(resp.Body).Decode(&st)
+				resp.Body.Close()
+			}
+		}
+		if !st.Capture.Active || !st.Capture.Running || st.Capture.LastError != "" {
+			t.Errorf("capture status %+v: want active and running, no error", st.Capture)
+		}
+		var segs int
+		for _, f := range storeFiles(t, filepath.Join(dir, "store")) {
+			if strings.HasPrefix(f, "d/changes/"+st.Capture.Generation+"/") && strings.HasSuffix(f, ".seg.zst") {
+				segs++
+			}
+		}
+		if segs == 0 {
+			t.Errorf("no change segment of generation %s in the store: %v", st.Capture.Generation, storeFiles(t, filepath.Join(dir, "store")))
+		}
+		cancel()
+		select {
+		case code := <-done:
+			if code != exitOK {
+				t.Errorf("exit %d after cancellation\n%s", code, stderr.String())
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("the agent did not stop")
+		}
+	})
+}
+
+// freeAddr returns a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -130,20 +129,7 @@ func startBinary(ctx context.Context, binary, dir string) (*Process, error) {
 		}
 	}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.SysProcAttr = childAttr()
-	started := make(chan error, 1)
-	go func() {
-		// Pdeathsig (Linux) fires when the thread that started the child
-		// ends: keep this goroutine on its thread until the child exits.
-		runtime.LockOSThread()
-		err := p.cmd.Start()
-		started <- err
-		if err == nil {
-			p.err = p.cmd.Wait()
-		}
-		close(p.exited)
-	}()
-	if err := <-started; err != nil {
+	if err := StartChild(p.cmd, p.exited, &p.err); err != nil {
 		return nil, fmt.Errorf("start %s: %w", binary, err)
 	}
 	if err := p.waitReady(ctx); err != nil {

@@ -35,7 +35,7 @@ type ProxyOptions struct {
 // itself. It counts the connections it accepts (every dial of the member by
 // a client: gRPC connection, probe or health check shows here) and, with
 // ProxyOptions.CutAfter or StallAfter, breaks them off or stalls them
-// mid-stream.
+// mid-stream; Cut resets every open connection at once.
 type Proxy struct {
 	// URL is the proxy's client URL: the member's URL with the proxy's
 	// address (https:// when the member serves TLS; the test certificates
@@ -49,6 +49,8 @@ type Proxy struct {
 	stopped    chan struct{} // closed at cleanup: stalled connections end
 	stalled    chan struct{} // closed at the first stall
 	stallOnce  sync.Once
+	mu         sync.Mutex
+	conns      [][2]net.Conn // open connections: client side, member side
 	accepted   atomic.Int64
 	cuts       atomic.Int64
 	stalls     atomic.Int64
@@ -57,8 +59,8 @@ type Proxy struct {
 // Accepted returns the number of connections accepted so far.
 func (p *Proxy) Accepted() int { return int(p.accepted.Load()) }
 
-// Cuts returns the number of connections reset after ProxyOptions.CutAfter
-// bytes so far.
+// Cuts returns the number of connections reset so far, after
+// ProxyOptions.CutAfter bytes or by Cut.
 func (p *Proxy) Cuts() int { return int(p.cuts.Load()) }
 
 // Stalls returns the number of connections stalled after
@@ -91,24 +93,16 @@ func NewProxy(t testing.TB, clientURL string, opts ProxyOptions) *Proxy {
 	if l.Addr().Network() == "unix" {
 		p.URL = "unix://" + l.Addr().String()
 	}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	track := func(c net.Conn) {
-		mu.Lock()
-		conns = append(conns, c)
-		mu.Unlock()
-	}
+	var wg sync.WaitGroup
 	t.Cleanup(func() {
 		close(p.stopped)
 		l.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
+		p.mu.Lock()
+		for _, cs := range p.conns {
+			cs[0].Close()
+			cs[1].Close()
 		}
-		mu.Unlock()
+		p.mu.Unlock()
 		wg.Wait()
 	})
 	wg.Go(func() {
@@ -123,13 +117,46 @@ func NewProxy(t testing.TB, clientURL string, opts ProxyOptions) *Proxy {
 				c.Close()
 				continue
 			}
-			track(c)
-			track(s)
+			p.mu.Lock()
+			p.conns = append(p.conns, [2]net.Conn{c, s})
+			p.mu.Unlock()
 			wg.Go(func() { _, _ = io.Copy(s, c); s.Close() })
-			wg.Go(func() { p.toClient(c, s) })
+			wg.Go(func() { p.toClient(c, s); p.untrack(c) })
 		}
 	})
 	return p
+}
+
+// Cut resets every connection open now, as when the member's process
+// died or the network dropped: each client sees a TCP reset wherever its
+// streams were. New connections pass as before. It returns how many it
+// cut (counted in Cuts).
+func (p *Proxy) Cut() int {
+	p.mu.Lock()
+	cs := p.conns
+	p.conns = nil
+	p.mu.Unlock()
+	for _, c := range cs {
+		if tc, ok := c[0].(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+		c[0].Close()
+		c[1].Close()
+	}
+	p.cuts.Add(int64(len(cs)))
+	return len(cs)
+}
+
+// untrack forgets a connection that ended.
+func (p *Proxy) untrack(c net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, cs := range p.conns {
+		if cs[0] == c {
+			p.conns = append(p.conns[:i], p.conns[i+1:]...)
+			return
+		}
+	}
 }
 
 // toClient copies the member's bytes to the client, and cuts or stalls

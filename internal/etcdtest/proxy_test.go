@@ -112,6 +112,31 @@ func TestProxy(t *testing.T) {
 		}
 	})
 
+	t.Run("cut", func(t *testing.T) {
+		p := etcdtest.NewProxy(t, m.ClientURL, etcdtest.ProxyOptions{})
+		conn, err := net.Dial("tcp", strings.TrimPrefix(p.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		// Accepted and tracked once it forwarded a byte back.
+		if _, err := io.WriteString(conn, "GET /version HTTP/1.1\r\nHost: etcd\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Read(make([]byte, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if n := p.Cut(); n != 1 || p.Cuts() != 1 {
+			t.Fatalf("Cut = %d, Cuts = %d with one open connection, want 1 and 1", n, p.Cuts())
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadAll(conn); !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("read after Cut: %v, want a connection reset", err)
+		}
+		// New connections pass.
+		putGet(t, proxyClient(t, c, p))
+	})
+
 	t.Run("stall after", func(t *testing.T) {
 		const stallAfter = 20
 		p := etcdtest.NewProxy(t, m.ClientURL, etcdtest.ProxyOptions{StallAfter: stallAfter})

@@ -5,9 +5,11 @@
 // loopback port, with fresh data and versioning directories under t.TempDir
 // (versioning is always on so that Object Lock works), waits for its health
 // endpoint and kills it at test cleanup. Server.Stop kills it earlier, to test
-// "server down". The binary is looked up in $VERSITYGW, then <module
-// root>/.bin/versitygw, then PATH; when none is found the test fails under
-// CI=true and is skipped otherwise, with the install command in the message.
+// "server down"; Server.Restart kills it and starts it again on the same port
+// and data, to test "server down, then back". The binary is looked up in
+// $VERSITYGW, then <module root>/.bin/versitygw, then PATH; when none is found
+// the test fails under CI=true and is skipped otherwise, with the install
+// command in the message.
 //
 // NewProxy starts a reverse proxy whose faults are programmed per request:
 // error statuses with an S3 XML error body, a connection reset in the middle of

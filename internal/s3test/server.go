@@ -36,6 +36,8 @@ type Server struct {
 	// Region is the region to sign requests for.
 	Region string
 
+	bin      string
+	args     []string
 	cmd      *exec.Cmd
 	exited   chan struct{} // closed when the process has exited
 	output   *syncbuf.Buffer
@@ -117,21 +119,16 @@ func start(t testing.TB, bin string) (*Server, error) {
 		exited:    make(chan struct{}),
 		output:    &syncbuf.Buffer{},
 	}
-	s.cmd = exec.Command(bin,
-		"--port", "127.0.0.1:"+strconv.Itoa(port),
+	s.args = []string{
+		"--port", "127.0.0.1:" + strconv.Itoa(port),
 		"--access", s.AccessKey, "--secret", s.SecretKey,
 		"--region", s.Region,
 		"--health", "/health",
-		"posix", "--versioning-dir", versions, data)
-	s.cmd.Stdout = s.output
-	s.cmd.Stderr = s.output
-	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("run %s: %w", bin, err)
+		"posix", "--versioning-dir", versions, data}
+	s.bin = bin
+	if err := s.launch(); err != nil {
+		return nil, err
 	}
-	go func() {
-		_ = s.cmd.Wait()
-		close(s.exited)
-	}()
 	t.Cleanup(func() {
 		s.Stop()
 		if t.Failed() {
@@ -143,6 +140,49 @@ func start(t testing.TB, bin string) (*Server, error) {
 		return nil, fmt.Errorf("%w; output:\n%s", err, s.output.String())
 	}
 	return s, nil
+}
+
+// launch starts the server process with s.args.
+func (s *Server) launch() error {
+	s.cmd = exec.Command(s.bin, s.args...)
+	s.cmd.Stdout = s.output
+	s.cmd.Stderr = s.output
+	if err := s.cmd.Start(); err != nil {
+		return fmt.Errorf("run %s: %w", s.bin, err)
+	}
+	exited := make(chan struct{})
+	s.exited = exited
+	cmd := s.cmd
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	return nil
+}
+
+// Restart starts the server again on the same port, with the same
+// credentials and data directories: a store that went down and came back
+// with every object it had. A server still running is killed first (as
+// Stop does); a test that wants it down for a while calls Stop, then
+// Restart. It waits until the server is healthy again. Not safe to call
+// concurrently with Stop.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Stop()
+	// The port was just freed by the killed process: retry the bind.
+	var err error
+	for range 20 {
+		if err = s.launch(); err != nil {
+			break
+		}
+		if err = s.waitHealthy(); err == nil {
+			s.stopOnce = sync.Once{}
+			return
+		}
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+	}
+	t.Fatalf("restart versitygw: %v; output:\n%s", err, s.output.String())
 }
 
 func (s *Server) waitHealthy() error {
