@@ -63,10 +63,10 @@ func (e *Entry) revKey() []byte {
 }
 
 // runBudget bounds the memory of one sorted run while the index is
-// built: records are sorted in runs of about this many bytes, written to
+// built: records are sorted in runs of about this many bytes (4 MiB), written to
 // temporary files and merged, so building the index of a database of any
 // size takes a few MiB.
-var runBudget = 8 << 20
+var runBudget = 4 << 20
 
 type runRec struct {
 	seq  uint64 // scan order: the newest record of a key has the largest
@@ -91,7 +91,7 @@ func buildIndex(ctx context.Context, dbPath string, rev int64, sha string, tmpDi
 			os.Remove(f.Name())
 		}
 	}()
-	var chunk []runRec
+	chunk := make([]runRec, 0, runBudget/200)
 	size := 0
 	flush := func() error {
 		if len(chunk) == 0 {
