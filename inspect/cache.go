@@ -99,7 +99,6 @@ func (c *Cache) Open(ctx context.Context, repo *repository.Repo, m *repository.M
 	if err := os.MkdirAll(clusterDir, 0o700); err != nil {
 		return nil, st, fmt.Errorf("create cache dir %s: %w", clusterDir, err)
 	}
-	os.Chmod(c.Dir, 0o700)
 	dir := c.entryDir(repo.Cluster, m.ID)
 	reason, err := c.reuse(ctx, dir, m.ID, m.SnapshotSHA256, m.Revision, trailerDigest, &st)
 	if err != nil {
@@ -110,8 +109,8 @@ func (c *Cache) Open(ctx context.Context, repo *repository.Repo, m *repository.M
 		if reason != "not cached" {
 			lg.Warn("cached copy of the backup is not usable: fetching it again", "backup_id", m.ID, "reason", reason, "path", dir)
 		}
-		if err := os.RemoveAll(dir); err != nil {
-			return nil, st, fmt.Errorf("remove cached copy %s: %w", dir, err)
+		if err := removeEntry(dir); err != nil {
+			return nil, st, err
 		}
 		st.Evicted = c.evict(clusterDir, m.DBSize, "", lg)
 		if err := c.fetch(ctx, repo, m, ids, clusterDir, dir, &st); err != nil {
@@ -333,10 +332,47 @@ func (c *Cache) sweep(clusterDir string) {
 		if !strings.HasPrefix(e.Name(), tmpPrefix) {
 			continue
 		}
-		if fi, err := e.Info(); err == nil && c.now().Sub(fi.ModTime()) > 24*time.Hour {
-			os.RemoveAll(filepath.Join(clusterDir, e.Name()))
+		p := filepath.Join(clusterDir, e.Name())
+		if fi, err := e.Info(); err == nil && fi.IsDir() && c.now().Sub(fi.ModTime()) > 24*time.Hour && onlyOurs(p) {
+			os.RemoveAll(p)
 		}
 	}
+}
+
+// removeEntry removes a cache entry that is not usable, refusing a
+// directory that holds anything else.
+func removeEntry(dir string) error {
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if !onlyOurs(dir) {
+		return fmt.Errorf("cache entry %s holds files the cache did not write: refusing to replace it (remove it, or give another --cache-dir)", dir)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove cached copy %s: %w", dir, err)
+	}
+	return nil
+}
+
+// onlyOurs says whether dir holds nothing but files a cache entry is
+// made of, so that removing it cannot remove anything else (a --cache-dir
+// given by mistake as a directory of other data).
+func onlyOurs(dir string) bool {
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range es {
+		n := e.Name()
+		switch {
+		case !e.Type().IsRegular():
+			return false
+		case n == dbName, n == indexName, n == sidecarName, strings.HasSuffix(n, ".tmp"), strings.HasPrefix(n, ".index-run-"):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 type cacheEntry struct {
@@ -359,6 +395,13 @@ func (c *Cache) entries() []cacheEntry {
 				continue
 			}
 			dir := filepath.Join(c.Dir, cl.Name(), id.Name())
+			// Only entries this cache wrote are ever removed: a sidecar
+			// naming the directory, and nothing but the cache's files.
+			var sc sidecar
+			if b, err := os.ReadFile(filepath.Join(dir, sidecarName)); err != nil || json.Unmarshal(b, &sc) != nil ||
+				sc.Format != 1 || sc.BackupID != id.Name() || !onlyOurs(dir) {
+				continue
+			}
 			e := cacheEntry{dir: dir}
 			files, _ := os.ReadDir(dir)
 			for _, f := range files {
@@ -427,7 +470,6 @@ func (c *Cache) OpenBuilt(ctx context.Context, cluster, name string, build Build
 	if err := os.MkdirAll(clusterDir, 0o700); err != nil {
 		return nil, st, fmt.Errorf("create cache dir %s: %w", clusterDir, err)
 	}
-	os.Chmod(c.Dir, 0o700)
 	dir := c.entryDir(cluster, name)
 	reason, err := c.reuse(ctx, dir, name, "", 0, fileDigest, &st)
 	if err != nil {
@@ -438,8 +480,8 @@ func (c *Cache) OpenBuilt(ctx context.Context, cluster, name string, build Build
 		if _, err := os.Stat(dir); err == nil {
 			lg.Warn("cached copy is not usable: building it again", "entry", name, "reason", reason, "path", dir)
 		}
-		if err := os.RemoveAll(dir); err != nil {
-			return nil, st, fmt.Errorf("remove cached copy %s: %w", dir, err)
+		if err := removeEntry(dir); err != nil {
+			return nil, st, err
 		}
 		c.sweep(clusterDir)
 		tmp := filepath.Join(clusterDir, tmpPrefix+name+"-"+strconv.Itoa(os.Getpid()))
