@@ -37,7 +37,7 @@ const (
 // lifeboat_drill_phase_duration_seconds, in the order a drill runs them.
 // (verify, the structural check of the restored file, runs alongside
 // restore and is reported as the time it went on after restore ended.)
-var DrillPhases = []string{"fetch", "decode", "restore", "verify", "boot", "checks"}
+var DrillPhases = []string{"fetch", "decode", "restore", "verify", "replay", "boot", "checks"}
 
 // Backup states: the values of the state label of lifeboat_backups.
 const (

@@ -57,6 +57,11 @@ var ErrExists = errors.New("backup exists")
 // nothing was kept.
 var ErrVerify = errors.New("snapshot failed verification")
 
+// ErrEmptyCluster is returned when the cluster has never been written to:
+// its snapshot holds no revision a backup could name (nor a point-in-time
+// restore start from).
+var ErrEmptyCluster = errors.New("the etcd cluster has never been written to")
+
 // Run runs the job. It returns the committed manifest; on any error
 // nothing is kept: the upload is aborted, no manifest is written and the
 // spool file is freed.
@@ -325,6 +330,9 @@ func runOnce(parent context.Context, sess *snapshot.Session, job Job, lg *slog.L
 	st, err := v.st, v.err
 	if err != nil {
 		return fail(fmt.Errorf("%w: %w", ErrVerify, err))
+	}
+	if st.Revision < 1 {
+		return fail(fmt.Errorf("%w (its snapshot holds no revision and no key): nothing to back up until the first write", ErrEmptyCluster))
 	}
 	if sum.err != nil {
 		return fail(fmt.Errorf("%w: %w", ErrVerify, sum.err))

@@ -47,6 +47,53 @@ type DrillReport struct {
 	Etcd string `json:"etcd,omitempty"`
 	// AgentVersion is lifeboat's version.
 	AgentVersion string `json:"agent_version"`
+	// PointInTime is set for a point-in-time drill: BackupID is then the
+	// snapshot the replay started from, and the verdict is on that
+	// snapshot and its generation's changes up to the target together.
+	// Absent in a plain drill's report (and in reports of older builds).
+	PointInTime *PointInTimeDrill `json:"point_in_time,omitempty"`
+}
+
+// PointInTimeDrill is what a point-in-time drill replayed and compared:
+// the target, the snapshot and segments it started from, the replay's
+// figures, and HashKV at the target on the live cluster and on the
+// restored copy (after compacting the copy to the live compact revision).
+type PointInTimeDrill struct {
+	// TargetRevision is the revision restored; TargetTime the time it was
+	// resolved from, when the target was a time.
+	TargetRevision int64      `json:"target_revision"`
+	TargetTime     *time.Time `json:"target_time,omitempty"`
+	// Generation is the capture generation whose window holds the target.
+	Generation string `json:"generation"`
+	// SnapshotRevision is the start snapshot's revision (its id is the
+	// report's BackupID).
+	SnapshotRevision int64 `json:"snapshot_revision"`
+	// Segments is how many segments were replayed, FirstSegment and
+	// LastSegment their first and last keys.
+	Segments     int    `json:"segments"`
+	FirstSegment string `json:"first_segment,omitempty"`
+	LastSegment  string `json:"last_segment,omitempty"`
+	// Revisions, Ops and Leases are what the replay applied (revisions
+	// SnapshotRevision+1 through TargetRevision) and the leases it granted.
+	Revisions int64 `json:"revisions"`
+	Ops       int64 `json:"ops"`
+	Leases    int   `json:"leases"`
+	// ReplaySeconds is the replay's wall time (reading the segments
+	// included), RevisionsPerSecond its rate.
+	ReplaySeconds      float64 `json:"replay_seconds"`
+	RevisionsPerSecond float64 `json:"revisions_per_second"`
+	// LiveHashKV and LiveCompactRevision are the live cluster's HashKV at
+	// TargetRevision and the compact revision it was computed over, from
+	// LiveMember at LiveEndpoint.
+	LiveHashKV          uint32 `json:"live_hash_kv"`
+	LiveCompactRevision int64  `json:"live_compact_revision"`
+	LiveMember          string `json:"live_member,omitempty"`
+	LiveEndpoint        string `json:"live_endpoint,omitempty"`
+	// RestoredHashKV and RestoredCompactRevision are the restored copy's,
+	// after it was compacted to LiveCompactRevision (0 when the drill did
+	// not get that far).
+	RestoredHashKV          uint32 `json:"restored_hash_kv"`
+	RestoredCompactRevision int64  `json:"restored_compact_revision"`
 }
 
 // Phase is one step of a drill and its wall-clock duration.

@@ -149,18 +149,21 @@ func (b *Repo) PutProgress(ctx context.Context, p *Progress) (string, error) {
 	return key, nil
 }
 
+// ParseProgress parses and validates a progress marker's body.
+func ParseProgress(data []byte) (*Progress, error) {
+	var p Progress
+	if err := json.Unmarshal(data, &p); err != nil {
+		return nil, err
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
 // ReadProgress reads and parses a listed marker.
 func (b *Repo) ReadProgress(ctx context.Context, pi ProgressInfo) (*Progress, error) {
-	p, err := readDocument(ctx, b.Store, pi.Object.Key, "progress marker", func(data []byte) (*Progress, error) {
-		var p Progress
-		if err := json.Unmarshal(data, &p); err != nil {
-			return nil, err
-		}
-		if err := p.Validate(); err != nil {
-			return nil, err
-		}
-		return &p, nil
-	})
+	p, err := readDocument(ctx, b.Store, pi.Object.Key, "progress marker", ParseProgress)
 	if err != nil {
 		return nil, err
 	}

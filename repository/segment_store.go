@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -257,41 +258,59 @@ func CheckChain(links []ChainLink) error {
 	byPrev := map[string]string{}
 	for i := 1; i < len(links); i++ {
 		prev, cur := links[i-1], links[i]
-		p, c := prev.Header, cur.Header
-		switch {
-		case c.ClusterID != p.ClusterID:
-			return &ChainError{Problem: ChainMismatch, Key: cur.Key, Prev: prev.Key, Detail: fmt.Sprintf("cluster ID %x after %x", c.ClusterID, p.ClusterID)}
-		case c.Generation != p.Generation:
-			return &ChainError{Problem: ChainMismatch, Key: cur.Key, Prev: prev.Key, Detail: fmt.Sprintf("generation %s after %s", c.Generation, p.Generation)}
-		case c.Format != p.Format:
-			return &ChainError{Problem: ChainMismatch, Key: cur.Key, Prev: prev.Key, Detail: fmt.Sprintf("format %d after %d", c.Format, p.Format)}
+		err := CheckLink(prev, cur)
+		var ce *ChainError
+		if err != nil && (!errors.As(err, &ce) || ce.Problem != ChainBadHash) {
+			return err
 		}
-		if c.First <= p.CapturedThrough {
-			pr := ChainOverlap
-			if c.Token != p.Token {
-				pr = ChainFork
-			}
-			return &ChainError{Problem: pr, Key: cur.Key, Prev: prev.Key, From: c.First, To: min(c.CapturedThrough, p.CapturedThrough),
-				Detail: fmt.Sprintf("tokens %d and %d", p.Token, c.Token)}
+		if other, ok := byPrev[cur.Header.PrevHash]; ok {
+			return &ChainError{Problem: ChainFork, Key: cur.Key, Prev: other, From: cur.Header.First, To: cur.Header.Last, Detail: "both follow the same segment"}
 		}
-		if c.First > p.CapturedThrough+1 {
-			return &ChainError{Problem: ChainGap, Key: cur.Key, Prev: prev.Key, From: p.CapturedThrough + 1, To: c.First - 1}
+		if err != nil {
+			return err
 		}
-		if c.SnapshotID != "" {
-			return &ChainError{Problem: ChainMismatch, Key: cur.Key, Prev: prev.Key, Detail: "a second segment names a snapshot"}
+		byPrev[cur.Header.PrevHash] = cur.Key
+	}
+	return nil
+}
+
+// CheckLink checks that cur continues prev, by CheckChain's rules for two
+// neighbours: same cluster, generation and format, cur starts right
+// after prev's captured-through revision, names no snapshot and names
+// prev's hash, and its fencing token is not lower. A replay that starts
+// inside a generation checks its segments pairwise with it as it reads
+// them (restore.Replay), instead of the chain from the generation's start.
+func CheckLink(prev, cur ChainLink) error {
+	p, c := prev.Header, cur.Header
+	switch {
+	case c.ClusterID != p.ClusterID:
+		return &ChainError{Problem: ChainMismatch, Key: cur.Key, Prev: prev.Key, Detail: fmt.Sprintf("cluster ID %x after %x", c.ClusterID, p.ClusterID)}
+	case c.Generation != p.Generation:
+		return &ChainError{Problem: ChainMismatch, Key: cur.Key, Prev: prev.Key, Detail: fmt.Sprintf("generation %s after %s", c.Generation, p.Generation)}
+	case c.Format != p.Format:
+		return &ChainError{Problem: ChainMismatch, Key: cur.Key, Prev: prev.Key, Detail: fmt.Sprintf("format %d after %d", c.Format, p.Format)}
+	}
+	if c.First <= p.CapturedThrough {
+		pr := ChainOverlap
+		if c.Token != p.Token {
+			pr = ChainFork
 		}
-		if other, ok := byPrev[c.PrevHash]; ok {
-			return &ChainError{Problem: ChainFork, Key: cur.Key, Prev: other, From: c.First, To: c.Last, Detail: "both follow the same segment"}
-		}
-		byPrev[c.PrevHash] = cur.Key
-		if c.PrevHash != prev.Hash {
-			return &ChainError{Problem: ChainBadHash, Key: cur.Key, Prev: prev.Key, From: c.First, To: c.Last,
-				Detail: fmt.Sprintf("it names previous hash %.12s…, the previous segment's is %.12s…", c.PrevHash, prev.Hash)}
-		}
-		if c.Token < p.Token {
-			return &ChainError{Problem: ChainStale, Key: cur.Key, Prev: prev.Key, From: c.First, To: c.Last,
-				Detail: fmt.Sprintf("token %d after %d", c.Token, p.Token)}
-		}
+		return &ChainError{Problem: pr, Key: cur.Key, Prev: prev.Key, From: c.First, To: min(c.CapturedThrough, p.CapturedThrough),
+			Detail: fmt.Sprintf("tokens %d and %d", p.Token, c.Token)}
+	}
+	if c.First > p.CapturedThrough+1 {
+		return &ChainError{Problem: ChainGap, Key: cur.Key, Prev: prev.Key, From: p.CapturedThrough + 1, To: c.First - 1}
+	}
+	if c.SnapshotID != "" {
+		return &ChainError{Problem: ChainMismatch, Key: cur.Key, Prev: prev.Key, Detail: "a second segment names a snapshot"}
+	}
+	if c.PrevHash != prev.Hash {
+		return &ChainError{Problem: ChainBadHash, Key: cur.Key, Prev: prev.Key, From: c.First, To: c.Last,
+			Detail: fmt.Sprintf("it names previous hash %.12s…, the previous segment's is %.12s…", c.PrevHash, prev.Hash)}
+	}
+	if c.Token < p.Token {
+		return &ChainError{Problem: ChainStale, Key: cur.Key, Prev: prev.Key, From: c.First, To: c.Last,
+			Detail: fmt.Sprintf("token %d after %d", c.Token, p.Token)}
 	}
 	return nil
 }

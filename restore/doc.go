@@ -20,15 +20,23 @@
 // and the demo.
 //
 // Point-in-time restore: PlanPointInTime resolves a target (a revision,
-// or a time against the revisions' receive times) to a generation's
-// window, the newest committed snapshot of it at or before the target,
-// and the change segments after it, checking the chain from the anchor;
-// a target outside every recoverable window is an *OutsideWindowsError.
-// Replay applies those revisions to the decoded snapshot offline through
-// etcd's own mvcc store (no raft, an unpromoted lessor, no compactor),
-// one transaction per revision, checking the revision after each; the
-// result is restored with RestoreOptions.SkipHashCheck. Capturing the
-// changes is the capture package's.
+// from the store's names alone, or a time against the revisions' receive
+// times) to a generation's window, the newest committed snapshot of it at
+// or before the target, and the change segments after it; a target
+// outside every recoverable window is an *OutsideWindowsError. Replay
+// reads each of those segments once, checks their chain as it reads them
+// (only from the segment after the start snapshot on), and applies their
+// revisions to the decoded snapshot offline through etcd's own mvcc store
+// (no raft, an unpromoted lessor, no compactor), one transaction per
+// revision, checking the revision after each; the result is restored with
+// RestoreOptions.SkipHashCheck. Capturing the changes is the capture
+// package's.
+//
+// A point-in-time drill (DrillOptions.PointInTime) replays a plan in the
+// drill's scratch directory, boots the result and compares its HashKV at
+// the target, after compacting it to the live compact revision, with the
+// live cluster's (LiveCluster; SessionLive over a snapshot.Session).
+// PickTarget chooses the agent's random target in the captured window.
 //
 // The drill job is here too, for the CLI's lifeboat drill and the agent's
 // scheduled drill alike: DrillAndStore runs a drill and stores its report

@@ -72,6 +72,10 @@ type DrillOptions struct {
 	Now func() time.Time
 	// Version is lifeboat's version, recorded in the report.
 	Version string
+	// PointInTime, when set, makes this a point-in-time drill of
+	// PointInTime.Plan (Manifest is then the plan's snapshot; nil means
+	// that): see Drill.
+	PointInTime *PointInTimeOptions
 }
 
 // ValidateCheckPrefix is the one rule for a drill check prefix (the
@@ -132,6 +136,20 @@ const spaceMargin = 256 << 20
 // verdict on the backup, and callers store the report only for a verdict
 // (see Verdict).
 func Drill(ctx context.Context, o DrillOptions) (rep *repository.DrillReport, err error) {
+	if pt := o.PointInTime; pt != nil {
+		if pt.Plan == nil || pt.Plan.Snapshot == nil || pt.Live == nil {
+			return nil, errors.New("drill: a point-in-time drill needs a plan and the live cluster")
+		}
+		if o.RevisionBump > 0 || o.MarkCompacted {
+			return nil, errors.New("drill: a point-in-time drill compares HashKV with the live cluster: no revision bump")
+		}
+		if o.Manifest == nil {
+			o.Manifest = pt.Plan.Snapshot
+		}
+		if o.Manifest.ID != pt.Plan.Snapshot.ID {
+			return nil, fmt.Errorf("drill: backup %s is not the plan's snapshot %s", o.Manifest.ID, pt.Plan.Snapshot.ID)
+		}
+	}
 	if o.Manifest == nil || o.Backups == nil {
 		return nil, errors.New("drill: no backup given")
 	}
@@ -154,6 +172,10 @@ func Drill(ctx context.Context, o DrillOptions) (rep *repository.DrillReport, er
 	d.rep = &repository.DrillReport{
 		Format: repository.DrillReportFormat, BackupID: m.ID, Cluster: o.Backups.Cluster,
 		StartedAt: now().UTC(), Phases: []repository.Phase{}, Checks: []repository.Check{}, AgentVersion: o.Version,
+	}
+	if o.PointInTime != nil {
+		d.rep.PointInTime = pointInTimeReport(o.PointInTime.Plan)
+		d.lg = d.lg.With("target_revision", o.PointInTime.Plan.Revision)
 	}
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
@@ -238,6 +260,16 @@ func (d *drill) failed() error {
 
 func (d *drill) run(ctx context.Context) error {
 	m, o := d.m, d.o
+	pitr := o.PointInTime != nil
+	if pitr {
+		// The live cluster's hash at the target first: a target it has
+		// compacted is refused before anything is fetched. The plan's
+		// objects stay held: a prune of this process leaves them.
+		if err := d.liveHash(ctx); err != nil {
+			return err
+		}
+		defer repository.Hold(o.PointInTime.Plan.Keys(o.Backups)...)()
+	}
 	work, err := makeWorkDir(o.ScratchDir)
 	if err != nil {
 		return err
@@ -248,6 +280,9 @@ func (d *drill) run(ctx context.Context) error {
 		}
 	}()
 	need := uint64(2*m.DBSize) + spaceMargin
+	if pitr {
+		need += pointInTimeSpace(o.PointInTime.Plan)
+	}
 	if free, known, err := freeBytes(work); err != nil {
 		return err
 	} else if known && free < need {
@@ -291,8 +326,15 @@ func (d *drill) run(ctx context.Context) error {
 	if ferr != nil {
 		return ferr
 	}
+	if pitr {
+		// verify, then replay: the file changes, so it is checked first.
+		if err := d.replay(ctx, spool); err != nil {
+			return err
+		}
+	}
 
-	// restore, with the read-only structural check alongside. The
+	// restore, with the read-only structural check alongside (before
+	// the replay, for a point-in-time drill). The
 	// member's peer URL is a unix socket in the drill's directory.
 	peer := SocketPeerURL
 	token := "lifeboat-drill-" + randomHex(8)
@@ -303,12 +345,14 @@ func (d *drill) run(ctx context.Context) error {
 		vErr error
 		vEnd time.Time
 	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		st, vErr = verify.File(ctx, spool)
-		vEnd = d.now()
-	}()
+	if !pitr {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, vErr = verify.File(ctx, spool)
+			vEnd = d.now()
+		}()
+	}
 	t := d.now()
 	_, rErr := Restore(ctx, RestoreOptions{
 		SnapshotPath: spool, DataDir: dataDir, Name: drillName, PeerURLs: []string{peer},
@@ -317,19 +361,21 @@ func (d *drill) run(ctx context.Context) error {
 	})
 	rEnd := d.now()
 	d.phase(PhaseRestore, rEnd.Sub(t))
-	wg.Wait()
-	d.phase(PhaseVerify, max(0, vEnd.Sub(rEnd)))
-	if vErr != nil && !errors.Is(vErr, verify.ErrCorrupt) {
-		return vErr
-	}
-	structure := "ok"
-	if vErr != nil {
-		structure = vErr.Error()
-	}
-	d.check("bbolt structure", "ok", structure, vErr == nil)
-	if vErr == nil {
-		d.check("db size", strconv.FormatInt(m.DBSize, 10), strconv.FormatInt(st.Size, 10), st.Size == m.DBSize)
-		d.check("bolt hash", hex32(m.BoltHash), hex32(st.BoltHash), st.BoltHash == m.BoltHash)
+	if !pitr {
+		wg.Wait()
+		d.phase(PhaseVerify, max(0, vEnd.Sub(rEnd)))
+		if vErr != nil && !errors.Is(vErr, verify.ErrCorrupt) {
+			return vErr
+		}
+		structure := "ok"
+		if vErr != nil {
+			structure = vErr.Error()
+		}
+		d.check("bbolt structure", "ok", structure, vErr == nil)
+		if vErr == nil {
+			d.check("db size", strconv.FormatInt(m.DBSize, 10), strconv.FormatInt(st.Size, 10), st.Size == m.DBSize)
+			d.check("bolt hash", hex32(m.BoltHash), hex32(st.BoltHash), st.BoltHash == m.BoltHash)
+		}
 	}
 	if err := d.failed(); err != nil {
 		// Never boot a file that failed its structural check.
@@ -411,6 +457,19 @@ func (d *drill) checks(ctx context.Context, srv *Etcd, st verify.Status) error {
 		}
 	}
 
+	if o.PointInTime != nil {
+		if statusErr != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			d.requestFailed = true
+		}
+		if err := d.pointInTimeChecks(ctx, cli, srv); err != nil {
+			return err
+		}
+		return d.commonChecks(ctx, cli)
+	}
+
 	all, err := cli.Get(ctx, "\x00", clientv3.WithFromKey(), clientv3.WithCountOnly())
 	if err != nil {
 		return fmt.Errorf("count keys on restored etcd: %w", err)
@@ -469,7 +528,13 @@ func (d *drill) checks(ctx context.Context, srv *Etcd, st verify.Status) error {
 		}
 	}
 
-	for _, p := range o.CheckPrefixes {
+	return d.commonChecks(ctx, cli)
+}
+
+// commonChecks are the checks of every drill after the data's: the
+// prefixes hold keys, a test write succeeds.
+func (d *drill) commonChecks(ctx context.Context, cli *clientv3.Client) error {
+	for _, p := range d.o.CheckPrefixes {
 		r, err := cli.Get(ctx, p, clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil {
 			d.requestFailed = true

@@ -24,6 +24,17 @@ type DrillJob struct {
 	Options DrillOptions
 	// Intn picks the random target (nil: math/rand/v2.IntN).
 	Intn func(int) int
+	// Live, when set (capture is on), makes each drill a point-in-time
+	// drill: it connects to the live cluster (release ends that), and
+	// the target is a revision picked at random (PickTarget, with
+	// Int64n) between the live compact revision and the newest
+	// captured-through revision. With no such revision (no recoverable
+	// window yet, or all compacted) the drill is a plain drill of
+	// Target. Failing to connect or to ask the live cluster is an error
+	// of the run.
+	Live func(ctx context.Context) (live LiveCluster, release func(), err error)
+	// Int64n picks the point-in-time target (nil: math/rand/v2.Int64N).
+	Int64n func(int64) int64
 }
 
 // RunDrillJob runs job once. The outcome is nil when no backup could be
@@ -44,14 +55,34 @@ func RunDrillJob(ctx context.Context, job DrillJob, lg *slog.Logger) (*DrillOutc
 	if target == "" {
 		target = "latest"
 	}
-	m, err := repository.Select(ctx, job.Backups, target, intn)
-	if err != nil {
-		return nil, fmt.Errorf("select the backup to drill (%s): %w", target, err)
-	}
 	o := job.Options
-	o.Backups, o.Manifest, o.Logger = job.Backups, m, lg
+	o.Backups, o.Logger = job.Backups, lg
+	if job.Live != nil {
+		pt, release, err := pointInTimeTarget(ctx, job, lg)
+		if release != nil {
+			defer release()
+		}
+		if err != nil {
+			return nil, err
+		}
+		if pt != nil {
+			o.PointInTime = pt
+			o.Manifest = pt.Plan.Snapshot
+		}
+	}
+	if o.Manifest == nil {
+		m, err := repository.Select(ctx, job.Backups, target, intn)
+		if err != nil {
+			return nil, fmt.Errorf("select the backup to drill (%s): %w", target, err)
+		}
+		o.Manifest = m
+	}
+	m := o.Manifest
 	d, err := DrillAndStore(ctx, o)
 	out := &DrillOutcome{BackupID: m.ID, Phases: map[string]time.Duration{}}
+	if o.PointInTime != nil {
+		out.TargetRevision = o.PointInTime.Plan.Revision
+	}
 	if err != nil {
 		out.Error = err.Error()
 	}
@@ -92,4 +123,48 @@ func StoreDrillHistory(b *repository.Repo) DrillHistoryFunc {
 		}
 		return out, nil
 	}
+}
+
+// pointInTimeTarget picks the agent's point-in-time drill target and
+// plans it; nil when there is none (no window above the live compact
+// revision): the caller drills a snapshot instead. It connects to the
+// live cluster only when the store holds captured changes; release
+// (when not nil) ends that connection.
+func pointInTimeTarget(ctx context.Context, job DrillJob, lg *slog.Logger) (_ *PointInTimeOptions, release func(), _ error) {
+	l, err := job.Backups.List(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("point-in-time drill: %w", err)
+	}
+	windows, err := job.Backups.Windows(ctx, l)
+	if err != nil {
+		return nil, nil, fmt.Errorf("point-in-time drill: %w", err)
+	}
+	if len(windows) == 0 {
+		lg.Info("no captured changes yet: drilling a snapshot")
+		return nil, nil, nil
+	}
+	live, release, err := job.Live(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("point-in-time drill: connect to the live cluster: %w", err)
+	}
+	now, err := live.HashKV(ctx, 0)
+	if err != nil {
+		return nil, release, fmt.Errorf("point-in-time drill: the live compact revision: %w", err)
+	}
+	int64n := job.Int64n
+	if int64n == nil {
+		int64n = rand.Int64N
+	}
+	rev, ok := PickTarget(windows, now.CompactRevision, now.ClusterID, int64n)
+	if !ok {
+		lg.Info("no recoverable window above the live compact revision: drilling a snapshot", "compact_revision", now.CompactRevision)
+		return nil, release, nil
+	}
+	p, err := PlanPointInTime(ctx, job.Backups, l, Target{Revision: rev}, job.Options.Identities)
+	if err != nil {
+		return nil, release, fmt.Errorf("point-in-time drill: plan revision %d: %w", rev, err)
+	}
+	lg.Info("point-in-time drill", "target_revision", rev, "generation", p.Window.Generation, "backup_id", p.Snapshot.ID,
+		"revisions", p.Revisions, "segments", len(p.Segments), "compact_revision", now.CompactRevision, "through", p.Window.Through)
+	return &PointInTimeOptions{Plan: p, Live: live}, release, nil
 }

@@ -7,13 +7,16 @@ import (
 
 // DrillOutcome is what one drill found.
 type DrillOutcome struct {
-	// BackupID is the backup drilled.
+	// BackupID is the backup drilled (a point-in-time drill's start
+	// snapshot).
 	BackupID string
+	// TargetRevision is a point-in-time drill's target (0: a plain drill).
+	TargetRevision int64
 	// Passed is the verdict.
 	Passed bool
 	// Phases holds the duration of each phase that ran, keyed by the
 	// names of the drill report's phases (fetch, decode, restore,
-	// verify, boot, checks).
+	// verify, boot, checks; replay in a point-in-time drill).
 	Phases map[string]time.Duration
 	// Recovery is the time from the start of the fetch to a healthy
 	// restored member: what a real recovery of this backup would take.

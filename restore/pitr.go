@@ -43,13 +43,17 @@ type PointInTimePlan struct {
 	// Segments are the segments holding revisions Snapshot.Revision+1
 	// through Revision, in order (none when Revision is the snapshot's).
 	Segments []repository.SegmentInfo
-	// Links are the Segments' checked headers and stored hashes (same
-	// order): Replay refuses a segment whose bytes changed since.
+	// Links are the headers and stored hashes of the Segments that
+	// planning read (same order as Segments; a zero ChainLink for one it
+	// did not read): Replay refuses a segment whose bytes changed since.
+	// A revision target reads none; a time target reads the generation's
+	// segments up to the one that resolves it.
 	Links []repository.ChainLink
 	// Revisions is how many revisions the replay applies.
 	Revisions int64
-	// Checked is how many segments were read to check the chain (from the
-	// generation's first one) and to resolve the target.
+	// Checked is how many segments planning read (to resolve a time
+	// target); 0 for a revision target. Replay checks the chain of the
+	// segments it applies as it reads them.
 	Checked int
 }
 
@@ -112,14 +116,17 @@ var ErrTarget = errors.New("invalid point-in-time target")
 // it (the newest generation's, when a restored cluster made two hold the
 // same revision), the snapshot to start from and the segments to replay.
 //
-// It reads (downloads and decodes) every segment of the generation from
-// the first one to the one holding the target: the hash chain and the
-// writers' fencing tokens are checked from the anchor on
-// (repository.CheckChain), since a segment's hash covers its stored
-// bytes, and a time target is resolved from the revisions' receive
-// times. Replay reads the segments it applies a second time. A target
-// outside every recoverable window is an *OutsideWindowsError; a broken
-// chain before the target a *repository.ChainError.
+// A revision target is planned from the store's names alone: no segment
+// is read. The chain a replay depends on is only the part from the
+// segment holding the snapshot's revision + 1 through the target (what
+// came before the start snapshot is in the snapshot), and Replay checks
+// exactly that part while it reads each applied segment once, failing
+// before anything is restored. A time target is resolved from the
+// revisions' receive times: the generation's segments are read from the
+// first one to the one that resolves it, and their chain is checked
+// from the anchor on (repository.CheckChain). A target outside every
+// recoverable window is an *OutsideWindowsError; a broken chain before
+// a time target a *repository.ChainError.
 func PlanPointInTime(ctx context.Context, repo *repository.Repo, l *repository.Listing, t Target, ids []age.Identity) (*PointInTimePlan, error) {
 	switch {
 	case t.Revision != 0 && !t.Time.IsZero():
@@ -145,8 +152,9 @@ func PlanPointInTime(ctx context.Context, repo *repository.Repo, l *repository.L
 	}
 	p := &PointInTimePlan{Target: t, Window: *w, Revision: t.Revision}
 
-	// Read the generation's segments from its first one: to check the
-	// chain, and to find the revision a time resolves to.
+	// A time target: read the generation's segments from its first one
+	// to find the revision it resolves to (checking their chain). A
+	// revision target reads nothing here.
 	vouched := w.ThroughTime
 	var links []repository.ChainLink
 	resolved := false
@@ -157,10 +165,7 @@ func PlanPointInTime(ctx context.Context, repo *repository.Repo, l *repository.L
 		p.Revision = w.From
 	}
 	for _, si := range w.Segments {
-		if t.Revision != 0 && si.First > t.Revision {
-			break
-		}
-		if t.Revision == 0 && resolved {
+		if t.Revision != 0 || resolved {
 			break
 		}
 		seg, hash, err := repo.ReadSegment(ctx, si, ids)
@@ -223,12 +228,16 @@ func PlanPointInTime(ctx context.Context, repo *repository.Repo, l *repository.L
 		}
 	}
 	for i, si := range w.Segments {
-		if i >= len(links) || si.First > p.Revision {
+		if si.First > p.Revision {
 			break
 		}
 		if si.Last > p.Snapshot.Revision {
+			var link repository.ChainLink
+			if i < len(links) {
+				link = links[i]
+			}
 			p.Segments = append(p.Segments, si)
-			p.Links = append(p.Links, links[i])
+			p.Links = append(p.Links, link)
 		}
 	}
 	p.Revisions = p.Revision - p.Snapshot.Revision
@@ -328,6 +337,37 @@ func checkAnchorLink(anchor *repository.Manifest, first repository.ChainLink) er
 	if id, err := strconv.ParseUint(anchor.EtcdClusterID, 16, 64); err == nil && id != h.ClusterID {
 		return fmt.Errorf("check the changes of generation %s: %s was captured from cluster %x, snapshot %s from cluster %s",
 			h.Generation, first.Key, h.ClusterID, anchor.ID, anchor.EtcdClusterID)
+	}
+	return nil
+}
+
+// checkStart checks that first, the first segment a replay applies,
+// belongs where the plan puts it: the generation's first segment names
+// the anchor (checkAnchorLink); a later one names no snapshot and was
+// captured from the anchor's cluster in the same generation. Its link to
+// its predecessor is not checked: the replay starts from a snapshot at or
+// after that predecessor's revisions, so what came before does not
+// matter (a fork there leaves two segments at one revision, which
+// Windows ends the window before).
+func checkStart(w *repository.Window, first repository.ChainLink) error {
+	h := first.Header
+	if len(w.Segments) > 0 && first.Key == w.Segments[0].Object.Key {
+		return checkAnchorLink(w.Anchor, first)
+	}
+	fail := func(p repository.ChainProblem, detail string) error {
+		return fmt.Errorf("check the changes of generation %s: %w", w.Generation,
+			&repository.ChainError{Problem: p, Key: first.Key, From: h.First, To: h.Last, Detail: detail})
+	}
+	switch {
+	case h.Generation != w.Generation:
+		return fail(repository.ChainMismatch, "it names generation "+h.Generation)
+	case h.SnapshotID != "":
+		return fail(repository.ChainMismatch, "a segment after the generation's first names a snapshot ("+h.SnapshotID+")")
+	case h.PrevHash == "":
+		return fail(repository.ChainNoStart, "a segment after the generation's first names no predecessor")
+	}
+	if id, err := strconv.ParseUint(w.Anchor.EtcdClusterID, 16, 64); err == nil && id != h.ClusterID {
+		return fail(repository.ChainMismatch, fmt.Sprintf("captured from cluster %x, snapshot %s from cluster %s", h.ClusterID, w.Anchor.ID, w.Anchor.EtcdClusterID))
 	}
 	return nil
 }

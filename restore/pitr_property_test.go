@@ -189,8 +189,9 @@ func TestPointInTimeProperty(t *testing.T) {
 		e.run(steps/2, true)
 		e.waitDurable(g0(t, e.cli))
 		e.stopOK()
-		if got := e.gaps(); len(got) != 1 || got[0] != capture.GapLockLost {
-			t.Errorf("gaps %v: want [%s] (the first agent)", got, capture.GapLockLost)
+		// A handover is no gap: nothing may count or alert one.
+		if got := e.gaps(); len(got) != 0 {
+			t.Errorf("gaps %v: want none (the lock moved, the chain goes on)", got)
 		}
 		w := e.verify(1)[0]
 		// Both agents wrote to the one chain, the second with its higher

@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +30,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/internal/s3test"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
 // liveState is the source at one revision: what a Get at it returns and
@@ -682,6 +685,47 @@ func TestPointInTime(t *testing.T) {
 			t.Errorf("generation 2 at %d: %v, %d keys under /gen2/", through2, err, len(g.KVs))
 		}
 	})
+	t.Run("segment reads", func(t *testing.T) {
+		// A revision target after the later snapshot reads only the
+		// segments it applies, each once: planning reads none, the
+		// replay checks their chain as it reads them. (Before, planning
+		// read every segment from the generation's first one and the
+		// replay read the applied ones again.)
+		cs := &countingStore{Store: s.repo.Store, gets: map[string]int{}}
+		repo := &repository.Repo{Store: cs, Cluster: s.repo.Cluster}
+		l, err := repo.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := restore.PlanPointInTime(ctx, repo, l, restore.Target{Revision: s.through}, s.ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Snapshot.ID != s.later.ID {
+			t.Fatalf("plan to %d starts from %s, want the later snapshot %s", s.through, p.Snapshot.ID, s.later.ID)
+		}
+		if n := cs.segmentGets(); n != 0 || p.Checked != 0 {
+			t.Errorf("planning a revision target read %d segments (Checked %d), want 0", n, p.Checked)
+		}
+		path := filepath.Join(t.TempDir(), "snap.db")
+		if _, err := repository.Fetch(ctx, repo, p.Snapshot, path, repository.FetchOptions{Identities: s.ids}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := restore.Replay(ctx, path, p, repo, s.ids, nil); err != nil {
+			t.Fatal(err)
+		}
+		s.checkOffline(t, path, s.through)
+		got := cs.segmentGets()
+		if got != len(p.Segments) || len(p.Segments) >= len(p.Window.Segments) {
+			t.Errorf("plan and replay read %d segments; the plan applies %d of the generation's %d: want each applied one read once", got, len(p.Segments), len(p.Window.Segments))
+		}
+		for k, n := range cs.gets {
+			if n > 1 {
+				t.Errorf("%s read %d times", k, n)
+			}
+		}
+	})
+
 	t.Run("tampered", func(t *testing.T) {
 		// Runs last: it changes the store.
 		l, err := s.repo.List(ctx)
@@ -715,22 +759,39 @@ func TestPointInTime(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(s.storeDir, filepath.FromSlash(si.Object.Key)), data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		// A replay planned before refuses the changed segment.
-		path := filepath.Join(t.TempDir(), "snap.db")
-		if _, err := repository.Fetch(ctx, s.repo, p.Snapshot, path, repository.FetchOptions{Identities: s.ids}); err != nil {
+		// A replay planned before refuses the changed segment: the
+		// replay checks the chain of what it applies as it reads it.
+		fetch := func(p *restore.PointInTimePlan) string {
+			path := filepath.Join(t.TempDir(), "snap.db")
+			if _, err := repository.Fetch(ctx, s.repo, p.Snapshot, path, repository.FetchOptions{Identities: s.ids}); err != nil {
+				t.Fatal(err)
+			}
+			return path
+		}
+		_, err = restore.Replay(ctx, fetch(p), p, s.repo, s.ids, nil)
+		var ce *repository.ChainError
+		if !errors.As(err, &ce) || ce.Problem != repository.ChainBadHash || ce.Key != si.Object.Key {
+			t.Errorf("replay over a changed segment: %v, want a ChainError (bad hash) at %s", err, si.Object.Key)
+		}
+		// A new plan past it replays to the break and stops there; one
+		// before it still works.
+		p2, err := restore.PlanPointInTime(ctx, s.repo, l, restore.Target{Revision: si.Last}, s.ids)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := restore.Replay(ctx, path, p, s.repo, s.ids, nil); err == nil || !strings.Contains(err.Error(), "changed since it was checked") {
-			t.Errorf("replay over a changed segment: %v", err)
-		}
-		// A new plan past it finds the break; one before it still works.
-		_, err = restore.PlanPointInTime(ctx, s.repo, l, restore.Target{Revision: si.Last}, s.ids)
-		var ce *repository.ChainError
-		if !errors.As(err, &ce) || ce.Problem != repository.ChainBadHash {
-			t.Errorf("plan across a bad hash: %v, want a ChainError (bad hash)", err)
+		if p2.Snapshot.Revision < si.First {
+			_, err = restore.Replay(ctx, fetch(p2), p2, s.repo, s.ids, nil)
+			if !errors.As(err, &ce) || ce.Problem != repository.ChainBadHash {
+				t.Errorf("replay across a bad hash: %v, want a ChainError (bad hash)", err)
+			}
 		}
 		if _, err := restore.PlanPointInTime(ctx, s.repo, l, restore.Target{Revision: si.First - 1}, s.ids); err != nil {
 			t.Errorf("plan before the bad segment: %v", err)
+		}
+		// A time target reads the chain from the anchor while planning:
+		// the break is found there.
+		if _, err := restore.PlanPointInTime(ctx, s.repo, l, restore.Target{Time: w.ThroughTime}, s.ids); !errors.As(err, &ce) || ce.Problem != repository.ChainBadHash {
+			t.Errorf("plan a time across a bad hash: %v, want a ChainError (bad hash)", err)
 		}
 	})
 }
@@ -751,4 +812,31 @@ func TestPointInTimeS3(t *testing.T) {
 		}
 		s.checkOffline(t, path, r)
 	}
+}
+
+// countingStore counts the Gets of each key.
+type countingStore struct {
+	uploader.Store
+	mu   sync.Mutex
+	gets map[string]int
+}
+
+func (c *countingStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	c.mu.Lock()
+	c.gets[key]++
+	c.mu.Unlock()
+	return c.Store.Get(ctx, key)
+}
+
+// segmentGets is how many Gets read change segments.
+func (c *countingStore) segmentGets() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for k, v := range c.gets {
+		if strings.Contains(k, "/changes/") {
+			n += v
+		}
+	}
+	return n
 }

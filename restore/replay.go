@@ -70,16 +70,21 @@ func (s ReplayStats) Rate() float64 {
 // and TTL before the PUT that names them. After every revision the
 // store's revision must be the revision replayed, and every PUT must
 // land with the source's create revision and version: anything else
-// fails with ErrReplay. Segments are read one at a time and each must
-// be the very object the plan checked (same sha256).
+// fails with ErrReplay. Segments are read one at a time, each once, and
+// their chain is checked as they are read (checkStart for the first,
+// repository.CheckLink for each next: a *repository.ChainError); a
+// segment the plan read must be the very object it read (same sha256).
 func Replay(ctx context.Context, dbPath string, p *PointInTimePlan, repo *repository.Repo, ids []age.Identity, lg *slog.Logger) (ReplayStats, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
 	st := ReplayStats{From: p.Snapshot.Revision, To: p.Snapshot.Revision}
 	start := time.Now()
-	if len(p.Links) != len(p.Segments) {
+	if len(p.Links) != 0 && len(p.Links) != len(p.Segments) {
 		return st, fmt.Errorf("replay: the plan has %d segments and %d checked headers: plan it with PlanPointInTime", len(p.Segments), len(p.Links))
+	}
+	if len(p.Segments) > 0 && p.Window.Anchor == nil {
+		return st, fmt.Errorf("replay: the plan has no window anchor: plan it with PlanPointInTime")
 	}
 	// The segments stay held while they are read: a prune of this
 	// process leaves them.
@@ -96,6 +101,7 @@ func Replay(ctx context.Context, dbPath string, p *PointInTimePlan, repo *reposi
 		return st, fmt.Errorf("replay onto %s: %w: the file is at revision %d, snapshot %s is at %d", dbPath, ErrReplay, got, p.Snapshot.ID, p.Snapshot.Revision)
 	}
 	next := p.Snapshot.Revision + 1
+	var prev repository.ChainLink
 	// One segment is read and decoded ahead while the previous one is
 	// applied: at most two in memory.
 	rctx, cancel := context.WithCancel(ctx)
@@ -118,9 +124,22 @@ func Replay(ctx context.Context, dbPath string, p *PointInTimePlan, repo *reposi
 			return st, fmt.Errorf("replay: %w", rs.err)
 		}
 		seg := rs.seg
-		if rs.hash != p.Links[i].Hash {
+		if i < len(p.Links) && p.Links[i].Hash != "" && rs.hash != p.Links[i].Hash {
 			return st, fmt.Errorf("replay: segment %s changed since it was checked (sha256 %.12s…, checked %.12s…): plan again", si.Object.Key, rs.hash, p.Links[i].Hash)
 		}
+		// The chain from the first applied segment on, checked as it is
+		// read: the first continues the generation (or names its
+		// anchor), each next names its predecessor's hash.
+		link := repository.ChainLink{Key: si.Object.Key, Header: seg.SegmentHeader, Hash: rs.hash}
+		if i == 0 {
+			err = checkStart(&p.Window, link)
+		} else if err = repository.CheckLink(prev, link); err != nil {
+			err = fmt.Errorf("check the changes of generation %s: %w", p.Window.Generation, err)
+		}
+		if err != nil {
+			return st, fmt.Errorf("replay: %w", err)
+		}
+		prev = link
 		st.Segments++
 		for _, l := range seg.Leases {
 			if l.Revision > p.Revision {

@@ -115,6 +115,7 @@ func BenchmarkReplay(b *testing.B) {
 		prev = hash
 	}
 	p.Revision, p.Revisions = rev, rev-snapRev
+	p.Window = repository.Window{Generation: p.Snapshot.ID, Anchor: p.Snapshot, From: snapRev, Through: rev, Segments: p.Segments}
 
 	// All revisions in memory, for the ceiling.
 	var all []repository.Revision

@@ -46,10 +46,12 @@ func offlinePlan(t *testing.T, revs []repository.Revision, leases []repository.L
 	if err != nil {
 		t.Fatal(err)
 	}
+	snap := &repository.Manifest{ID: id, Revision: 3}
+	segs := []repository.SegmentInfo{{Generation: id, First: 4, Last: last, Compression: "zstd", Encryption: "none", Object: o}}
 	return &restore.PointInTimePlan{
-		Revision: last, Revisions: last - 3, Snapshot: &repository.Manifest{ID: id, Revision: 3},
-		Segments: []repository.SegmentInfo{{Generation: id, First: 4, Last: last, Compression: "zstd", Encryption: "none", Object: o}},
-		Links:    []repository.ChainLink{{Key: o.Key, Header: seg.SegmentHeader, Hash: hash}},
+		Revision: last, Revisions: last - 3, Snapshot: snap, Segments: segs,
+		Window: repository.Window{Generation: id, Anchor: snap, From: 3, Through: last, Segments: segs},
+		Links:  []repository.ChainLink{{Key: o.Key, Header: seg.SegmentHeader, Hash: hash}},
 	}, repo, db
 }
 

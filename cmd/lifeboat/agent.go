@@ -166,6 +166,18 @@ func agentConfig(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptio
 			Version:       Version,
 		},
 	}
+	if cfg.Capture.Enabled {
+		// With capture on, each drill proves a point in time against the
+		// live cluster (restore.DrillJob.Live).
+		ec := etcdConfig(cfg)
+		drill.Live = func(ctx context.Context) (restore.LiveCluster, func(), error) {
+			sess, err := snapshot.Dial(ctx, ec, lg)
+			if err != nil {
+				return nil, nil, err
+			}
+			return restore.SessionLive(sess), func() { sess.Close() }, nil
+		}
+	}
 	acfg.Drill = func(ctx context.Context) (*restore.DrillOutcome, error) { return restore.RunDrillJob(ctx, drill, lg) }
 	if cfg.Agent.Lock {
 		cc, err := etcdConfig(cfg).ClientConfig()

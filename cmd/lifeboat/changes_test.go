@@ -332,3 +332,24 @@ func TestPruneDryRunChanges(t *testing.T) {
 		t.Errorf("dry run changed the store:\n%s", diff)
 	}
 }
+
+// FuzzParseWhen: --since/--until never panic; what parses is an RFC 3339
+// time or a non-negative duration before now.
+func FuzzParseWhen(f *testing.F) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for _, s := range []string{"2026-12-01T09:30:00Z", "2026-12-01T09:30:00.5+01:00", "30m", "2h", "1d", "-1h", "", "yesterday", "14:05"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := parseWhen("since", s, now)
+		if err != nil {
+			if !strings.Contains(err.Error(), "--since") {
+				t.Fatalf("error %q does not name the flag", err)
+			}
+			return
+		}
+		if _, perr := time.Parse(time.RFC3339Nano, s); perr != nil && got.After(now) {
+			t.Fatalf("%q: a duration ago gave %s, after now", s, got)
+		}
+	})
+}

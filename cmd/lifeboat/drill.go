@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,17 +16,22 @@ import (
 
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/snapshot"
 )
 
 type drillOptions struct {
 	ref    string
 	output string
+	// toRevision and toTime are a point-in-time drill's target (0 and
+	// "": a plain drill).
+	toRevision int64
+	toTime     string
 }
 
 func newDrillCmd(a *app) *cobra.Command {
 	var o drillOptions
 	c := &cobra.Command{
-		Use:   "drill [ID|latest|latest-proven|random]",
+		Use:   "drill [ID|latest|latest-proven|random] | drill --to-revision R | --to-time T",
 		Short: "Rehearse a restore end to end, record the report beside the backup; exit 1 if any check fails",
 		Long: `drill fetches a backup, decrypts and decompresses it, verifies it, restores
 it with etcdutl into a scratch dir (drill.scratch_dir; about twice the
@@ -41,9 +47,26 @@ on the restored data) is stored at <cluster>/drills/<id>/<time>.json;
 lifeboat list shows the last verdict of each backup. A drill that could
 not run to a verdict (store, download, space, identity, timeout) exits 1
 and stores nothing. "random" drills an older backup
-chosen at random, so that over time every retained backup gets proven.`,
+chosen at random, so that over time every retained backup gets proven.
+
+--to-revision R (or --to-time T) drills a point-in-time restore: the
+snapshot and captured changes a restore --to-revision R would use are
+fetched, checked and replayed to R, restored and booted, and the restored
+member's HashKV at R, after compacting it to the live cluster's compact
+revision, must equal the live cluster's HashKV at R (it needs the etcd
+endpoints). R must be at or above the live compact revision. The report is
+stored beside the start snapshot.`,
 		Args: maxArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("to-revision") && o.toRevision == 0 {
+				return usagef("--to-revision 0: revisions start at 1")
+			}
+			ro := restoreOptions{toRevision: o.toRevision, toTime: o.toTime}
+			if _, pitr, err := ro.target(); err != nil {
+				return err
+			} else if pitr && len(args) == 1 {
+				return usagef("--to-revision and --to-time pick the snapshot themselves: give no backup id with them")
+			}
 			o.ref = "latest"
 			if len(args) == 1 {
 				o.ref = args[0]
@@ -60,6 +83,8 @@ chosen at random, so that over time every retained backup gets proven.`,
 		},
 	}
 	addOutputFlag(c, &o.output, "table or json (the report)")
+	c.Flags().Int64Var(&o.toRevision, "to-revision", 0, "drill a point-in-time restore to revision R and compare its HashKV with the live cluster's at R")
+	c.Flags().StringVar(&o.toTime, "to-time", "", "drill a point-in-time restore to time T (RFC 3339), like restore --to-time")
 	return c
 }
 
@@ -73,19 +98,45 @@ func runDrill(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o drill
 	if err != nil {
 		return nil, err
 	}
-	m, err := selectBackup(ctx, backups, o.ref, "", time.Now())
+	target, pitr, err := restoreOptions{toRevision: o.toRevision, toTime: o.toTime}.target()
 	if err != nil {
+		return nil, err
+	}
+	var (
+		m  *repository.Manifest
+		pt *restore.PointInTimeOptions
+	)
+	if pitr {
+		l, err := backups.List(ctx)
+		if err != nil {
+			return nil, err
+		}
+		plan, err := restore.PlanPointInTime(ctx, backups, l, target, ids)
+		if err != nil {
+			return nil, fmt.Errorf("point-in-time drill: %w: nothing was drilled", err)
+		}
+		sess, err := snapshot.Dial(ctx, etcdConfig(cfg), lg)
+		if err != nil {
+			return nil, fmt.Errorf("point-in-time drill: the live cluster: %w", err)
+		}
+		defer sess.Close()
+		pt = &restore.PointInTimeOptions{Plan: plan, Live: restore.SessionLive(sess)}
+		m = plan.Snapshot
+	} else if m, err = selectBackup(ctx, backups, o.ref, "", time.Now()); err != nil {
 		return nil, err
 	}
 	if o.output == "table" {
 		fmt.Fprintf(out, "drilling backup %s (revision %d, %d keys, %s) in %s\n", m.ID, m.Revision, m.TotalKeys, humanBytes(m.DBSize), cfg.Drill.ScratchDir)
+		if pt != nil {
+			printPlan(out, pt.Plan)
+		}
 	}
 	p := newProgress(a.stderr, lg, "download", m.ObjectSize)
 	// The agent's drill job stores its reports by the same rule.
 	d, err := restore.DrillAndStore(ctx, restore.DrillOptions{
 		Backups: backups, Manifest: m, Identities: ids,
 		ScratchDir: cfg.Drill.ScratchDir, EtcdBinary: cfg.Drill.EtcdBinary, CheckPrefixes: cfg.Drill.CheckPrefixes,
-		Timeout: cfg.Drill.Timeout, Progress: p.update, Logger: lg, Version: Version,
+		Timeout: cfg.Drill.Timeout, Progress: p.update, Logger: lg, Version: Version, PointInTime: pt,
 	})
 	p.done()
 	rep := d.Report
@@ -133,7 +184,11 @@ func printDrillReport(out io.Writer, r *repository.DrillReport) {
 	if !r.Passed {
 		verdict = "FAILED"
 	}
-	fmt.Fprintf(out, "drill of backup %s: %s, measured recovery time %.2fs", r.BackupID, verdict, r.RecoverySeconds)
+	what := "backup " + r.BackupID
+	if pt := r.PointInTime; pt != nil {
+		what = fmt.Sprintf("revision %d (backup %s + changes)", pt.TargetRevision, r.BackupID)
+	}
+	fmt.Fprintf(out, "drill of %s: %s, measured recovery time %.2fs", what, verdict, r.RecoverySeconds)
 	if r.Etcd != "" {
 		fmt.Fprintf(out, " (etcd: %s)", r.Etcd)
 	}
@@ -161,9 +216,25 @@ func printDrillReport(out io.Writer, r *repository.DrillReport) {
 		}
 		tw.Flush()
 	}
+	if pt := r.PointInTime; pt != nil {
+		fmt.Fprintf(out, "  point in time: revision %d of generation %s from snapshot %s at revision %d\n", pt.TargetRevision, pt.Generation, r.BackupID, pt.SnapshotRevision)
+		if pt.Segments > 0 {
+			fmt.Fprintf(out, "  replayed %d revisions (%d operations, %d leases) from %d segments (%s … %s) in %.3fs: %.0f revisions/s\n",
+				pt.Revisions, pt.Ops, pt.Leases, pt.Segments, path.Base(pt.FirstSegment), path.Base(pt.LastSegment), pt.ReplaySeconds, pt.RevisionsPerSecond)
+		}
+		fmt.Fprintf(out, "  hashkv at %d: live 0x%08x (compact %d, %s), restored 0x%08x (compact %d)\n",
+			pt.TargetRevision, pt.LiveHashKV, pt.LiveCompactRevision, orDash(pt.LiveEndpoint), pt.RestoredHashKV, pt.RestoredCompactRevision)
+	}
 	if r.Error != "" {
 		fmt.Fprintf(out, "  error: %s\n", r.Error)
 	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func oneLine(s string) string {

@@ -215,10 +215,16 @@ func drillVerdict(r *repository.LastDrill, now time.Time) string {
 	case repository.DrillUnknown:
 		return "UNKNOWN (report unreadable)"
 	}
-	if r.Passed {
-		return fmt.Sprintf("passed %s ago (%.1fs)", humanAge(now.Sub(r.FinishedAt)), r.RecoverySeconds)
+	// A point-in-time drill proved (or failed) the snapshot and its
+	// changes up to a revision: say which.
+	pitr := ""
+	if r.PointInTime != nil {
+		pitr = fmt.Sprintf(" to r%d", r.PointInTime.TargetRevision)
 	}
-	return fmt.Sprintf("FAILED %s ago", humanAge(now.Sub(r.FinishedAt)))
+	if r.Passed {
+		return fmt.Sprintf("passed%s %s ago (%.1fs)", pitr, humanAge(now.Sub(r.FinishedAt)), r.RecoverySeconds)
+	}
+	return fmt.Sprintf("FAILED%s %s ago", pitr, humanAge(now.Sub(r.FinishedAt)))
 }
 
 // age renders a duration as a short human age.

@@ -118,6 +118,43 @@ func TestRestorePointInTime(t *testing.T) {
 		}
 	})
 
+	t.Run("drill to revision", func(t *testing.T) {
+		// lifeboat drill --to-revision: replayed, booted, and compared
+		// with the live etcd's HashKV at the target.
+		code, out, errOut := runCLI(t, nil, append([]string{"drill", "--to-revision", fmt.Sprint(target)}, e.args...)...)
+		if code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+		}
+		for _, s := range []string{fmt.Sprintf("drill of revision %d (backup %s + changes): PASSED", target, anchor.ID),
+			fmt.Sprintf("replayed %d revisions", target-anchor.Revision), fmt.Sprintf("hashkv at %d: live 0x", target), "replay ", "report stored at"} {
+			if !strings.Contains(out, s) {
+				t.Errorf("output lacks %q:\n%s", s, out)
+			}
+		}
+		code, out, errOut = runCLI(t, nil, append([]string{"drill", "--to-revision", fmt.Sprint(through), "-o", "json"}, e.args...)...)
+		if code != 0 || !strings.Contains(out, `"point_in_time"`) || !strings.Contains(out, fmt.Sprintf(`"target_revision": %d`, through)) {
+			t.Fatalf("drill -o json: exit %d\n%s\n%s", code, out, errOut)
+		}
+		// --to-time resolves like restore --to-time.
+		ws, err := repo.Windows(ctx, l)
+		if err != nil || len(ws) != 1 {
+			t.Fatalf("windows: %v %v", ws, err)
+		}
+		at := ws[0].ThroughTime.UTC().Format(time.RFC3339Nano)
+		code, out, errOut = runCLI(t, nil, append([]string{"drill", "--to-time", at}, e.args...)...)
+		if code != 0 || !strings.Contains(out, fmt.Sprintf("drill of revision %d", through)) || !strings.Contains(out, "PASSED") {
+			t.Fatalf("drill --to-time %s: exit %d\n%s\n%s", at, code, out, errOut)
+		}
+		// list names the point in time the snapshot's last drill proved.
+		if code, out, _ := runCLI(t, nil, append([]string{"list"}, e.args...)...); code != 0 || !strings.Contains(out, fmt.Sprintf("passed to r%d", through)) {
+			t.Errorf("list: exit %d, no \"passed to r%d\":\n%s", code, through, out)
+		}
+		// A backup id with a target is a usage error.
+		if code, _, errOut := runCLI(t, nil, append([]string{"drill", "latest", "--to-revision", fmt.Sprint(target)}, e.args...)...); code != 2 {
+			t.Errorf("drill latest --to-revision: exit %d, want 2\n%s", code, errOut)
+		}
+	})
+
 	t.Run("dry run", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "etcd")
 		code, out, errOut := runCLI(t, nil, args(append([]string{"--to-revision", fmt.Sprint(through), "--dry-run", "--data-dir", dir}, peer...)...)...)

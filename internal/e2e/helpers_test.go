@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -54,21 +55,46 @@ func newLifeboat(t *testing.T) *lifeboat {
 // standard output; a non-zero exit fails the test with both outputs.
 func (l *lifeboat) run(t *testing.T, args ...string) string {
 	t.Helper()
+	code, out, errOut := l.runCode(t, args...)
+	if code != 0 {
+		t.Fatalf("lifeboat %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
+}
+
+// runCode runs `lifeboat args... --store S --spool-dir D` and returns its
+// exit code and both outputs; only a binary that could not run at all
+// fails the test.
+func (l *lifeboat) runCode(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	args = append(args, "--store", l.store, "--spool-dir", l.spool, "--log-level", "error")
 	cmd := exec.CommandContext(ctx, l.bin, args...)
-	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "LIFEBOAT_") && !strings.HasPrefix(e, "ETCDCTL_") && !strings.HasPrefix(e, "AWS_") {
-			cmd.Env = append(cmd.Env, e)
-		}
-	}
+	cmd.Env = cleanEnv()
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit) && exit.ExitCode() >= 0:
+		return exit.ExitCode(), out.String(), errOut.String()
+	case err != nil:
 		t.Fatalf("lifeboat %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, out.String(), errOut.String())
 	}
-	return out.String()
+	return 0, out.String(), errOut.String()
+}
+
+// cleanEnv is the environment without the LIFEBOAT_/ETCDCTL_/AWS_
+// variables (only the flags count).
+func cleanEnv() []string {
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "LIFEBOAT_") && !strings.HasPrefix(e, "ETCDCTL_") && !strings.HasPrefix(e, "AWS_") {
+			env = append(env, e)
+		}
+	}
+	return env
 }
 
 var (
@@ -97,12 +123,23 @@ func (l *lifeboat) snapshot(t *testing.T, endpoint string) (string, int64) {
 // and flags), and returns the etcd flags it printed for the member.
 func (l *lifeboat) restore(t *testing.T, extra ...string) []string {
 	t.Helper()
-	dataDir := filepath.Join(t.TempDir(), "restored")
+	flags, _ := l.restoreOut(t, extra...)
+	return flags
+}
+
+// restoreOut is restore that also returns what the restore printed.
+func (l *lifeboat) restoreOut(t *testing.T, extra ...string) ([]string, string) {
+	t.Helper()
+	out := l.run(t, restoreArgs(t, filepath.Join(t.TempDir(), "restored"), extra...)...)
+	return etcdFlags(t, out), out
+}
+
+// restoreArgs are the arguments of a restore of one member named m0 into
+// dataDir, with the peer URL on a free loopback port and extra.
+func restoreArgs(t *testing.T, dataDir string, extra ...string) []string {
 	peer := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
 	args := append([]string{"restore"}, extra...)
-	args = append(args, "--data-dir", dataDir, "--name", "m0", "--initial-advertise-peer-urls", peer)
-	out := l.run(t, args...)
-	return etcdFlags(t, out)
+	return append(args, "--data-dir", dataDir, "--name", "m0", "--initial-advertise-peer-urls", peer)
 }
 
 // etcdFlags returns the flags of the one `  etcd ...` line a restore of

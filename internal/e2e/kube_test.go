@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"strconv"
@@ -63,19 +64,26 @@ func TestKubeRestoreNamespace(t *testing.T) {
 
 	checkBack(t, c2, shop)
 
-	// The restored cluster takes writes, at revisions past the bump, and
-	// the watch cache follows them: the apiserver's watch on the restored
-	// etcd works.
-	cm, err := c2.Create(ctx, kubetest.ConfigMaps, "shop", kubetest.NewConfigMap("shop", "after-restore", map[string]string{"k": "v"}))
+	checkWrites(t, c2, snapRev+bump, fmt.Sprintf("the backup's revision %d + the bump", snapRev))
+}
+
+// checkWrites checks that the restored cluster takes writes at revisions
+// past floor (what is written after the number, e.g. "R + the bump") and
+// that the watch cache follows them: the API server's watch on the
+// restored etcd works.
+func checkWrites(t *testing.T, c *kubetest.Client, floor int64, what string) {
+	t.Helper()
+	ctx := t.Context()
+	cm, err := c.Create(ctx, kubetest.ConfigMaps, "shop", kubetest.NewConfigMap("shop", "after-restore", map[string]string{"k": "v"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rv, err := strconv.ParseInt(kubetest.Meta(cm, "resourceVersion"), 10, 64)
-	if err != nil || rv <= snapRev+bump {
-		t.Errorf("resourceVersion of a write after the restore: %d (%v), want > %d (the backup's revision %d + the bump)", rv, err, snapRev+bump, snapRev)
+	if err != nil || rv <= floor {
+		t.Errorf("resourceVersion of a write after the restore: %d (%v), want > %d (%s)", rv, err, floor, what)
 	}
-	if err := c2.Poll(ctx, func() (bool, error) {
-		items, err := c2.List(ctx, kubetest.ConfigMaps, "shop", true)
+	if err := c.Poll(ctx, func() (bool, error) {
+		items, err := c.List(ctx, kubetest.ConfigMaps, "shop", true)
 		return slices.ContainsFunc(items, func(o kubetest.Object) bool { return kubetest.Name(o) == "after-restore" }), err
 	}); err != nil {
 		t.Fatalf("the watch cache of the restored API server did not see a new ConfigMap: %v", err)

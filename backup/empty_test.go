@@ -1,0 +1,48 @@
+package backup
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/jobtest"
+	"github.com/lifeboat-dev/lifeboat/repository"
+	"github.com/lifeboat-dev/lifeboat/snapshot"
+	"github.com/lifeboat-dev/lifeboat/uploader"
+)
+
+// TestRunEmptyCluster: an etcd that was never written to has nothing to
+// back up (its snapshot holds revision 0, which no backup can name). The
+// backup fails with ErrEmptyCluster, saying so and what makes it
+// possible, and leaves nothing in the store (before: "commit backup …:
+// bad manifest: revision 0" after the data object was stored, an orphan
+// at every try).
+func TestRunEmptyCluster(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	st, err := uploader.NewDir(filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &repository.Repo{Store: st, Cluster: "c"}
+	job := Job{
+		Etcd:     snapshot.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second, Member: "any"},
+		SpoolDir: filepath.Join(t.TempDir(), "spool"),
+		Backups:  b,
+		Encoding: repository.Encoding{Compression: "zstd"},
+	}
+	lg, _ := jobtest.Logger(t)
+	_, err = Run(t.Context(), job, lg)
+	if !errors.Is(err, ErrEmptyCluster) || !strings.Contains(err.Error(), "never been written") {
+		t.Fatalf("Run: %v; want ErrEmptyCluster", err)
+	}
+	var left []string
+	if err := st.List(t.Context(), "", func(o uploader.ObjectInfo) error { left = append(left, o.Key); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		t.Errorf("the store holds %v after a failed backup; want nothing", left)
+	}
+}

@@ -1,0 +1,345 @@
+package restore_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"filippo.io/age"
+
+	"github.com/lifeboat-dev/lifeboat/repository"
+	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/snapshot"
+)
+
+// liveSession is a session to the source's real etcd, as the CLI and the
+// agent dial it.
+func liveSession(t testing.TB, endpoints []string) restore.LiveCluster {
+	t.Helper()
+	sess, err := snapshot.Dial(t.Context(), snapshot.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sess.Close() })
+	return restore.SessionLive(sess)
+}
+
+// TestPointInTimeDrill drills point-in-time restores of a generation
+// captured from a real etcd against that live etcd: random targets pass
+// with the live HashKV equal to the restored one; the agent's drill job
+// picks its target inside [live compact revision, captured-through]; a
+// compacted target is refused before anything is fetched; an unreachable
+// live cluster is an error of the run, never a verdict; and a consistently
+// forged chain (one value changed, every later segment re-chained to the
+// forged hashes) parses and replays, but fails the HashKV check: a
+// verdict, with its report stored.
+func TestPointInTimeDrill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd")
+	}
+	s := startPITRSource(t, 120, nil)
+	ctx := t.Context()
+	live := liveSession(t, s.c.Endpoints())
+	scratch := t.TempDir()
+	opts := func(p *restore.PointInTimePlan, lc restore.LiveCluster) restore.DrillOptions {
+		return restore.DrillOptions{
+			Backups: s.repo, Identities: s.ids, ScratchDir: scratch, Version: "test",
+			CheckPrefixes: []string{"/registry/"},
+			PointInTime:   &restore.PointInTimeOptions{Plan: p, Live: lc},
+		}
+	}
+	plan := func(t *testing.T, r int64) *restore.PointInTimePlan {
+		t.Helper()
+		l, err := s.repo.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := restore.PlanPointInTime(ctx, s.repo, l, restore.Target{Revision: r}, s.ids)
+		if err != nil {
+			t.Fatalf("plan %d: %v", r, err)
+		}
+		return p
+	}
+
+	t.Run("random targets pass", func(t *testing.T) {
+		rnd := rand.New(rand.NewPCG(21, 8))
+		targets := []int64{s.through}
+		for range 3 {
+			targets = append(targets, s.compact+rnd.Int64N(s.through-s.compact+1))
+		}
+		for _, r := range targets {
+			p := plan(t, r)
+			d, err := restore.DrillAndStore(ctx, opts(p, live))
+			if err != nil {
+				t.Fatalf("drill to %d: %v (report %+v)", r, err, d.Report)
+			}
+			rep := d.Report
+			assertEmpty(t, scratch)
+			if !d.Verdict || d.StoreErr != nil || !rep.Passed || rep.BackupID != p.Snapshot.ID {
+				t.Fatalf("drill to %d: verdict %v, store %v, report %+v", r, d.Verdict, d.StoreErr, rep)
+			}
+			pt := rep.PointInTime
+			if pt == nil || pt.TargetRevision != r || pt.SnapshotRevision != p.Snapshot.Revision || pt.Revisions != p.Revisions ||
+				pt.Segments != len(p.Segments) || pt.Generation != s.anchor.ID {
+				t.Fatalf("drill to %d: point-in-time report %+v, plan %d revisions from %d in %d segments", r, pt, p.Revisions, p.Snapshot.Revision, len(p.Segments))
+			}
+			if len(p.Segments) > 0 && (pt.FirstSegment != p.Segments[0].Object.Key || pt.LastSegment != p.Segments[len(p.Segments)-1].Object.Key) {
+				t.Errorf("drill to %d: segments %s … %s", r, pt.FirstSegment, pt.LastSegment)
+			}
+			want := s.live(t, r)
+			if pt.LiveHashKV != want.hash || pt.LiveCompactRevision != want.compact || pt.RestoredHashKV != pt.LiveHashKV || pt.RestoredCompactRevision != pt.LiveCompactRevision {
+				t.Errorf("drill to %d: live %08x@%d, restored %08x@%d, the source %08x@%d", r, pt.LiveHashKV, pt.LiveCompactRevision, pt.RestoredHashKV, pt.RestoredCompactRevision, want.hash, want.compact)
+			}
+			var phases []string
+			for _, ph := range rep.Phases {
+				phases = append(phases, ph.Name)
+			}
+			if got := strings.Join(phases, ","); got != "fetch,decode,verify,replay,restore,boot,checks" {
+				t.Errorf("phases %s", got)
+			}
+			t.Logf("drill to %d (%d revisions from %d segments): phases %+v, replay %.0f revisions/s", r, pt.Revisions, pt.Segments, rep.Phases, pt.RevisionsPerSecond)
+		}
+		// The stored report reads back with its point-in-time section.
+		last, err := s.repo.LastDrills(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for id, l := range last {
+			if l.State() != repository.DrillPassed || l.PointInTime == nil {
+				t.Errorf("last drill of %s: %s, %+v", id, l.State(), l.DrillReport)
+			}
+		}
+	})
+
+	t.Run("agent picks a target in the window", func(t *testing.T) {
+		rnd := rand.New(rand.NewPCG(4, 2))
+		job := restore.DrillJob{
+			Backups: s.repo,
+			Options: restore.DrillOptions{Identities: s.ids, ScratchDir: scratch, Version: "test"},
+			Live:    func(context.Context) (restore.LiveCluster, func(), error) { return live, func() {}, nil },
+			Int64n:  rnd.Int64N,
+		}
+		for range 2 {
+			out, err := restore.RunDrillJob(ctx, job, nil)
+			if err != nil || out == nil || !out.Passed {
+				t.Fatalf("agent drill: %v, %+v", err, out)
+			}
+			if out.TargetRevision < s.compact || out.TargetRevision > s.through {
+				t.Errorf("agent drill target %d, outside [%d, %d]", out.TargetRevision, s.compact, s.through)
+			}
+			if out.Phases[restore.PhaseReplay] == 0 && out.TargetRevision > s.later.Revision {
+				t.Errorf("no replay phase: %+v", out.Phases)
+			}
+		}
+	})
+
+	t.Run("agent without captured changes drills a snapshot", func(t *testing.T) {
+		repo := dirBackups(t, t.TempDir())
+		m := (&source{c: s.c}).backup(t, repo, ageEncoding(s.ids[0].(*age.X25519Identity)))
+		job := restore.DrillJob{
+			Backups: repo,
+			Options: restore.DrillOptions{Identities: s.ids, ScratchDir: scratch, Version: "test"},
+			Live: func(context.Context) (restore.LiveCluster, func(), error) {
+				t.Error("connected to the live cluster without captured changes")
+				return live, func() {}, nil
+			},
+			Int64n: func(int64) int64 { t.Error("a target picked without a window"); return 0 },
+		}
+		out, err := restore.RunDrillJob(ctx, job, nil)
+		if err != nil || out == nil || !out.Passed || out.TargetRevision != 0 || out.BackupID != m.ID {
+			t.Fatalf("agent drill without changes: %v, %+v", err, out)
+		}
+		if _, ok := out.Phases[restore.PhaseReplay]; ok {
+			t.Errorf("a plain drill ran a replay phase: %+v", out.Phases)
+		}
+	})
+
+	t.Run("compacted target refused", func(t *testing.T) {
+		r := s.compact - 1
+		if r <= s.anchor.Revision {
+			t.Skipf("the compaction at %d is right after the anchor", s.compact)
+		}
+		d, err := restore.DrillAndStore(ctx, opts(plan(t, r), live))
+		if !errors.Is(err, restore.ErrTargetCompacted) || d.Verdict || restore.Verdict(err) {
+			t.Fatalf("drill to compacted %d: %v, verdict %v", r, err, d.Verdict)
+		}
+		t.Logf("compacted target: %v", err)
+		if len(d.Report.Phases) != 0 {
+			t.Errorf("a refused target ran phases %+v", d.Report.Phases)
+		}
+	})
+
+	t.Run("live cluster unreachable", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead := l.Addr().String()
+		l.Close()
+		before, err := s.repo.LastDrills(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := plan(t, s.through)
+		d, err := restore.DrillAndStore(ctx, opts(p, liveSession(t, []string{"http://" + dead})))
+		if err == nil || restore.Verdict(err) || d.Verdict {
+			t.Fatalf("drill with the live cluster down: %v, verdict %v", err, d.Verdict)
+		}
+		t.Logf("live cluster down: %v", err)
+		after, err := s.repo.LastDrills(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := func(m map[string]*repository.LastDrill) string {
+			if l := m[p.Snapshot.ID]; l != nil {
+				return l.Key
+			}
+			return ""
+		}
+		if key(after) != key(before) {
+			t.Errorf("a drill that reached no verdict stored report %s", key(after))
+		}
+	})
+
+	t.Run("forged chain fails", func(t *testing.T) {
+		// Runs last: it changes the store.
+		p := plan(t, s.through)
+		if len(p.Segments) < 2 {
+			t.Fatalf("plan to %d replays %d segments", s.through, len(p.Segments))
+		}
+		// Forge a segment past the live compact revision (its revisions
+		// are in the history both sides hash), and re-chain every later
+		// one to the forged hashes: a chain consistent in itself.
+		enc := ageEncoding(s.ids[0].(*age.X25519Identity))
+		forged := -1
+		prev := ""
+		for i, si := range p.Segments {
+			seg, _, err := s.repo.ReadSegment(ctx, si, s.ids)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case forged < 0 && si.First > s.compact:
+				for j := range seg.Revisions {
+					for k := range seg.Revisions[j].Ops {
+						op := &seg.Revisions[j].Ops[k]
+						if forged < 0 && !op.Delete && len(op.Value) > 0 {
+							op.Value = append([]byte(nil), op.Value...)
+							op.Value[0] ^= 1
+							forged = i
+						}
+					}
+				}
+			case forged >= 0:
+				seg.PrevHash = prev
+			}
+			if forged < 0 {
+				continue
+			}
+			data, err := repository.EncodeStoredSegment(seg, enc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(s.storeDir, filepath.FromSlash(si.Object.Key)), data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			sum := sha256.Sum256(data)
+			prev = hex.EncodeToString(sum[:])
+		}
+		if forged < 0 {
+			t.Fatal("no segment with a PUT past the compaction to forge")
+		}
+		p = plan(t, s.through)
+		d, err := restore.DrillAndStore(ctx, opts(p, live))
+		if !errors.Is(err, restore.ErrDrillFailed) || !d.Verdict || d.StoreErr != nil || d.Report.Passed {
+			t.Fatalf("drill over a forged chain: %v, verdict %v, store %v", err, d.Verdict, d.StoreErr)
+		}
+		var failed []string
+		for _, c := range d.Report.FailedChecks() {
+			failed = append(failed, c.Name)
+		}
+		if strings.Join(failed, ",") != "hashkv" {
+			t.Errorf("failed checks %v, want hashkv only (the forged chain parses and replays)", failed)
+		}
+		last, err := s.repo.LastDrills(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l := last[p.Snapshot.ID]; l.State() != repository.DrillFailed || l.PointInTime == nil || l.PointInTime.TargetRevision != s.through {
+			t.Errorf("stored verdict of %s: %s", p.Snapshot.ID, l.State())
+		}
+		assertEmpty(t, scratch)
+	})
+}
+
+// TestPickTarget: the agent's point-in-time drill target is uniform over
+// the revisions from the live compact revision to the newest
+// captured-through revision that recoverable windows of the live
+// history hold.
+func TestPickTarget(t *testing.T) {
+	anchor := func(id string) *repository.Manifest { return &repository.Manifest{ID: id, EtcdClusterID: "a1"} }
+	w := func(gen string, from, through int64, a *repository.Manifest) repository.Window {
+		return repository.Window{Generation: gen, From: from, Through: through, Anchor: a}
+	}
+	sealed := func(win repository.Window, reason string) repository.Window {
+		win.Sealed, win.SealReason = true, reason
+		return win
+	}
+	for _, tc := range []struct {
+		name     string
+		windows  []repository.Window
+		compact  int64
+		cluster  string
+		want     []int64 // every revision that can be picked, in order
+		noTarget bool
+	}{
+		{name: "one window above the compaction", windows: []repository.Window{w("g1", 100, 104, anchor("g1"))}, compact: 90, want: []int64{100, 101, 102, 103, 104}},
+		{name: "compaction inside the window", windows: []repository.Window{w("g1", 100, 110, anchor("g1"))}, compact: 107, want: []int64{107, 108, 109, 110}},
+		{name: "compacted past every window", windows: []repository.Window{w("g1", 100, 110, anchor("g1"))}, compact: 111, noTarget: true},
+		{name: "two windows with a gap", windows: []repository.Window{sealed(w("g1", 10, 12, anchor("g1")), "compacted"), w("g2", 20, 21, anchor("g2"))}, compact: 11,
+			want: []int64{11, 12, 20, 21}},
+		{name: "overlapping windows count once", windows: []repository.Window{sealed(w("g1", 10, 13, anchor("g1")), "lock_lost"), w("g2", 12, 14, anchor("g2"))},
+			want: []int64{10, 11, 12, 13, 14}},
+		{name: "not recoverable skipped", windows: []repository.Window{w("g1", 10, 12, anchor("g1")), w("g2", 20, 22, nil)}, want: []int64{10, 11, 12}},
+		{name: "history before a restore of the cluster skipped", windows: []repository.Window{w("g0", 1, 3, anchor("g0")), sealed(w("g1", 5, 50, anchor("g1")), "revision_backwards"), w("g2", 30, 32, anchor("g2"))},
+			want: []int64{30, 31, 32}},
+		{name: "another cluster's windows skipped", windows: []repository.Window{w("g1", 10, 11, &repository.Manifest{EtcdClusterID: "b2"}), w("g2", 20, 21, anchor("g2"))}, cluster: "a1",
+			want: []int64{20, 21}},
+		{name: "no windows", noTarget: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// A fixed random source: each k in [0, n) once, in order.
+			var got []int64
+			n := int64(-1)
+			for k := int64(0); n < 0 || k < n; k++ {
+				rev, ok := restore.PickTarget(tc.windows, tc.compact, tc.cluster, func(size int64) int64 { n = size; return k })
+				if !ok {
+					if !tc.noTarget {
+						t.Fatalf("no target, want %v", tc.want)
+					}
+					return
+				}
+				got = append(got, rev)
+			}
+			if tc.noTarget {
+				t.Fatalf("picked %v, want none", got)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("picked %v, want %v", got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Fatalf("picked %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}
