@@ -209,6 +209,9 @@ for name, load, r in rows:
         m, d = r.get("lag_metric_s") or {}, r.get("lag_durable_s") or {}
         L.append(f"| {name} | {load} | {r['writes_per_s']:.0f} | {m.get('p50',0):.2f} / {m.get('p99',0):.2f} / {m.get('max',0):.2f} | "
                  f"{d.get('p50',0):.2f} / {d.get('p99',0):.2f} / {d.get('max',0):.2f} | {m.get('n',0)} scrapes, {d.get('n',0)} writes ({r.get('lag_durable_unresolved',0)} uncovered) |")
+        a = r.get("lag_metric_after_warmup_s")
+        if a:
+            L.append(f"| {name}, metric after the first 10 s | | | {a.get('p50',0):.2f} / {a.get('p99',0):.2f} / {a.get('max',0):.2f} | | {a.get('n',0)} scrapes |")
 L += ["", "| cost run | load avg | puts | p50 (ms) | p99 (ms) | max (ms) | p99 / previous off |", "|---|---|---|---|---|---|---|"]
 last, ratios = None, []
 for name, load, r in rows:

@@ -56,6 +56,10 @@ type kubeResult struct {
 	// LagMetric is lifeboat_capture_lag_seconds as scraped every
 	// --scrape during the load (seconds).
 	LagMetric *dist `json:"lag_metric_s,omitempty"`
+	// LagMetricAfter is the same without the scrapes of the first
+	// --warmup of the load (a new generation's lag counts from its anchor
+	// snapshot until the first segment).
+	LagMetricAfter *dist `json:"lag_metric_after_warmup_s,omitempty"`
 	// LagDurable is, for the sampled writes, the time from the write's
 	// response to the first listing of the store's progress markers that
 	// shows a marker through its revision (seconds; an upper bound by up
@@ -90,6 +94,7 @@ func runKube(ctx context.Context, args []string) error {
 	cluster := fs.String("cluster", "default", "cluster name in --store")
 	sample := fs.Float64("sample", 0.1, "share of writes whose durability is timed")
 	drain := fs.Duration("drain", 30*time.Second, "after the load, how long to wait for markers to cover the sampled writes")
+	warmup := fs.Duration("warmup", 10*time.Second, "the lag is also reported without the scrapes of this first part of the load")
 	fs.Parse(args)
 
 	changes, err := seed.NewChanges(seed.Options{Objects: *objects, MinValue: *minV, MaxValue: *maxV, Seed: 42})
@@ -111,7 +116,7 @@ func runKube(ctx context.Context, args []string) error {
 	}
 	var scr *scraper
 	if *metrics != "" {
-		scr = &scraper{url: *metrics, max: map[string]float64{}}
+		scr = &scraper{url: *metrics, max: map[string]float64{}, start: time.Now(), warmup: *warmup}
 	}
 	// The scrapes and polls run from before the load until the end of
 	// the drain.
@@ -220,6 +225,8 @@ loop:
 	if scr != nil {
 		d := distOf(scr.lags)
 		res.LagMetric = &d
+		a := distOf(scr.after)
+		res.LagMetricAfter = &a
 		res.CaptureGauges = scr.max
 	}
 	if poll != nil {
@@ -234,7 +241,11 @@ loop:
 type scraper struct {
 	url  string
 	lags []float64
-	max  map[string]float64
+	// after holds the lags scraped from start+warmup on.
+	after  []float64
+	start  time.Time
+	warmup time.Duration
+	max    map[string]float64
 }
 
 // run scrapes every interval; lags are kept only until load is closed.
@@ -258,6 +269,9 @@ func (s *scraper) run(ctx context.Context, every time.Duration, load <-chan stru
 			if name == "lifeboat_capture_lag_seconds" {
 				if !math.IsNaN(v) {
 					s.lags = append(s.lags, v)
+					if time.Since(s.start) >= s.warmup {
+						s.after = append(s.after, v)
+					}
 				}
 				continue
 			}
