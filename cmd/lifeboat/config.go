@@ -34,6 +34,7 @@ type Config struct {
 	Agent      AgentConfig
 	Capture    CaptureConfig
 	Notify     NotifyConfig
+	Inspect    InspectConfig
 }
 
 // CaptureConfig configures the daemon's continuous capture.
@@ -186,6 +187,13 @@ type ObjectLockConfig struct {
 	LegalHold bool     `yaml:"legal_hold"`
 }
 
+// InspectConfig configures ls, get and diff.
+type InspectConfig struct {
+	CacheDir         string `yaml:"cache_dir"`
+	CacheMaxSize     int64  `yaml:"cache_max_size"`
+	EncryptionConfig string `yaml:"encryption_config"`
+}
+
 // EncryptionConfig configures age encryption.
 type EncryptionConfig struct {
 	Recipients     []string `yaml:"recipients"`
@@ -278,6 +286,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Snapshot.Timeout < 0 {
 		return cfgErr("snapshot.timeout", "must not be negative")
+	}
+	if c.Inspect.CacheMaxSize < 0 {
+		return cfgErr("inspect.cache_max_size", "must not be negative")
 	}
 	if c.Snapshot.WritebackChunk < 0 {
 		return cfgErr("snapshot.writeback_chunk", "must not be negative")

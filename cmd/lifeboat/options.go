@@ -36,6 +36,7 @@ const (
 	groupAgent                          // the daemon
 	groupCapture                        // the daemon's continuous capture
 	groupNotify                         // webhook notifications
+	groupInspect                        // ls, get and diff: the local cache, Kubernetes encryption at rest
 	groupAll        group = 1<<iota - 1 // every group above
 )
 
@@ -60,6 +61,7 @@ var groupNames = []struct {
 	{groupAgent, "agent", "Agent", "See [The agent](agent.md)."},
 	{groupCapture, "capture", "Capture", "Continuous capture of etcd's changes for point-in-time recovery: the daemon only (`lifeboat agent`, not `--once`), under the leader lock. See [The agent](agent.md#continuous-capture)."},
 	{groupNotify, "notify", "Notifications", ""},
+	{groupInspect, "inspect", "Inspect", "`ls`, `get` and `diff`. See [Looking inside backups](inspect.md)."},
 }
 
 // sharedGroups say where the cluster, the store and the scratch space
@@ -89,6 +91,9 @@ var commandGroups = map[string]group{
 	"restore":  groupStore | groupEncryption | groupSpool | groupDrill,
 	"drill":    groupStore | groupUpload | groupEncryption | groupSpool | groupDrill,
 	"prune":    groupStore | groupRetention,
+	"ls":       groupStore | groupEncryption | groupInspect,
+	"get":      groupStore | groupEncryption | groupInspect,
+	"diff":     groupStore | groupEncryption | groupInspect,
 	"demo":     groupStore | groupUpload | groupEncryption | groupDrill,
 	"agent":    groupAll,
 	"check":    groupAll, // config check
@@ -276,6 +281,15 @@ var optionTable = []optionDef{
 		Help: "events to notify: drill_failed, snapshot_failed, prune_failed, stale"},
 	{Key: "notify.timeout", Flag: "notify-timeout", Default: "10s", Groups: groupNotify,
 		Help: "timeout of one webhook attempt"},
+
+	{Key: "inspect.cache_dir", Flag: "cache-dir", Groups: groupInspect,
+		Help: "where ls, get and diff keep fetched backups (default: the user's cache dir, ~/.cache/lifeboat)",
+		Doc:  "0700; each backup is fetched, checked and indexed once, then served from here"},
+	{Key: "inspect.cache_max_size", Flag: "cache-max-size", Default: "20GiB", Groups: groupInspect,
+		Help: "size bound of the cache: least recently used backups are removed beyond it"},
+	{Key: "inspect.encryption_config", Flag: "encryption-config", Groups: groupInspect,
+		Help: "kube-apiserver's EncryptionConfiguration file, to decrypt values encrypted at rest (aescbc, aesgcm, secretbox)",
+		Doc:  "it holds keys: keep it 0600; KMS-encrypted values cannot be decrypted offline"},
 }
 
 // section is the group the option is listed under.

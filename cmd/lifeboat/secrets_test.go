@@ -55,7 +55,8 @@ var (
 		"drill.scratch_dir":   true, "drill.etcd_binary": true, "drill.check_prefixes": true,
 		"schedule.snapshot": true, "schedule.prune": true, "schedule.drill": true, "schedule.drill_target": true,
 		"agent.listen": true, "agent.textfile": true,
-		"notify.on": true,
+		"notify.on":         true,
+		"inspect.cache_dir": true, "inspect.encryption_config": true, // paths (the file holds keys; its path does not)
 	}
 )
 

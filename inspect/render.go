@@ -1,0 +1,159 @@
+package inspect
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Render formats a decoded value: "yaml" or "json" (the object; forApply
+// strips the fields the API server sets, see ForApply), or "raw" (the
+// value's bytes: the plaintext when it was decrypted, else as stored). A
+// value that is not an object renders, in yaml and json, as a document
+// holding its key, size and bytes; one that could not be decrypted or
+// decoded returns Value.Err.
+func Render(v Value, format string, forApply bool) ([]byte, error) {
+	if format == "raw" {
+		return v.Raw, nil
+	}
+	js := v.JSON
+	if js == nil {
+		if v.Err != nil {
+			return nil, v.Err
+		}
+		if forApply {
+			return nil, fmt.Errorf("%s is a %s value of %d bytes, not a Kubernetes object: nothing to apply (use -o raw)", v.Key, v.Format, len(v.Raw))
+		}
+		doc := map[string]any{"key": v.Key, "format": v.Format, "size": len(v.Raw)}
+		if utf8.Valid(v.Raw) {
+			doc["value"] = string(v.Raw)
+		} else {
+			doc["value_base64"] = v.Raw // encoding/json writes []byte as base64
+		}
+		var err error
+		if js, err = json.Marshal(doc); err != nil {
+			return nil, err
+		}
+	} else if forApply {
+		var err error
+		if js, err = ForApply(js); err != nil {
+			return nil, fmt.Errorf("%s: %w", v.Key, err)
+		}
+	}
+	if format == "json" {
+		var b bytes.Buffer
+		if err := json.Indent(&b, js, "", "  "); err != nil {
+			return nil, fmt.Errorf("%s: %w", v.Key, err)
+		}
+		b.WriteByte('\n')
+		return b.Bytes(), nil
+	}
+	y, err := yaml.JSONToYAML(js)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", v.Key, err)
+	}
+	return y, nil
+}
+
+// UnifiedDiff returns a unified diff (3 lines of context) from a to b,
+// empty when they are equal.
+func UnifiedDiff(aName, bName string, a, b []byte) string {
+	al, bl := splitLines(a), splitLines(b)
+	// The longest common subsequence by dynamic programming: objects are
+	// small (hundreds of lines); beyond 4000 lines each, say so instead.
+	if len(al) > 4000 || len(bl) > 4000 {
+		return fmt.Sprintf("--- %s\n+++ %s\n(objects of %d and %d lines: too long to diff here)\n", aName, bName, len(al), len(bl))
+	}
+	n, m := len(al), len(bl)
+	lcs := make([][]int32, n+1)
+	for i := range lcs {
+		lcs[i] = make([]int32, m+1)
+	}
+	for i := n - 1; i >= 0; i-- {
+		for j := m - 1; j >= 0; j-- {
+			if al[i] == bl[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	type op struct {
+		kind byte // ' ', '-', '+'
+		line string
+		ai   int // line numbers (1-based) after this op
+		bi   int
+	}
+	var ops []op
+	i, j := 0, 0
+	for i < n || j < m {
+		switch {
+		case i < n && j < m && al[i] == bl[j]:
+			ops = append(ops, op{' ', al[i], i, j})
+			i, j = i+1, j+1
+		case j < m && (i == n || lcs[i][j+1] >= lcs[i+1][j]):
+			ops = append(ops, op{'+', bl[j], i, j})
+			j++
+		default:
+			ops = append(ops, op{'-', al[i], i, j})
+			i++
+		}
+	}
+	const ctx = 3
+	var out strings.Builder
+	for k := 0; k < len(ops); {
+		if ops[k].kind == ' ' {
+			k++
+			continue
+		}
+		start := max(k-ctx, 0)
+		end := k
+		for end < len(ops) {
+			if ops[end].kind != ' ' {
+				end++
+				continue
+			}
+			run := end
+			for run < len(ops) && ops[run].kind == ' ' {
+				run++
+			}
+			if run == len(ops) || run-end > 2*ctx {
+				end = min(end+ctx, len(ops))
+				break
+			}
+			end = run
+		}
+		if out.Len() == 0 {
+			fmt.Fprintf(&out, "--- %s\n+++ %s\n", aName, bName)
+		}
+		var ac, bc int
+		for _, o := range ops[start:end] {
+			if o.kind != '+' {
+				ac++
+			}
+			if o.kind != '-' {
+				bc++
+			}
+		}
+		fmt.Fprintf(&out, "@@ -%d,%d +%d,%d @@\n", ops[start].ai+1, ac, ops[start].bi+1, bc)
+		for _, o := range ops[start:end] {
+			out.WriteByte(o.kind)
+			out.WriteString(o.line)
+			out.WriteByte('\n')
+		}
+		k = end
+	}
+	return out.String()
+}
+
+func splitLines(b []byte) []string {
+	s := strings.TrimSuffix(string(b), "\n")
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}
