@@ -14,8 +14,12 @@
 // binary's hidden EtcdCommand, running RunEtcd, or an external etcd
 // binary) on unix sockets in the drill's private directory, check
 // revision, key count, HashKV, key prefixes and a write, and report each
-// phase's duration. A crash of that etcd on the restored data is a failed
-// verdict, never the end of the caller. repository.Select picks the backup
+// phase's duration. Its restore step runs in a child process too (this
+// binary's hidden RestoreCommand, running RunRestore): etcdutl writes the
+// restored database and WAL without the caller's soft memory limit, and a
+// failure there comes back as the restore phase's, with its own text. A
+// crash of that etcd on the restored data is a failed verdict, never the
+// end of the caller. Restore itself (lifeboat restore) runs in-process. repository.Select picks the backup
 // (latest, random or an id). StartEtcd starts throwaway servers for drills
 // and the demo.
 //

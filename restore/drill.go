@@ -354,7 +354,10 @@ func (d *drill) run(ctx context.Context) error {
 		}()
 	}
 	t := d.now()
-	_, rErr := Restore(ctx, RestoreOptions{
+	// In a child process of this program, as the boot: etcdutl's writing
+	// of the database and WAL runs without this process's soft memory
+	// limit. Its error comes back with etcdutl's text.
+	rErr := restoreInChild(ctx, RestoreOptions{
 		SnapshotPath: spool, DataDir: dataDir, Name: drillName, PeerURLs: []string{peer},
 		InitialClusterToken: token, SkipHashCheck: true,
 		RevisionBump: o.RevisionBump, MarkCompacted: o.MarkCompacted,

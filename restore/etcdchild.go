@@ -101,17 +101,25 @@ func RunEtcd(ctx context.Context, args []string, stderr io.Writer) error {
 	return nil
 }
 
-// ChildMain runs the drill's etcd when this process was started as one
-// (args[1] is EtcdCommand), until SIGINT or SIGTERM, and reports that it
-// did with the exit code; otherwise it returns false at once. A test
-// binary's TestMain calls it first, so that StartEtcd, which runs its own
-// executable, can run the test binary as it runs lifeboat.
+// ChildMain runs the drill's etcd (args[1] is EtcdCommand) or the
+// drill's restore (RestoreCommand) when this process was started as one,
+// until it ends or SIGINT or SIGTERM, and reports that it did with the
+// exit code; otherwise it returns false at once. A test binary's TestMain
+// calls it first, so that a drill, which runs its own executable, can run
+// the test binary as it runs lifeboat.
 func ChildMain(args []string, stderr io.Writer) (ran bool, code int) {
-	if len(args) < 2 || args[1] != EtcdCommand {
+	if len(args) < 2 || (args[1] != EtcdCommand && args[1] != RestoreCommand) {
 		return false, 0
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if args[1] == RestoreCommand {
+		// RunRestore writes its error itself.
+		if err := RunRestore(ctx, args[2:], stderr); err != nil {
+			return true, 1
+		}
+		return true, 0
+	}
 	if err := RunEtcd(ctx, args[2:], stderr); err != nil {
 		fmt.Fprintln(stderr, err)
 		return true, 1

@@ -22,3 +22,21 @@ func newEtcdCmd(a *app) *cobra.Command {
 		},
 	}
 }
+
+// newRestoreChildCmd is the hidden command a drill restores its member
+// with (restore.RestoreCommand): this binary in a process of its own, so
+// that etcdutl writes the restored database and WAL without the parent's
+// soft memory limit. It prints its error on a line the parent reads back
+// (and, as every command, once more as lifeboat's error) and exits 1; it
+// is no interface for people.
+func newRestoreChildCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:                restore.RestoreCommand,
+		Short:              "Restore a drill's member (internal)",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return restore.RunRestore(cmd.Context(), args, a.stderr)
+		},
+	}
+}

@@ -14,7 +14,7 @@ import (
 // starts this test binary as its throwaway etcd (restore.StartEtcd runs
 // its own executable), exactly as the lifeboat binary would.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == restore.EtcdCommand {
+	if len(os.Args) > 1 && (os.Args[1] == restore.EtcdCommand || os.Args[1] == restore.RestoreCommand) {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 		stop()

@@ -77,6 +77,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newDrillCmd(a),
 		newAgentCmd(a),
 		newEtcdCmd(a),
+		newRestoreChildCmd(a),
 		newDocsCmd(a),
 	)
 	var bind func(c *cobra.Command)

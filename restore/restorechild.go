@@ -1,0 +1,129 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/lifeboat-dev/lifeboat/internal/syncbuf"
+)
+
+// RestoreCommand is the hidden first argument that makes this program
+// restore one member's data directory from a snapshot file (RunRestore)
+// instead of its usual work. A drill restores in such a child process
+// (restoreInChild), so that etcdutl's writing of the restored bbolt
+// database and WAL runs without lifeboat's soft memory limit, like the
+// throwaway etcd that boots the result. cmd/lifeboat registers it as a
+// hidden command; a test binary that drills dispatches it in TestMain
+// (ChildMain).
+const RestoreCommand = "__restore"
+
+// restoreErrorPrefix starts the one line of the child's stderr that
+// carries Restore's error, so that the parent returns its exact text
+// whatever else the child printed.
+const restoreErrorPrefix = "lifeboat-restore-error: "
+
+// RunRestore is the child side of a drill's restore: it restores the
+// single member described by args (--snapshot, --data-dir, --name,
+// --peer-url, --initial-cluster-token, --skip-hash-check,
+// --bump-revision, --mark-compacted) with Restore. On failure it writes
+// the error to stderr on one line that the parent reads back, and
+// returns it.
+func RunRestore(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet(RestoreCommand, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o RestoreOptions
+	var peer string
+	fs.StringVar(&o.SnapshotPath, "snapshot", "", "snapshot file")
+	fs.StringVar(&o.DataDir, "data-dir", "", "data directory")
+	fs.StringVar(&o.Name, "name", "", "member name")
+	fs.StringVar(&peer, "peer-url", "", "advertised peer URL")
+	fs.StringVar(&o.InitialClusterToken, "initial-cluster-token", "", "initial cluster token")
+	fs.BoolVar(&o.SkipHashCheck, "skip-hash-check", false, "skip etcdutl's hash check")
+	fs.Uint64Var(&o.RevisionBump, "bump-revision", 0, "revision bump")
+	fs.BoolVar(&o.MarkCompacted, "mark-compacted", false, "mark compacted")
+	err := fs.Parse(args)
+	if err == nil && fs.NArg() > 0 {
+		err = fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err != nil {
+		err = fmt.Errorf("%s: %w", RestoreCommand, err)
+	} else {
+		if peer != "" {
+			o.PeerURLs = []string{peer}
+		}
+		_, err = Restore(ctx, o)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, restoreErrorPrefix+strings.ReplaceAll(err.Error(), "\n", " "))
+	}
+	return err
+}
+
+// restoreInChild runs Restore(ctx, o) for the single member o names
+// (Name, DataDir, PeerURLs[0], InitialClusterToken, SkipHashCheck,
+// RevisionBump, MarkCompacted; nothing else) in a child process of this
+// program (RestoreCommand) and returns Restore's error with its own text.
+// The child gets the throwaway etcd's environment (childEnv): no
+// GOMEMLIMIT or GOGC, so the Go runtime's defaults, as for etcdutl run by
+// hand; its memory is the restore's own (bbolt maps the database; the
+// copy and the WAL are written through the page cache) and ends with it.
+// It dies with this process.
+func restoreInChild(ctx context.Context, o RestoreOptions) error {
+	if len(o.PeerURLs) != 1 || o.Name == "" || o.InitialCluster != "" || o.WALDir != "" || o.Force {
+		return errors.New("restore in a child process: one member with one peer URL only")
+	}
+	self, err := selfExecutable()
+	if err != nil {
+		return err
+	}
+	snap, err := filepath.Abs(o.SnapshotPath)
+	if err != nil {
+		return fmt.Errorf("snapshot file %s: %w", o.SnapshotPath, err)
+	}
+	dir, err := filepath.Abs(o.DataDir)
+	if err != nil {
+		return fmt.Errorf("data directory %s: %w", o.DataDir, err)
+	}
+	args := []string{RestoreCommand,
+		"--snapshot", snap, "--data-dir", dir, "--name", o.Name,
+		"--peer-url", o.PeerURLs[0], "--initial-cluster-token", o.InitialClusterToken,
+		"--bump-revision", fmt.Sprint(o.RevisionBump),
+	}
+	if o.SkipHashCheck {
+		args = append(args, "--skip-hash-check")
+	}
+	if o.MarkCompacted {
+		args = append(args, "--mark-compacted")
+	}
+	cmd := exec.CommandContext(ctx, self, args...)
+	cmd.Env = childEnv(cmd.Environ())
+	out := &syncbuf.Buffer{Max: 64 << 10}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = childAttr()
+	// Pdeathsig fires when the thread that started the child ends: stay
+	// on it until the child has exited.
+	runtime.LockOSThread()
+	err = cmd.Run()
+	runtime.UnlockOSThread()
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if msg, ok := strings.CutPrefix(line, restoreErrorPrefix); ok {
+			return errors.New(msg)
+		}
+	}
+	// No error line: it crashed (etcdutl panics on some damaged
+	// databases), which took only the child down.
+	return fmt.Errorf("restore process crashed (%v): %s", err, crashSummary(out.String()))
+}
