@@ -115,6 +115,7 @@ func runDrill(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o drill
 		if err != nil {
 			return nil, fmt.Errorf("point-in-time drill: %w: nothing was drilled", err)
 		}
+		liftMemoryLimit()
 		sess, err := snapshot.Dial(ctx, etcdConfig(cfg), lg)
 		if err != nil {
 			return nil, fmt.Errorf("point-in-time drill: the live cluster: %w", err)

@@ -205,6 +205,7 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 		}
 		defer repository.Hold(plan.Keys(backups)...)()
 		m = plan.Snapshot
+		liftMemoryLimit()
 	} else if m, err = selectBackup(ctx, backups, o.ref, o.before, now); err != nil {
 		return err
 	}

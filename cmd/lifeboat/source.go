@@ -168,6 +168,7 @@ func (in *inspector) openPointInTime(ctx context.Context, target restore.Target)
 	if err != nil {
 		return nil, err
 	}
+	liftMemoryLimit()
 	name := fmt.Sprintf("%s@r%d", plan.Window.Generation, plan.Revision)
 	var replayed restore.ReplayStats
 	s, st, err := in.cache.OpenBuilt(ctx, in.repo.Cluster, name, func(ctx context.Context, path string) (int64, error) {
