@@ -67,6 +67,10 @@ func TestRestorePointInTime(t *testing.T) {
 		if lim := debug.SetMemoryLimit(-1); os.Getenv("GOMEMLIMIT") == "" && lim != math.MaxInt64 {
 			t.Errorf("soft memory limit %d MiB after a point-in-time restore; want none", lim>>20)
 		}
+		gc := debug.SetGCPercent(100)
+		if os.Getenv("GOGC") == "" && gc != replayGCPercent {
+			t.Errorf("GC percent %d after a point-in-time restore; want %d", gc, replayGCPercent)
+		}
 		for _, s := range []string{"snapshot " + anchor.ID, fmt.Sprintf("%d revisions", target-anchor.Revision), "/changes/" + anchor.ID + "/", fmt.Sprintf("replayed %d revisions", target-anchor.Revision)} {
 			if !strings.Contains(out, s) {
 				t.Errorf("output lacks %q:\n%s", s, out)
