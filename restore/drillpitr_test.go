@@ -165,7 +165,7 @@ func TestPointInTimeDrill(t *testing.T) {
 	t.Run("compacted target refused", func(t *testing.T) {
 		r := s.compact - 1
 		if r <= s.anchor.Revision {
-			t.Skipf("the compaction at %d is right after the anchor", s.compact)
+			t.Fatalf("the fixture compacted at %d, right after the anchor: no compacted target inside the window to refuse", s.compact)
 		}
 		d, err := restore.DrillAndStore(ctx, opts(plan(t, r), live))
 		if !errors.Is(err, restore.ErrTargetCompacted) || d.Verdict || restore.Verdict(err) {
