@@ -84,12 +84,21 @@ func NeedBinary(t testing.TB, env, name string) string {
 // is stopped at test cleanup.
 func StartBinary(t testing.TB, binary string) *Process {
 	t.Helper()
+	// A fresh data dir per attempt: a failed start may have bootstrapped one.
+	return startRetried(t, func(ctx context.Context) (*Process, error) { return startBinary(ctx, binary, t.TempDir()) })
+}
+
+// startRetried runs start until it succeeds or fails for another reason
+// than a port taken between picking it and binding it, and stops the
+// process at test cleanup.
+func startRetried(t testing.TB, start func(context.Context) (*Process, error)) *Process {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), readyTimeout)
 	defer cancel()
 	var err error
 	for range startAttempts {
 		var p *Process
-		p, err = startBinary(ctx, binary, t.TempDir())
+		p, err = start(ctx)
 		if err == nil {
 			t.Cleanup(p.Stop)
 			return p
@@ -109,10 +118,9 @@ func startBinary(ctx context.Context, binary, dir string) (*Process, error) {
 	}
 	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	p := &Process{ClientURL: client, DataDir: filepath.Join(dir, "data"), Binary: binary, exited: make(chan struct{}), out: &syncbuf.Buffer{Max: 1 << 20}}
-	p.cmd = exec.Command(binary,
+	return launch(ctx, binary, filepath.Join(dir, "data"), client,
 		"--name", "m0",
-		"--data-dir", p.DataDir,
+		"--data-dir", filepath.Join(dir, "data"),
 		"--listen-client-urls", client,
 		"--advertise-client-urls", client,
 		"--listen-peer-urls", peer,
@@ -122,6 +130,13 @@ func startBinary(ctx context.Context, binary, dir string) (*Process, error) {
 		"--unsafe-no-fsync",
 		"--log-level", "error",
 	)
+}
+
+// launch starts binary with args (its data in dataDir, serving clients at
+// client) and waits until it is ready.
+func launch(ctx context.Context, binary, dataDir, client string, args ...string) (*Process, error) {
+	p := &Process{ClientURL: client, DataDir: dataDir, Binary: binary, exited: make(chan struct{}), out: &syncbuf.Buffer{Max: 1 << 20}}
+	p.cmd = exec.Command(binary, args...)
 	// etcd reads every flag from ETCD_<FLAG> too: only the flags count.
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "ETCD_") {
