@@ -128,25 +128,7 @@ func BenchmarkReplay(b *testing.B) {
 	}
 
 	b.Run("lifeboat", func(b *testing.B) {
-		var total, cpu float64
-		for i := 0; i < b.N; i++ {
-			b.StopTimer()
-			db := filepath.Join(dir, "replay.db")
-			copyFile(b, base, db)
-			b.StartTimer()
-			c0 := cpuSeconds(b)
-			stats, err := restore.Replay(b.Context(), db, p, repo, nil, slog.New(slog.DiscardHandler))
-			if err != nil {
-				b.Fatal(err)
-			}
-			cpu += cpuSeconds(b) - c0
-			total += stats.Seconds
-		}
-		b.ReportMetric(float64(p.Revisions)*float64(b.N)/total, "revisions/s")
-		// The machine is shared: revisions per CPU second (user + system,
-		// all of the process's threads) says what the replay costs
-		// regardless of the load around it.
-		b.ReportMetric(float64(p.Revisions)*float64(b.N)/cpu, "revisions/cpu-s")
+		benchReplay(b, base, filepath.Join(dir, "replay.db"), p, repo)
 	})
 	// The ceiling, side by side: the same revisions, decoded in memory
 	// beforehand, applied with etcd's mvcc over a default backend, one
@@ -217,4 +199,27 @@ func copyFile(b testing.TB, src, dst string) {
 
 func uploaderDir(dir string) (*uploader.Dir, error) {
 	return uploader.NewDir(filepath.Join(dir, "store"))
+}
+
+// benchReplay replays p onto a fresh copy (db) of base b.N times and
+// reports revisions/s and, since the machine is shared, revisions per CPU
+// second (user + system, all of the process's threads): what the replay
+// costs regardless of the load around it.
+func benchReplay(b *testing.B, base, db string, p *restore.PointInTimePlan, repo *repository.Repo) {
+	b.Helper()
+	var total, cpu float64
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		copyFile(b, base, db)
+		b.StartTimer()
+		c0 := cpuSeconds(b)
+		stats, err := restore.Replay(b.Context(), db, p, repo, nil, slog.New(slog.DiscardHandler))
+		if err != nil {
+			b.Fatal(err)
+		}
+		cpu += cpuSeconds(b) - c0
+		total += stats.Seconds
+	}
+	b.ReportMetric(float64(p.Revisions)*float64(b.N)/total, "revisions/s")
+	b.ReportMetric(float64(p.Revisions)*float64(b.N)/cpu, "revisions/cpu-s")
 }

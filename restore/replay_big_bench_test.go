@@ -3,7 +3,6 @@ package restore_test
 import (
 	"context"
 	"encoding/base64"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -150,21 +149,7 @@ func BenchmarkReplayBigBase(b *testing.B) {
 	p.Window = repository.Window{Generation: p.Snapshot.ID, Anchor: p.Snapshot, From: snapRev, Through: rev, Segments: p.Segments}
 
 	b.ResetTimer()
-	var total, cpu float64
-	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		copyFile(b, base, db)
-		b.StartTimer()
-		c0 := cpuSeconds(b)
-		stats, err := restore.Replay(b.Context(), db, p, repo, nil, slog.New(slog.DiscardHandler))
-		if err != nil {
-			b.Fatal(err)
-		}
-		cpu += cpuSeconds(b) - c0
-		total += stats.Seconds
-	}
-	b.ReportMetric(float64(p.Revisions)*float64(b.N)/total, "revisions/s")
-	b.ReportMetric(float64(p.Revisions)*float64(b.N)/cpu, "revisions/cpu-s")
+	benchReplay(b, base, db, p, repo)
 	b.ReportMetric(openSeconds, "open-s")
 	b.ReportMetric(float64(len(keys)), "base-keys")
 }
