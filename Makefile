@@ -19,7 +19,7 @@ GOTEST_FLAGS ?= -timeout 30m
 
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build test test-short lint bench tools clean demo deploy-check image kube-apiserver FORCE
+.PHONY: all build test test-scripts test-short lint bench tools clean demo deploy-check image kube-apiserver FORCE
 
 all: build
 
@@ -91,7 +91,8 @@ lint:
 
 # Unit, integration (real etcd in-process, real versitygw) and end-to-end
 # tests (the built binary against the etcd binary).
-test: tools build lint
+# The build scripts' own tests run first: every tool below is built by them.
+test: test-scripts tools build lint
 	VERSITYGW=$(BIN)/versitygw LIFEBOAT_BIN=$(BIN)/lifeboat ETCD_BIN=$(BIN)/etcd ETCDUTL_BIN=$(BIN)/etcdutl \
 	  ETCD35_BIN=$(BIN)/etcd-3.5 ETCD3515_BIN=$(BIN)/etcd-3.5.15 ETCD36_BIN=$(BIN)/etcd-3.6 \
 	  KUBE_APISERVER_BIN=$(BIN)/kube-apiserver \
@@ -119,6 +120,9 @@ IMAGE ?= lifeboat
 image:
 	@command -v docker >/dev/null 2>&1 || { echo "make image: docker not found (no engine on this machine; build where one runs)" >&2; exit 1; }
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE):$(VERSION) .
+
+test-scripts:
+	./scripts/test-scripts.sh
 
 test-short:
 	$(GO) test -short ./...

@@ -51,7 +51,7 @@ pvgw_pid=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$pvport/health" >/dev/null && break; sleep 0.1; done
 export AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench-secret AWS_REGION=us-east-1
 [ -f "$DIR/age.key" ] || "$BIN/age-keygen" -o "$DIR/age.key" 2>/dev/null
-precipient=$(grep -o 'age1[0-9a-z]*' "$DIR/age.key" | head -1)
+precipient=$(grep -m1 -o 'age1[0-9a-z]*' "$DIR/age.key")
 ps3=http://127.0.0.1:$pvport
 pmport=$(free_port)
 pmetrics=http://127.0.0.1:$pmport/metrics

@@ -102,7 +102,7 @@ vgw_pid=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$vport/health" >/dev/null && break; sleep 0.1; done
 export AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench-secret AWS_REGION=us-east-1
 "$BIN/age-keygen" -o "$DIR/age.key" 2>/dev/null || true
-recipient=$(grep -o 'age1[0-9a-z]*' "$DIR/age.key" | head -1)
+recipient=$(grep -m1 -o 'age1[0-9a-z]*' "$DIR/age.key")
 s3url=http://127.0.0.1:$vport
 lifeboat_s3() { "${LIFEBOAT_BENCH_BIN:-$BIN/lifeboat}" snapshot --endpoints "$ep" --store s3://bench/etcd --s3-endpoint "$s3url" --s3-path-style --s3-create-bucket --recipient "$recipient" --spool-dir "$DIR/spool" --log-format json; }
 seqpipe() { "$BIN/benchtool" seqpipe --endpoints "$ep" --dir "$DIR" --bucket bench --s3-endpoint "$s3url"; }

@@ -20,10 +20,19 @@ case $out in
 /*) ;;
 *) out=$root/$out ;;
 esac
-if [ -x "$out" ] && "$out" --version 2>/dev/null | grep -qx "etcd Version: ${version#v}"; then
+# firstline BIN: the first line BIN --version prints. The whole output is
+# read before it is cut: with pipefail, `BIN --version | head -1` (or
+# grep -q) fails with SIGPIPE when the reader exits first
+# (scripts/test-scripts.sh).
+firstline() {
+	local v
+	v=$("$1" --version 2>/dev/null) || return 0
+	printf '%s\n' "${v%%$'\n'*}"
+}
+if [ -x "$out" ] && [ "$(firstline "$out")" = "etcd Version: ${version#v}" ]; then
 	exit 0 # built already
 fi
-src=$root/.bin/src/etcd-$version
+src=${LIFEBOAT_BUILD_SRC:-$root/.bin/src}/etcd-$version
 mkdir -p "$src"
 cd "$src"
 if [ ! -f go.sum ]; then
@@ -40,4 +49,4 @@ EOF
 fi
 "$go" build -trimpath -o "$out.tmp" go.etcd.io/etcd/server/v3
 mv "$out.tmp" "$out"
-"$out" --version | head -1
+firstline "$out"

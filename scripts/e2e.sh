@@ -111,7 +111,7 @@ set -e
 [ $rc = 1 ] || fail "fetch onto an existing file exited $rc, want 1"
 
 echo "e2e: a corrupted object fails verify with exit 1"
-obj=$(find "$work/store" -name '*.zst' | head -1)
+obj=$(find "$work/store" -name "*.zst" -print -quit)
 printf 'X' | dd of="$obj" bs=1 seek=100 conv=notrunc status=none
 set +e
 "$LB" verify latest "${common[@]}" >/dev/null 2>"$work/verify.err"; rc=$?

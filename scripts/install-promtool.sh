@@ -21,4 +21,5 @@ apt-get update -qq
 (cd "$tmp" && apt-get download -qq prometheus)
 dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x"
 install -m 0755 "$tmp/x/usr/bin/promtool" "$dest"
-"$dest" --version 2>&1 | head -1
+v=$("$dest" --version 2>&1)
+printf '%s\n' "${v%%$'\n'*}"
