@@ -215,27 +215,28 @@ func (c *Cache) fetch(ctx context.Context, repo *repository.Repo, m *repository.
 	}
 	st.Fetch = c.now().Sub(t)
 	// The checks lifeboat fetch makes (bbolt structure, status against the
-	// manifest) run beside the index build: both read the file just
-	// written, and nothing is committed unless both succeed.
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	checked := make(chan error, 1)
-	go func() {
-		_, err := repository.CheckFile(cctx, db, m)
-		checked <- err
-	}()
-	var ist OpenStats
-	ierr := c.index(ctx, tmp, m.ID, m.SnapshotSHA256, m.Revision, &ist)
-	if ierr != nil {
-		cancel()
-	}
-	if err := <-checked; err != nil && ierr == nil {
+	// manifest) hand every record of the key bucket to the index builder
+	// as they read it: one pass over the file for both, and nothing is
+	// committed unless both succeed.
+	t = c.now()
+	b := newIndexBuilder(ctx, tmp)
+	defer b.close()
+	if _, err := repository.CheckFileRecords(ctx, db, m, b); err != nil {
+		if ierr := b.failed(); ierr != nil {
+			return fmt.Errorf("index %s: %w", m.ID, ierr)
+		}
 		return fmt.Errorf("backup %s failed verification: %w", m.ID, err)
 	}
-	if ierr != nil {
-		return ierr
+	n, err := writeIndexWith(filepath.Join(tmp, indexName), func(w io.Writer) (int, error) {
+		return b.finish(m.Revision, m.SnapshotSHA256, w)
+	})
+	if err != nil {
+		return fmt.Errorf("index %s: %w", m.ID, err)
 	}
-	st.Index = ist.Index
+	if err := writeSidecar(tmp, m.ID, m.SnapshotSHA256, m.Revision, n); err != nil {
+		return err
+	}
+	st.Index = c.now().Sub(t)
 	return c.rename(tmp, dir, clusterDir)
 }
 
@@ -275,13 +276,21 @@ func (c *Cache) rename(tmp, dir, clusterDir string) error {
 }
 
 func writeIndex(ctx context.Context, db, path string, rev int64, sha string) (int, error) {
+	return writeIndexWith(path, func(w io.Writer) (int, error) {
+		return buildIndex(ctx, db, rev, sha, filepath.Dir(path), w)
+	})
+}
+
+// writeIndexWith writes the index at path through build, durably: a
+// temporary file, synced, renamed.
+func writeIndexWith(path string, build func(io.Writer) (int, error)) (int, error) {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return 0, err
 	}
 	defer os.Remove(tmp)
-	n, err := buildIndex(ctx, db, rev, sha, filepath.Dir(path), f)
+	n, err := build(f)
 	if err == nil {
 		err = f.Sync()
 	}

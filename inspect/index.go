@@ -7,14 +7,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/cespare/xxhash/v2"
 	"io"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
-	"google.golang.org/protobuf/proto"
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/lifeboat-dev/lifeboat/verify"
 )
@@ -62,118 +61,209 @@ func (e *Entry) revKey() []byte {
 	return k
 }
 
-// runBudget bounds the memory of one sorted run while the index is
-// built: records are sorted in runs of about this many bytes (4 MiB), written to
-// temporary files and merged, so building the index of a database of any
-// size takes a few MiB.
-var runBudget = 4 << 20
+// runBudget bounds the memory of one walker's sorted run while the index
+// is built: records are sorted in runs of about this many bytes (2 MiB per
+// walker of the key bucket, one or two), written to temporary files and
+// merged, so building the index of a database of any size takes a few MiB.
+var runBudget = 2 << 20
 
+// runRec is a record of the key bucket while runs are built: the newest
+// record of a key is the one with the largest (ModRevision, Sub), set for
+// tombstones too.
 type runRec struct {
-	seq  uint64 // scan order: the newest record of a key has the largest
 	tomb bool
 	e    Entry
 }
 
+// newer says whether a is a later record than b.
+func (a *runRec) newer(b *runRec) bool {
+	if a.e.ModRevision != b.e.ModRevision {
+		return a.e.ModRevision > b.e.ModRevision
+	}
+	return a.e.Sub > b.e.Sub
+}
+
+// indexBuilder builds the index of a snapshot from the records of its key
+// bucket, in any number of parts each fed in revision order (the walkers
+// of verify.FileRecords, or one Keys.Scan): it is the verify.Records the
+// file check hands its records to, so that fetching a backup into the
+// cache reads the file once for both.
+type indexBuilder struct {
+	ctx    context.Context
+	tmpDir string
+	mu     sync.Mutex
+	runs   []*os.File
+	parts  []*runPart
+	err    error // the first error of a part: the index's, not the file check's
+}
+
+func newIndexBuilder(ctx context.Context, tmpDir string) *indexBuilder {
+	return &indexBuilder{ctx: ctx, tmpDir: tmpDir}
+}
+
+// Walker returns the receiver of one part's records (verify.Records).
+func (b *indexBuilder) Walker() func(rk, v []byte) error {
+	p := &runPart{b: b, chunk: make([]runRec, 0, runBudget/200)}
+	b.mu.Lock()
+	b.parts = append(b.parts, p)
+	b.mu.Unlock()
+	return func(rk, v []byte) error {
+		err := p.add(rk, v)
+		if err != nil {
+			b.mu.Lock()
+			if b.err == nil {
+				b.err = err
+			}
+			b.mu.Unlock()
+		}
+		return err
+	}
+}
+
+// failed returns the first error a part met, if any: when the file check
+// fails with it, the index failed, not the snapshot.
+func (b *indexBuilder) failed() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
+
+// Restart forgets every record received (verify.Records).
+func (b *indexBuilder) Restart() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.removeRuns()
+	b.parts, b.err = nil, nil
+}
+
+func (b *indexBuilder) removeRuns() {
+	for _, f := range b.runs {
+		f.Close()
+		os.Remove(f.Name())
+	}
+	b.runs = nil
+}
+
+// close removes the temporary files.
+func (b *indexBuilder) close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.removeRuns()
+}
+
+// finish writes the index of every record received to w and returns the
+// number of live keys. Call it once all parts are done.
+func (b *indexBuilder) finish(rev int64, sha string, w io.Writer) (int, error) {
+	for _, p := range b.parts {
+		if err := p.flush(); err != nil {
+			return 0, err
+		}
+	}
+	return mergeRuns(b.runs, rev, sha, w)
+}
+
+// runPart is one part's records not yet in a run.
+type runPart struct {
+	b     *indexBuilder
+	chunk []runRec
+	size  int
+	kv    verify.KeyValue
+}
+
+func (p *runPart) add(rk, v []byte) error {
+	if len(rk) != 17 && len(rk) != 18 || rk[8] != '_' {
+		return fmt.Errorf("%w: revision key %x", verify.ErrCorrupt, rk)
+	}
+	kv := &p.kv
+	if err := verify.ParseKeyValue(v, kv); err != nil {
+		return fmt.Errorf("%w: record at revision key %x: %w", verify.ErrCorrupt, rk, err)
+	}
+	r := runRec{tomb: len(rk) == 18 && rk[17] == 't', e: Entry{
+		Key:         string(kv.Key),
+		ModRevision: int64(binary.BigEndian.Uint64(rk[:8])),
+		Sub:         int64(binary.BigEndian.Uint64(rk[9:17])),
+	}}
+	if !r.tomb {
+		r.e.CreateRevision, r.e.Version, r.e.Lease = kv.CreateRevision, kv.Version, kv.Lease
+		r.e.Size = int64(len(kv.Value))
+		r.e.CRC = xxhash.Sum64(kv.Value)
+		r.e.Encoding = Sniff(kv.Value)
+	}
+	p.chunk = append(p.chunk, r)
+	if p.size += len(r.e.Key) + len(r.e.Encoding) + 160; p.size >= runBudget {
+		return p.flush()
+	}
+	return nil
+}
+
+// flush sorts the part's records by key, keeps the newest of each and
+// writes them to a new run file.
+func (p *runPart) flush() error {
+	if len(p.chunk) == 0 {
+		return nil
+	}
+	if err := p.b.ctx.Err(); err != nil {
+		return err
+	}
+	chunk := p.chunk
+	slices.SortFunc(chunk, func(a, b runRec) int {
+		if c := strings.Compare(a.e.Key, b.e.Key); c != 0 {
+			return c
+		}
+		if a.newer(&b) {
+			return 1
+		}
+		return -1
+	})
+	f, err := os.CreateTemp(p.b.tmpDir, ".index-run-")
+	if err != nil {
+		return fmt.Errorf("index: %w", err)
+	}
+	p.b.mu.Lock()
+	p.b.runs = append(p.b.runs, f)
+	p.b.mu.Unlock()
+	bw := bufio.NewWriterSize(f, 1<<16)
+	var buf []byte
+	for i, r := range chunk {
+		if i+1 < len(chunk) && chunk[i+1].e.Key == r.e.Key {
+			continue // a newer record of the key follows
+		}
+		buf = buf[:0]
+		if r.tomb {
+			buf = append(buf, 1)
+		} else {
+			buf = append(buf, 0)
+		}
+		buf = appendEntry(buf, &r.e)
+		bw.Write(buf)
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("index: %w", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	clear(chunk)
+	p.chunk, p.size = chunk[:0], 0
+	return nil
+}
+
 // buildIndex scans the key bucket of the snapshot at dbPath once and
-// writes the index of its live keys to w. Records come in revision order,
-// so the last one of a key is its newest; a tombstone as the newest
-// removes the key. Sorted runs go to temporary files in tmpDir.
+// writes the index of its live keys to w (for a snapshot already checked:
+// a cached copy whose index is missing, a snapshot built by replay).
+// Sorted runs go to temporary files in tmpDir.
 func buildIndex(ctx context.Context, dbPath string, rev int64, sha string, tmpDir string, w io.Writer) (int, error) {
 	keys, err := verify.OpenKeys(ctx, dbPath)
 	if err != nil {
 		return 0, err
 	}
 	defer keys.Close()
-	var runs []*os.File
-	defer func() {
-		for _, f := range runs {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	chunk := make([]runRec, 0, runBudget/200)
-	size := 0
-	flush := func() error {
-		if len(chunk) == 0 {
-			return nil
-		}
-		slices.SortFunc(chunk, func(a, b runRec) int {
-			if c := strings.Compare(a.e.Key, b.e.Key); c != 0 {
-				return c
-			}
-			return cmpUint(a.seq, b.seq)
-		})
-		f, err := os.CreateTemp(tmpDir, ".index-run-")
-		if err != nil {
-			return fmt.Errorf("index: %w", err)
-		}
-		runs = append(runs, f)
-		bw := bufio.NewWriterSize(f, 1<<16)
-		var buf []byte
-		for i, r := range chunk {
-			if i+1 < len(chunk) && chunk[i+1].e.Key == r.e.Key {
-				continue // a newer record of the key follows
-			}
-			buf = binary.AppendUvarint(buf[:0], r.seq)
-			if r.tomb {
-				buf = append(buf, 1)
-			} else {
-				buf = append(buf, 0)
-			}
-			buf = appendEntry(buf, &r.e)
-			bw.Write(buf)
-		}
-		if err := bw.Flush(); err != nil {
-			return fmt.Errorf("index: %w", err)
-		}
-		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return err
-		}
-		chunk, size = chunk[:0], 0
-		return nil
-	}
-	var kv mvccpb.KeyValue
-	var seq uint64
-	err = keys.Scan(ctx, func(rk, v []byte) error {
-		if len(rk) != 17 && len(rk) != 18 || rk[8] != '_' {
-			return fmt.Errorf("%w: revision key %x", verify.ErrCorrupt, rk)
-		}
-		if err := proto.Unmarshal(v, &kv); err != nil {
-			return fmt.Errorf("%w: record at revision key %x: %w", verify.ErrCorrupt, rk, err)
-		}
-		seq++
-		r := runRec{seq: seq, tomb: len(rk) == 18 && rk[17] == 't', e: Entry{Key: string(kv.Key)}}
-		if !r.tomb {
-			r.e.ModRevision = int64(binary.BigEndian.Uint64(rk[:8]))
-			r.e.Sub = int64(binary.BigEndian.Uint64(rk[9:17]))
-			r.e.CreateRevision, r.e.Version, r.e.Lease = kv.CreateRevision, kv.Version, kv.Lease
-			r.e.Size = int64(len(kv.Value))
-			r.e.CRC = xxhash.Sum64(kv.Value)
-			r.e.Encoding = Sniff(kv.Value)
-		}
-		chunk = append(chunk, r)
-		if size += len(r.e.Key) + len(r.e.Encoding) + 160; size >= runBudget {
-			return flush()
-		}
-		return nil
-	})
-	if err == nil {
-		err = flush()
-	}
-	if err != nil {
+	b := newIndexBuilder(ctx, tmpDir)
+	defer b.close()
+	if err := keys.Scan(ctx, b.Walker()); err != nil {
 		return 0, err
 	}
-	return mergeRuns(runs, rev, sha, w)
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return b.finish(rev, sha, w)
 }
 
 type runReader struct {
@@ -183,7 +273,7 @@ type runReader struct {
 }
 
 func (rr *runReader) next() error {
-	seq, err := binary.ReadUvarint(rr.r)
+	tomb, err := rr.r.ReadByte()
 	if err == io.EOF {
 		rr.ok = false
 		return nil
@@ -191,11 +281,7 @@ func (rr *runReader) next() error {
 	if err != nil {
 		return err
 	}
-	tomb, err := rr.r.ReadByte()
-	if err != nil {
-		return err
-	}
-	rr.cur = runRec{seq: seq, tomb: tomb == 1}
+	rr.cur = runRec{tomb: tomb == 1}
 	if err := readEntry(rr.r, &rr.cur.e); err != nil {
 		return err
 	}
@@ -204,8 +290,8 @@ func (rr *runReader) next() error {
 }
 
 // mergeRuns merges the sorted runs (each holding one record per key, its
-// newest in that run) and writes the index: for each key the record with
-// the largest seq, unless it is a tombstone.
+// newest in that run) and writes the index: for each key its newest record,
+// unless it is a tombstone.
 func mergeRuns(runs []*os.File, rev int64, sha string, w io.Writer) (int, error) {
 	rs := make([]*runReader, 0, len(runs))
 	for _, f := range runs {
@@ -238,7 +324,7 @@ func mergeRuns(runs []*os.File, rev int64, sha string, w io.Writer) (int, error)
 				i++
 				continue
 			}
-			if best == nil || rr.cur.seq > best.seq {
+			if best == nil || rr.cur.newer(best) {
 				c := rr.cur
 				best = &c
 			}

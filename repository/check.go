@@ -12,7 +12,19 @@ import (
 // revision, key count, db size, bolt hash and HashKV. A difference wraps
 // verify.ErrManifestMismatch; damage wraps verify.ErrCorrupt.
 func CheckFile(ctx context.Context, path string, m *Manifest) (verify.Status, error) {
-	st, err := verify.File(ctx, path)
+	return CheckFileRecords(ctx, path, m, nil)
+}
+
+// CheckFileRecords is CheckFile handing the key bucket's records to rec
+// as they are checked (verify.FileRecords); rec nil is CheckFile.
+func CheckFileRecords(ctx context.Context, path string, m *Manifest, rec verify.Records) (verify.Status, error) {
+	var st verify.Status
+	var err error
+	if rec == nil {
+		st, err = verify.File(ctx, path)
+	} else {
+		st, err = verify.FileRecords(ctx, path, rec)
+	}
 	if err != nil {
 		return st, err
 	}

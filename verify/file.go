@@ -54,10 +54,30 @@ var errInternal = errors.New("unexpected failure reading the file")
 // walkKeyBucket): the result is the same. ctx is checked every few thousand
 // pages and records.
 func File(ctx context.Context, path string) (st Status, err error) {
-	return file(ctx, path, splitMinPages)
+	return file(ctx, path, splitMinPages, nil)
 }
 
-func file(ctx context.Context, path string, splitMin uint64) (st Status, err error) {
+// Records receives the records of the key bucket while File reads them,
+// so that another pass over the file (an index of its keys, say) needs no
+// second read. Walker is called once for each walker of the key bucket
+// (one, or two side by side on a large file) before it reads a record; the
+// function it returns gets that walker's records in revision order, from
+// one goroutine, with slices valid only during the call. An error it
+// returns ends File with that error (wrapped). Restart says that the
+// walk starts again in one piece: every record received so far is to be
+// forgotten.
+type Records interface {
+	Walker() func(revKey, kv []byte) error
+	Restart()
+}
+
+// FileRecords is File, handing every record of the key bucket to rec as
+// it is checked.
+func FileRecords(ctx context.Context, path string, rec Records) (st Status, err error) {
+	return file(ctx, path, splitMinPages, rec)
+}
+
+func file(ctx context.Context, path string, splitMin uint64, rec Records) (st Status, err error) {
 	if err := ctx.Err(); err != nil {
 		return Status{}, err
 	}
@@ -82,9 +102,12 @@ func file(ctx context.Context, path string, splitMin uint64) (st Status, err err
 	if err != nil {
 		return Status{}, fmt.Errorf("snapshot %s: %w", path, err)
 	}
-	st, err = scan(ctx, newReader(ctx, f, m), splitMin)
+	st, err = scan(ctx, newReader(ctx, f, m), splitMin, rec)
 	if errors.Is(err, errSequential) {
-		st, err = scan(ctx, newReader(ctx, f, m), 0)
+		if rec != nil {
+			rec.Restart()
+		}
+		st, err = scan(ctx, newReader(ctx, f, m), 0, rec)
 	}
 	if err != nil {
 		return Status{}, fmt.Errorf("snapshot %s: %w", path, err)
@@ -96,7 +119,7 @@ func file(ctx context.Context, path string, splitMin uint64) (st Status, err err
 // revision, then walks the whole file once, checking it and hashing every
 // bucket and record. A key bucket in a database of splitMin pages or more
 // (0: never) is walked in two halves side by side (see walkKeyBucket).
-func scan(ctx context.Context, r *reader, splitMin uint64) (Status, error) {
+func scan(ctx context.Context, r *reader, splitMin uint64, rec Records) (Status, error) {
 	st := Status{Size: int64(r.meta.pgid * r.meta.pageSize)}
 	rootVal := make([]byte, bucketHeaderSize)
 	ne.PutUint64(rootVal, r.meta.root)
@@ -154,7 +177,7 @@ func scan(ctx context.Context, r *reader, splitMin uint64) (Status, error) {
 		w := &keyWalk{ctx: ctx, r: r, bolt: boltHash}
 		var err error
 		if bytes.Equal(name, keyBucket) {
-			w.h = h
+			w.h, w.rec = h, rec
 			err = r.walkKeyBucket(w, bucketVal, depth+1, splitMin)
 		} else {
 			err = r.walkBucket(0, bucketVal, depth+1, w.visit)

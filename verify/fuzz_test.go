@@ -11,8 +11,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/lifeboat-dev/lifeboat/verify"
 )
@@ -101,6 +103,48 @@ func FuzzFile(f *testing.F) {
 		}
 		if !bytes.Equal(after, in) {
 			t.Fatal("File changed the file")
+		}
+	})
+}
+
+// FuzzParseKeyValue: what ParseKeyValue accepts, proto.Unmarshal accepts
+// into an mvccpb.KeyValue with the same fields; what it refuses,
+// proto.Unmarshal refuses too, except a known field of another wire type
+// (proto.Unmarshal keeps it as an unknown field, etcd 3.5's decoder
+// refused it).
+func FuzzParseKeyValue(f *testing.F) {
+	for _, kv := range []*mvccpb.KeyValue{
+		{},
+		{Key: []byte("/registry/pods/default/p"), Value: []byte("v"), CreateRevision: 3, ModRevision: 9, Version: 4, Lease: 7},
+		{Key: []byte("k"), Lease: -1, CreateRevision: 1 << 40},
+	} {
+		b, err := proto.Marshal(kv)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte{0x0a, 0x01})       // truncated key
+	f.Add([]byte{0x10, 0x80})       // truncated varint
+	f.Add([]byte{0x0d, 0, 0, 0, 0}) // key with a fixed32 wire type
+	f.Add([]byte{0x3a, 0x01, 'x'})  // unknown field 7
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var want mvccpb.KeyValue
+		werr := proto.Unmarshal(b, &want)
+		var got verify.KeyValue
+		gerr := verify.ParseKeyValue(b, &got)
+		if gerr != nil {
+			if werr == nil && !strings.Contains(gerr.Error(), "has wire type") {
+				t.Fatalf("ParseKeyValue error %v, proto.Unmarshal accepts the record", gerr)
+			}
+			return
+		}
+		if werr != nil {
+			t.Fatalf("ParseKeyValue accepts what proto.Unmarshal refuses (%v)", werr)
+		}
+		if !bytes.Equal(got.Key, want.Key) || !bytes.Equal(got.Value, want.Value) || got.CreateRevision != want.CreateRevision ||
+			got.ModRevision != want.ModRevision || got.Version != want.Version || got.Lease != want.Lease {
+			t.Fatalf("ParseKeyValue = %+v, proto.Unmarshal = %v", got, &want)
 		}
 	})
 }

@@ -64,37 +64,81 @@ func kvFieldType(num protowire.Number) (protowire.Type, bool) {
 	return 0, false
 }
 
-// kvKey returns the key field of a marshalled mvccpb.KeyValue without
+// KeyValue is a record of etcd's key bucket (a marshalled mvccpb.KeyValue)
+// as ParseKeyValue reads it: Key and Value point into the record's bytes.
+type KeyValue struct {
+	Key, Value                                  []byte
+	CreateRevision, ModRevision, Version, Lease int64
+}
+
+// ParseKeyValue decodes a marshalled mvccpb.KeyValue into kv without
 // copying or allocating. Like proto.Unmarshal it keeps the last occurrence
-// of the field, skips unknown fields and rejects malformed input and known
-// fields of the wrong wire type.
-func kvKey(v []byte) ([]byte, error) {
-	var key []byte
+// of a field, skips unknown fields and rejects malformed input; it also
+// rejects a known field of another wire type, which proto.Unmarshal keeps
+// as an unknown field (etcd 3.5's generated decoder refused it; etcd never
+// writes one).
+func ParseKeyValue(v []byte, kv *KeyValue) error {
+	*kv = KeyValue{}
 	for len(v) > 0 {
 		num, typ, n := protowire.ConsumeTag(v)
 		if n < 0 {
-			return nil, protowire.ParseError(n)
+			return protowire.ParseError(n)
+		}
+		if num < protowire.MinValidNumber || num > protowire.MaxValidNumber {
+			return fmt.Errorf("field number %d out of range", num)
 		}
 		v = v[n:]
-		if want, known := kvFieldType(num); known && want != typ {
-			return nil, fmt.Errorf("field %d has wire type %d", num, typ)
-		}
-		if num == 1 {
-			b, m := protowire.ConsumeBytes(v)
+		want, known := kvFieldType(num)
+		if !known {
+			m := protowire.ConsumeFieldValue(num, typ, v)
 			if m < 0 {
-				return nil, protowire.ParseError(m)
+				return protowire.ParseError(m)
 			}
-			key = b
 			v = v[m:]
 			continue
 		}
-		m := protowire.ConsumeFieldValue(num, typ, v)
+		if want != typ {
+			return fmt.Errorf("field %d has wire type %d", num, typ)
+		}
+		if typ == protowire.BytesType {
+			b, m := protowire.ConsumeBytes(v)
+			if m < 0 {
+				return protowire.ParseError(m)
+			}
+			if num == 1 {
+				kv.Key = b
+			} else {
+				kv.Value = b
+			}
+			v = v[m:]
+			continue
+		}
+		x, m := protowire.ConsumeVarint(v)
 		if m < 0 {
-			return nil, protowire.ParseError(m)
+			return protowire.ParseError(m)
+		}
+		switch num {
+		case 2:
+			kv.CreateRevision = int64(x)
+		case 3:
+			kv.ModRevision = int64(x)
+		case 4:
+			kv.Version = int64(x)
+		case 6:
+			kv.Lease = int64(x)
 		}
 		v = v[m:]
 	}
-	// Without a key field, etcdutl counts the record as the empty key; etcd
-	// never writes one.
-	return key, nil
+	return nil
+}
+
+// kvKey returns the key field of a marshalled mvccpb.KeyValue (see
+// ParseKeyValue). Without a key field, etcdutl counts the record as the
+// empty key; etcd never writes one.
+func kvKey(v []byte) ([]byte, error) {
+	var kv KeyValue
+	if err := ParseKeyValue(v, &kv); err != nil {
+		return nil, err
+	}
+	return kv.Key, nil
 }

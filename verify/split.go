@@ -31,6 +31,8 @@ type keyWalk struct {
 	bolt    uint32
 	boltLen int64
 	h       *kvHasher // nil outside the key bucket
+	rec     Records   // nil: nobody else reads the key bucket's records
+	sink    func(k, v []byte) error
 	n       int
 }
 
@@ -50,6 +52,14 @@ func (w *keyWalk) visit(k, v, nested []byte, d int) error {
 	if w.h != nil {
 		if err := w.h.add(k, v); err != nil {
 			return fmt.Errorf("%w: key bucket: %w", ErrCorrupt, err)
+		}
+		if w.rec != nil {
+			if w.sink == nil {
+				w.sink = w.rec.Walker()
+			}
+			if err := w.sink(k, v); err != nil {
+				return err
+			}
 		}
 	}
 	if w.n++; w.n%ctxEvery == 0 {
@@ -89,7 +99,7 @@ func (r *reader) walkKeyBucket(w *keyWalk, v []byte, depth int, splitMin uint64)
 		last, err = r.walkBranch(p, depth, nil, nil, 0, half, w.visit)
 		return err
 	}, func(r2 *reader, p2 page) error {
-		w2 = &keyWalk{ctx: r2.ctx, r: r2, h: h2}
+		w2 = &keyWalk{ctx: r2.ctx, r: r2, h: h2, rec: w.rec}
 		_, err := r2.walkBranch(p2, depth, nil, nil, half, p2.count, w2.visit)
 		return err
 	})
