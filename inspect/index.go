@@ -223,8 +223,9 @@ func (p *runPart) flush() error {
 	p.b.runs = append(p.b.runs, f)
 	p.b.mu.Unlock()
 	bw := bufio.NewWriterSize(f, 1<<16)
-	var buf []byte
-	for i, r := range chunk {
+	var buf, lb []byte
+	for i := range chunk {
+		r := &chunk[i]
 		if i+1 < len(chunk) && chunk[i+1].e.Key == r.e.Key {
 			continue // a newer record of the key follows
 		}
@@ -235,6 +236,8 @@ func (p *runPart) flush() error {
 			buf = append(buf, 0)
 		}
 		buf = appendEntry(buf, &r.e)
+		lb = binary.AppendUvarint(lb[:0], uint64(len(buf)))
+		bw.Write(lb)
 		bw.Write(buf)
 	}
 	if err := bw.Flush(); err != nil {
@@ -266,14 +269,19 @@ func buildIndex(ctx context.Context, dbPath string, rev int64, sha string, tmpDi
 	return b.finish(rev, sha, w)
 }
 
+// A run file holds records sorted by key, one per key: uvarint length,
+// then a tombstone byte (1) or not (0) and the entry as the index stores
+// it (appendEntry), so that the merge copies the chosen bytes as they are.
 type runReader struct {
-	r   *bufio.Reader
-	cur runRec
-	ok  bool
+	r        *bufio.Reader
+	buf      []byte // the current record: tombstone byte, entry
+	key      []byte // its key, in buf
+	mod, sub uint64
+	ok       bool
 }
 
 func (rr *runReader) next() error {
-	tomb, err := rr.r.ReadByte()
+	n, err := binary.ReadUvarint(rr.r)
 	if err == io.EOF {
 		rr.ok = false
 		return nil
@@ -281,12 +289,37 @@ func (rr *runReader) next() error {
 	if err != nil {
 		return err
 	}
-	rr.cur = runRec{tomb: tomb == 1}
-	if err := readEntry(rr.r, &rr.cur.e); err != nil {
+	if n < 2 || n > maxKeyBytes+1024 {
+		return fmt.Errorf("%w: run record of %d bytes", errIndex, n)
+	}
+	rr.buf = slices.Grow(rr.buf[:0], int(n))[:n]
+	if _, err := io.ReadFull(rr.r, rr.buf); err != nil {
 		return err
+	}
+	b := rr.buf[1:]
+	kl, m := binary.Uvarint(b)
+	if m <= 0 || kl > uint64(len(b)-m) {
+		return fmt.Errorf("%w: run record key", errIndex)
+	}
+	rr.key, b = b[m:m+int(kl)], b[m+int(kl):]
+	var m2, m3 int
+	rr.mod, m2 = binary.Uvarint(b)
+	if m2 > 0 {
+		rr.sub, m3 = binary.Uvarint(b[m2:])
+	}
+	if m2 <= 0 || m3 <= 0 {
+		return fmt.Errorf("%w: run record revision", errIndex)
 	}
 	rr.ok = true
 	return nil
+}
+
+// newer says whether rr's record is later than o's.
+func (rr *runReader) newer(o *runReader) bool {
+	if rr.mod != o.mod {
+		return rr.mod > o.mod
+	}
+	return rr.sub > o.sub
 }
 
 // mergeRuns merges the sorted runs (each holding one record per key, its
@@ -307,26 +340,29 @@ func mergeRuns(runs []*os.File, rev int64, sha string, w io.Writer) (int, error)
 	bw.WriteString(indexMagic)
 	pos := uint64(len(indexMagic))
 	var offsets []uint64
-	var buf []byte
+	var best, key []byte
 	for len(rs) > 0 {
 		// The smallest key among the runs' heads (runs are few: a linear
 		// scan is as fast as a heap here).
-		key := rs[0].cur.e.Key
+		top := rs[0]
 		for _, rr := range rs[1:] {
-			if rr.cur.e.Key < key {
-				key = rr.cur.e.Key
+			if bytes.Compare(rr.key, top.key) < 0 {
+				top = rr
 			}
 		}
-		var best *runRec
+		key = append(key[:0], top.key...)
+		var newest *runReader
+		for _, rr := range rs {
+			if bytes.Equal(rr.key, key) && (newest == nil || rr.newer(newest)) {
+				newest = rr
+			}
+		}
+		best = append(best[:0], newest.buf...)
 		for i := 0; i < len(rs); {
 			rr := rs[i]
-			if rr.cur.e.Key != key {
+			if !bytes.Equal(rr.key, key) {
 				i++
 				continue
-			}
-			if best == nil || rr.cur.newer(best) {
-				c := rr.cur
-				best = &c
 			}
 			if err := rr.next(); err != nil {
 				return 0, fmt.Errorf("index: read run: %w", err)
@@ -337,13 +373,12 @@ func mergeRuns(runs []*os.File, rev int64, sha string, w io.Writer) (int, error)
 			}
 			i++
 		}
-		if best.tomb {
-			continue
+		if best[0] == 1 {
+			continue // a tombstone: the key is not live
 		}
-		buf = appendEntry(buf[:0], &best.e)
 		offsets = append(offsets, pos)
-		pos += uint64(len(buf))
-		bw.Write(buf)
+		pos += uint64(len(best) - 1)
+		bw.Write(best[1:])
 	}
 	start := pos
 	var b8 [8]byte

@@ -23,7 +23,7 @@ func Render(v Value, format string, forApply bool) ([]byte, error) {
 	js := v.JSON
 	if js == nil {
 		if v.Err != nil {
-			return nil, v.Err
+			return nil, fmt.Errorf("%w (-o raw prints the value's bytes)", v.Err)
 		}
 		if forApply {
 			return nil, fmt.Errorf("%s is a %s value of %d bytes, not a Kubernetes object: nothing to apply (use -o raw)", v.Key, v.Format, len(v.Raw))

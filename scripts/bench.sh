@@ -9,7 +9,7 @@
 #
 #   BENCH_OBJECTS=250000 BENCH_RUNS=3 BENCH_DIR=/var/tmp/lifeboat-bench scripts/bench.sh
 #   BENCH_SECTIONS="local s3" BENCH_RUNS=5 scripts/bench.sh   # some sections only
-#     (sections: local, load, s3, drill, cluster, pitr, pitr-replay; the default is all;
+#     (sections: local, load, s3, drill, inspect, cluster, pitr, pitr-replay; the default is all;
 #     pitr and pitr-replay: scripts/bench-pitr.sh)
 #   BENCH_SECTIONS="load cluster" BENCH_OBJECTS=30000 BENCH_CLUSTER_OBJECTS=50000 scripts/bench.sh
 #     (p99 only, on modest databases: the single member with the live HashKV on
@@ -24,7 +24,7 @@ OBJECTS=${BENCH_OBJECTS:-180000}
 RUNS=${BENCH_RUNS:-3}
 DIR=${BENCH_DIR:-/var/tmp/lifeboat-bench}
 OUT=$PWD/bench-out
-SECTIONS=" ${BENCH_SECTIONS:-local load s3 drill cluster pitr pitr-replay} "
+SECTIONS=" ${BENCH_SECTIONS:-local load s3 drill inspect cluster pitr pitr-replay} "
 want() { [[ $SECTIONS == *" $1 "* ]]; }
 mkdir -p "$DIR" "$OUT"
 go build -o "$BIN/benchtool" ./internal/benchtool
@@ -149,6 +149,32 @@ want drill && for i in $(seq "$RUNS"); do
   timed drill-local bash -c lifeboat_drill_local
 done
 rm -rf "$DIR/drillstore"
+# Looking inside a backup (issue 14), on the S3 backup with age: the first
+# `get` (fetch, checks, index into a fresh cache) against `lifeboat fetch`
+# of the same backup (paired: fetch, then get; -o raw: the seed's values are
+# not real protobuf), then a `get` and an `ls` of
+# /registry/configmaps/ (about 14 100 keys at 180 000 objects) served from
+# the cache. The backup is named by id: `latest` would list the store.
+if want inspect; then
+  want s3 || want drill || bash -c lifeboat_s3 >/dev/null 2>&1
+  lb=${LIFEBOAT_BENCH_BIN:-$BIN/lifeboat}
+  s3args=(--store s3://bench/etcd --s3-endpoint "$s3url" --s3-path-style --identity-file "$DIR/age.key" --log-format json)
+  iid=$("$lb" list "${s3args[@]}" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["backups"][0]["id"])')
+  rm -rf "$DIR/icache"
+  "$lb" ls "$iid" /registry/configmaps/ "${s3args[@]}" --cache-dir "$DIR/icache" -o json >"$OUT/inspect-ls.json"
+  ikey=$(python3 -c 'import json,sys; ks=json.load(open(sys.argv[1])); print(ks[len(ks)//2]["key"])' "$OUT/inspect-ls.json")
+  ikeys=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$OUT/inspect-ls.json")
+  echo "bench: inspect: backup $iid, $ikeys keys under /registry/configmaps/, get $ikey"
+  rm -rf "$DIR/icache" "$DIR/ifetch.db"
+  for i in $(seq "$RUNS"); do
+    timed inspect-fetch "$lb" fetch "$iid" -o "$DIR/ifetch.db" "${s3args[@]}"
+    rm -f "$DIR/ifetch.db"
+    timed inspect-first-get "$lb" get "$iid" "$ikey" -o raw --cache-dir "$DIR/icache" "${s3args[@]}"
+    timed inspect-cached-get "$lb" get "$iid" "$ikey" -o raw --cache-dir "$DIR/icache" "${s3args[@]}"
+    timed inspect-cached-ls "$lb" ls "$iid" /registry/configmaps/ --cache-dir "$DIR/icache" "${s3args[@]}"
+    rm -rf "$DIR/icache"
+  done
+fi
 kill $vgw_pid; wait $vgw_pid 2>/dev/null || true; vgw_pid=""
 rm -rf "$DIR/vgw" "$DIR/etcdctl.db"
 
@@ -277,6 +303,12 @@ if "drill-s3" in runs:
     lines += [
       f"| drill from S3 with age vs etcdutl restore + etcd start + HashKV on a local file (s) | {wall('restore-baseline'):.2f} | {wall('drill-s3'):.2f} | {paired('drill-s3', 'restore-baseline'):.2f}x |",
       f"| drill from a local store, uncompressed, vs the same baseline (s) | {wall('restore-baseline'):.2f} | {wall('drill-local'):.2f} | {paired('drill-local', 'restore-baseline'):.2f}x |",
+    ]
+if "inspect-first-get" in runs:
+    lines += [
+      f"| first `get` from S3 with age (fetch, checks, index) vs `lifeboat fetch` of the same backup (s) | {wall('inspect-fetch'):.2f} | {wall('inspect-first-get'):.2f} | {paired('inspect-first-get', 'inspect-fetch'):.2f}x |",
+      f"| `get` from the cache / `ls` of /registry/configmaps/ from the cache, whole process (ms) | | {wall('inspect-cached-get')*1000:.0f} / {wall('inspect-cached-ls')*1000:.0f} | |",
+      f"| peak RSS: fetch / first get / cached get / cached ls (MiB) | {rss('inspect-fetch'):.0f} | {rss('inspect-first-get'):.0f} / {rss('inspect-cached-get'):.0f} / {rss('inspect-cached-ls'):.0f} | |",
     ]
 def idle_ratio(name, idle):
     """Median over runs of name's p99 divided by the idle p99 measured just before it."""

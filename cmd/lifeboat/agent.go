@@ -49,7 +49,7 @@ them to agent.pushgateway (--pushgateway): for Kubernetes CronJobs and
 systemd timers.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.config()
+			cfg, err := a.uploadConfig()
 			if err != nil {
 				return err
 			}

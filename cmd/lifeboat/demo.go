@@ -64,7 +64,7 @@ func runDemo(ctx context.Context, a *app, flags *pflag.FlagSet, o demoOptions) e
 	if !flags.Changed("log-level") && a.getenv("LIFEBOAT_LOG_LEVEL") == "" {
 		_ = flags.Set("log-level", "warn")
 	}
-	cfg, err := a.config()
+	cfg, err := a.uploadConfig()
 	if err != nil {
 		return err
 	}

@@ -20,8 +20,21 @@ type app struct {
 	getenv         func(string) string
 }
 
-// config loads the effective configuration (file, env, flags).
+// config loads the effective configuration (file, env, flags) for a
+// command that stores no backup: the runtime's soft memory limit is the
+// headroom alone (a download is one stream through small buffers).
 func (a *app) config() (*Config, error) {
+	return a.loadConfig(false)
+}
+
+// uploadConfig is config for the commands that store backups (snapshot,
+// agent, demo): the soft limit also leaves room for an S3 upload's part
+// buffers.
+func (a *app) uploadConfig() (*Config, error) {
+	return a.loadConfig(true)
+}
+
+func (a *app) loadConfig(uploads bool) (*Config, error) {
 	file := a.configFile
 	if file == "" {
 		file = a.getenv("LIFEBOAT_CONFIG")
@@ -31,7 +44,7 @@ func (a *app) config() (*Config, error) {
 		return nil, err
 	}
 	var buffers int64
-	if u, err := uploader.ParseStoreURL(cfg.Store.URL); err == nil && u.Scheme == "s3" {
+	if u, err := uploader.ParseStoreURL(cfg.Store.URL); err == nil && u.Scheme == "s3" && uploads {
 		s3 := cfg.s3Config(u).WithDefaults()
 		buffers = int64(s3.Concurrency+2) * s3.PartSize
 	}

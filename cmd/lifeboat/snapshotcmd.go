@@ -18,7 +18,7 @@ func newSnapshotCmd(a *app) *cobra.Command {
 		Short: "Take one backup now: snapshot, verify, encode, store",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.config()
+			cfg, err := a.uploadConfig()
 			if err != nil {
 				return err
 			}
