@@ -724,6 +724,31 @@ func TestPointInTime(t *testing.T) {
 				t.Errorf("%s read %d times", k, n)
 			}
 		}
+
+		// A time target reads only the segments between the two progress
+		// markers around it, not the chain from the generation's start
+		// (before: every segment up to the one resolving the time).
+		sp := s.syncs[len(s.syncs)/2]
+		before := 0
+		for _, si := range p.Window.Segments {
+			if si.First <= sp.through {
+				before++
+			}
+		}
+		if before <= 2 {
+			t.Fatalf("the fixture has %d segments before revision %d: too few to tell", before, sp.through)
+		}
+		cs.gets = map[string]int{}
+		pt, err := restore.PlanPointInTime(ctx, repo, l, restore.Target{Time: sp.at}, s.ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pt.Revision != sp.through {
+			t.Errorf("time %s resolves to revision %d, want %d", sp.at.Format(time.RFC3339Nano), pt.Revision, sp.through)
+		}
+		if n := cs.segmentGets(); n > 2 || n != pt.Checked {
+			t.Errorf("planning a time target read %d segments (Checked %d) of the %d before it, want at most 2", n, pt.Checked, before)
+		}
 	})
 
 	t.Run("tampered", func(t *testing.T) {
@@ -788,10 +813,18 @@ func TestPointInTime(t *testing.T) {
 		if _, err := restore.PlanPointInTime(ctx, s.repo, l, restore.Target{Revision: si.First - 1}, s.ids); err != nil {
 			t.Errorf("plan before the bad segment: %v", err)
 		}
-		// A time target reads the chain from the anchor while planning:
-		// the break is found there.
-		if _, err := restore.PlanPointInTime(ctx, s.repo, l, restore.Target{Time: w.ThroughTime}, s.ids); !errors.As(err, &ce) || ce.Problem != repository.ChainBadHash {
-			t.Errorf("plan a time across a bad hash: %v, want a ChainError (bad hash)", err)
+		// A time target reads only the segments between two markers to
+		// resolve the time; the replay checks the chain of what it
+		// applies, as for a revision target: the break is found there.
+		pt, err := restore.PlanPointInTime(ctx, s.repo, l, restore.Target{Time: w.ThroughTime}, s.ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pt.Snapshot.Revision < si.First {
+			_, err = restore.Replay(ctx, fetch(pt), pt, s.repo, s.ids, nil)
+			if !errors.As(err, &ce) || ce.Problem != repository.ChainBadHash {
+				t.Errorf("replay to a time across a bad hash: %v, want a ChainError (bad hash)", err)
+			}
 		}
 	})
 }

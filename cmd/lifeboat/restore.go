@@ -332,7 +332,7 @@ func printPlan(out io.Writer, p *restore.PointInTimePlan) {
 		fmt.Fprintf(out, "    %s\n", s.Object.Key)
 	}
 	if p.Checked > 0 {
-		fmt.Fprintf(out, "  the chain of %d segments from the generation's start was checked (hashes, fencing tokens)\n", p.Checked)
+		fmt.Fprintf(out, "  %d segment(s) between two progress markers read to resolve the time\n", p.Checked)
 	}
 	fmt.Fprintln(out, "  the replayed segments' chain (hashes, fencing tokens) is checked as they are read, before anything is restored")
 }
