@@ -2,7 +2,9 @@ package restore_test
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"runtime/debug"
 	"sync"
 	"testing"
 
@@ -18,7 +20,10 @@ import (
 // values), then 20 000 revisions of Kubernetes-like updates captured in
 // 2 000-revision segments (zstd and age), replayed to the last one. It
 // reports the replay's rate and the phases' seconds (replay-s, restore-s,
-// boot-s, checks-s; the sum is the recovery time).
+// boot-s, checks-s; the sum is the recovery time), once under the agent's
+// soft memory limit (soft-limit: debug.SetMemoryLimit(32 MiB), as the
+// daemon sets it for a local store) and once without (no-limit: as a
+// one-shot lifeboat drill --to-revision lifts it).
 func BenchmarkPointInTimeDrill(b *testing.B) {
 	ctx := b.Context()
 	c := etcdtest.Start(b, etcdtest.Options{})
@@ -67,23 +72,39 @@ func BenchmarkPointInTimeDrill(b *testing.B) {
 		b.Fatal(err)
 	}
 	live := liveSession(b, c.Endpoints())
-	phases := map[string]float64{}
-	var rate float64
-	b.ResetTimer()
-	for b.Loop() {
-		d, err := restore.DrillAndStore(ctx, restore.DrillOptions{Backups: repo, Identities: ids, ScratchDir: b.TempDir(),
-			PointInTime: &restore.PointInTimeOptions{Plan: p, Live: live}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, ph := range d.Report.Phases {
-			phases[ph.Name] += ph.Seconds
-		}
-		rate += d.Report.PointInTime.RevisionsPerSecond
-	}
-	n := float64(b.N)
-	b.ReportMetric(rate/n, "revisions/s")
-	for _, name := range []string{restore.PhaseReplay, restore.PhaseRestore, restore.PhaseBoot, restore.PhaseChecks} {
-		b.ReportMetric(phases[name]/n, name+"-s")
+	for _, bc := range []struct {
+		name  string
+		limit int64
+	}{
+		{"soft-limit", agentSoftLimit},
+		{"no-limit", math.MaxInt64},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			old := debug.SetMemoryLimit(bc.limit)
+			defer debug.SetMemoryLimit(old)
+			phases := map[string]float64{}
+			var rate float64
+			for b.Loop() {
+				d, err := restore.DrillAndStore(ctx, restore.DrillOptions{Backups: repo, Identities: ids, ScratchDir: b.TempDir(),
+					PointInTime: &restore.PointInTimeOptions{Plan: p, Live: live}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, ph := range d.Report.Phases {
+					phases[ph.Name] += ph.Seconds
+				}
+				rate += d.Report.PointInTime.RevisionsPerSecond
+			}
+			n := float64(b.N)
+			b.ReportMetric(rate/n, "revisions/s")
+			for _, name := range []string{restore.PhaseReplay, restore.PhaseRestore, restore.PhaseBoot, restore.PhaseChecks} {
+				b.ReportMetric(phases[name]/n, name+"-s")
+			}
+		})
 	}
 }
+
+// agentSoftLimit is the Go runtime's soft memory limit in the agent with
+// a local store: lifeboat's 32 MiB headroom and no store buffers
+// (cmd/lifeboat's setMemoryLimit).
+const agentSoftLimit = 32 << 20
