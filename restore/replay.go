@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"os"
 	"time"
@@ -74,7 +75,41 @@ func (s ReplayStats) Rate() float64 {
 // their chain is checked as they are read (checkStart for the first,
 // repository.CheckLink for each next: a *repository.ChainError); a
 // segment the plan read must be the very object it read (same sha256).
+//
+// Replay runs in this process, with its memory settings: a one-shot
+// command lifts lifeboat's soft memory limit first. A drill replays in a
+// child process instead (replayInChild).
 func Replay(ctx context.Context, dbPath string, p *PointInTimePlan, repo *repository.Repo, ids []age.Identity, lg *slog.Logger) (ReplayStats, error) {
+	return replay(ctx, dbPath, p, repo, ids, lg, func(ctx context.Context, job replayJob, segs iter.Seq2[checkedSegment, error]) (ReplayStats, error) {
+		return applySegments(ctx, job, segs, zap.NewNop())
+	})
+}
+
+// replayJob is what the applying side of a replay knows of its plan: the
+// file and the revisions. The segments come as checkedSegments.
+type replayJob struct {
+	// DB is the snapshot file replayed in place.
+	DB string `json:"db"`
+	// SnapshotID names the snapshot, at revision From; To is the target.
+	SnapshotID string `json:"snapshot_id"`
+	From       int64  `json:"from"`
+	To         int64  `json:"to"`
+}
+
+// checkedSegment is a segment of the plan, read and its chain checked.
+type checkedSegment struct {
+	key string
+	seg *repository.Segment
+}
+
+// applyFunc applies the segments of one replay to job.DB (applySegments
+// here, or in a child process).
+type applyFunc func(ctx context.Context, job replayJob, segs iter.Seq2[checkedSegment, error]) (ReplayStats, error)
+
+// replay checks the plan, holds its objects while it runs, and has apply
+// replay the plan's segments, read and checked by checkedSegments, onto
+// dbPath.
+func replay(ctx context.Context, dbPath string, p *PointInTimePlan, repo *repository.Repo, ids []age.Identity, lg *slog.Logger, apply applyFunc) (ReplayStats, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
@@ -89,65 +124,107 @@ func Replay(ctx context.Context, dbPath string, p *PointInTimePlan, repo *reposi
 	// The segments stay held while they are read: a prune of this
 	// process leaves them.
 	defer repository.Hold(p.Keys(repo)...)()
-	if err := stripTrailer(dbPath); err != nil {
+	job := replayJob{DB: dbPath, SnapshotID: p.Snapshot.ID, From: p.Snapshot.Revision, To: p.Revision}
+	st, err := apply(ctx, job, checkedSegments(ctx, p, repo, ids, lg))
+	if err != nil {
 		return st, err
 	}
-	r, err := openReplayer(dbPath)
+	st.Seconds = time.Since(start).Seconds()
+	lg.Info("replayed changes", "from", st.From, "revision", st.To, "revisions", st.Revisions, "ops", st.Ops,
+		"segments", st.Segments, "leases", st.Leases, "seconds", st.Seconds, "revisions_per_second", int64(st.Rate()))
+	return st, nil
+}
+
+// checkedSegments reads the plan's segments in order, one ahead of the
+// one being applied (at most two in memory), and checks each as it is
+// read: the very object the plan read (same sha256), and the chain from
+// the first on (it continues the generation or names its anchor, each
+// next names its predecessor's hash). It yields each with a nil error, or
+// stops at the first error (a read error, a *repository.ChainError, a
+// changed segment, ctx's error), which it yields.
+func checkedSegments(ctx context.Context, p *PointInTimePlan, repo *repository.Repo, ids []age.Identity, lg *slog.Logger) iter.Seq2[checkedSegment, error] {
+	return func(yield func(checkedSegment, error) bool) {
+		rctx, cancel := context.WithCancel(ctx)
+		segs := readAhead(rctx, repo, p, ids)
+		defer func() {
+			cancel()
+			for range segs {
+			}
+		}()
+		var prev repository.ChainLink
+		for i, si := range p.Segments {
+			rs, ok := <-segs
+			if !ok {
+				yield(checkedSegment{}, ctx.Err())
+				return
+			}
+			if rs.err != nil {
+				yield(checkedSegment{}, fmt.Errorf("replay: %w", rs.err))
+				return
+			}
+			if i < len(p.Links) && p.Links[i].Hash != "" && rs.hash != p.Links[i].Hash {
+				yield(checkedSegment{}, fmt.Errorf("replay: segment %s changed since it was checked (sha256 %.12s…, checked %.12s…): plan again", si.Object.Key, rs.hash, p.Links[i].Hash))
+				return
+			}
+			link := repository.ChainLink{Key: si.Object.Key, Header: rs.seg.SegmentHeader, Hash: rs.hash}
+			var err error
+			if i == 0 {
+				err = checkStart(&p.Window, link)
+			} else if err = repository.CheckLink(prev, link); err != nil {
+				err = fmt.Errorf("check the changes of generation %s: %w", p.Window.Generation, err)
+			}
+			if err != nil {
+				yield(checkedSegment{}, fmt.Errorf("replay: %w", err))
+				return
+			}
+			prev = link
+			if !yield(checkedSegment{key: si.Object.Key, seg: rs.seg}, nil) {
+				return
+			}
+			lg.Debug("replayed segment", "segment", si.Object.Key, "revision", min(rs.seg.Last, p.Revision))
+		}
+	}
+}
+
+// applySegments applies segs, in order, to job.DB, a snapshot at
+// job.From, up to job.To: it removes the file's trailer, opens etcd's
+// mvcc store on it (lg is etcd's logger), checks its revision, grants the
+// leases first seen up to the target, applies each revision after the
+// file's as one transaction (checking the revision after each), and at
+// the end checks that the target was reached and every key written
+// against its last recorded write, then commits and fsyncs. It stops at
+// segs' first error and returns it as it is. The stats count what was
+// applied, also on failure; Seconds stays 0.
+func applySegments(ctx context.Context, job replayJob, segs iter.Seq2[checkedSegment, error], lg *zap.Logger) (ReplayStats, error) {
+	st := ReplayStats{From: job.From, To: job.From}
+	if err := stripTrailer(job.DB); err != nil {
+		return st, err
+	}
+	r, err := openReplayer(job.DB, lg)
 	if err != nil {
 		return st, err
 	}
 	defer r.close()
-	if got := r.kv.Rev(); got != p.Snapshot.Revision {
-		return st, fmt.Errorf("replay onto %s: %w: the file is at revision %d, snapshot %s is at %d", dbPath, ErrReplay, got, p.Snapshot.ID, p.Snapshot.Revision)
+	if got := r.kv.Rev(); got != job.From {
+		return st, fmt.Errorf("replay onto %s: %w: the file is at revision %d, snapshot %s is at %d", job.DB, ErrReplay, got, job.SnapshotID, job.From)
 	}
-	next := p.Snapshot.Revision + 1
-	var prev repository.ChainLink
-	// One segment is read and decoded ahead while the previous one is
-	// applied: at most two in memory.
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	segs := readAhead(rctx, repo, p, ids)
-	defer func() {
-		cancel()
-		for range segs {
+	next := job.From + 1
+	for cs, err := range segs {
+		if err != nil {
+			return st, err
 		}
-	}()
-	for i, si := range p.Segments {
 		if err := ctx.Err(); err != nil {
 			return st, err
 		}
-		rs, ok := <-segs
-		if !ok {
-			return st, ctx.Err()
-		}
-		if rs.err != nil {
-			return st, fmt.Errorf("replay: %w", rs.err)
-		}
-		seg := rs.seg
-		if i < len(p.Links) && p.Links[i].Hash != "" && rs.hash != p.Links[i].Hash {
-			return st, fmt.Errorf("replay: segment %s changed since it was checked (sha256 %.12s…, checked %.12s…): plan again", si.Object.Key, rs.hash, p.Links[i].Hash)
-		}
-		// The chain from the first applied segment on, checked as it is
-		// read: the first continues the generation (or names its
-		// anchor), each next names its predecessor's hash.
-		link := repository.ChainLink{Key: si.Object.Key, Header: seg.SegmentHeader, Hash: rs.hash}
-		if i == 0 {
-			err = checkStart(&p.Window, link)
-		} else if err = repository.CheckLink(prev, link); err != nil {
-			err = fmt.Errorf("check the changes of generation %s: %w", p.Window.Generation, err)
-		}
-		if err != nil {
-			return st, fmt.Errorf("replay: %w", err)
-		}
-		prev = link
+		seg := cs.seg
 		st.Segments++
 		for _, l := range seg.Leases {
-			if l.Revision > p.Revision {
+			if l.Revision > job.To {
 				continue
 			}
 			granted, err := r.grant(l)
 			if err != nil {
-				return st, fmt.Errorf("replay segment %s: %w", si.Object.Key, err)
+				return st, fmt.Errorf("replay segment %s: %w", cs.key, err)
 			}
 			if granted {
 				st.Leases++
@@ -158,24 +235,26 @@ func Replay(ctx context.Context, dbPath string, p *PointInTimePlan, repo *reposi
 			if rev.Revision < next {
 				continue
 			}
-			if rev.Revision > p.Revision {
+			if rev.Revision > job.To {
 				break
 			}
 			if rev.Revision != next {
-				return st, fmt.Errorf("replay segment %s: %w: revision %d follows %d", si.Object.Key, ErrReplay, rev.Revision, next-1)
+				return st, fmt.Errorf("replay segment %s: %w: revision %d follows %d", cs.key, ErrReplay, rev.Revision, next-1)
 			}
 			if err := r.apply(rev); err != nil {
-				return st, fmt.Errorf("replay segment %s: %w", si.Object.Key, err)
+				return st, fmt.Errorf("replay segment %s: %w", cs.key, err)
 			}
 			st.Revisions++
 			st.Ops += int64(len(rev.Ops))
 			st.To = rev.Revision
 			next++
 		}
-		lg.Debug("replayed segment", "segment", si.Object.Key, "revision", st.To)
 	}
-	if st.To != p.Revision {
-		return st, fmt.Errorf("replay: %w: the segments end at revision %d, the target is %d", ErrReplay, st.To, p.Revision)
+	if err := ctx.Err(); err != nil {
+		return st, err
+	}
+	if st.To != job.To {
+		return st, fmt.Errorf("replay: %w: the segments end at revision %d, the target is %d", ErrReplay, st.To, job.To)
 	}
 	if err := r.checkTouched(ctx); err != nil {
 		return st, err
@@ -183,9 +262,6 @@ func Replay(ctx context.Context, dbPath string, p *PointInTimePlan, repo *reposi
 	if err := r.close(); err != nil {
 		return st, err
 	}
-	st.Seconds = time.Since(start).Seconds()
-	lg.Info("replayed changes", "from", st.From, "revision", st.To, "revisions", st.Revisions, "ops", st.Ops,
-		"segments", st.Segments, "leases", st.Leases, "seconds", st.Seconds, "revisions_per_second", int64(st.Rate()))
 	return st, nil
 }
 
@@ -249,8 +325,7 @@ type replayer struct {
 	closed  bool
 }
 
-func openReplayer(path string) (*replayer, error) {
-	lg := zap.NewNop()
+func openReplayer(path string, lg *zap.Logger) (*replayer, error) {
 	cfg := backend.DefaultBackendConfig(lg)
 	cfg.Path = path
 	// One commit per batch of writes (10 000 operations or commitBytes of

@@ -40,3 +40,23 @@ func newRestoreChildCmd(a *app) *cobra.Command {
 		},
 	}
 }
+
+// newReplayChildCmd is the hidden command a drill replays captured changes
+// with (restore.ReplayCommand): this binary in a process of its own, fed
+// the decoded segments on stdin by the drill (it gets no store, no
+// credentials, no identity), so that etcd's mvcc code runs without the
+// daemon's soft memory limit and a panic there ends only this process. It
+// prints its result and error lines for the parent (and, as every
+// command, its error once more as lifeboat's) and exits 1 on failure; it
+// is no interface for people.
+func newReplayChildCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:                restore.ReplayCommand,
+		Short:              "Replay a drill's captured changes (internal)",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return restore.RunReplay(cmd.Context(), args, cmd.InOrStdin(), a.stderr)
+		},
+	}
+}
