@@ -62,13 +62,20 @@ const (
 	// parent's error wraps ErrReplay exactly when the child's did.
 	replayDivergedPrefix = "lifeboat-replay-diverged: "
 	replayErrorPrefix    = "lifeboat-replay-error: "
+	// The input ended before its 'E': the parent stopped sending, and
+	// its own error says why.
+	replayStoppedPrefix = "lifeboat-replay-stopped: "
 	// maxReplayKey bounds a segment key in the stream.
 	maxReplayKey = 4 << 10
 )
 
 // replayErrorLines are the replay child's error lines and the sentinel
 // each carries.
-var replayErrorLines = map[string]error{replayDivergedPrefix: ErrReplay, replayErrorPrefix: nil}
+var replayErrorLines = map[string]error{replayDivergedPrefix: ErrReplay, replayErrorPrefix: nil, replayStoppedPrefix: errReplayStopped}
+
+// errReplayStopped is wrapped when the replay child's input ended before
+// the last segment.
+var errReplayStopped = errors.New("the input ended before the last segment: the parent stopped sending")
 
 // replayResult is the child's result line: what it applied, and the
 // memory settings it ran with.
@@ -114,8 +121,11 @@ func RunReplay(ctx context.Context, args []string, in io.Reader, out io.Writer) 
 	fmt.Fprintln(out, replayResultPrefix+string(b))
 	if err != nil {
 		prefix := replayErrorPrefix
-		if errors.Is(err, ErrReplay) {
+		switch {
+		case errors.Is(err, ErrReplay):
 			prefix = replayDivergedPrefix
+		case errors.Is(err, errReplayStopped):
+			prefix = replayStoppedPrefix
 		}
 		fmt.Fprintln(out, prefix+oneLine(err))
 	}
@@ -130,7 +140,7 @@ func readReplayStream(br *bufio.Reader) iter.Seq2[checkedSegment, error] {
 		for {
 			tag, err := br.ReadByte()
 			if err == io.EOF {
-				fail(errors.New("the input ended before the last segment: the parent stopped sending"))
+				fail(errReplayStopped)
 				return
 			}
 			if err != nil {
@@ -218,14 +228,16 @@ func applyInChild(ctx context.Context, job replayJob, segs iter.Seq2[checkedSegm
 		lg.Debug("replay process ended", "pid", c.cmd.Process.Pid, "gc_percent", res.GCPercent, "memory_limit_bytes", res.MemoryLimit)
 	}
 	switch {
+	case err != nil && !errors.Is(err, errReplayStopped):
+		// The child failed on its own before the end of what it was
+		// sent: in this process that error would come first too.
+		return st, err
 	case srcErr != nil:
 		return st, srcErr
+	case sendErr != nil:
+		return st, fmt.Errorf("replay: send the changes to the replay process: %w", sendErr)
 	case err != nil:
 		return st, err
-	case sendErr != nil:
-		// The child exited 0 yet did not take every segment: impossible
-		// without the end tag, so the stream itself failed.
-		return st, fmt.Errorf("replay: send the changes to the replay process: %w", sendErr)
 	case !found:
 		return st, errors.New("replay: the replay process exited without its result")
 	}
@@ -242,15 +254,25 @@ func sendReplay(w io.Writer, job replayJob, segs iter.Seq2[checkedSegment, error
 		return fmt.Errorf("replay: %w", err), nil
 	}
 	bw.Write(append(b, '\n'))
+	// The job at once: the child opens the file while the first segment
+	// is read.
+	if err := bw.Flush(); err != nil {
+		return nil, err
+	}
 	var raw bytes.Buffer
 	var num [binary.MaxVarintLen64]byte
 	for cs, err := range segs {
-		if err != nil {
-			return err, nil
+		if err == nil {
+			raw.Reset()
+			if err = repository.EncodeSegment(&raw, cs.seg); err != nil {
+				err = fmt.Errorf("replay segment %s: %w", cs.key, err)
+			}
 		}
-		raw.Reset()
-		if err := repository.EncodeSegment(&raw, cs.seg); err != nil {
-			return fmt.Errorf("replay segment %s: %w", cs.key, err), nil
+		if err != nil {
+			// What was sent before reaches the child: it applies it
+			// (and reports a failure there first, as Replay would).
+			bw.Flush()
+			return err, nil
 		}
 		bw.WriteByte('S')
 		bw.Write(binary.AppendUvarint(num[:0], uint64(len(cs.key))))
