@@ -144,30 +144,19 @@ func replay(ctx context.Context, dbPath string, p *PointInTimePlan, repo *reposi
 // changed segment, ctx's error), which it yields.
 func checkedSegments(ctx context.Context, p *PointInTimePlan, repo *repository.Repo, ids []age.Identity, lg *slog.Logger) iter.Seq2[checkedSegment, error] {
 	return func(yield func(checkedSegment, error) bool) {
-		rctx, cancel := context.WithCancel(ctx)
-		segs := readAhead(rctx, repo, p, ids)
-		defer func() {
-			cancel()
-			for range segs {
-			}
-		}()
 		var prev repository.ChainLink
-		for i, si := range p.Segments {
-			rs, ok := <-segs
-			if !ok {
-				yield(checkedSegment{}, ctx.Err())
+		i := 0
+		for rs, err := range ahead(ctx, readSegments(repo, p, ids)) {
+			if err != nil {
+				yield(checkedSegment{}, fmt.Errorf("replay: %w", err))
 				return
 			}
-			if rs.err != nil {
-				yield(checkedSegment{}, fmt.Errorf("replay: %w", rs.err))
-				return
-			}
+			si := p.Segments[i]
 			if i < len(p.Links) && p.Links[i].Hash != "" && rs.hash != p.Links[i].Hash {
 				yield(checkedSegment{}, fmt.Errorf("replay: segment %s changed since it was checked (sha256 %.12s…, checked %.12s…): plan again", si.Object.Key, rs.hash, p.Links[i].Hash))
 				return
 			}
 			link := repository.ChainLink{Key: si.Object.Key, Header: rs.seg.SegmentHeader, Hash: rs.hash}
-			var err error
 			if i == 0 {
 				err = checkStart(&p.Window, link)
 			} else if err = repository.CheckLink(prev, link); err != nil {
@@ -182,6 +171,11 @@ func checkedSegments(ctx context.Context, p *PointInTimePlan, repo *repository.R
 				return
 			}
 			lg.Debug("replayed segment", "segment", si.Object.Key, "revision", min(rs.seg.Last, p.Revision))
+			i++
+		}
+		if i < len(p.Segments) {
+			// Cut short by ctx.
+			yield(checkedSegment{}, ctx.Err())
 		}
 	}
 }
@@ -268,29 +262,62 @@ func applySegments(ctx context.Context, job replayJob, segs iter.Seq2[checkedSeg
 type readSegment struct {
 	seg  *repository.Segment
 	hash string
-	err  error
 }
 
-// readAhead reads the plan's segments in order into a channel that holds
-// one: the reader stays at most one segment ahead. It ends at the first
-// error (sent) or when ctx ends.
-func readAhead(ctx context.Context, repo *repository.Repo, p *PointInTimePlan, ids []age.Identity) <-chan readSegment {
-	ch := make(chan readSegment)
-	go func() {
-		defer close(ch)
-		for _, si := range p.Segments {
-			seg, hash, err := repo.ReadSegment(ctx, si, ids)
-			select {
-			case ch <- readSegment{seg: seg, hash: hash, err: err}:
-			case <-ctx.Done():
-				return
+// readSegments reads the plan's segments in order, stopping after the
+// first error (yielded).
+func readSegments(repo *repository.Repo, p *PointInTimePlan, ids []age.Identity) func(context.Context) iter.Seq2[readSegment, error] {
+	return func(ctx context.Context) iter.Seq2[readSegment, error] {
+		return func(yield func(readSegment, error) bool) {
+			for _, si := range p.Segments {
+				seg, hash, err := repo.ReadSegment(ctx, si, ids)
+				if !yield(readSegment{seg: seg, hash: hash}, err) || err != nil {
+					return
+				}
 			}
-			if err != nil {
+		}
+	}
+}
+
+// ahead runs the sequence seq(ctx) makes in a goroutine of its own, one
+// item ahead of the consumer: the next item is produced while the
+// consumer works on one (at most two in memory). It stops after the
+// sequence's first error (yielded), when the consumer stops (the
+// sequence's ctx is then cancelled), or when ctx ends (with no error:
+// the consumer checks ctx). Its goroutine has ended when the range over
+// it has.
+func ahead[T any](ctx context.Context, seq func(context.Context) iter.Seq2[T, error]) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
+		ctx, cancel := context.WithCancel(ctx)
+		type item struct {
+			v   T
+			err error
+		}
+		ch := make(chan item)
+		go func() {
+			defer close(ch)
+			for v, err := range seq(ctx) {
+				select {
+				case ch <- item{v, err}:
+				case <-ctx.Done():
+					return
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		defer func() {
+			cancel()
+			for range ch {
+			}
+		}()
+		for it := range ch {
+			if !yield(it.v, it.err) || it.err != nil {
 				return
 			}
 		}
-	}()
-	return ch
+	}
 }
 
 // stripTrailer removes etcd's sha256 trailer from a raw snapshot file

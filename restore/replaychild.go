@@ -114,7 +114,9 @@ func RunReplay(ctx context.Context, args []string, in io.Reader, out io.Writer) 
 		// etcd's own errors (and its fatal or panic lines, which the
 		// parent names when the child crashes), as JSON.
 		lg := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(out), zap.ErrorLevel))
-		res.Stats, err = applySegments(ctx, job, readReplayStream(br), lg)
+		// Each segment is parsed while the one before is applied.
+		stream := func(context.Context) iter.Seq2[checkedSegment, error] { return readReplayStream(br) }
+		res.Stats, err = applySegments(ctx, job, ahead(ctx, stream), lg)
 		return err
 	}()
 	b, _ := json.Marshal(res)
