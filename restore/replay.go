@@ -80,7 +80,7 @@ func (s ReplayStats) Rate() float64 {
 // command lifts lifeboat's soft memory limit first. A drill replays in a
 // child process instead (replayInChild).
 func Replay(ctx context.Context, dbPath string, p *PointInTimePlan, repo *repository.Repo, ids []age.Identity, lg *slog.Logger) (ReplayStats, error) {
-	return replay(ctx, dbPath, p, repo, ids, lg, func(ctx context.Context, job replayJob, segs iter.Seq2[checkedSegment, error]) (ReplayStats, error) {
+	return replay(ctx, dbPath, p, repo, ids, lg, false, func(ctx context.Context, job replayJob, segs iter.Seq2[checkedSegment, error]) (ReplayStats, error) {
 		return applySegments(ctx, job, segs, zap.NewNop())
 	})
 }
@@ -96,10 +96,12 @@ type replayJob struct {
 	To         int64  `json:"to"`
 }
 
-// checkedSegment is a segment of the plan, read and its chain checked.
+// checkedSegment is a segment of the plan, read and its chain checked:
+// parsed (seg), or decoded to its raw form only (raw, to pass on).
 type checkedSegment struct {
 	key string
 	seg *repository.Segment
+	raw []byte
 }
 
 // applyFunc applies the segments of one replay to job.DB (applySegments
@@ -107,9 +109,9 @@ type checkedSegment struct {
 type applyFunc func(ctx context.Context, job replayJob, segs iter.Seq2[checkedSegment, error]) (ReplayStats, error)
 
 // replay checks the plan, holds its objects while it runs, and has apply
-// replay the plan's segments, read and checked by checkedSegments, onto
-// dbPath.
-func replay(ctx context.Context, dbPath string, p *PointInTimePlan, repo *repository.Repo, ids []age.Identity, lg *slog.Logger, apply applyFunc) (ReplayStats, error) {
+// replay the plan's segments, read (raw: decoded only) and checked by
+// checkedSegments, onto dbPath.
+func replay(ctx context.Context, dbPath string, p *PointInTimePlan, repo *repository.Repo, ids []age.Identity, lg *slog.Logger, raw bool, apply applyFunc) (ReplayStats, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
@@ -125,7 +127,7 @@ func replay(ctx context.Context, dbPath string, p *PointInTimePlan, repo *reposi
 	// process leaves them.
 	defer repository.Hold(p.Keys(repo)...)()
 	job := replayJob{DB: dbPath, SnapshotID: p.Snapshot.ID, From: p.Snapshot.Revision, To: p.Revision}
-	st, err := apply(ctx, job, checkedSegments(ctx, p, repo, ids, lg))
+	st, err := apply(ctx, job, checkedSegments(ctx, p, repo, ids, raw, lg))
 	if err != nil {
 		return st, err
 	}
@@ -141,12 +143,14 @@ func replay(ctx context.Context, dbPath string, p *PointInTimePlan, repo *reposi
 // the first on (it continues the generation or names its anchor, each
 // next names its predecessor's hash). It yields each with a nil error, or
 // stops at the first error (a read error, a *repository.ChainError, a
-// changed segment, ctx's error), which it yields.
-func checkedSegments(ctx context.Context, p *PointInTimePlan, repo *repository.Repo, ids []age.Identity, lg *slog.Logger) iter.Seq2[checkedSegment, error] {
+// changed segment, ctx's error), which it yields. With raw, the segments
+// are decoded and only their headers parsed (ReadSegmentRaw), for a
+// reader that parses them.
+func checkedSegments(ctx context.Context, p *PointInTimePlan, repo *repository.Repo, ids []age.Identity, raw bool, lg *slog.Logger) iter.Seq2[checkedSegment, error] {
 	return func(yield func(checkedSegment, error) bool) {
 		var prev repository.ChainLink
 		i := 0
-		for rs, err := range ahead(ctx, readSegments(repo, p, ids)) {
+		for rs, err := range ahead(ctx, readSegments(repo, p, ids, raw)) {
 			if err != nil {
 				yield(checkedSegment{}, fmt.Errorf("replay: %w", err))
 				return
@@ -156,7 +160,7 @@ func checkedSegments(ctx context.Context, p *PointInTimePlan, repo *repository.R
 				yield(checkedSegment{}, fmt.Errorf("replay: segment %s changed since it was checked (sha256 %.12s…, checked %.12s…): plan again", si.Object.Key, rs.hash, p.Links[i].Hash))
 				return
 			}
-			link := repository.ChainLink{Key: si.Object.Key, Header: rs.seg.SegmentHeader, Hash: rs.hash}
+			link := repository.ChainLink{Key: si.Object.Key, Header: rs.header, Hash: rs.hash}
 			if i == 0 {
 				err = checkStart(&p.Window, link)
 			} else if err = repository.CheckLink(prev, link); err != nil {
@@ -167,10 +171,10 @@ func checkedSegments(ctx context.Context, p *PointInTimePlan, repo *repository.R
 				return
 			}
 			prev = link
-			if !yield(checkedSegment{key: si.Object.Key, seg: rs.seg}, nil) {
+			if !yield(checkedSegment{key: si.Object.Key, seg: rs.seg, raw: rs.raw}, nil) {
 				return
 			}
-			lg.Debug("replayed segment", "segment", si.Object.Key, "revision", min(rs.seg.Last, p.Revision))
+			lg.Debug("replayed segment", "segment", si.Object.Key, "revision", min(rs.header.Last, p.Revision))
 			i++
 		}
 		if i < len(p.Segments) {
@@ -260,18 +264,27 @@ func applySegments(ctx context.Context, job replayJob, segs iter.Seq2[checkedSeg
 }
 
 type readSegment struct {
-	seg  *repository.Segment
-	hash string
+	header repository.SegmentHeader
+	seg    *repository.Segment // parsed, or
+	raw    []byte              // decoded only
+	hash   string
 }
 
-// readSegments reads the plan's segments in order, stopping after the
-// first error (yielded).
-func readSegments(repo *repository.Repo, p *PointInTimePlan, ids []age.Identity) func(context.Context) iter.Seq2[readSegment, error] {
+// readSegments reads the plan's segments in order (raw: decoded only,
+// ReadSegmentRaw; else parsed, ReadSegment), stopping after the first
+// error (yielded).
+func readSegments(repo *repository.Repo, p *PointInTimePlan, ids []age.Identity, raw bool) func(context.Context) iter.Seq2[readSegment, error] {
 	return func(ctx context.Context) iter.Seq2[readSegment, error] {
 		return func(yield func(readSegment, error) bool) {
 			for _, si := range p.Segments {
-				seg, hash, err := repo.ReadSegment(ctx, si, ids)
-				if !yield(readSegment{seg: seg, hash: hash}, err) || err != nil {
+				var rs readSegment
+				var err error
+				if raw {
+					rs.raw, rs.header, rs.hash, err = repo.ReadSegmentRaw(ctx, si, ids)
+				} else if rs.seg, rs.hash, err = repo.ReadSegment(ctx, si, ids); err == nil {
+					rs.header = rs.seg.SegmentHeader
+				}
+				if !yield(rs, err) || err != nil {
 					return
 				}
 			}

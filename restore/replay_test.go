@@ -1,6 +1,7 @@
 package restore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
 // offlinePlan writes a bbolt file at revision 3 (a created at 2, b at 3)
@@ -157,6 +159,58 @@ func TestReplayRefusesDivergence(t *testing.T) {
 				t.Errorf("the child's stats %+v, in-process %+v", childSt, st)
 			}
 		})
+	}
+}
+
+// TestReplayDamagedRecords: a segment whose header is intact but whose
+// records are damaged is ErrBadSegment with the same text whether it is
+// parsed in this process (Replay) or, decoded only here, in the replay
+// child (ReplayInChild).
+func TestReplayDamagedRecords(t *testing.T) {
+	p, repo, db := offlinePlan(t, []repository.Revision{rev(4, put("c", 4, 1, 0))}, nil)
+	seg := &repository.Segment{SegmentHeader: p.Links[0].Header, Revisions: []repository.Revision{rev(4, put("c", 4, 1, 0))}}
+	var raw bytes.Buffer
+	if err := repository.EncodeSegment(&raw, seg); err != nil {
+		t.Fatal(err)
+	}
+	b := raw.Bytes()
+	b[len(b)-40] ^= 1 // in the records, before the sha256
+	var stored bytes.Buffer
+	w, err := repository.NewEncoder(&stored, repository.Encoding{Compression: "zstd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	key := p.Segments[0].Object.Key
+	if err := repo.Store.Delete(t.Context(), key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.Store.Put(t.Context(), key, bytes.NewReader(stored.Bytes()), uploader.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p.Links = nil // planned after the damage
+	if _, _, _, err := repo.ReadSegmentRaw(t.Context(), p.Segments[0], nil); err != nil {
+		t.Fatalf("the damage reached the header: %v", err)
+	}
+	orig, err := os.ReadFile(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, want := restore.Replay(t.Context(), db, p, repo, nil, nil)
+	if !errors.Is(want, repository.ErrBadSegment) {
+		t.Fatalf("replay: %v, want ErrBadSegment", want)
+	}
+	if err := os.WriteFile(db, orig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, got := restore.ReplayInChild(t.Context(), db, p, repo, nil, nil)
+	if !errors.Is(got, repository.ErrBadSegment) || got.Error() != want.Error() {
+		t.Errorf("in a child: %v\nwant ErrBadSegment with the in-process text:\n%v", got, want)
 	}
 }
 

@@ -49,8 +49,10 @@ const ReplayGCPercent = 400
 
 // The replay child's protocol. On stdin: the job (replayJob) as one JSON
 // line, then for each segment the tag 'S', the segment's store key and
-// its raw form (repository.EncodeSegment), each a uvarint length and the
-// bytes, then the tag 'E' once the parent has sent every segment. Input
+// its raw form (decrypted and decompressed by the parent, which parsed
+// only its header: repository.ReadSegmentRaw; the child parses it whole,
+// repository.ParseSegment), each a uvarint length and the bytes, then the
+// tag 'E' once the parent has sent every segment. Input
 // that ends before 'E' (the parent stopped: its read or check of a
 // segment failed) fails the replay. On its output (stderr): exactly one
 // result line, and one error line when it failed, whatever else etcd's
@@ -65,13 +67,36 @@ const (
 	// The input ended before its 'E': the parent stopped sending, and
 	// its own error says why.
 	replayStoppedPrefix = "lifeboat-replay-stopped: "
-	// maxReplayKey bounds a segment key in the stream.
-	maxReplayKey = 4 << 10
+	// A segment's records are damaged (the parent parsed only its
+	// header).
+	replayBadSegmentPrefix = "lifeboat-replay-bad-segment: "
+	// maxReplayKey and maxReplaySegment bound a segment key and a
+	// segment's raw form in the stream.
+	maxReplayKey     = 4 << 10
+	maxReplaySegment = 2 << 30
 )
 
-// replayErrorLines are the replay child's error lines and the sentinel
-// each carries.
-var replayErrorLines = map[string]error{replayDivergedPrefix: ErrReplay, replayErrorPrefix: nil, replayStoppedPrefix: errReplayStopped}
+// replayErrorKinds are the replay child's error lines, the first whose
+// sentinel its error wraps (the last, nil, for any other): the parent's
+// error wraps the same sentinel.
+var replayErrorKinds = []struct {
+	prefix string
+	kind   error
+}{
+	{replayDivergedPrefix, ErrReplay},
+	{replayBadSegmentPrefix, repository.ErrBadSegment},
+	{replayStoppedPrefix, errReplayStopped},
+	{replayErrorPrefix, nil},
+}
+
+// replayErrorLines is replayErrorKinds for stepChild.wait.
+var replayErrorLines = func() map[string]error {
+	m := map[string]error{}
+	for _, k := range replayErrorKinds {
+		m[k.prefix] = k.kind
+	}
+	return m
+}()
 
 // errReplayStopped is wrapped when the replay child's input ended before
 // the last segment.
@@ -122,14 +147,12 @@ func RunReplay(ctx context.Context, args []string, in io.Reader, out io.Writer) 
 	b, _ := json.Marshal(res)
 	fmt.Fprintln(out, replayResultPrefix+string(b))
 	if err != nil {
-		prefix := replayErrorPrefix
-		switch {
-		case errors.Is(err, ErrReplay):
-			prefix = replayDivergedPrefix
-		case errors.Is(err, errReplayStopped):
-			prefix = replayStoppedPrefix
+		for _, k := range replayErrorKinds {
+			if k.kind == nil || errors.Is(err, k.kind) {
+				fmt.Fprintln(out, k.prefix+oneLine(err))
+				break
+			}
 		}
-		fmt.Fprintln(out, prefix+oneLine(err))
 	}
 	return err
 }
@@ -168,12 +191,22 @@ func readReplayStream(br *bufio.Reader) iter.Seq2[checkedSegment, error] {
 			if err == nil {
 				n, err = binary.ReadUvarint(br)
 			}
-			var seg *repository.Segment
+			if err == nil && n > maxReplaySegment {
+				err = fmt.Errorf("segment of %d bytes", n)
+			}
+			var raw []byte
 			if err == nil {
-				seg, err = repository.ParseSegment(io.LimitReader(br, int64(min(n, math.MaxInt64))))
+				raw = make([]byte, n)
+				_, err = io.ReadFull(br, raw)
 			}
 			if err != nil {
 				fail(err)
+				return
+			}
+			seg, err := repository.ParseSegment(bytes.NewReader(raw))
+			if err != nil {
+				// As ReadSegment says it in the parent.
+				yield(checkedSegment{}, fmt.Errorf("replay: read segment %s: %w", key, err))
 				return
 			}
 			if !yield(checkedSegment{key: string(key), seg: seg}, nil) {
@@ -185,10 +218,13 @@ func readReplayStream(br *bufio.Reader) iter.Seq2[checkedSegment, error] {
 
 // replayInChild is Replay with the changes applied in a child process of
 // this program (ReplayCommand): this process reads the segments from the
-// store with ids, checks their chain as Replay does, and streams the
-// decoded segments to the child, which applies them to dbPath with
-// Replay's checks and reports its stats and its error, whose text comes
-// back as it is (wrapping ErrReplay when the child's did). A child that
+// store with ids, decodes them and checks their chain as Replay does (from
+// their headers: it does not parse their records, which keeps its own
+// work and garbage small under the soft memory limit), and streams the
+// decoded segments to the child, which parses them, applies them to
+// dbPath with Replay's checks and reports its stats and its error, whose
+// text comes back as it is (wrapping ErrReplay or
+// repository.ErrBadSegment when the child's did). A child that
 // crashes (etcd's storage code panicked or exited) or is killed is a
 // *childCrash, with the end of its output. The child runs without a soft
 // memory limit at ReplayGCPercent, whatever this process's settings.
@@ -196,7 +232,7 @@ func replayInChild(ctx context.Context, dbPath string, p *PointInTimePlan, repo 
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	return replay(ctx, dbPath, p, repo, ids, lg, func(ctx context.Context, job replayJob, segs iter.Seq2[checkedSegment, error]) (ReplayStats, error) {
+	return replay(ctx, dbPath, p, repo, ids, lg, true, func(ctx context.Context, job replayJob, segs iter.Seq2[checkedSegment, error]) (ReplayStats, error) {
 		return applyInChild(ctx, job, segs, lg)
 	})
 }
@@ -261,15 +297,8 @@ func sendReplay(w io.Writer, job replayJob, segs iter.Seq2[checkedSegment, error
 	if err := bw.Flush(); err != nil {
 		return nil, err
 	}
-	var raw bytes.Buffer
 	var num [binary.MaxVarintLen64]byte
 	for cs, err := range segs {
-		if err == nil {
-			raw.Reset()
-			if err = repository.EncodeSegment(&raw, cs.seg); err != nil {
-				err = fmt.Errorf("replay segment %s: %w", cs.key, err)
-			}
-		}
 		if err != nil {
 			// What was sent before reaches the child: it applies it
 			// (and reports a failure there first, as Replay would).
@@ -279,8 +308,8 @@ func sendReplay(w io.Writer, job replayJob, segs iter.Seq2[checkedSegment, error
 		bw.WriteByte('S')
 		bw.Write(binary.AppendUvarint(num[:0], uint64(len(cs.key))))
 		bw.WriteString(cs.key)
-		bw.Write(binary.AppendUvarint(num[:0], uint64(raw.Len())))
-		if _, err := bw.Write(raw.Bytes()); err != nil {
+		bw.Write(binary.AppendUvarint(num[:0], uint64(len(cs.raw))))
+		if _, err := bw.Write(cs.raw); err != nil {
 			return nil, err
 		}
 	}
