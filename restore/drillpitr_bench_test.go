@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -17,8 +19,9 @@ import (
 
 // BenchmarkPointInTimeDrill drills a point-in-time restore against the
 // live etcd it was captured from: a 2 000-object snapshot (1-4 KiB
-// values), then 20 000 revisions of Kubernetes-like updates captured in
-// 2 000-revision segments (zstd and age), replayed to the last one. It
+// values; LIFEBOAT_BENCH_PITR_OBJECTS sets another number), then 20 000
+// revisions of Kubernetes-like updates captured in 2 000-revision
+// segments (zstd and age), replayed to the last one. It
 // reports the replay's rate and the phases' seconds (replay-s, restore-s,
 // boot-s, checks-s; the sum is the recovery time), once under the agent's
 // soft memory limit (soft-limit: debug.SetMemoryLimit(32 MiB), as the
@@ -38,13 +41,33 @@ func BenchmarkPointInTimeDrill(b *testing.B) {
 		}
 		return string(v)
 	}
-	const objects, revisions, writers = 2000, 20000, 8
-	key := func(i int) string { return fmt.Sprintf("/registry/pods/ns%02d/pod-%05d", i%40, i) }
-	rnd := rand.New(rand.NewPCG(1, 2))
-	for i := range objects {
-		if _, err := cli.Put(ctx, key(i), value(rnd)); err != nil {
-			b.Fatal(err)
+	const revisions, writers = 20000, 8
+	objects := 2000
+	if v := os.Getenv("LIFEBOAT_BENCH_PITR_OBJECTS"); v != "" {
+		// A larger keyspace: the replay's live heap (etcd's key index)
+		// grows with it, and with it what a soft limit costs.
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("LIFEBOAT_BENCH_PITR_OBJECTS=%q: want a positive number of objects", v)
 		}
+		objects = n
+	}
+	key := func(i int) string { return fmt.Sprintf("/registry/pods/ns%02d/pod-%07d", i%40, i) }
+	var seed sync.WaitGroup
+	for w := range writers {
+		seed.Go(func() {
+			rnd := rand.New(rand.NewPCG(1, uint64(w)))
+			for i := w; i < objects; i += writers {
+				if _, err := cli.Put(ctx, key(i), value(rnd)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	seed.Wait()
+	if b.Failed() {
+		b.FailNow()
 	}
 	anchor := (&source{c: c}).backup(b, repo, enc)
 	capture := changetest.Start(b, changetest.Options{Client: cli, Repo: repo, Anchor: anchor, Encoding: enc, SegmentRevisions: 2000})
