@@ -45,12 +45,14 @@
 // the target, after compacting it to the live compact revision, with the
 // live cluster's (LiveCluster; SessionLive over a snapshot.Session). Its
 // replay is split across a process boundary: the drill reads the segments
-// from the store, decrypts them and checks their chain as Replay does,
-// and streams the decoded segments to a child process (this binary's
-// hidden ReplayCommand, running RunReplay, on its stdin), which applies
-// them to the snapshot file with Replay's checks, without a soft memory
-// limit and at ReplayGCPercent, and reports its stats and its error (the
-// in-process text, wrapping ErrReplay when it diverged). The child gets no
+// from the store, decrypts and decompresses them and checks their chain
+// as Replay does (from their headers: repository.ReadSegmentRaw), and
+// streams their raw form to a child process (this binary's hidden
+// ReplayCommand, running RunReplay, on its stdin), which parses them and
+// applies them to the snapshot file with Replay's checks, without a soft
+// memory limit and at ReplayGCPercent, and reports its stats and its
+// error (the in-process text, wrapping ErrReplay or
+// repository.ErrBadSegment as Replay's would). The child gets no
 // store credentials and no age identity. A crash of it (etcd's storage
 // code panics or exits on inconsistent data) or its being killed is a
 // failed replay check, never the end of the caller (the agent).

@@ -34,8 +34,9 @@ import (
 // that drills dispatches it in TestMain (ChildMain).
 //
 // The child gets no store, no credentials and no age identity: the
-// parent reads the segments from the store, decrypts them and checks
-// their chain, and streams the decoded segments to the child's stdin.
+// parent reads the segments from the store, decrypts and decompresses
+// them and checks their chain, and streams their raw form to the child's
+// stdin.
 const ReplayCommand = "__replay"
 
 // ReplayGCPercent is the Go GC target of a replay: the replay makes
