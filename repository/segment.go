@@ -142,29 +142,8 @@ type Lease struct {
 // Validate checks the segment's invariants (those Parse enforces).
 func (s *Segment) Validate() error {
 	h := &s.SegmentHeader
-	if h.Format != SegmentFormat {
-		return fmt.Errorf("format %d, this lifeboat reads %d", h.Format, SegmentFormat)
-	}
-	if err := validGeneration(h.Generation); err != nil {
+	if err := h.validate(); err != nil {
 		return err
-	}
-	switch {
-	case h.First < 1 || h.First > h.Last:
-		return fmt.Errorf("revisions %d-%d: want 1 <= first <= last", h.First, h.Last)
-	case h.CapturedThrough < h.Last:
-		return fmt.Errorf("captured-through %d is before last revision %d", h.CapturedThrough, h.Last)
-	case h.Token == 0:
-		return errors.New("no fencing token")
-	case h.SnapshotID == "" && h.PrevHash == "":
-		return errors.New("neither a previous segment's hash nor a snapshot")
-	case h.SnapshotID != "" && h.PrevHash != "":
-		return errors.New("both a previous segment's hash and a snapshot")
-	case h.SnapshotID != "" && h.First != h.SnapshotRevision+1:
-		return fmt.Errorf("first revision %d does not follow snapshot %s at revision %d", h.First, h.SnapshotID, h.SnapshotRevision)
-	case h.SnapshotID == "" && h.SnapshotRevision != 0:
-		return fmt.Errorf("snapshot revision %d without a snapshot id", h.SnapshotRevision)
-	case h.PrevHash != "" && !isHexSHA256(h.PrevHash):
-		return fmt.Errorf("previous hash %q is not a hex sha256", h.PrevHash)
 	}
 	if len(s.Revisions) > 0 {
 		if f, l := s.Revisions[0].Revision, s.Revisions[len(s.Revisions)-1].Revision; f != h.First || l != h.Last {
@@ -198,6 +177,35 @@ func (s *Segment) Validate() error {
 			return fmt.Errorf("lease %x first seen at revision %d, outside %d-%d", l.ID, l.Revision, h.First, h.Last)
 		}
 		seen[l.ID] = true
+	}
+	return nil
+}
+
+// validate checks the header's own invariants (Validate's first part).
+func (h *SegmentHeader) validate() error {
+	if h.Format != SegmentFormat {
+		return fmt.Errorf("format %d, this lifeboat reads %d", h.Format, SegmentFormat)
+	}
+	if err := validGeneration(h.Generation); err != nil {
+		return err
+	}
+	switch {
+	case h.First < 1 || h.First > h.Last:
+		return fmt.Errorf("revisions %d-%d: want 1 <= first <= last", h.First, h.Last)
+	case h.CapturedThrough < h.Last:
+		return fmt.Errorf("captured-through %d is before last revision %d", h.CapturedThrough, h.Last)
+	case h.Token == 0:
+		return errors.New("no fencing token")
+	case h.SnapshotID == "" && h.PrevHash == "":
+		return errors.New("neither a previous segment's hash nor a snapshot")
+	case h.SnapshotID != "" && h.PrevHash != "":
+		return errors.New("both a previous segment's hash and a snapshot")
+	case h.SnapshotID != "" && h.First != h.SnapshotRevision+1:
+		return fmt.Errorf("first revision %d does not follow snapshot %s at revision %d", h.First, h.SnapshotID, h.SnapshotRevision)
+	case h.SnapshotID == "" && h.SnapshotRevision != 0:
+		return fmt.Errorf("snapshot revision %d without a snapshot id", h.SnapshotRevision)
+	case h.PrevHash != "" && !isHexSHA256(h.PrevHash):
+		return fmt.Errorf("previous hash %q is not a hex sha256", h.PrevHash)
 	}
 	return nil
 }
@@ -337,29 +345,10 @@ func ParseSegment(r io.Reader) (*Segment, error) {
 func parseSegment(r io.Reader) (*Segment, error) {
 	h := sha256.New()
 	d := &segReader{r: &hashingReader{r: bufio.NewReaderSize(r, 64<<10), h: h}}
-	magic := d.bytes(uint64(len(segmentMagic)))
-	if d.err != nil {
-		return nil, d.err
-	}
-	if !bytes.Equal(magic[:len(magic)-1], segmentMagic[:len(segmentMagic)-1]) {
-		return nil, errors.New("not a change segment (bad magic)")
-	}
 	s := &Segment{}
-	hd := &s.SegmentHeader
-	hd.Format = int(magic[len(magic)-1])
-	if hd.Format != SegmentFormat {
-		return nil, fmt.Errorf("format %d, this lifeboat reads %d: upgrade lifeboat", hd.Format, SegmentFormat)
+	if err := d.header(&s.SegmentHeader); err != nil {
+		return nil, err
 	}
-	hd.ClusterID = d.uvarint()
-	hd.Generation = string(d.str(256))
-	hd.SnapshotID = string(d.str(256))
-	hd.SnapshotRevision = d.rev()
-	hd.First = d.rev()
-	hd.Last = d.rev()
-	hd.CapturedThrough = d.rev()
-	hd.CapturedAt = fromUnixNano(d.varint())
-	hd.PrevHash = string(d.str(64))
-	hd.Token = d.varint()
 	for d.err == nil {
 		tag := d.byte()
 		if d.err != nil {
@@ -415,6 +404,49 @@ func parseSegment(r io.Reader) (*Segment, error) {
 		}
 	}
 	return nil, d.err
+}
+
+// ParseSegmentHeader reads only the header at the start of a segment's
+// raw form and checks its own invariants: for a reader that passes the
+// raw form on to one that parses it whole (ParseSegment checks the
+// records and the sha256). Any failure wraps ErrBadSegment.
+func ParseSegmentHeader(r io.Reader) (SegmentHeader, error) {
+	var hd SegmentHeader
+	d := &segReader{r: &hashingReader{r: bufio.NewReaderSize(r, 4<<10), h: sha256.New()}}
+	err := d.header(&hd)
+	if err == nil {
+		err = hd.validate()
+	}
+	if err != nil {
+		return SegmentHeader{}, fmt.Errorf("%w: %w", ErrBadSegment, err)
+	}
+	return hd, nil
+}
+
+// header reads the magic and the header into hd.
+func (d *segReader) header(hd *SegmentHeader) error {
+	magic := d.bytes(uint64(len(segmentMagic)))
+	if d.err != nil {
+		return d.err
+	}
+	if !bytes.Equal(magic[:len(magic)-1], segmentMagic[:len(segmentMagic)-1]) {
+		return errors.New("not a change segment (bad magic)")
+	}
+	hd.Format = int(magic[len(magic)-1])
+	if hd.Format != SegmentFormat {
+		return fmt.Errorf("format %d, this lifeboat reads %d: upgrade lifeboat", hd.Format, SegmentFormat)
+	}
+	hd.ClusterID = d.uvarint()
+	hd.Generation = string(d.str(256))
+	hd.SnapshotID = string(d.str(256))
+	hd.SnapshotRevision = d.rev()
+	hd.First = d.rev()
+	hd.Last = d.rev()
+	hd.CapturedThrough = d.rev()
+	hd.CapturedAt = fromUnixNano(d.varint())
+	hd.PrevHash = string(d.str(64))
+	hd.Token = d.varint()
+	return d.err
 }
 
 type segReader struct {
@@ -547,20 +579,27 @@ func EncodeStoredSegment(s *Segment, e Encoding) ([]byte, error) {
 // encryption say. A truncated or corrupted object wraps ErrBadSegment; a
 // missing or wrong identity wraps ErrNoIdentity or ErrDecrypt instead.
 func DecodeStoredSegment(r io.Reader, compression, encryption string, ids []age.Identity) (*Segment, error) {
+	return decodeStored(r, compression, encryption, ids, ParseSegment)
+}
+
+// decodeStored runs read over the raw form of a stored segment, with
+// DecodeStoredSegment's errors.
+func decodeStored[T any](r io.Reader, compression, encryption string, ids []age.Identity, read func(io.Reader) (T, error)) (T, error) {
+	var zero T
 	dr, err := NewDecoder(r, compression, encryption, ids)
 	if err != nil {
 		if errors.Is(err, ErrNoIdentity) || errors.Is(err, ErrDecrypt) {
-			return nil, err
+			return zero, err
 		}
-		return nil, fmt.Errorf("%w: %w", ErrBadSegment, err)
+		return zero, fmt.Errorf("%w: %w", ErrBadSegment, err)
 	}
 	defer dr.Close()
-	s, err := ParseSegment(dr)
+	v, err := read(dr)
 	if err != nil {
 		if !errors.Is(err, ErrBadSegment) {
 			err = fmt.Errorf("%w: %w", ErrBadSegment, err)
 		}
-		return nil, err
+		return zero, err
 	}
-	return s, nil
+	return v, nil
 }

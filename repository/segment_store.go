@@ -156,26 +156,73 @@ func (b *Repo) ListSegments(ctx context.Context, generation string) (segs []Segm
 // ReadSegment reads and parses a listed segment, returning it with the
 // hex sha256 of its stored bytes. A damaged object wraps ErrBadSegment.
 func (b *Repo) ReadSegment(ctx context.Context, si SegmentInfo, ids []age.Identity) (*Segment, string, error) {
-	rc, err := b.Store.Get(ctx, si.Object.Key)
+	data, err := b.readStoredSegment(ctx, si)
 	if err != nil {
-		return nil, "", fmt.Errorf("read segment %s: %w", si.Object.Key, err)
-	}
-	defer rc.Close()
-	// A segment is bounded by the writer's size bound: read it whole, so
-	// that its hash covers exactly the stored bytes.
-	data, err := io.ReadAll(rc)
-	if err != nil {
-		return nil, "", fmt.Errorf("read segment %s: %w", si.Object.Key, err)
+		return nil, "", err
 	}
 	s, err := DecodeStoredSegment(bytes.NewReader(data), si.Compression, si.Encryption, ids)
 	if err != nil {
 		return nil, "", fmt.Errorf("read segment %s: %w", si.Object.Key, err)
 	}
-	sum := sha256.Sum256(data)
-	if s.Generation != si.Generation || s.First != si.First || s.Last != si.Last {
-		return nil, "", fmt.Errorf("read segment %s: %w: it holds generation %s revisions %d-%d", si.Object.Key, ErrBadSegment, s.Generation, s.First, s.Last)
+	if err := checkListed(si, &s.SegmentHeader); err != nil {
+		return nil, "", err
 	}
-	return s, hex.EncodeToString(sum[:]), nil
+	return s, storedHash(data), nil
+}
+
+// ReadSegmentRaw reads a listed segment and decodes it (decrypts,
+// decompresses) to its raw form without parsing it: it returns the raw
+// bytes (for ParseSegment), the header (ParseSegmentHeader) and the hex
+// sha256 of its stored bytes. The records and the raw form's own sha256
+// are left to the reader of the bytes: damage there is found by
+// ParseSegment, ErrBadSegment as in ReadSegment. A damaged object or
+// header wraps ErrBadSegment.
+func (b *Repo) ReadSegmentRaw(ctx context.Context, si SegmentInfo, ids []age.Identity) ([]byte, SegmentHeader, string, error) {
+	data, err := b.readStoredSegment(ctx, si)
+	if err != nil {
+		return nil, SegmentHeader{}, "", err
+	}
+	raw, err := decodeStored(bytes.NewReader(data), si.Compression, si.Encryption, ids, io.ReadAll)
+	var hd SegmentHeader
+	if err == nil {
+		hd, err = ParseSegmentHeader(bytes.NewReader(raw))
+	}
+	if err != nil {
+		return nil, SegmentHeader{}, "", fmt.Errorf("read segment %s: %w", si.Object.Key, err)
+	}
+	if err := checkListed(si, &hd); err != nil {
+		return nil, SegmentHeader{}, "", err
+	}
+	return raw, hd, storedHash(data), nil
+}
+
+// readStoredSegment reads a segment's stored bytes whole: a segment is
+// bounded by the writer's size bound, and its hash covers exactly the
+// stored bytes.
+func (b *Repo) readStoredSegment(ctx context.Context, si SegmentInfo) ([]byte, error) {
+	rc, err := b.Store.Get(ctx, si.Object.Key)
+	if err != nil {
+		return nil, fmt.Errorf("read segment %s: %w", si.Object.Key, err)
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		return nil, fmt.Errorf("read segment %s: %w", si.Object.Key, err)
+	}
+	return data, nil
+}
+
+// checkListed checks that a segment holds what its listing names.
+func checkListed(si SegmentInfo, h *SegmentHeader) error {
+	if h.Generation != si.Generation || h.First != si.First || h.Last != si.Last {
+		return fmt.Errorf("read segment %s: %w: it holds generation %s revisions %d-%d", si.Object.Key, ErrBadSegment, h.Generation, h.First, h.Last)
+	}
+	return nil
+}
+
+func storedHash(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
 }
 
 // ChainLink is one stored segment of a chain: its header, its key and the

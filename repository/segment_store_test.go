@@ -105,6 +105,20 @@ func TestSegmentStore(t *testing.T) {
 					t.Errorf("segment %d: hash %s (put %s), %s/%s", i, h, hashes[i], si.Compression, si.Encryption)
 				}
 				links = append(links, repository.ChainLink{Key: si.Object.Key, Header: s.SegmentHeader, Hash: h})
+				// Decoded only: the same header and hash, and the raw
+				// form parses to the same segment.
+				raw, hd, rh, err := b.ReadSegmentRaw(ctx, si, []age.Identity{id})
+				if err != nil {
+					t.Fatalf("ReadSegmentRaw %s: %v", si.Object.Key, err)
+				}
+				if d := cmp.Diff(s.SegmentHeader, hd); d != "" || rh != h {
+					t.Errorf("segment %d raw: hash %s (read %s), header (-read +raw):\n%s", i, rh, h, d)
+				}
+				if ps, err := repository.ParseSegment(bytes.NewReader(raw)); err != nil {
+					t.Errorf("segment %d: parse the raw form: %v", i, err)
+				} else if d := cmp.Diff(s, ps, cmp.Comparer(bytes.Equal)); d != "" {
+					t.Errorf("segment %d raw (-read +parsed):\n%s", i, d)
+				}
 			}
 			if len(infos) != len(segs) {
 				t.Fatalf("listed %d segments, want %d", len(infos), len(segs))
@@ -123,6 +137,9 @@ func TestSegmentStore(t *testing.T) {
 			}
 			if _, _, err := b.ReadSegment(ctx, damaged, []age.Identity{id}); !errors.Is(err, repository.ErrBadSegment) {
 				t.Errorf("damaged segment: %v, want ErrBadSegment", err)
+			}
+			if _, _, _, err := b.ReadSegmentRaw(ctx, damaged, []age.Identity{id}); !errors.Is(err, repository.ErrBadSegment) {
+				t.Errorf("damaged segment, raw: %v, want ErrBadSegment", err)
 			}
 		})
 	}

@@ -19,9 +19,9 @@
 // restored database and WAL without the caller's soft memory limit, and a
 // failure there comes back as the restore phase's, with its own text. A
 // crash of that etcd on the restored data is a failed verdict, never the
-// end of the caller. Restore itself (lifeboat restore) runs in-process. repository.Select picks the backup
-// (latest, random or an id). StartEtcd starts throwaway servers for drills
-// and the demo.
+// end of the caller. Restore itself (lifeboat restore) runs in-process.
+// repository.Select picks the backup (latest, random or an id). StartEtcd
+// starts throwaway servers for drills and the demo.
 //
 // Point-in-time restore: PlanPointInTime resolves a target (a revision,
 // from the store's names alone, or a time against the revisions' receive
@@ -36,10 +36,26 @@
 // RestoreOptions.SkipHashCheck. Capturing the changes is the capture
 // package's.
 //
+// Replay runs in the caller's process: the one-shot lifeboat restore
+// --to-revision (and ls/get/diff at a point in time) lifts lifeboat's soft
+// memory limit and sets ReplayGCPercent first.
+//
 // A point-in-time drill (DrillOptions.PointInTime) replays a plan in the
 // drill's scratch directory, boots the result and compares its HashKV at
 // the target, after compacting it to the live compact revision, with the
-// live cluster's (LiveCluster; SessionLive over a snapshot.Session).
+// live cluster's (LiveCluster; SessionLive over a snapshot.Session). Its
+// replay is split across a process boundary: the drill reads the segments
+// from the store, decrypts and decompresses them and checks their chain
+// as Replay does (from their headers: repository.ReadSegmentRaw), and
+// streams their raw form to a child process (this binary's hidden
+// ReplayCommand, running RunReplay, on its stdin), which parses them and
+// applies them to the snapshot file with Replay's checks, without a soft
+// memory limit and at ReplayGCPercent, and reports its stats and its
+// error (the in-process text, wrapping ErrReplay or
+// repository.ErrBadSegment as Replay's would). The child gets no
+// store credentials and no age identity. A crash of it (etcd's storage
+// code panics or exits on inconsistent data) or its being killed is a
+// failed replay check, never the end of the caller (the agent).
 // PickTarget chooses the agent's random target in the captured window.
 //
 // The drill job is here too, for the CLI's lifeboat drill and the agent's

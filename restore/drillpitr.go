@@ -185,8 +185,9 @@ func (d *drill) liveHash(ctx context.Context) error {
 
 // replay checks the fetched snapshot against its manifest (the file is
 // changed next, so the structural check runs before, not beside the
-// restore) and replays the plan's segments onto it. A snapshot or a
-// chain that fails is a verdict; a store error is not.
+// restore) and replays the plan's segments onto it, in a child process
+// (replayInChild). A snapshot or a chain that fails, and a replay process
+// that crashes, are verdicts; a store error is not.
 func (d *drill) replay(ctx context.Context, spool string) error {
 	m, p := d.m, d.o.PointInTime.Plan
 	t := d.now()
@@ -214,8 +215,11 @@ func (d *drill) replay(ctx context.Context, spool string) error {
 		return err
 	}
 
+	// The changes are applied in a child process (this process reads
+	// and checks them): etcd's mvcc code runs without this process's
+	// soft memory limit, and a panic there ends only the child.
 	t = d.now()
-	rs, err := Replay(ctx, spool, p, d.o.Backups, d.o.Identities, d.lg)
+	rs, err := replayInChild(ctx, spool, p, d.o.Backups, d.o.Identities, d.lg)
 	d.phase(PhaseReplay, d.now().Sub(t))
 	r := d.rep.PointInTime
 	r.Revisions, r.Ops, r.Leases = rs.Revisions, rs.Ops, rs.Leases
@@ -224,15 +228,21 @@ func (d *drill) replay(ctx context.Context, spool string) error {
 		r.RevisionsPerSecond = float64(int64(float64(rs.Revisions) / r.ReplaySeconds))
 	}
 	want := fmt.Sprintf("revisions %d-%d replay as recorded", p.Snapshot.Revision+1, p.Revision)
-	var ce *repository.ChainError
+	var (
+		ce    *repository.ChainError
+		crash *childCrash
+	)
 	switch {
 	case err == nil:
 		d.check("replay", want, fmt.Sprintf("%d revisions, %d operations from %d segments", rs.Revisions, rs.Ops, rs.Segments), true)
 	case ctx.Err() != nil:
 		return err
-	case errors.Is(err, ErrReplay), errors.As(err, &ce), errors.Is(err, repository.ErrBadSegment):
+	case errors.Is(err, ErrReplay), errors.As(err, &ce), errors.Is(err, repository.ErrBadSegment), errors.As(err, &crash):
 		// The changes do not fit the snapshot, the chain is broken, a
-		// segment is damaged: a verdict on what the store holds.
+		// segment is damaged, or etcd's storage code crashed the replay
+		// process on them (or it was killed): a verdict on what the
+		// store holds, as a crash of the throwaway etcd on the restored
+		// data is.
 		d.check("replay", want, err.Error(), false)
 		return d.failed()
 	default:

@@ -2,7 +2,13 @@ package restore_test
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -15,10 +21,14 @@ import (
 
 // BenchmarkPointInTimeDrill drills a point-in-time restore against the
 // live etcd it was captured from: a 2 000-object snapshot (1-4 KiB
-// values), then 20 000 revisions of Kubernetes-like updates captured in
-// 2 000-revision segments (zstd and age), replayed to the last one. It
+// values; LIFEBOAT_BENCH_PITR_OBJECTS sets another number), then 20 000
+// revisions of Kubernetes-like updates captured in 2 000-revision
+// segments (zstd and age), replayed to the last one. It
 // reports the replay's rate and the phases' seconds (replay-s, restore-s,
-// boot-s, checks-s; the sum is the recovery time).
+// boot-s, checks-s; the sum is the recovery time), once under the agent's
+// soft memory limit (soft-limit: debug.SetMemoryLimit(32 MiB), as the
+// daemon sets it for a local store) and once without (no-limit: as a
+// one-shot lifeboat drill --to-revision lifts it).
 func BenchmarkPointInTimeDrill(b *testing.B) {
 	ctx := b.Context()
 	c := etcdtest.Start(b, etcdtest.Options{})
@@ -33,13 +43,33 @@ func BenchmarkPointInTimeDrill(b *testing.B) {
 		}
 		return string(v)
 	}
-	const objects, revisions, writers = 2000, 20000, 8
-	key := func(i int) string { return fmt.Sprintf("/registry/pods/ns%02d/pod-%05d", i%40, i) }
-	rnd := rand.New(rand.NewPCG(1, 2))
-	for i := range objects {
-		if _, err := cli.Put(ctx, key(i), value(rnd)); err != nil {
-			b.Fatal(err)
+	const revisions, writers = 20000, 8
+	objects := 2000
+	if v := os.Getenv("LIFEBOAT_BENCH_PITR_OBJECTS"); v != "" {
+		// A larger keyspace: the replay's live heap (etcd's key index)
+		// grows with it, and with it what a soft limit costs.
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("LIFEBOAT_BENCH_PITR_OBJECTS=%q: want a positive number of objects", v)
 		}
+		objects = n
+	}
+	key := func(i int) string { return fmt.Sprintf("/registry/pods/ns%02d/pod-%07d", i%40, i) }
+	var seed sync.WaitGroup
+	for w := range writers {
+		seed.Go(func() {
+			rnd := rand.New(rand.NewPCG(1, uint64(w)))
+			for i := w; i < objects; i += writers {
+				if _, err := cli.Put(ctx, key(i), value(rnd)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	seed.Wait()
+	if b.Failed() {
+		b.FailNow()
 	}
 	anchor := (&source{c: c}).backup(b, repo, enc)
 	capture := changetest.Start(b, changetest.Options{Client: cli, Repo: repo, Anchor: anchor, Encoding: enc, SegmentRevisions: 2000})
@@ -67,23 +97,46 @@ func BenchmarkPointInTimeDrill(b *testing.B) {
 		b.Fatal(err)
 	}
 	live := liveSession(b, c.Endpoints())
-	phases := map[string]float64{}
-	var rate float64
-	b.ResetTimer()
-	for b.Loop() {
-		d, err := restore.DrillAndStore(ctx, restore.DrillOptions{Backups: repo, Identities: ids, ScratchDir: b.TempDir(),
-			PointInTime: &restore.PointInTimeOptions{Plan: p, Live: live}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, ph := range d.Report.Phases {
-			phases[ph.Name] += ph.Seconds
-		}
-		rate += d.Report.PointInTime.RevisionsPerSecond
-	}
-	n := float64(b.N)
-	b.ReportMetric(rate/n, "revisions/s")
-	for _, name := range []string{restore.PhaseReplay, restore.PhaseRestore, restore.PhaseBoot, restore.PhaseChecks} {
-		b.ReportMetric(phases[name]/n, name+"-s")
+	for _, bc := range []struct {
+		name  string
+		limit int64
+	}{
+		{"soft-limit", agentSoftLimit},
+		{"no-limit", math.MaxInt64},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			old := debug.SetMemoryLimit(bc.limit)
+			defer debug.SetMemoryLimit(old)
+			// This process's live heap (the live etcd it drills against
+			// included): above the limit, its every allocation makes the
+			// GC mark all of it.
+			runtime.GC()
+			heap := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+			metrics.Read(heap)
+			phases := map[string]float64{}
+			var rate float64
+			for b.Loop() {
+				d, err := restore.DrillAndStore(ctx, restore.DrillOptions{Backups: repo, Identities: ids, ScratchDir: b.TempDir(),
+					PointInTime: &restore.PointInTimeOptions{Plan: p, Live: live}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, ph := range d.Report.Phases {
+					phases[ph.Name] += ph.Seconds
+				}
+				rate += d.Report.PointInTime.RevisionsPerSecond
+			}
+			n := float64(b.N)
+			b.ReportMetric(float64(heap[0].Value.Uint64())/(1<<20), "heap-live-MiB")
+			b.ReportMetric(rate/n, "revisions/s")
+			for _, name := range []string{restore.PhaseReplay, restore.PhaseRestore, restore.PhaseBoot, restore.PhaseChecks} {
+				b.ReportMetric(phases[name]/n, name+"-s")
+			}
+		})
 	}
 }
+
+// agentSoftLimit is the Go runtime's soft memory limit in the agent with
+// a local store: lifeboat's 32 MiB headroom and no store buffers
+// (cmd/lifeboat's setMemoryLimit).
+const agentSoftLimit = 32 << 20

@@ -5,16 +5,24 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math"
 	"math/rand/v2"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"filippo.io/age"
 
+	"github.com/lifeboat-dev/lifeboat/internal/syncbuf"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
@@ -208,6 +216,119 @@ func TestPointInTimeDrill(t *testing.T) {
 			t.Errorf("a drill that reached no verdict stored report %s", key(after))
 		}
 	})
+
+	t.Run("replay child gets no credentials", func(t *testing.T) {
+		// The environment of a daemon with every kind of secret, and
+		// lifeboat's memory settings: none of it reaches the replay.
+		secrets := map[string]string{
+			"AWS_SECRET_ACCESS_KEY": "aws-secret-0815", "AWS_SESSION_TOKEN": "aws-token-0815",
+			"ETCDCTL_PASSWORD": "etcd-password-0815", "LIFEBOAT_IDENTITY_FILE": "/secret/identity-0815",
+			"GOMEMLIMIT": "33554432", "GOGC": "50",
+		}
+		for k, v := range secrets {
+			t.Setenv(k, v)
+		}
+		identity := s.ids[0].(*age.X25519Identity).String()
+		var args []string
+		var cmdline, environ []byte
+		restore.OnChildStarted(t, func(cmd *exec.Cmd) {
+			if len(cmd.Args) < 2 || cmd.Args[1] != restore.ReplayCommand {
+				return
+			}
+			args = cmd.Args
+			// What the kernel holds for it (exec has happened).
+			pid := strconv.Itoa(cmd.Process.Pid)
+			cmdline, _ = os.ReadFile("/proc/" + pid + "/cmdline")
+			environ, _ = os.ReadFile("/proc/" + pid + "/environ")
+		})
+		var logs syncbuf.Buffer
+		o := opts(plan(t, s.through), live)
+		o.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		d, err := restore.DrillAndStore(ctx, o)
+		if err != nil || !d.Report.Passed {
+			t.Fatalf("drill: %v", err)
+		}
+		if len(args) != 2 {
+			t.Fatalf("replay child's argv %q, want this program and %s only", args, restore.ReplayCommand)
+		}
+		if len(cmdline) == 0 || len(environ) == 0 {
+			t.Fatalf("no /proc view of the replay child (cmdline %q)", cmdline)
+		}
+		if got := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00"); len(got) != 2 || got[1] != restore.ReplayCommand {
+			t.Errorf("replay child's cmdline %q", got)
+		}
+		for _, kv := range strings.Split(string(environ), "\x00") {
+			k, _, _ := strings.Cut(kv, "=")
+			if _, ok := secrets[k]; ok {
+				t.Errorf("replay child's environment has %s", kv)
+			}
+		}
+		for _, v := range append(slices.Collect(maps.Values(secrets)), identity) {
+			if strings.Contains(string(cmdline)+string(environ), v) {
+				t.Errorf("replay child's cmdline or environment holds %q", v)
+			}
+		}
+		// It ran without a soft limit, at the one-shot replay's GC.
+		if want := fmt.Sprintf(`"gc_percent":%d,"memory_limit_bytes":%d`, restore.ReplayGCPercent, int64(math.MaxInt64)); !strings.Contains(logs.String(), want) {
+			t.Errorf("no %s in the drill's log:\n%s", want, logs.String())
+		}
+	})
+
+	// A replay child that crashes (etcd's storage code panics) or is
+	// killed fails the drill with a verdict naming the crash; this
+	// process, standing in for the agent, goes on, and its next drill
+	// passes.
+	for _, tc := range []struct {
+		name, want string
+		do         func(t *testing.T, cmd *exec.Cmd)
+	}{
+		{name: "replay child killed", want: "replay process crashed (signal: killed)", do: func(t *testing.T, cmd *exec.Cmd) {
+			if err := cmd.Process.Kill(); err != nil {
+				t.Error(err)
+			}
+		}},
+		{name: "replay child panics", want: `"level":"panic"`, do: func(t *testing.T, cmd *exec.Cmd) {
+			// The child waits for its job on stdin: damage the file
+			// the drill verified before it opens it. etcd's backend
+			// panics on a file that is no bbolt database.
+			dbs, _ := filepath.Glob(filepath.Join(scratch, "lifeboat-drill-*", "snapshot.db"))
+			if len(dbs) != 1 {
+				t.Errorf("drill snapshots %v", dbs)
+				return
+			}
+			if err := os.WriteFile(dbs[0], []byte(strings.Repeat("not a bbolt database\n", 4096)), 0o600); err != nil {
+				t.Error(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var hit bool
+			restore.OnChildStarted(t, func(cmd *exec.Cmd) {
+				if !hit && len(cmd.Args) > 1 && cmd.Args[1] == restore.ReplayCommand {
+					hit = true
+					tc.do(t, cmd)
+				}
+			})
+			p := plan(t, s.through)
+			d, err := restore.DrillAndStore(ctx, opts(p, live))
+			if !hit {
+				t.Fatal("no replay child started")
+			}
+			if !errors.Is(err, restore.ErrDrillFailed) || !d.Verdict || d.StoreErr != nil || d.Report.Passed {
+				t.Fatalf("drill with its replay child crashed: %v, verdict %v, store %v", err, d.Verdict, d.StoreErr)
+			}
+			failed := d.Report.FailedChecks()
+			if len(failed) != 1 || failed[0].Name != "replay" || !strings.Contains(failed[0].Actual, "replay process crashed") || !strings.Contains(failed[0].Actual, tc.want) {
+				t.Fatalf("failed checks %+v, want replay naming the crash (%s)", failed, tc.want)
+			}
+			t.Logf("replay crash: %v", err)
+			assertEmpty(t, scratch)
+			restore.OnChildStarted(t, nil)
+			if d, err := restore.DrillAndStore(ctx, opts(p, live)); err != nil || !d.Report.Passed {
+				t.Fatalf("the next drill: %v", err)
+			}
+		})
+	}
 
 	t.Run("forged chain fails", func(t *testing.T) {
 		// Runs last: it changes the store.

@@ -101,21 +101,35 @@ func RunEtcd(ctx context.Context, args []string, stderr io.Writer) error {
 	return nil
 }
 
-// ChildMain runs the drill's etcd (args[1] is EtcdCommand) or the
-// drill's restore (RestoreCommand) when this process was started as one,
-// until it ends or SIGINT or SIGTERM, and reports that it did with the
-// exit code; otherwise it returns false at once. A test binary's TestMain
-// calls it first, so that a drill, which runs its own executable, can run
-// the test binary as it runs lifeboat.
+// IsChildCommand reports whether name is one of the hidden commands a
+// drill runs this program with (EtcdCommand, RestoreCommand,
+// ReplayCommand).
+func IsChildCommand(name string) bool {
+	return name == EtcdCommand || name == RestoreCommand || name == ReplayCommand
+}
+
+// ChildMain runs the drill's etcd (args[1] is EtcdCommand), the drill's
+// restore (RestoreCommand) or its replay (ReplayCommand, reading stdin)
+// when this process was started as one, until it ends or SIGINT or
+// SIGTERM, and reports that it did with the exit code; otherwise it
+// returns false at once. A test binary's TestMain calls it first, so that
+// a drill, which runs its own executable, can run the test binary as it
+// runs lifeboat.
 func ChildMain(args []string, stderr io.Writer) (ran bool, code int) {
-	if len(args) < 2 || (args[1] != EtcdCommand && args[1] != RestoreCommand) {
+	if len(args) < 2 || !IsChildCommand(args[1]) {
 		return false, 0
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if args[1] == RestoreCommand {
-		// RunRestore writes its error itself.
+	// RunRestore and RunReplay write their error themselves.
+	switch args[1] {
+	case RestoreCommand:
 		if err := RunRestore(ctx, args[2:], stderr); err != nil {
+			return true, 1
+		}
+		return true, 0
+	case ReplayCommand:
+		if err := RunReplay(ctx, args[2:], os.Stdin, stderr); err != nil {
 			return true, 1
 		}
 		return true, 0

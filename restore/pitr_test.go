@@ -798,6 +798,12 @@ func TestPointInTime(t *testing.T) {
 		if !errors.As(err, &ce) || ce.Problem != repository.ChainBadHash || ce.Key != si.Object.Key {
 			t.Errorf("replay over a changed segment: %v, want a ChainError (bad hash) at %s", err, si.Object.Key)
 		}
+		// So does a drill's, which checks the chain in this process and
+		// applies the changes in a child.
+		_, childErr := restore.ReplayInChild(ctx, fetch(p), p, s.repo, s.ids, nil)
+		if !errors.As(childErr, &ce) || childErr.Error() != err.Error() {
+			t.Errorf("replay in a child over a changed segment: %v, want %v", childErr, err)
+		}
 		// A new plan past it replays to the break and stops there; one
 		// before it still works.
 		p2, err := restore.PlanPointInTime(ctx, s.repo, l, restore.Target{Revision: si.Last}, s.ids)

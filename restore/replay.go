@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"os"
 	"time"
@@ -74,7 +75,43 @@ func (s ReplayStats) Rate() float64 {
 // their chain is checked as they are read (checkStart for the first,
 // repository.CheckLink for each next: a *repository.ChainError); a
 // segment the plan read must be the very object it read (same sha256).
+//
+// Replay runs in this process, with its memory settings: a one-shot
+// command lifts lifeboat's soft memory limit first. A drill replays in a
+// child process instead (replayInChild).
 func Replay(ctx context.Context, dbPath string, p *PointInTimePlan, repo *repository.Repo, ids []age.Identity, lg *slog.Logger) (ReplayStats, error) {
+	return replay(ctx, dbPath, p, repo, ids, lg, false, func(ctx context.Context, job replayJob, segs iter.Seq2[checkedSegment, error]) (ReplayStats, error) {
+		return applySegments(ctx, job, segs, zap.NewNop())
+	})
+}
+
+// replayJob is what the applying side of a replay knows of its plan: the
+// file and the revisions. The segments come as checkedSegments.
+type replayJob struct {
+	// DB is the snapshot file replayed in place.
+	DB string `json:"db"`
+	// SnapshotID names the snapshot, at revision From; To is the target.
+	SnapshotID string `json:"snapshot_id"`
+	From       int64  `json:"from"`
+	To         int64  `json:"to"`
+}
+
+// checkedSegment is a segment of the plan, read and its chain checked:
+// parsed (seg), or decoded to its raw form only (raw, to pass on).
+type checkedSegment struct {
+	key string
+	seg *repository.Segment
+	raw []byte
+}
+
+// applyFunc applies the segments of one replay to job.DB (applySegments
+// here, or in a child process).
+type applyFunc func(ctx context.Context, job replayJob, segs iter.Seq2[checkedSegment, error]) (ReplayStats, error)
+
+// replay checks the plan, holds its objects while it runs, and has apply
+// replay the plan's segments, read (raw: decoded only) and checked by
+// checkedSegments, onto dbPath.
+func replay(ctx context.Context, dbPath string, p *PointInTimePlan, repo *repository.Repo, ids []age.Identity, lg *slog.Logger, raw bool, apply applyFunc) (ReplayStats, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
@@ -89,65 +126,103 @@ func Replay(ctx context.Context, dbPath string, p *PointInTimePlan, repo *reposi
 	// The segments stay held while they are read: a prune of this
 	// process leaves them.
 	defer repository.Hold(p.Keys(repo)...)()
-	if err := stripTrailer(dbPath); err != nil {
+	job := replayJob{DB: dbPath, SnapshotID: p.Snapshot.ID, From: p.Snapshot.Revision, To: p.Revision}
+	st, err := apply(ctx, job, checkedSegments(ctx, p, repo, ids, raw, lg))
+	if err != nil {
 		return st, err
 	}
-	r, err := openReplayer(dbPath)
+	st.Seconds = time.Since(start).Seconds()
+	lg.Info("replayed changes", "from", st.From, "revision", st.To, "revisions", st.Revisions, "ops", st.Ops,
+		"segments", st.Segments, "leases", st.Leases, "seconds", st.Seconds, "revisions_per_second", int64(st.Rate()))
+	return st, nil
+}
+
+// checkedSegments reads the plan's segments in order, one ahead of the
+// one being applied (at most two in memory), and checks each as it is
+// read: the very object the plan read (same sha256), and the chain from
+// the first on (it continues the generation or names its anchor, each
+// next names its predecessor's hash). It yields each with a nil error, or
+// stops at the first error (a read error, a *repository.ChainError, a
+// changed segment, ctx's error), which it yields. With raw, the segments
+// are decoded and only their headers parsed (ReadSegmentRaw), for a
+// reader that parses them.
+func checkedSegments(ctx context.Context, p *PointInTimePlan, repo *repository.Repo, ids []age.Identity, raw bool, lg *slog.Logger) iter.Seq2[checkedSegment, error] {
+	return func(yield func(checkedSegment, error) bool) {
+		var prev repository.ChainLink
+		i := 0
+		for rs, err := range ahead(ctx, readSegments(repo, p, ids, raw)) {
+			if err != nil {
+				yield(checkedSegment{}, fmt.Errorf("replay: %w", err))
+				return
+			}
+			si := p.Segments[i]
+			if i < len(p.Links) && p.Links[i].Hash != "" && rs.hash != p.Links[i].Hash {
+				yield(checkedSegment{}, fmt.Errorf("replay: segment %s changed since it was checked (sha256 %.12s…, checked %.12s…): plan again", si.Object.Key, rs.hash, p.Links[i].Hash))
+				return
+			}
+			link := repository.ChainLink{Key: si.Object.Key, Header: rs.header, Hash: rs.hash}
+			if i == 0 {
+				err = checkStart(&p.Window, link)
+			} else if err = repository.CheckLink(prev, link); err != nil {
+				err = fmt.Errorf("check the changes of generation %s: %w", p.Window.Generation, err)
+			}
+			if err != nil {
+				yield(checkedSegment{}, fmt.Errorf("replay: %w", err))
+				return
+			}
+			prev = link
+			if !yield(checkedSegment{key: si.Object.Key, seg: rs.seg, raw: rs.raw}, nil) {
+				return
+			}
+			lg.Debug("replayed segment", "segment", si.Object.Key, "revision", min(rs.header.Last, p.Revision))
+			i++
+		}
+		if i < len(p.Segments) {
+			// Cut short by ctx.
+			yield(checkedSegment{}, ctx.Err())
+		}
+	}
+}
+
+// applySegments applies segs, in order, to job.DB, a snapshot at
+// job.From, up to job.To: it removes the file's trailer, opens etcd's
+// mvcc store on it (lg is etcd's logger), checks its revision, grants the
+// leases first seen up to the target, applies each revision after the
+// file's as one transaction (checking the revision after each), and at
+// the end checks that the target was reached and every key written
+// against its last recorded write, then commits and fsyncs. It stops at
+// segs' first error and returns it as it is. The stats count what was
+// applied, also on failure; Seconds stays 0.
+func applySegments(ctx context.Context, job replayJob, segs iter.Seq2[checkedSegment, error], lg *zap.Logger) (ReplayStats, error) {
+	st := ReplayStats{From: job.From, To: job.From}
+	if err := stripTrailer(job.DB); err != nil {
+		return st, err
+	}
+	r, err := openReplayer(job.DB, lg)
 	if err != nil {
 		return st, err
 	}
 	defer r.close()
-	if got := r.kv.Rev(); got != p.Snapshot.Revision {
-		return st, fmt.Errorf("replay onto %s: %w: the file is at revision %d, snapshot %s is at %d", dbPath, ErrReplay, got, p.Snapshot.ID, p.Snapshot.Revision)
+	if got := r.kv.Rev(); got != job.From {
+		return st, fmt.Errorf("replay onto %s: %w: the file is at revision %d, snapshot %s is at %d", job.DB, ErrReplay, got, job.SnapshotID, job.From)
 	}
-	next := p.Snapshot.Revision + 1
-	var prev repository.ChainLink
-	// One segment is read and decoded ahead while the previous one is
-	// applied: at most two in memory.
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	segs := readAhead(rctx, repo, p, ids)
-	defer func() {
-		cancel()
-		for range segs {
+	next := job.From + 1
+	for cs, err := range segs {
+		if err != nil {
+			return st, err
 		}
-	}()
-	for i, si := range p.Segments {
 		if err := ctx.Err(); err != nil {
 			return st, err
 		}
-		rs, ok := <-segs
-		if !ok {
-			return st, ctx.Err()
-		}
-		if rs.err != nil {
-			return st, fmt.Errorf("replay: %w", rs.err)
-		}
-		seg := rs.seg
-		if i < len(p.Links) && p.Links[i].Hash != "" && rs.hash != p.Links[i].Hash {
-			return st, fmt.Errorf("replay: segment %s changed since it was checked (sha256 %.12s…, checked %.12s…): plan again", si.Object.Key, rs.hash, p.Links[i].Hash)
-		}
-		// The chain from the first applied segment on, checked as it is
-		// read: the first continues the generation (or names its
-		// anchor), each next names its predecessor's hash.
-		link := repository.ChainLink{Key: si.Object.Key, Header: seg.SegmentHeader, Hash: rs.hash}
-		if i == 0 {
-			err = checkStart(&p.Window, link)
-		} else if err = repository.CheckLink(prev, link); err != nil {
-			err = fmt.Errorf("check the changes of generation %s: %w", p.Window.Generation, err)
-		}
-		if err != nil {
-			return st, fmt.Errorf("replay: %w", err)
-		}
-		prev = link
+		seg := cs.seg
 		st.Segments++
 		for _, l := range seg.Leases {
-			if l.Revision > p.Revision {
+			if l.Revision > job.To {
 				continue
 			}
 			granted, err := r.grant(l)
 			if err != nil {
-				return st, fmt.Errorf("replay segment %s: %w", si.Object.Key, err)
+				return st, fmt.Errorf("replay segment %s: %w", cs.key, err)
 			}
 			if granted {
 				st.Leases++
@@ -158,24 +233,26 @@ func Replay(ctx context.Context, dbPath string, p *PointInTimePlan, repo *reposi
 			if rev.Revision < next {
 				continue
 			}
-			if rev.Revision > p.Revision {
+			if rev.Revision > job.To {
 				break
 			}
 			if rev.Revision != next {
-				return st, fmt.Errorf("replay segment %s: %w: revision %d follows %d", si.Object.Key, ErrReplay, rev.Revision, next-1)
+				return st, fmt.Errorf("replay segment %s: %w: revision %d follows %d", cs.key, ErrReplay, rev.Revision, next-1)
 			}
 			if err := r.apply(rev); err != nil {
-				return st, fmt.Errorf("replay segment %s: %w", si.Object.Key, err)
+				return st, fmt.Errorf("replay segment %s: %w", cs.key, err)
 			}
 			st.Revisions++
 			st.Ops += int64(len(rev.Ops))
 			st.To = rev.Revision
 			next++
 		}
-		lg.Debug("replayed segment", "segment", si.Object.Key, "revision", st.To)
 	}
-	if st.To != p.Revision {
-		return st, fmt.Errorf("replay: %w: the segments end at revision %d, the target is %d", ErrReplay, st.To, p.Revision)
+	if err := ctx.Err(); err != nil {
+		return st, err
+	}
+	if st.To != job.To {
+		return st, fmt.Errorf("replay: %w: the segments end at revision %d, the target is %d", ErrReplay, st.To, job.To)
 	}
 	if err := r.checkTouched(ctx); err != nil {
 		return st, err
@@ -183,38 +260,77 @@ func Replay(ctx context.Context, dbPath string, p *PointInTimePlan, repo *reposi
 	if err := r.close(); err != nil {
 		return st, err
 	}
-	st.Seconds = time.Since(start).Seconds()
-	lg.Info("replayed changes", "from", st.From, "revision", st.To, "revisions", st.Revisions, "ops", st.Ops,
-		"segments", st.Segments, "leases", st.Leases, "seconds", st.Seconds, "revisions_per_second", int64(st.Rate()))
 	return st, nil
 }
 
 type readSegment struct {
-	seg  *repository.Segment
-	hash string
-	err  error
+	header repository.SegmentHeader
+	seg    *repository.Segment // parsed, or
+	raw    []byte              // decoded only
+	hash   string
 }
 
-// readAhead reads the plan's segments in order into a channel that holds
-// one: the reader stays at most one segment ahead. It ends at the first
-// error (sent) or when ctx ends.
-func readAhead(ctx context.Context, repo *repository.Repo, p *PointInTimePlan, ids []age.Identity) <-chan readSegment {
-	ch := make(chan readSegment)
-	go func() {
-		defer close(ch)
-		for _, si := range p.Segments {
-			seg, hash, err := repo.ReadSegment(ctx, si, ids)
-			select {
-			case ch <- readSegment{seg: seg, hash: hash, err: err}:
-			case <-ctx.Done():
-				return
+// readSegments reads the plan's segments in order (raw: decoded only,
+// ReadSegmentRaw; else parsed, ReadSegment), stopping after the first
+// error (yielded).
+func readSegments(repo *repository.Repo, p *PointInTimePlan, ids []age.Identity, raw bool) func(context.Context) iter.Seq2[readSegment, error] {
+	return func(ctx context.Context) iter.Seq2[readSegment, error] {
+		return func(yield func(readSegment, error) bool) {
+			for _, si := range p.Segments {
+				var rs readSegment
+				var err error
+				if raw {
+					rs.raw, rs.header, rs.hash, err = repo.ReadSegmentRaw(ctx, si, ids)
+				} else if rs.seg, rs.hash, err = repo.ReadSegment(ctx, si, ids); err == nil {
+					rs.header = rs.seg.SegmentHeader
+				}
+				if !yield(rs, err) || err != nil {
+					return
+				}
 			}
-			if err != nil {
+		}
+	}
+}
+
+// ahead runs the sequence seq(ctx) makes in a goroutine of its own, one
+// item ahead of the consumer: the next item is produced while the
+// consumer works on one (at most two in memory). It stops after the
+// sequence's first error (yielded), when the consumer stops (the
+// sequence's ctx is then cancelled), or when ctx ends (with no error:
+// the consumer checks ctx). Its goroutine has ended when the range over
+// it has.
+func ahead[T any](ctx context.Context, seq func(context.Context) iter.Seq2[T, error]) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
+		ctx, cancel := context.WithCancel(ctx)
+		type item struct {
+			v   T
+			err error
+		}
+		ch := make(chan item)
+		go func() {
+			defer close(ch)
+			for v, err := range seq(ctx) {
+				select {
+				case ch <- item{v, err}:
+				case <-ctx.Done():
+					return
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		defer func() {
+			cancel()
+			for range ch {
+			}
+		}()
+		for it := range ch {
+			if !yield(it.v, it.err) || it.err != nil {
 				return
 			}
 		}
-	}()
-	return ch
+	}
 }
 
 // stripTrailer removes etcd's sha256 trailer from a raw snapshot file
@@ -249,8 +365,7 @@ type replayer struct {
 	closed  bool
 }
 
-func openReplayer(path string) (*replayer, error) {
-	lg := zap.NewNop()
+func openReplayer(path string, lg *zap.Logger) (*replayer, error) {
 	cfg := backend.DefaultBackendConfig(lg)
 	cfg.Path = path
 	// One commit per batch of writes (10 000 operations or commitBytes of

@@ -1,12 +1,16 @@
 package restore_test
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"go.etcd.io/etcd/pkg/v3/traceutil"
 	"go.etcd.io/etcd/server/v3/lease"
 	"go.etcd.io/etcd/server/v3/storage/backend"
@@ -15,6 +19,7 @@ import (
 
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
 // offlinePlan writes a bbolt file at revision 3 (a created at 2, b at 3)
@@ -93,6 +98,12 @@ func TestReplayLeaseTTLUnknown(t *testing.T) {
 	}
 }
 
+// TestReplayRefusesDivergence: changes that do not land as recorded fail
+// with ErrReplay, in this process (Replay, as lifeboat restore
+// --to-revision replays) and in a drill's replay child process
+// (ReplayInChild, this test binary as restore.ReplayCommand) alike: the
+// child's error comes back with the in-process text and still wraps
+// ErrReplay, and consistent changes give the same stats both ways.
 func TestReplayRefusesDivergence(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -106,6 +117,8 @@ func TestReplayRefusesDivergence(t *testing.T) {
 		{name: "wrong version", revs: []repository.Revision{rev(4, put("a", 2, 5, 0))}},
 		{name: "wrong create revision", revs: []repository.Revision{rev(4, put("c", 2, 2, 0))}},
 		{name: "consistent changes", revs: []repository.Revision{rev(4, put("a", 2, 2, 0)), rev(5, put("a", 2, 3, 0), repository.Op{Delete: true, Key: []byte("b")})}, ok: true},
+		{name: "consistent changes with a lease", revs: []repository.Revision{rev(4, put("c", 4, 1, 0x12)), rev(5, put("c", 4, 2, 0x12))},
+			leases: []repository.Lease{{ID: 0x12, TTL: 60, Revision: 4}}, ok: true},
 		{name: "snapshot at another revision", revs: []repository.Revision{rev(4, put("c", 4, 1, 0))},
 			edit: func(p *restore.PointInTimePlan) { p.Snapshot.Revision = 2; p.Revisions = 2 }},
 		{name: "target past the segments", revs: []repository.Revision{rev(4, put("c", 4, 1, 0))},
@@ -116,17 +129,110 @@ func TestReplayRefusesDivergence(t *testing.T) {
 			if tc.edit != nil {
 				tc.edit(p)
 			}
-			_, err := restore.Replay(t.Context(), db, p, repo, nil, nil)
+			orig, err := os.ReadFile(db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := restore.Replay(t.Context(), db, p, repo, nil, nil)
+			// The same file, as it was, for the child.
+			if werr := os.WriteFile(db, orig, 0o600); werr != nil {
+				t.Fatal(werr)
+			}
+			childSt, childErr := restore.ReplayInChild(t.Context(), db, p, repo, nil, nil)
 			if tc.ok {
-				if err != nil {
-					t.Fatalf("replay: %v", err)
+				if err != nil || childErr != nil {
+					t.Fatalf("replay: %v; in a child: %v", err, childErr)
+				}
+				st.Seconds, childSt.Seconds = 0, 0
+				if diff := cmp.Diff(childSt, st); diff != "" {
+					t.Errorf("stats of the child's replay (-got +want in-process):\n%s", diff)
 				}
 				return
 			}
 			if !errors.Is(err, restore.ErrReplay) {
 				t.Fatalf("replay: %v, want ErrReplay", err)
 			}
+			if !errors.Is(childErr, restore.ErrReplay) || childErr.Error() != err.Error() {
+				t.Errorf("the child's error:\n%v\nwant ErrReplay with the in-process text:\n%v", childErr, err)
+			}
+			if childSt.Revisions != st.Revisions || childSt.Segments != st.Segments {
+				t.Errorf("the child's stats %+v, in-process %+v", childSt, st)
+			}
 		})
+	}
+}
+
+// TestReplayDamagedRecords: a segment whose header is intact but whose
+// records are damaged is ErrBadSegment with the same text whether it is
+// parsed in this process (Replay) or, decoded only here, in the replay
+// child (ReplayInChild).
+func TestReplayDamagedRecords(t *testing.T) {
+	p, repo, db := offlinePlan(t, []repository.Revision{rev(4, put("c", 4, 1, 0))}, nil)
+	seg := &repository.Segment{SegmentHeader: p.Links[0].Header, Revisions: []repository.Revision{rev(4, put("c", 4, 1, 0))}}
+	var raw bytes.Buffer
+	if err := repository.EncodeSegment(&raw, seg); err != nil {
+		t.Fatal(err)
+	}
+	b := raw.Bytes()
+	b[len(b)-40] ^= 1 // in the records, before the sha256
+	var stored bytes.Buffer
+	w, err := repository.NewEncoder(&stored, repository.Encoding{Compression: "zstd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	key := p.Segments[0].Object.Key
+	if err := repo.Store.Delete(t.Context(), key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.Store.Put(t.Context(), key, bytes.NewReader(stored.Bytes()), uploader.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p.Links = nil // planned after the damage
+	if _, _, _, err := repo.ReadSegmentRaw(t.Context(), p.Segments[0], nil); err != nil {
+		t.Fatalf("the damage reached the header: %v", err)
+	}
+	orig, err := os.ReadFile(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, want := restore.Replay(t.Context(), db, p, repo, nil, nil)
+	if !errors.Is(want, repository.ErrBadSegment) {
+		t.Fatalf("replay: %v, want ErrBadSegment", want)
+	}
+	if err := os.WriteFile(db, orig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, got := restore.ReplayInChild(t.Context(), db, p, repo, nil, nil)
+	if !errors.Is(got, repository.ErrBadSegment) || got.Error() != want.Error() {
+		t.Errorf("in a child: %v\nwant ErrBadSegment with the in-process text:\n%v", got, want)
+	}
+}
+
+// TestReplayChildCrash: etcd's storage code panics on a file that is no
+// bbolt database; in the replay child that takes only the child down
+// (this test goes on), and the error names the crash and the panic. A
+// cancelled replay is ctx's error.
+func TestReplayChildCrash(t *testing.T) {
+	p, repo, db := offlinePlan(t, []repository.Revision{rev(4, put("c", 4, 1, 0))}, nil)
+	if err := os.WriteFile(db, []byte(strings.Repeat("not a bbolt database\n", 4096)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := restore.ReplayInChild(t.Context(), db, p, repo, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "replay process crashed") || !strings.Contains(err.Error(), "panic") || errors.Is(err, restore.ErrReplay) {
+		t.Fatalf("replay onto garbage in a child: %v, want the child's crash with its panic", err)
+	}
+	t.Logf("crash: %v", err)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := restore.ReplayInChild(ctx, db, p, repo, nil, nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled replay: %v, want context.Canceled", err)
 	}
 }
 

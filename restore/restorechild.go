@@ -6,12 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strings"
-
-	"github.com/lifeboat-dev/lifeboat/internal/syncbuf"
 )
 
 // RestoreCommand is the hidden first argument that makes this program
@@ -61,7 +56,7 @@ func RunRestore(ctx context.Context, args []string, stderr io.Writer) error {
 		_, err = Restore(ctx, o)
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, restoreErrorPrefix+strings.ReplaceAll(err.Error(), "\n", " "))
+		fmt.Fprintln(stderr, restoreErrorPrefix+oneLine(err))
 	}
 	return err
 }
@@ -69,19 +64,14 @@ func RunRestore(ctx context.Context, args []string, stderr io.Writer) error {
 // restoreInChild runs Restore(ctx, o) for the single member o names
 // (Name, DataDir, PeerURLs[0], InitialClusterToken, SkipHashCheck,
 // RevisionBump, MarkCompacted; nothing else) in a child process of this
-// program (RestoreCommand) and returns Restore's error with its own text.
-// The child gets the throwaway etcd's environment (childEnv): no
-// GOMEMLIMIT or GOGC, so the Go runtime's defaults, as for etcdutl run by
-// hand; its memory is the restore's own (bbolt maps the database; the
-// copy and the WAL are written through the page cache) and ends with it.
-// It dies with this process.
+// program (RestoreCommand, see child) and returns Restore's error with its
+// own text, or a *childCrash. The child runs with the Go runtime's
+// defaults, as etcdutl run by hand; its memory is the restore's own
+// (bbolt maps the database; the copy and the WAL are written through the
+// page cache) and ends with it.
 func restoreInChild(ctx context.Context, o RestoreOptions) error {
 	if len(o.PeerURLs) != 1 || o.Name == "" || o.InitialCluster != "" || o.WALDir != "" || o.Force {
 		return errors.New("restore in a child process: one member with one peer URL only")
-	}
-	self, err := selfExecutable()
-	if err != nil {
-		return err
 	}
 	snap, err := filepath.Abs(o.SnapshotPath)
 	if err != nil {
@@ -102,28 +92,11 @@ func restoreInChild(ctx context.Context, o RestoreOptions) error {
 	if o.MarkCompacted {
 		args = append(args, "--mark-compacted")
 	}
-	cmd := exec.CommandContext(ctx, self, args...)
-	cmd.Env = childEnv(cmd.Environ())
-	out := &syncbuf.Buffer{Max: 64 << 10}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = childAttr()
-	// Pdeathsig fires when the thread that started the child ends: stay
-	// on it until the child has exited.
-	runtime.LockOSThread()
-	err = cmd.Run()
-	runtime.UnlockOSThread()
-	if err == nil {
-		return nil
+	c, err := startStep(ctx, "restore", args, false)
+	if err != nil {
+		return err
 	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	for _, line := range strings.Split(out.String(), "\n") {
-		if msg, ok := strings.CutPrefix(line, restoreErrorPrefix); ok {
-			return errors.New(msg)
-		}
-	}
-	// No error line: it crashed (etcdutl panics on some damaged
-	// databases), which took only the child down.
-	return fmt.Errorf("restore process crashed (%v): %s", err, crashSummary(out.String()))
+	// Without its error line it crashed (etcdutl panics on some damaged
+	// databases): a *childCrash, which took only the child down.
+	return c.wait(ctx, map[string]error{restoreErrorPrefix: nil})
 }

@@ -6,37 +6,42 @@ import (
 	"github.com/lifeboat-dev/lifeboat/restore"
 )
 
-// newEtcdCmd is the hidden command a drill (and restore --dry-run, and the
-// demo) starts its throwaway etcd with: this binary, in a process of its
-// own, so that an etcd that panics on restored data takes only itself down
-// and runs without the parent's soft memory limit. It takes etcd's flags
-// as restore.StartEtcd passes them; it is no interface for people.
+// The hidden commands a drill (and restore --dry-run, and the demo) runs
+// this binary with, each in a process of its own, so that etcd's code
+// there (a server, etcdutl's restore, the mvcc store of a replay) runs
+// without the parent's soft memory limit and a panic or fatal exit of it
+// on restored data takes only that process down. They take what the
+// restore package passes them; they are no interface for people.
+
+// newEtcdCmd runs a drill's throwaway etcd (restore.EtcdCommand) with
+// etcd's flags as restore.StartEtcd passes them.
 func newEtcdCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:                restore.EtcdCommand,
-		Short:              "Run a drill's throwaway etcd (internal)",
-		Hidden:             true,
-		DisableFlagParsing: true,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return restore.RunEtcd(cmd.Context(), args, a.stderr)
-		},
-	}
+	return hiddenChildCmd(restore.EtcdCommand, "Run a drill's throwaway etcd (internal)", func(cmd *cobra.Command, args []string) error {
+		return restore.RunEtcd(cmd.Context(), args, a.stderr)
+	})
 }
 
-// newRestoreChildCmd is the hidden command a drill restores its member
-// with (restore.RestoreCommand): this binary in a process of its own, so
-// that etcdutl writes the restored database and WAL without the parent's
-// soft memory limit. It prints its error on a line the parent reads back
-// (and, as every command, once more as lifeboat's error) and exits 1; it
-// is no interface for people.
+// newRestoreChildCmd restores a drill's member (restore.RestoreCommand):
+// etcdutl writes the restored database and WAL. It prints its error on a
+// line the parent reads back (and, as every command, once more as
+// lifeboat's error) and exits 1.
 func newRestoreChildCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:                restore.RestoreCommand,
-		Short:              "Restore a drill's member (internal)",
-		Hidden:             true,
-		DisableFlagParsing: true,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return restore.RunRestore(cmd.Context(), args, a.stderr)
-		},
-	}
+	return hiddenChildCmd(restore.RestoreCommand, "Restore a drill's member (internal)", func(cmd *cobra.Command, args []string) error {
+		return restore.RunRestore(cmd.Context(), args, a.stderr)
+	})
+}
+
+// newReplayChildCmd replays a drill's captured changes onto its snapshot
+// (restore.ReplayCommand), fed the decoded segments on stdin by the drill:
+// it gets no store, no credentials, no identity. It prints its result and
+// error lines for the parent and exits 1 on failure.
+func newReplayChildCmd(a *app) *cobra.Command {
+	return hiddenChildCmd(restore.ReplayCommand, "Replay a drill's captured changes (internal)", func(cmd *cobra.Command, args []string) error {
+		return restore.RunReplay(cmd.Context(), args, cmd.InOrStdin(), a.stderr)
+	})
+}
+
+// hiddenChildCmd is a hidden command that takes its arguments unparsed.
+func hiddenChildCmd(use, short string, run func(cmd *cobra.Command, args []string) error) *cobra.Command {
+	return &cobra.Command{Use: use, Short: short, Hidden: true, DisableFlagParsing: true, RunE: run}
 }

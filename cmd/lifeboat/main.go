@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 )
 
@@ -57,23 +58,18 @@ func setMemoryLimit(bufferBytes int64) {
 // etcd's key index of the whole keyspace, far above the limit: under it
 // the GC runs without end and saves no memory (onto the 1 GiB bench base,
 // 4 438 revisions/s with a 48 MiB limit vs 16 276 without; see
-// docs/benchmarks.md). The daemon keeps its limit. It also lets the heap
-// grow to replayGCPercent before a collection (unless GOGC is set).
+// docs/benchmarks.md). The daemon keeps its limit: its drills replay in a
+// child process (restore.ReplayCommand) that runs without it. It also lets
+// the heap grow to restore.ReplayGCPercent before a collection (unless
+// GOGC is set).
 func liftMemoryLimit() {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(math.MaxInt64)
 	}
 	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(replayGCPercent)
+		debug.SetGCPercent(restore.ReplayGCPercent)
 	}
 }
-
-// replayGCPercent is the GC target of a one-shot replay: the replay makes
-// short-lived copies of every value, and at Go's default (100) the GC
-// took ~26 % of its CPU. End to end onto the 1 GiB bench base, 149 889
-// revisions: 22 056 revisions/s at 400 vs 17 760 at 100, for 2.2 GiB
-// peak RSS instead of 1.7 GiB (the mapped file is most of either).
-const replayGCPercent = 400
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lifeboat-dev/lifeboat/internal/changetest"
+	"github.com/lifeboat-dev/lifeboat/restore"
 )
 
 func TestRestorePointInTime(t *testing.T) {
@@ -68,8 +69,8 @@ func TestRestorePointInTime(t *testing.T) {
 			t.Errorf("soft memory limit %d MiB after a point-in-time restore; want none", lim>>20)
 		}
 		gc := debug.SetGCPercent(100)
-		if os.Getenv("GOGC") == "" && gc != replayGCPercent {
-			t.Errorf("GC percent %d after a point-in-time restore; want %d", gc, replayGCPercent)
+		if os.Getenv("GOGC") == "" && gc != restore.ReplayGCPercent {
+			t.Errorf("GC percent %d after a point-in-time restore; want %d", gc, restore.ReplayGCPercent)
 		}
 		for _, s := range []string{"snapshot " + anchor.ID, fmt.Sprintf("%d revisions", target-anchor.Revision), "/changes/" + anchor.ID + "/", fmt.Sprintf("replayed %d revisions", target-anchor.Revision)} {
 			if !strings.Contains(out, s) {

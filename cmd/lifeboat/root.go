@@ -91,6 +91,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newAgentCmd(a),
 		newEtcdCmd(a),
 		newRestoreChildCmd(a),
+		newReplayChildCmd(a),
 		newDocsCmd(a),
 	)
 	var bind func(c *cobra.Command)
