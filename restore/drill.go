@@ -279,7 +279,18 @@ func (d *drill) run(ctx context.Context) error {
 			d.lg.Error("remove drill scratch directory", "dir", work, "err", err)
 		}
 	}()
+	// A plain backup in a store on this machine is the raw snapshot
+	// itself: checked and restored in place, read-only, with no copy into
+	// the scratch directory (not for a point-in-time drill, whose replay
+	// writes to its copy).
+	local, inPlace := "", false
+	if !pitr {
+		local, inPlace = o.Backups.PlainLocalFile(m)
+	}
 	need := uint64(2*m.DBSize) + spaceMargin
+	if inPlace {
+		need = uint64(m.DBSize) + spaceMargin
+	}
 	if pitr {
 		need += pointInTimeSpace(o.PointInTime.Plan)
 	}
@@ -291,7 +302,15 @@ func (d *drill) run(ctx context.Context) error {
 
 	// fetch + decode: one overlapped stream.
 	spool := filepath.Join(work, "snapshot.db")
-	fr, ferr := repository.Fetch(ctx, o.Backups, m, spool, repository.FetchOptions{Identities: o.Identities, Progress: o.Progress, Now: d.now})
+	fopts := repository.FetchOptions{Identities: o.Identities, Progress: o.Progress, Now: d.now}
+	var fr *repository.FetchResult
+	var ferr error
+	if inPlace {
+		spool = local
+		fr, ferr = repository.CheckInPlace(ctx, local, m, fopts)
+	} else {
+		fr, ferr = repository.Fetch(ctx, o.Backups, m, spool, fopts)
+	}
 	d.phase(PhaseFetch, fr.Fetch)
 	d.phase(PhaseDecode, fr.Decode)
 	switch {
@@ -393,7 +412,9 @@ func (d *drill) run(ctx context.Context) error {
 	removed := make(chan struct{})
 	go func() {
 		defer close(removed)
-		os.Remove(spool)
+		if !inPlace { // the store's own file: never removed
+			os.Remove(spool)
+		}
 	}()
 
 	// boot, in a child process: etcd panics or exits on some logically

@@ -2,6 +2,8 @@ package restore_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -105,6 +107,15 @@ func TestDrillPasses(t *testing.T) {
 			if progressCalls == 0 {
 				t.Error("Progress was never called")
 			}
+			// A plain backup in a directory is read in place: the store's
+			// file is still there, unchanged.
+			if p, ok := b.PlainLocalFile(m); ok {
+				if got := fileSHA256(t, p); got != m.ObjectSHA256 {
+					t.Errorf("the stored object read in place: sha256 %s after the drill, manifest says %s", got, m.ObjectSHA256)
+				}
+			} else if tt.enc.Compression == "none" && tt.ids == nil && strings.HasPrefix(tt.name, "directory") {
+				t.Error("a plain backup in a directory is not read in place")
+			}
 			if tt.binary && rep.Etcd == "" || !tt.binary && rep.Etcd == "" {
 				t.Errorf("report does not say which etcd ran: %q", rep.Etcd)
 			}
@@ -132,9 +143,12 @@ func TestDrillFails(t *testing.T) {
 	id, other := newIdentity(t), newIdentity(t)
 	// Two stores: two backups taken within a second of one revision share
 	// an id.
-	goldenPlain, goldenEnc := t.TempDir(), t.TempDir()
+	goldenPlain, goldenEnc, goldenRaw := t.TempDir(), t.TempDir(), t.TempDir()
 	plain := src.backup(t, dirBackups(t, goldenPlain), repository.Encoding{Compression: "zstd"})
 	enc := src.backup(t, dirBackups(t, goldenEnc), ageEncoding(id))
+	// Uncompressed and unencrypted in a directory: the drill reads the
+	// store's file in place.
+	raw := src.backup(t, dirBackups(t, goldenRaw), repository.Encoding{Compression: "none"})
 
 	flip := func(t *testing.T, path string) {
 		data, err := os.ReadFile(path)
@@ -182,6 +196,24 @@ func TestDrillFails(t *testing.T) {
 				m.SnapshotSHA256 = otherHexDigit(m.SnapshotSHA256[:1]) + m.SnapshotSHA256[1:]
 			})
 		}, wantCheck: "snapshot sha256"},
+		{name: "one flipped byte, read in place", m: raw, damage: func(t *testing.T, b *repository.Repo, root string, m *repository.Manifest) *repository.Manifest {
+			flip(t, filepath.Join(root, m.Object))
+			return m
+		}, wantCheck: "object sha256"},
+		{name: "truncated object, read in place", m: raw, damage: func(t *testing.T, b *repository.Repo, root string, m *repository.Manifest) *repository.Manifest {
+			if err := os.Truncate(filepath.Join(root, m.Object), m.ObjectSize/2); err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}, wantCheck: "object size"},
+		{name: "manifest snapshot sha256 edited, read in place", m: raw, damage: func(t *testing.T, b *repository.Repo, root string, m *repository.Manifest) *repository.Manifest {
+			return rewriteManifest(t, b, m, func(m *repository.Manifest) {
+				m.SnapshotSHA256 = otherHexDigit(m.SnapshotSHA256[:1]) + m.SnapshotSHA256[1:]
+			})
+		}, wantCheck: "snapshot sha256"},
+		{name: "manifest revision edited, read in place", m: raw, damage: func(t *testing.T, b *repository.Repo, root string, m *repository.Manifest) *repository.Manifest {
+			return rewriteManifest(t, b, m, func(m *repository.Manifest) { m.Revision += 10 })
+		}, wantCheck: "revision"},
 		{name: "wrong identity", m: enc, ids: []age.Identity{other}, wantErr: repository.ErrDecrypt},
 		{name: "no identity", m: enc, wantErr: repository.ErrNoIdentity},
 		{name: "missing object", m: plain, damage: func(t *testing.T, b *repository.Repo, root string, m *repository.Manifest) *repository.Manifest {
@@ -198,8 +230,11 @@ func TestDrillFails(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			root := t.TempDir()
 			golden := goldenPlain
-			if tt.m == enc {
+			switch tt.m {
+			case enc:
 				golden = goldenEnc
+			case raw:
+				golden = goldenRaw
 			}
 			copyTree(t, golden, root)
 			b := dirBackups(t, root)
@@ -240,6 +275,12 @@ func TestDrillFails(t *testing.T) {
 			// A failed drill still makes a storable report.
 			if err := b.PutDrillReport(t.Context(), rep); err != nil {
 				t.Errorf("PutDrillReport: %v", err)
+			}
+			// The store's file read in place is left as it was.
+			if tt.m == raw {
+				if _, err := os.Stat(filepath.Join(root, m.Object)); err != nil {
+					t.Errorf("the stored object after a drill that read it in place: %v", err)
+				}
 			}
 		})
 	}
@@ -371,4 +412,14 @@ func TestDrillHashKVOfUnknownEtcdVersion(t *testing.T) {
 			t.Errorf("hashkv check %+v; want not comparable for etcd 3.7", c)
 		}
 	}
+}
+
+func fileSHA256(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }

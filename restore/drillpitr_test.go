@@ -236,10 +236,18 @@ func TestPointInTimeDrill(t *testing.T) {
 				return
 			}
 			args = cmd.Args
-			// What the kernel holds for it (exec has happened).
+			// What the kernel holds for it (exec has happened). A read
+			// can come back empty while the new image is being set up:
+			// read again for a moment.
 			pid := strconv.Itoa(cmd.Process.Pid)
-			cmdline, _ = os.ReadFile("/proc/" + pid + "/cmdline")
-			environ, _ = os.ReadFile("/proc/" + pid + "/environ")
+			for range 100 {
+				cmdline, _ = os.ReadFile("/proc/" + pid + "/cmdline")
+				environ, _ = os.ReadFile("/proc/" + pid + "/environ")
+				if len(cmdline) > 0 && len(environ) > 0 {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
 		})
 		var logs syncbuf.Buffer
 		o := opts(plan(t, s.through), live)

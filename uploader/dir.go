@@ -111,6 +111,27 @@ func (d *Dir) Put(ctx context.Context, key string, r io.Reader, opts PutOptions)
 	return ObjectInfo{Key: key, Size: n, ModTime: st.ModTime(), SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
+// LocalFile returns the path of key's object on this machine's file
+// system, for a reader that uses the file in place, read-only (a drill of
+// a plain backup): a regular file, not a link.
+func (d *Dir) LocalFile(key string) (string, error) {
+	p, err := d.path(key)
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("get %s: %w", p, ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("get %s: %w", p, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("get %s: not a regular file", p)
+	}
+	return p, nil
+}
+
 // Get implements Store.
 func (d *Dir) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	p, err := d.path(key)
