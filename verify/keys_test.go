@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -173,6 +174,14 @@ func TestFileRecords(t *testing.T) {
 			if len(w.walkers) != tc.walkers {
 				t.Fatalf("%d walkers, want %d", len(w.walkers), tc.walkers)
 			}
+			// The walkers start in any order: each one's records are a
+			// range of the bucket, in order.
+			slices.SortFunc(w.walkers, func(a, b []recKV) int {
+				if len(a) == 0 || len(b) == 0 {
+					return len(a) - len(b)
+				}
+				return bytes.Compare(a[0].k, b[0].k)
+			})
 			var got []recKV
 			for i, recs := range w.walkers {
 				for j := 1; j < len(recs); j++ {
