@@ -109,15 +109,22 @@ func Fetch(ctx context.Context, b *Repo, m *Manifest, path string, o FetchOption
 	if werr != nil {
 		return res, werr
 	}
+	return res, checkTrailer(th, m, res)
+}
+
+// checkTrailer checks the raw snapshot's trailer hashed by th (etcd's
+// sha256 trailer: verify.ErrCorrupt) and its digest against backup m's
+// manifest (verify.ErrManifestMismatch), recording the digest in res.
+func checkTrailer(th *verify.TrailerHash, m *Manifest, res *FetchResult) error {
 	digest, err := th.Check()
 	if err != nil {
-		return res, fmt.Errorf("backup %s: %w", m.ID, err)
+		return fmt.Errorf("backup %s: %w", m.ID, err)
 	}
 	res.SnapshotSHA256 = digest
 	if digest != m.SnapshotSHA256 {
-		return res, fmt.Errorf("%w: snapshot sha256 %s, manifest says %s", verify.ErrManifestMismatch, digest, m.SnapshotSHA256)
+		return fmt.Errorf("%w: snapshot sha256 %s, manifest says %s", verify.ErrManifestMismatch, digest, m.SnapshotSHA256)
 	}
-	return res, nil
+	return nil
 }
 
 // stream reads r in chunks in one goroutine and hands them to write in the

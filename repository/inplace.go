@@ -3,7 +3,6 @@ package repository
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -72,19 +71,8 @@ func CheckInPlace(ctx context.Context, path string, m *Manifest, o FetchOptions)
 		return res, fmt.Errorf("read %s: %w", path, err)
 	}
 	res.Size = th.Size()
-	if res.ObjectSize != m.ObjectSize {
-		return res, fmt.Errorf("%w: %s has %d bytes, manifest says %d", ErrObjectMismatch, m.Object, res.ObjectSize, m.ObjectSize)
+	if err := checkObject(m, res.ObjectSize, oh); err != nil {
+		return res, err
 	}
-	if got := hex.EncodeToString(oh.Sum(nil)); got != m.ObjectSHA256 {
-		return res, fmt.Errorf("%w: %s sha256 %s, manifest says %s", ErrObjectMismatch, m.Object, got, m.ObjectSHA256)
-	}
-	digest, err := th.Check()
-	if err != nil {
-		return res, fmt.Errorf("backup %s: %w", m.ID, err)
-	}
-	res.SnapshotSHA256 = digest
-	if digest != m.SnapshotSHA256 {
-		return res, fmt.Errorf("%w: snapshot sha256 %s, manifest says %s", verify.ErrManifestMismatch, digest, m.SnapshotSHA256)
-	}
-	return res, nil
+	return res, checkTrailer(th, m, res)
 }

@@ -350,11 +350,17 @@ func (c *checkedReader) check() error {
 	if !c.eof {
 		return nil
 	}
-	if c.n != c.m.ObjectSize {
-		return fmt.Errorf("%w: %s has %d bytes, manifest says %d", ErrObjectMismatch, c.m.Object, c.n, c.m.ObjectSize)
+	return checkObject(c.m, c.n, c.h)
+}
+
+// checkObject checks the stored object's size n and sha256 h against
+// backup m's manifest (ErrObjectMismatch).
+func checkObject(m *Manifest, n int64, h hash.Hash) error {
+	if n != m.ObjectSize {
+		return fmt.Errorf("%w: %s has %d bytes, manifest says %d", ErrObjectMismatch, m.Object, n, m.ObjectSize)
 	}
-	if got := hex.EncodeToString(c.h.Sum(nil)); got != c.m.ObjectSHA256 {
-		return fmt.Errorf("%w: %s sha256 %s, manifest says %s", ErrObjectMismatch, c.m.Object, got, c.m.ObjectSHA256)
+	if got := hex.EncodeToString(h.Sum(nil)); got != m.ObjectSHA256 {
+		return fmt.Errorf("%w: %s sha256 %s, manifest says %s", ErrObjectMismatch, m.Object, got, m.ObjectSHA256)
 	}
 	return nil
 }

@@ -244,6 +244,28 @@ func (d *drill) phase(name string, dur time.Duration) {
 	d.lg.Info("drill phase done", "phase", name, "seconds", s)
 }
 
+// structureChecks records the file check's verdict on the snapshot
+// (verify.File's status st and error vErr): its bbolt structure and, when
+// that holds, its db size and bolt hash against the manifest. An error of
+// the check that is not about the file's content is returned as is: no
+// verdict.
+func (d *drill) structureChecks(st verify.Status, vErr error) error {
+	if vErr != nil && !errors.Is(vErr, verify.ErrCorrupt) {
+		return vErr
+	}
+	structure := "ok"
+	if vErr != nil {
+		structure = vErr.Error()
+	}
+	d.check("bbolt structure", "ok", structure, vErr == nil)
+	if vErr == nil {
+		m := d.m
+		d.check("db size", strconv.FormatInt(m.DBSize, 10), strconv.FormatInt(st.Size, 10), st.Size == m.DBSize)
+		d.check("bolt hash", hex32(m.BoltHash), hex32(st.BoltHash), st.BoltHash == m.BoltHash)
+	}
+	return nil
+}
+
 // check records a check. Failures are not logged here: they are in the
 // report and in Drill's error, which the caller logs once.
 func (d *drill) check(name, expected, actual string, passed bool) {
@@ -386,17 +408,8 @@ func (d *drill) run(ctx context.Context) error {
 	if !pitr {
 		wg.Wait()
 		d.phase(PhaseVerify, max(0, vEnd.Sub(rEnd)))
-		if vErr != nil && !errors.Is(vErr, verify.ErrCorrupt) {
-			return vErr
-		}
-		structure := "ok"
-		if vErr != nil {
-			structure = vErr.Error()
-		}
-		d.check("bbolt structure", "ok", structure, vErr == nil)
-		if vErr == nil {
-			d.check("db size", strconv.FormatInt(m.DBSize, 10), strconv.FormatInt(st.Size, 10), st.Size == m.DBSize)
-			d.check("bolt hash", hex32(m.BoltHash), hex32(st.BoltHash), st.BoltHash == m.BoltHash)
+		if err := d.structureChecks(st, vErr); err != nil {
+			return err
 		}
 	}
 	if err := d.failed(); err != nil {

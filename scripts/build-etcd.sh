@@ -14,25 +14,11 @@ if [ $# -ne 2 ]; then
 fi
 version=$1
 out=$2
-root=$(cd "$(dirname "$0")/.." && pwd)
-go=${GO:-go}
-case $out in
-/*) ;;
-*) out=$root/$out ;;
-esac
-# firstline BIN: the first line BIN --version prints. The whole output is
-# read before it is cut: with pipefail, `BIN --version | head -1` (or
-# grep -q) fails with SIGPIPE when the reader exits first
-# (scripts/test-scripts.sh).
-firstline() {
-	local v
-	v=$("$1" --version 2>/dev/null) || return 0
-	printf '%s\n' "${v%%$'\n'*}"
-}
-if [ -x "$out" ] && [ "$(firstline "$out")" = "etcd Version: ${version#v}" ]; then
+. "$(dirname "$0")/build-lib.sh"
+if built "etcd Version: ${version#v}"; then
 	exit 0 # built already
 fi
-src=${LIFEBOAT_BUILD_SRC:-$root/.bin/src}/etcd-$version
+src=$srcroot/etcd-$version
 mkdir -p "$src"
 cd "$src"
 if [ ! -f go.sum ]; then

@@ -29,26 +29,14 @@ v1.*.*) ;;
 	exit 2
 	;;
 esac
-root=$(cd "$(dirname "$0")/.." && pwd)
-go=${GO:-go}
-case $out in
-/*) ;;
-*) out=$root/$out ;;
-esac
-# firstline BIN: the first line BIN --version prints, read whole before it
-# is cut (a pipe into grep -q fails with SIGPIPE under pipefail).
-firstline() {
-	local v
-	v=$("$1" --version 2>/dev/null) || return 0
-	printf '%s\n' "${v%%$'\n'*}"
-}
-if [ -x "$out" ] && [ "$(firstline "$out")" = "Kubernetes $version" ]; then
+. "$(dirname "$0")/build-lib.sh"
+if built "Kubernetes $version"; then
 	exit 0 # built already
 fi
 staging=v0.${version#v1.} # k8s.io/kubernetes v1.37.2 ships its staging modules as v0.37.2
 minor=${version#v1.}
 minor=${minor%%.*}
-src=${LIFEBOAT_BUILD_SRC:-$root/.bin/src}/kube-apiserver-$version
+src=$srcroot/kube-apiserver-$version
 mkdir -p "$src"
 cd "$src"
 if [ ! -f tidy.done ]; then # go.sum alone may be left by a failed run

@@ -86,11 +86,7 @@ value at the backup's revision exits 1: "not found at revision R".`,
 var errSkipped = errors.New("some values could not be shown")
 
 func runGet(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o getOptions) error {
-	in, err := newInspector(ctx, a, cfg, lg)
-	if err != nil {
-		return err
-	}
-	s, err := in.open(ctx, o.source)
+	s, err := openSource(ctx, a, cfg, lg, o.source)
 	if err != nil {
 		return err
 	}

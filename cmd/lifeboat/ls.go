@@ -91,11 +91,7 @@ type lsEntry struct {
 }
 
 func runLs(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o lsOptions) error {
-	in, err := newInspector(ctx, a, cfg, lg)
-	if err != nil {
-		return err
-	}
-	s, err := in.open(ctx, o.source)
+	s, err := openSource(ctx, a, cfg, lg, o.source)
 	if err != nil {
 		return err
 	}

@@ -112,6 +112,16 @@ func newInspector(ctx context.Context, a *app, cfg *Config, lg *slog.Logger) (*i
 		cfg: cfg, lg: lg, stderr: a.stderr, enc: enc}, nil
 }
 
+// openSource opens the one SOURCE of a command (ls, get): an inspector
+// for cfg, then the snapshot ref names. Close it when done.
+func openSource(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, ref string) (*inspect.Snapshot, error) {
+	in, err := newInspector(ctx, a, cfg, lg)
+	if err != nil {
+		return nil, err
+	}
+	return in.open(ctx, ref)
+}
+
 // open resolves ref and opens its snapshot from the cache, fetching it
 // (or, for a point in time, building it) on first use.
 func (in *inspector) open(ctx context.Context, ref string) (*inspect.Snapshot, error) {
