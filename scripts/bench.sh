@@ -78,7 +78,7 @@ load_during() {
   sleep 0.5
   kill -TERM $lp; wait $lp || true
 }
-: >"$OUT/load.txt"
+: >"$OUT/load.txt"; rm -f "$OUT"/slow-*.txt "$OUT"/cluster-*.log
 want load && for i in $(seq "$RUNS"); do
   "$BIN/benchtool" load --endpoints "$ep" --rate 200 --duration 8s >"$OUT/load-idle.json"
   echo "idle $(cat "$OUT/load-idle.json")" >>"$OUT/load.txt"
@@ -220,10 +220,13 @@ if want cluster; then
   leader_ep() { cstatus | python3 -c 'import json,sys; s=json.load(sys.stdin); print(next(e["Endpoint"] for e in s if e["Status"]["header"]["member_id"]==e["Status"]["leader"]))'; }
   follower_ep() { cstatus | python3 -c 'import json,sys; s=json.load(sys.stdin); print(next(e["Endpoint"] for e in s if e["Status"]["header"]["member_id"]!=e["Status"]["leader"]))'; }
   cl_etcdctl() { rm -f "$DIR/etcdctl.db"; "$BIN/etcdctl" --endpoints "$(follower_ep)" snapshot save "$DIR/etcdctl.db"; }
+  # The floor: the follower's snapshot stream read and thrown away (no
+  # file, no check, no upload), what any online backup of a member costs.
+  cl_stream() { "$BIN/benchtool" stream --endpoints "$(follower_ep)"; }
   cl_lifeboat() { local bin=$1; shift; "$bin" snapshot --endpoints "$ceps" --store "file://$DIR/cstore" --spool-dir "$DIR/spool" --log-format json "$@"; }
   cl_load() { # cl_load NAME CMD...: p99 of 200 puts/s on the leader while CMD runs
     local name=$1; shift
-    "$BIN/benchtool" load --endpoints "$(leader_ep)" --rate 200 --duration 10m >"$OUT/load-$name.json" &
+    "$BIN/benchtool" load --endpoints "$(leader_ep)" --rate 200 --duration 10m --slow "${BENCH_SLOW:-25ms}" >"$OUT/load-$name.json" 2>>"$OUT/slow-$name.txt" &
     local lp=$!
     sleep 1
     for _ in $(seq "${BENCH_CLUSTER_REPEAT:-1}"); do
@@ -233,11 +236,12 @@ if want cluster; then
     kill -TERM $lp; wait $lp || true
     echo "$name $(cat "$OUT/load-$name.json")" >>"$OUT/load.txt"
   }
-  export -f cstatus leader_ep follower_ep cl_etcdctl cl_lifeboat; export ceps
+  export -f cstatus leader_ep follower_ep cl_etcdctl cl_stream cl_lifeboat; export ceps
   for i in $(seq "$RUNS"); do
     "$BIN/benchtool" load --endpoints "$(leader_ep)" --rate 200 --duration "${BENCH_CLUSTER_IDLE:-8s}" >"$OUT/load-cluster-idle.json"
     echo "cluster-idle $(cat "$OUT/load-cluster-idle.json")" >>"$OUT/load.txt"
     cl_load cluster-etcdctl bash -c cl_etcdctl
+    cl_load cluster-stream bash -c cl_stream
     cl_load cluster-lifeboat bash -c "cl_lifeboat ${LIFEBOAT_BENCH_BIN:-$BIN/lifeboat}"
     cl_load cluster-lifeboat-defer bash -c "cl_lifeboat ${LIFEBOAT_BENCH_BIN:-$BIN/lifeboat} --live-hashkv defer"
     if [ -n "${BENCH_CLUSTER_EXTRA:-}" ]; then # e.g. "--compression none": what else costs latency
@@ -332,6 +336,7 @@ if "cluster-idle" in p99:
     lines += [
       f"| 3 members, load on the leader: p99 (ms); idle p99 {p99['cluster-idle']:.1f} | {p99['cluster-etcdctl']:.1f} ({idle_ratio('cluster-etcdctl', 'cluster-idle'):.1f}x idle; from a follower) | {p99['cluster-lifeboat']:.1f} ({idle_ratio('cluster-lifeboat', 'cluster-idle'):.1f}x idle) | |",
       f"| 3 members, `--live-hashkv defer`: p99 (ms) | | {p99['cluster-lifeboat-defer']:.1f} ({idle_ratio('cluster-lifeboat-defer', 'cluster-idle'):.1f}x idle) | |",
+      f"| 3 members, the floor: the follower's snapshot stream read and discarded (`benchtool stream`): p99 (ms) | {p99['cluster-stream']:.1f} ({idle_ratio('cluster-stream', 'cluster-idle'):.1f}x idle) | | |",
     ]
 if "cluster-lifeboat-extra" in p99:
     lines += [
@@ -341,6 +346,32 @@ if "cluster-lifeboat-base" in p99:
     lines += [
       f"| 3 members, LIFEBOAT_BENCH_BASE_BIN: p99 (ms) | | {p99['cluster-lifeboat-base']:.1f} ({idle_ratio('cluster-lifeboat-base', 'cluster-idle'):.1f}x idle) | |",
     ]
+# When the backups stall the leader: the slowest put (of those over the
+# --slow threshold) that started within 0.6 s after each "backup stored".
+import datetime
+def stamp(t):
+    t = t.rstrip("Z")
+    head, _, frac = t.partition(".")
+    return datetime.datetime.fromisoformat(head + "." + (frac + "000000")[:6])
+after = []
+for n in sorted(p99):
+    sp, lp = os.path.join(out, f"slow-{n}.txt"), os.path.join(out, f"cluster-{n}.log")
+    if not n.startswith("cluster-lifeboat") or not os.path.exists(sp) or not os.path.exists(lp):
+        continue
+    slow = [(stamp(l.split()[2]), float(l.split()[3][:-2])) for l in open(sp) if l.startswith("slow put ")]
+    worst = []
+    for l in open(lp):
+        try:
+            d = json.loads(l)
+        except ValueError:
+            continue
+        if d.get("msg") == "backup stored":
+            t = stamp(d["time"])
+            near = [ms for s, ms in slow if -0.2 < (s - t).total_seconds() < 0.6]
+            worst.append(f"{max(near):.0f}" if near else "-")
+    after.append(f"| {n}: slowest put right after each backup was stored (ms; - none over the --slow threshold) | {' '.join(worst)} |")
+if after:
+    lines += ["", "| end of the backup | per window |", "|---|---|"] + after
 lines += [
   "",
   "raw runs (name wall_s peak_rss_kb):",

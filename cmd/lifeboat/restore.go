@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/lifeboat-dev/lifeboat/internal/writeback"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
 )
@@ -256,7 +257,7 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 		return fmt.Errorf("spool directory %s: %w", spoolDir, err)
 	}
 	spool := filepath.Join(spoolDir, fmt.Sprintf("lifeboat-restore-%s-%d.db", m.ID, os.Getpid()))
-	defer os.Remove(spool)
+	defer writeback.Remove(spool) // in steps: other members may share the disk
 	p := newProgress(a.stderr, lg, "download", m.ObjectSize)
 	start := time.Now()
 	_, err = repository.Fetch(ctx, backups, m, spool, repository.FetchOptions{Identities: ids, Progress: p.update})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lifeboat-dev/lifeboat/internal/writeback"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/verify"
@@ -187,7 +188,7 @@ func verifyBackup(ctx context.Context, b *repository.Repo, m *repository.Manifes
 	}
 	sweepLeftovers(spoolDir, "lifeboat-verify-", ".db", "verify", lg)
 	path := filepath.Join(spoolDir, "lifeboat-verify-"+m.ID+"-"+strconv.Itoa(os.Getpid())+".db")
-	defer os.Remove(path)
+	defer writeback.Remove(path) // in steps: etcd may share the disk
 	if _, err := repository.Fetch(ctx, b, m, path, repository.FetchOptions{Identities: ids}); err != nil {
 		return verify.Status{}, err
 	}

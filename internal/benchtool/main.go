@@ -3,7 +3,8 @@
 // latency, so backups can be compared by their effect on the cluster.
 //
 //	benchtool seed --endpoints URL --objects N
-//	benchtool load --endpoints URL --rate 200 --duration 30s
+//	benchtool load --endpoints URL --rate 200 --duration 30s [--slow 30ms]
+//	benchtool stream --endpoints URL
 //	benchtool seqpipe --endpoints URL --dir D --bucket B --s3-endpoint URL
 //	benchtool kube --endpoints URL --rate 500 --duration 60s [--metrics URL] [--store s3://B/P --s3-endpoint URL]
 //	benchtool scrape --metrics URL
@@ -17,7 +18,11 @@
 // marker in the store through its revision. scrape prints the agent's
 // lifeboat_capture_* gauges once. capture runs capture.Run in process
 // with the agent's gauges (a check of the harness; the recorded figures
-// come from `lifeboat agent --capture`).
+// come from `lifeboat agent --capture`). load --slow prints each put slower
+// than the threshold to stderr (start time and latency), to see when during
+// a backup the stalls happen. stream reads one member's snapshot stream and
+// discards it: the least any online backup of that member costs the
+// cluster, the floor for the p99 figure of a backup.
 package main
 
 import (
@@ -45,7 +50,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: benchtool seed|load|seqpipe|kube|scrape|capture [flags]")
+		fmt.Fprintln(os.Stderr, "usage: benchtool seed|load|stream|seqpipe|kube|scrape|capture [flags]")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -56,6 +61,8 @@ func main() {
 		err = runSeed(ctx, os.Args[2:])
 	case "load":
 		err = runLoad(ctx, os.Args[2:])
+	case "stream":
+		err = runStream(ctx, os.Args[2:])
 	case "seqpipe":
 		err = runSeqPipe(ctx, os.Args[2:])
 	case "kube":
@@ -112,6 +119,7 @@ func runLoad(ctx context.Context, args []string) error {
 	ep := fs.String("endpoints", "http://127.0.0.1:2379", "etcd endpoint")
 	rate := fs.Int("rate", 200, "puts per second")
 	dur := fs.Duration("duration", 10*time.Second, "how long (or until SIGTERM)")
+	slow := fs.Duration("slow", 0, "print each put slower than this to stderr (0: none)")
 	fs.Parse(args)
 	cli, err := connect(*ep)
 	if err != nil {
@@ -150,7 +158,11 @@ loop:
 				lat <- -1
 				return
 			}
-			lat <- time.Since(t)
+			d := time.Since(t)
+			if *slow > 0 && d > *slow {
+				fmt.Fprintf(os.Stderr, "slow put %s %.1fms\n", t.UTC().Format(time.RFC3339Nano), float64(d.Microseconds())/1000)
+			}
+			lat <- d
 		}()
 	}
 	for i := 0; i < cap(sem); i++ {
@@ -173,6 +185,31 @@ loop:
 		return float64(ds[int(p*float64(len(ds)-1))].Microseconds()) / 1000
 	}
 	return json.NewEncoder(os.Stdout).Encode(loadResult{Puts: len(ds), Errors: errs, P50Ms: pct(0.5), P99Ms: pct(0.99), MaxMs: pct(1)})
+}
+
+// runStream reads the snapshot stream of one member to the end and
+// discards it: no file, no check, no upload.
+func runStream(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("stream", flag.ExitOnError)
+	ep := fs.String("endpoints", "http://127.0.0.1:2379", "etcd endpoint")
+	fs.Parse(args)
+	cli, err := connect(*ep)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	start := time.Now()
+	rc, err := cli.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	n, err := io.Copy(io.Discard, rc)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "stream %s: %d bytes %s..%s\n", *ep, n, start.UTC().Format(time.RFC3339Nano), time.Now().UTC().Format(time.RFC3339Nano))
+	return nil
 }
 
 func runSeqPipe(ctx context.Context, args []string) error {
