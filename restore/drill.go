@@ -439,7 +439,7 @@ func (d *drill) run(ctx context.Context) error {
 	t = d.now()
 	srv, err := StartEtcd(ctx, EtcdOptions{
 		DataDir: dataDir, Name: drillName, PeerURL: peer, Token: token,
-		SocketDir: filepath.Join(work, "sock"), Binary: o.EtcdBinary,
+		SocketDir: filepath.Join(work, "sock"), Binary: o.EtcdBinary, NoSync: true,
 	})
 	d.phase(PhaseBoot, d.now().Sub(t))
 	<-removed

@@ -18,3 +18,9 @@ func OnChildStarted(t testing.TB, f func(*exec.Cmd)) {
 	childStarted = f
 	t.Cleanup(func() { childStarted = nil })
 }
+
+// SkipSyncs is skipSyncs, for the tests of restore_test.
+var SkipSyncs = skipSyncs
+
+// RestoreChildArgs is restoreChildArgs, for the tests of restore_test.
+var RestoreChildArgs = restoreChildArgs

@@ -27,7 +27,9 @@ const restoreErrorPrefix = "lifeboat-restore-error: "
 // RunRestore is the child side of a drill's restore: it restores the
 // single member described by args (--snapshot, --data-dir, --name,
 // --peer-url, --initial-cluster-token, --skip-hash-check,
-// --bump-revision, --mark-compacted) with Restore. On failure it writes
+// --bump-revision, --mark-compacted) with Restore; --no-sync first makes
+// the process's fsync-like calls no-ops (skipSyncs), for a drill's
+// throwaway copy. On failure it writes
 // the error to stderr on one line that the parent reads back, and
 // returns it.
 func RunRestore(ctx context.Context, args []string, stderr io.Writer) error {
@@ -43,6 +45,7 @@ func RunRestore(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.BoolVar(&o.SkipHashCheck, "skip-hash-check", false, "skip etcdutl's hash check")
 	fs.Uint64Var(&o.RevisionBump, "bump-revision", 0, "revision bump")
 	fs.BoolVar(&o.MarkCompacted, "mark-compacted", false, "mark compacted")
+	noSync := fs.Bool("no-sync", false, "skip fsync and its kin: the data is thrown away (skipSyncs)")
 	err := fs.Parse(args)
 	if err == nil && fs.NArg() > 0 {
 		err = fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -52,6 +55,11 @@ func RunRestore(ctx context.Context, args []string, stderr io.Writer) error {
 	} else {
 		if peer != "" {
 			o.PeerURLs = []string{peer}
+		}
+		if *noSync {
+			if serr := skipSyncs(); serr != nil {
+				fmt.Fprintln(stderr, "lifeboat-restore: syncing as usual:", serr)
+			}
 		}
 		_, err = Restore(ctx, o)
 	}
@@ -68,29 +76,16 @@ func RunRestore(ctx context.Context, args []string, stderr io.Writer) error {
 // own text, or a *childCrash. The child runs with the Go runtime's
 // defaults, as etcdutl run by hand; its memory is the restore's own
 // (bbolt maps the database; the copy and the WAL are written through the
-// page cache) and ends with it.
+// page cache) and ends with it. It is for a drill's throwaway copy: the
+// child skips every sync (--no-sync, skipSyncs), so the restored gigabyte
+// is not forced to disk minutes before it is deleted.
 func restoreInChild(ctx context.Context, o RestoreOptions) error {
 	if len(o.PeerURLs) != 1 || o.Name == "" || o.InitialCluster != "" || o.WALDir != "" || o.Force {
 		return errors.New("restore in a child process: one member with one peer URL only")
 	}
-	snap, err := filepath.Abs(o.SnapshotPath)
+	args, err := restoreChildArgs(o)
 	if err != nil {
-		return fmt.Errorf("snapshot file %s: %w", o.SnapshotPath, err)
-	}
-	dir, err := filepath.Abs(o.DataDir)
-	if err != nil {
-		return fmt.Errorf("data directory %s: %w", o.DataDir, err)
-	}
-	args := []string{RestoreCommand,
-		"--snapshot", snap, "--data-dir", dir, "--name", o.Name,
-		"--peer-url", o.PeerURLs[0], "--initial-cluster-token", o.InitialClusterToken,
-		"--bump-revision", fmt.Sprint(o.RevisionBump),
-	}
-	if o.SkipHashCheck {
-		args = append(args, "--skip-hash-check")
-	}
-	if o.MarkCompacted {
-		args = append(args, "--mark-compacted")
+		return err
 	}
 	c, err := startStep(ctx, "restore", args, false)
 	if err != nil {
@@ -99,4 +94,28 @@ func restoreInChild(ctx context.Context, o RestoreOptions) error {
 	// Without its error line it crashed (etcdutl panics on some damaged
 	// databases): a *childCrash, which took only the child down.
 	return c.wait(ctx, map[string]error{restoreErrorPrefix: nil})
+}
+
+// restoreChildArgs is the child's command line for restoreInChild.
+func restoreChildArgs(o RestoreOptions) ([]string, error) {
+	snap, err := filepath.Abs(o.SnapshotPath)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot file %s: %w", o.SnapshotPath, err)
+	}
+	dir, err := filepath.Abs(o.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("data directory %s: %w", o.DataDir, err)
+	}
+	args := []string{RestoreCommand,
+		"--snapshot", snap, "--data-dir", dir, "--name", o.Name,
+		"--peer-url", o.PeerURLs[0], "--initial-cluster-token", o.InitialClusterToken,
+		"--bump-revision", fmt.Sprint(o.RevisionBump), "--no-sync",
+	}
+	if o.SkipHashCheck {
+		args = append(args, "--skip-hash-check")
+	}
+	if o.MarkCompacted {
+		args = append(args, "--mark-compacted")
+	}
+	return args, nil
 }

@@ -152,7 +152,7 @@ var optionTable = []optionDef{
 
 	{Key: "snapshot.spool_dir", Flag: "spool-dir", Default: "/var/lib/lifeboat/spool", Groups: groupSpool,
 		Help: "directory for the raw snapshot during verification",
-		Doc:  "needs the db's size free; put it on another disk than etcd's data dir when write latency matters (see [benchmarks.md](benchmarks.md))"},
+		Doc:  "needs the db's size free; put it on another disk than etcd's data dir when write latency matters (see [benchmarks.md](benchmarks.md)); the spool is written back as it fills and freed in 32 MiB steps, so neither its writing nor its removal holds etcd's WAL syncs on a shared disk"},
 	{Key: "snapshot.stall_timeout", Flag: "stall-timeout", Default: "30s", Groups: groupSnapshot,
 		Help: "fail when the snapshot stream stalls this long"},
 	{Key: "snapshot.timeout", Flag: "timeout", Default: "30m", Groups: groupSnapshot,
@@ -225,7 +225,7 @@ var optionTable = []optionDef{
 		Help: "age before orphaned objects and incomplete uploads are removed"},
 
 	{Key: "drill.scratch_dir", Flag: "scratch-dir", Default: "/var/lib/lifeboat/scratch", Groups: groupDrill,
-		Help: "drill scratch directory (needs about twice the db size free; emptied after every drill)"},
+		Help: "drill scratch directory (needs about twice the db size free; emptied after every drill, its large files freed in 32 MiB steps)"},
 	{Key: "drill.etcd_binary", Flag: "etcd-binary", Groups: groupDrill,
 		Help: "run drills with this etcd binary instead of the embedded server",
 		Doc:  "to match the cluster's version; default: lifeboat's own (`lifeboat __etcd`, a child process)"},
