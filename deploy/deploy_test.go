@@ -544,6 +544,12 @@ func TestSystemdWiring(t *testing.T) {
 			if !syscallAllowed(u["SystemCallFilter"], "setpriority", "@resources", "@system-service") {
 				t.Errorf("SystemCallFilter=%q refuses setpriority, which lifeboat calls; allow it (SystemCallFilter=setpriority after the deny list)", u["SystemCallFilter"])
 			}
+			// The drill's children install a seccomp filter that skips
+			// their fsyncs (restore/nosync_linux.go); seccomp is in no
+			// group of @system-service.
+			if !syscallAllowed(u["SystemCallFilter"], "seccomp") {
+				t.Errorf("SystemCallFilter=%q refuses seccomp, which a drill's children call; allow it (SystemCallFilter=seccomp)", u["SystemCallFilter"])
+			}
 		})
 	}
 	sysusers, err := os.ReadFile("systemd/lifeboat.sysusers")
