@@ -67,7 +67,7 @@ func TestJobsDoNotImportTheDaemon(t *testing.T) {
 // (internal/etcdtest, s3test, jobtest, corrupt, uploader/storetest) are
 // for tests only: no package imports them outside its _test files.
 var layers = map[string]int{
-	"verify": 0, "retention": 0, "internal/writeback": 0, "internal/syncbuf": 0, "internal/seed": 0,
+	"verify": 0, "retention": 0, "internal/writeback": 0, "internal/syncbuf": 0, "internal/seed": 0, "internal/sysfilter": 0,
 	"snapshot": 1, "uploader": 1,
 	"repository": 2,
 	"backup":     3, "retention/prune": 3, "restore": 3, "capture": 3, "inspect": 3,

@@ -19,8 +19,5 @@ func OnChildStarted(t testing.TB, f func(*exec.Cmd)) {
 	t.Cleanup(func() { childStarted = nil })
 }
 
-// SkipSyncs is skipSyncs, for the tests of restore_test.
-var SkipSyncs = skipSyncs
-
 // RestoreChildArgs is restoreChildArgs, for the tests of restore_test.
 var RestoreChildArgs = restoreChildArgs
