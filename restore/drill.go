@@ -423,7 +423,7 @@ func (d *drill) run(ctx context.Context) error {
 	if rErr != nil {
 		return rErr
 	}
-	// Free the space before etcd grows its files, in steps (about 0.3 s
+	// Free the space before etcd grows its files, in steps (about 0.35 s
 	// for a gigabyte): beside the boot, which grows nothing before it has
 	// loaded the data.
 	removed := make(chan struct{})

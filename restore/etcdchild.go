@@ -20,9 +20,9 @@ import (
 // (--name, --data-dir, --listen-client-urls, --advertise-client-urls,
 // --listen-peer-urls, --initial-advertise-peer-urls, --initial-cluster,
 // --initial-cluster-token, --heartbeat-interval, --election-timeout,
-// --quota-backend-bytes, --log-level; and --no-sync, lifeboat's own: skipSyncs before
-// the server starts), until ctx
-// ends (SIGTERM in the caller) or the server fails. etcd's log goes to
+// --quota-backend-bytes, --log-level; and --no-sync, lifeboat's own:
+// skipSyncs before the server starts), until ctx ends (SIGTERM in the
+// caller) or the server fails. etcd's log goes to
 // stderr. When etcd panics or exits on the data it serves, it takes this
 // process down, never the one that started it.
 //
@@ -45,7 +45,7 @@ func RunEtcd(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.UintVar(&cfg.ElectionMs, "election-timeout", cfg.ElectionMs, "election timeout (ms)")
 	fs.Int64Var(&cfg.QuotaBackendBytes, "quota-backend-bytes", 0, "backend quota")
 	fs.StringVar(&cfg.LogLevel, "log-level", "error", "log level")
-	noSync := fs.Bool("no-sync", false, "skip fsync and its kin: the data is thrown away (skipSyncs)")
+	noSync := noSyncFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%s: %w", EtcdCommand, err)
 	}
@@ -76,11 +76,7 @@ func RunEtcd(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	cfg.Logger = "zap"
 	cfg.LogOutputs = []string{"stderr"}
-	if *noSync {
-		if err := skipSyncs(); err != nil {
-			fmt.Fprintln(stderr, "lifeboat-etcd: syncing as usual:", err)
-		}
-	}
+	skipSyncsIf(*noSync, stderr, "etcd")
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return fmt.Errorf("start etcd on %s: %w", cfg.Dir, err)

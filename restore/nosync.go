@@ -1,6 +1,12 @@
 package restore
 
-import "github.com/lifeboat-dev/lifeboat/internal/sysfilter"
+import (
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/lifeboat-dev/lifeboat/internal/sysfilter"
+)
 
 // skipSyncs makes every fsync-like call of this process (fsync,
 // fdatasync, sync_file_range, syncfs, sync) return success at once
@@ -12,3 +18,20 @@ import "github.com/lifeboat-dev/lifeboat/internal/sysfilter"
 // when the drill runs on its node. Pages that are never synced are
 // mostly never written: the drill deletes the directory first.
 func skipSyncs() error { return sysfilter.Answer(sysfilter.SyncCalls, 0) }
+
+// noSyncFlag registers the drill children's --no-sync flag on fs
+// (RunRestore, RunEtcd).
+func noSyncFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("no-sync", false, "skip fsync and its kin: the data is thrown away (skipSyncs)")
+}
+
+// skipSyncsIf calls skipSyncs when on. A refused filter is said on
+// stderr, as child's, and the child syncs as usual.
+func skipSyncsIf(on bool, stderr io.Writer, child string) {
+	if !on {
+		return
+	}
+	if err := skipSyncs(); err != nil {
+		fmt.Fprintf(stderr, "lifeboat-%s: syncing as usual: %v\n", child, err)
+	}
+}

@@ -45,7 +45,7 @@ func RunRestore(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.BoolVar(&o.SkipHashCheck, "skip-hash-check", false, "skip etcdutl's hash check")
 	fs.Uint64Var(&o.RevisionBump, "bump-revision", 0, "revision bump")
 	fs.BoolVar(&o.MarkCompacted, "mark-compacted", false, "mark compacted")
-	noSync := fs.Bool("no-sync", false, "skip fsync and its kin: the data is thrown away (skipSyncs)")
+	noSync := noSyncFlag(fs)
 	err := fs.Parse(args)
 	if err == nil && fs.NArg() > 0 {
 		err = fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -56,11 +56,7 @@ func RunRestore(ctx context.Context, args []string, stderr io.Writer) error {
 		if peer != "" {
 			o.PeerURLs = []string{peer}
 		}
-		if *noSync {
-			if serr := skipSyncs(); serr != nil {
-				fmt.Fprintln(stderr, "lifeboat-restore: syncing as usual:", serr)
-			}
-		}
+		skipSyncsIf(*noSync, stderr, "restore")
 		_, err = Restore(ctx, o)
 	}
 	if err != nil {
