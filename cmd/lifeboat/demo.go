@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/lifeboat-dev/lifeboat/internal/seed"
 	"github.com/lifeboat-dev/lifeboat/repository"
@@ -129,7 +130,7 @@ func playDemo(ctx context.Context, a *app, cfg *Config, o demoOptions) (*demoRun
 	}
 	defer srv.Close()
 	cfg.Etcd = EtcdConfig{Endpoints: []string{srv.ClientURL}, DialTimeout: 5 * time.Second, Member: "any"}
-	if d.cli, err = clientv3.New(clientv3.Config{Endpoints: []string{srv.ClientURL}, DialTimeout: 5 * time.Second, Logger: nil}); err != nil {
+	if d.cli, err = clientv3.New(clientv3.Config{Endpoints: []string{srv.ClientURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}); err != nil {
 		return nil, fmt.Errorf("demo: connect to embedded etcd: %w", err)
 	}
 	defer d.cli.Close()

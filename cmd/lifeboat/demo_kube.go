@@ -32,6 +32,11 @@ const demoNamespaceKey = "/registry/namespaces/" + demoNamespace
 // seed's values only look like objects; these decode, so that get shows
 // a real object and --for-apply has server fields to drop.
 func demoKubeObjects() (map[string][]byte, error) {
+	return encodeKube(demoObjects())
+}
+
+// demoObjects are the objects demoKubeObjects encodes, by key.
+func demoObjects() map[string]runtime.Object {
 	cm := &corev1.ConfigMap{ObjectMeta: demoMeta("checkout-config", 2),
 		Data: map[string]string{"PAYMENT_PROVIDER": "acme-pay", "CURRENCY": "EUR", "TIMEOUT": "5s"}}
 	replicas := int32(3)
@@ -51,11 +56,11 @@ func demoKubeObjects() (map[string][]byte, error) {
 		},
 		Status: appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 3, ReadyReplicas: 3, AvailableReplicas: 3},
 	}
-	return encodeKube(map[string]runtime.Object{
+	return map[string]runtime.Object{
 		demoNamespaceKey: demoNamespaceObject(false),
 		"/registry/configmaps/" + demoNamespace + "/checkout-config": cm,
 		demoDeployment: dep,
-	})
+	}
 }
 
 // demoTerminating is demoNamespace as kube-apiserver stores it once

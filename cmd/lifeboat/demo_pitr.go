@@ -13,6 +13,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/lifeboat-dev/lifeboat/internal/seed"
 	"github.com/lifeboat-dev/lifeboat/restore"
@@ -303,7 +304,7 @@ func (d *demoRun) bootRestored(ctx context.Context, dir string) error {
 		return fmt.Errorf("demo: boot the restored data dir: %w", err)
 	}
 	defer srv.Close()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.ClientURL}, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.ClientURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		return fmt.Errorf("demo: connect to the restored etcd: %w", err)
 	}
