@@ -27,12 +27,18 @@ func newDemoCmd(a *app) *cobra.Command {
 	var o demoOptions
 	c := &cobra.Command{
 		Use:   "demo",
-		Short: "Self-contained tour: embedded etcd with Kubernetes-like data, one verified and drilled backup into ./lifeboat-demo",
+		Short: "Self-contained tour: embedded etcd with Kubernetes-like data, a verified and drilled backup into ./lifeboat-demo, a deleted namespace brought back",
 		Long: `demo starts an embedded etcd in a temporary directory, seeds it with
 Kubernetes-like keys, takes a verified backup into ./lifeboat-demo (or
 --store), lists and verifies it, drills it (restores it into a scratch dir,
-boots a throwaway etcd on it and checks it), then stops etcd and removes the
-temporary directory. It needs nothing but this binary.`,
+boots a throwaway etcd on it and checks it). Then, with capture running (as
+agent --capture, at a 200ms interval), the cluster keeps changing and
+namespace payments-prod is deleted; lifeboat log finds the deletion,
+restore --to-revision the revision before it restores into a scratch data
+dir, booted and compared key by key with the state before, and ls and get
+--for-apply show the deleted objects at that revision. It stops capture and
+every etcd and removes the temporary directory, whatever happens. It needs
+nothing but this binary.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.objects < 1 {
