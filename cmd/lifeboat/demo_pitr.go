@@ -104,10 +104,14 @@ const demoChanges = 300
 // (seed.Changes: updates, some deletes), one revision each.
 func (d *demoRun) keepChanging(ctx context.Context) error {
 	d.stepf("the cluster keeps changing: %d writes after the backup, one revision each (kube-apiserver at work)", demoChanges)
-	ch, err := seed.NewChanges(seed.Options{Objects: d.o.objects, Seed: 1})
-	if err != nil || d.o.objects <= (seed.Options{Objects: d.o.objects}).WithDefaults().Namespaces {
+	opts := seed.Options{Objects: d.o.objects, Seed: 1}
+	if d.o.objects <= opts.WithDefaults().Namespaces {
 		fmt.Fprintln(d.out, "    (no seeded object to change: --objects is too small)")
 		return nil
+	}
+	ch, err := seed.NewChanges(opts)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
 	}
 	p := &d.pitr
 	for range demoChanges {
