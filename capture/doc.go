@@ -101,8 +101,12 @@
 //
 // For each lease ID first seen on a PUT by this run of the generation,
 // the job asks LeaseTimeToLive and records the granted TTL in the
-// segment of that PUT. A lease already gone when asked (expired or
-// revoked before the capture looked) is recorded with TTL -1. Replay
+// segment of that PUT (a segment holds only its own revisions' leases:
+// a flush while a fragmented revision is half received leaves that
+// revision's new leases with it, and a revision dropped at a reconnect
+// forgets them, to be seen again when it is sent again). A lease already
+// gone when asked (expired or revoked before the capture looked) is
+// recorded with TTL -1. Replay
 // should create every recorded lease with its ID before the revision
 // that first uses it, with the recorded TTL, or etcd's minimum TTL for
 // -1: its end is in the log anyway (the DELETEs of its keys come as

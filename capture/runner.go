@@ -124,11 +124,14 @@ type capt struct {
 	readers    sync.WaitGroup
 
 	// Buffered changes: closed revisions not yet stored, and the
-	// revision being assembled from a fragmented response.
+	// revision being assembled from a fragmented response. The leases
+	// first seen in the open revision are kept apart (openLeases) until
+	// it closes: a segment holds only its own revisions' leases.
 	pend       []repository.Revision
 	pendLeases []repository.Lease
 	pendBytes  int64
 	open       *repository.Revision
+	openLeases []repository.Lease
 	openBytes  int64
 	lastRev    int64 // the highest closed revision received
 	skipRev    int64 // events of this revision are already captured (0: none)
@@ -274,6 +277,11 @@ func (c *capt) openStream(ctx context.Context) error {
 		c.openBytes = 0
 		c.hmu.Unlock()
 		c.open = nil
+		// Its leases are first seen again when it is sent again.
+		for _, l := range c.openLeases {
+			delete(c.g.leases, l.ID)
+		}
+		c.openLeases = nil
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	var first *pb.WatchResponse
@@ -464,7 +472,7 @@ func (c *capt) handle(ctx context.Context, it item) error {
 				c.g.leases[kv.Lease] = true
 				l := repository.Lease{ID: kv.Lease, Revision: rev}
 				l.TTL, _ = c.leaseTTL(ctx, kv.Lease) // unknown (0) is looked up again at flush
-				c.pendLeases = append(c.pendLeases, l)
+				c.openLeases = append(c.openLeases, l)
 			}
 		}
 		c.open.Ops = append(c.open.Ops, op)
@@ -492,8 +500,9 @@ func (c *capt) closeRev(ctx context.Context) error {
 		return nil
 	}
 	c.pend = append(c.pend, *c.open)
+	c.pendLeases = append(c.pendLeases, c.openLeases...)
 	c.lastRev = c.open.Revision
-	c.open = nil
+	c.open, c.openLeases = nil, nil
 	c.hmu.Lock()
 	n := c.openBytes
 	c.openBytes = 0
