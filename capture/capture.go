@@ -57,6 +57,8 @@ type Stats struct {
 	Segments, Markers atomic.Int64
 	// Reconnects counts watch streams reopened after a break.
 	Reconnects atomic.Int64
+	// LeaseLookups counts lease TTL lookups (LeaseTimeToLive) made.
+	LeaseLookups atomic.Int64
 }
 
 // Defaults of Job's bounds.

@@ -101,7 +101,12 @@
 //
 // For each lease ID first seen on a PUT by this run of the generation,
 // the job asks LeaseTimeToLive and records the granted TTL in the
-// segment of that PUT (a segment holds only its own revisions' leases:
+// segment of that PUT. It asks at the flush, not while handling the
+// watch's responses (each lookup is a round trip, and on a Kubernetes
+// cluster every Event and Lease object brings a new lease): the flush
+// looks up the segment's new leases in parallel, up to 16 at once, and a
+// lookup that fails fails the flush (retried like a failed put), so that
+// no lease is ever stored with an unknown TTL (a segment holds only its own revisions' leases:
 // a flush while a fragmented revision is half received leaves that
 // revision's new leases with it, and a revision dropped at a reconnect
 // forgets them, to be seen again when it is sent again). A lease already

@@ -2,6 +2,7 @@ package capture
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -197,5 +198,51 @@ func TestFlushLeavesOpenRevisionsLeases(t *testing.T) {
 	want := []seg{{11, 11, leases[0], 11}, {12, 12, leases[1], 12}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("segments' leases (-want +got):\n%s", diff)
+	}
+}
+
+// TestLeaseLookupsOffTheWatchPath: handling revisions that each use a
+// new lease asks etcd nothing (each lookup was a round trip of up to 5 s
+// on the watch's processing path); the flush looks them up, in parallel,
+// and stores every lease with its granted TTL.
+func TestLeaseLookupsOffTheWatchPath(t *testing.T) {
+	c, cli := handleEnv(t)
+	const n = 100
+	for i := range n {
+		l, err := cli.Grant(t.Context(), int64(600+i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev := int64(11 + i)
+		resp := &pb.WatchResponse{Header: &pb.ResponseHeader{ClusterId: 0xc1, Revision: rev}, Events: []*mvccpb.Event{{Type: mvccpb.PUT,
+			Kv: &mvccpb.KeyValue{Key: fmt.Appendf(nil, "/registry/events/e%d", i), Value: []byte("v"), ModRevision: rev, CreateRevision: rev, Version: 1, Lease: int64(l.ID)}}}}
+		if err := c.handle(t.Context(), item{resp: resp, at: time.Unix(1, 0), size: respSize(resp)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := c.job.Stats.LeaseLookups.Load(); got != 0 {
+		t.Fatalf("%d lease lookups while handling the watch's responses: want none (they wait for the flush)", got)
+	}
+	if err := c.flush(t.Context(), false); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.job.Stats.LeaseLookups.Load(); got != n {
+		t.Errorf("%d lease lookups at the flush, want %d", got, n)
+	}
+	infos, _, err := c.job.Repo.ListSegments(t.Context(), "g")
+	if err != nil || len(infos) != 1 {
+		t.Fatalf("segments %v %v: want 1", infos, err)
+	}
+	s, _, err := c.job.Repo.ReadSegment(t.Context(), infos[0], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Leases) != n {
+		t.Fatalf("%d leases stored, want %d", len(s.Leases), n)
+	}
+	for i, l := range s.Leases {
+		if l.TTL != int64(600+i) || l.Revision != int64(11+i) {
+			t.Errorf("lease %d: %+v, want TTL %d first seen at %d", i, l, 600+i, 11+i)
+		}
 	}
 }

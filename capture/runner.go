@@ -470,9 +470,9 @@ func (c *capt) handle(ctx context.Context, it item) error {
 			op.Value, op.Lease, op.CreateRevision, op.Version = kv.Value, kv.Lease, kv.CreateRevision, kv.Version
 			if kv.Lease != 0 && !c.g.leases[kv.Lease] {
 				c.g.leases[kv.Lease] = true
-				l := repository.Lease{ID: kv.Lease, Revision: rev}
-				l.TTL, _ = c.leaseTTL(ctx, kv.Lease) // unknown (0) is looked up again at flush
-				c.openLeases = append(c.openLeases, l)
+				// Its TTL (0: unknown) is looked up at the flush, off
+				// the watch's path (lookupLeases).
+				c.openLeases = append(c.openLeases, repository.Lease{ID: kv.Lease, Revision: rev})
 			}
 		}
 		c.open.Ops = append(c.open.Ops, op)
@@ -515,9 +515,58 @@ func (c *capt) closeRev(ctx context.Context) error {
 	return nil
 }
 
+// leaseLookups bounds the lease TTL lookups a flush runs at once.
+const leaseLookups = 16
+
+// lookupLeases sets the TTL of every lease of ls not known yet (0),
+// asking etcd for up to leaseLookups at once. The TTLs found stay set
+// when another lookup fails (a retried flush asks only for the rest).
+func (c *capt) lookupLeases(ctx context.Context, ls []repository.Lease) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	sem := make(chan struct{}, leaseLookups)
+	for i := range ls {
+		if ls[i].TTL != 0 {
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			ttl, err := c.leaseTTL(ctx, ls[i].ID)
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+				cancel()
+				return
+			}
+			ls[i].TTL = ttl
+		})
+	}
+	wg.Wait()
+	if first == nil && ctx.Err() != nil {
+		first = ctx.Err()
+	}
+	return first
+}
+
 // leaseTTL asks for lease id's granted TTL: -1 when the lease is gone
 // (expired or revoked before the capture looked).
 func (c *capt) leaseTTL(ctx context.Context, id int64) (int64, error) {
+	c.job.Stats.LeaseLookups.Add(1)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	var ttl int64
@@ -606,14 +655,8 @@ func (c *capt) flushOnce(ctx context.Context) error {
 	if !ok {
 		return ErrLockLost
 	}
-	for i := range c.pendLeases {
-		if c.pendLeases[i].TTL == 0 {
-			ttl, err := c.leaseTTL(ctx, c.pendLeases[i].ID)
-			if err != nil {
-				return err
-			}
-			c.pendLeases[i].TTL = ttl
-		}
+	if err := c.lookupLeases(ctx, c.pendLeases); err != nil {
+		return err
 	}
 	g := c.g
 	last := c.pend[len(c.pend)-1]
