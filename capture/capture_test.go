@@ -896,3 +896,64 @@ func TestCaptureClusterIDChange(t *testing.T) {
 		t.Errorf("new generation's anchor %+v: want a snapshot of the other cluster", ws[1].Anchor)
 	}
 }
+
+// TestCaptureRestoredInPlace: the cluster restored in place from an older
+// snapshot, keeping its cluster ID (same name, peer URL and token: a
+// plain `etcdutl snapshot restore`, kubeadm's default), is below the
+// captured revision. etcd sends no progress to a watch that starts in
+// its future, so the watch's created response is the one signal: the
+// generation is sealed as revision_backwards and a new one starts on the
+// restored cluster. (Before, capture waited without a word until the
+// restored cluster passed the captured revision, then appended its
+// history to the old generation's.)
+func TestCaptureRestoredInPlace(t *testing.T) {
+	e := newEnv(t, nil)
+	e.start(nil, nil)
+	e.waitFor("a generation", 30*time.Second, func() bool { return e.last().Generation != "" })
+	gen := e.last().Generation
+	before, err := e.cli.Get(t.Context(), "/seed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := e.etcd.SaveSnapshot(t)
+	for i := range 20 {
+		if _, err := e.cli.Put(t.Context(), fmt.Sprintf("/lost/%d", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	captured := e.waitCaught()
+	e.etcd.RestoreInPlace(t, snap)
+	after, err := e.cli.Get(t.Context(), "/seed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Header.ClusterId != before.Header.ClusterId || after.Header.Revision >= captured {
+		t.Fatalf("restored cluster %x at revision %d: want the same ID %x below the captured %d", after.Header.ClusterId, after.Header.Revision, before.Header.ClusterId, captured)
+	}
+	e.waitFor("a new generation on the restored cluster", 60*time.Second, func() bool {
+		s := e.last()
+		return s.Generation != gen && s.Generation != "" && s.Running
+	})
+	if got := e.gaps(); len(got) != 1 || got[0] != GapRevisionBackwards {
+		t.Fatalf("gaps %v: want [%s]", got, GapRevisionBackwards)
+	}
+	if _, err := e.cli.Put(t.Context(), "/restored/after", "r"); err != nil {
+		t.Fatal(err)
+	}
+	live := e.waitCaught()
+	newGen := e.last().Generation
+	if err := e.stop(); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := e.repo.List(t.Context())
+	ws, err := e.repo.Windows(t.Context(), l)
+	if err != nil || len(ws) != 2 {
+		t.Fatalf("windows %v %v: want 2", ws, err)
+	}
+	if ws[0].Generation != gen || !ws[0].Sealed || ws[0].SealReason != string(GapRevisionBackwards) || ws[0].Through != captured {
+		t.Errorf("old window %+v: want %s sealed as revision_backwards through %d", ws[0], gen, captured)
+	}
+	if ws[1].Generation != newGen || ws[1].Sealed || ws[1].Through < live || ws[1].From >= captured {
+		t.Errorf("new window %+v: want %s open from the restored revision through %d", ws[1], newGen, live)
+	}
+}

@@ -47,6 +47,16 @@
 // event's says the same). H above it means revisions were lost, H below
 // it means the cluster went back: both are gaps.
 //
+// A cluster restored in place to an older revision keeping its cluster ID
+// (a plain `etcdutl snapshot restore` with the same name, peer URLs and
+// token) sends no progress at all while it is below the watch's start
+// revision: the watch's created response, whose header is the member's
+// revision when it accepted the watch, is the one signal. A created
+// revision below the captured one is confirmed with a linearizable read
+// (a Range with serializable off, through the leader's read index), so
+// that a follower that only lags is not taken for a restore; confirmed,
+// it is a GapRevisionBackwards.
+//
 // Events are grouped by revision (etcd sends a transaction's events in
 // one response, in sub-revision order; a fragmented response's revision
 // is closed at its last fragment). Revisions must be dense: each new one

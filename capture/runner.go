@@ -420,6 +420,13 @@ func (c *capt) handle(ctx context.Context, it item) error {
 		return fmt.Errorf("watch canceled by the member: %s", resp.CancelReason)
 	}
 	if resp.Created {
+		// The member's revision when it accepted the watch: below the
+		// captured one, the cluster went back (restored in place, its ID
+		// kept), and etcd will say nothing more until it passes the
+		// watch's start revision.
+		if h := resp.Header.GetRevision(); h < c.lastRev {
+			return c.confirmBackwards(ctx, h)
+		}
 		return nil
 	}
 	if len(resp.Events) == 0 {
@@ -490,6 +497,35 @@ func (c *capt) handle(ctx context.Context, it item) error {
 			c.knownRev, c.knownAt = c.lastRev, it.at
 		}
 	}
+	return nil
+}
+
+// confirmBackwards checks a watch created at revision h, below the
+// captured revision, with a linearizable read: a member that only lags
+// (a follower catching up) answers it at the cluster's revision; a
+// cluster restored to an older revision answers below the captured one,
+// a GapRevisionBackwards.
+func (c *capt) confirmBackwards(ctx context.Context, h int64) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var rev int64
+	err := c.job.Session.Conn(ctx, func(ctx context.Context, _ string, conn *grpc.ClientConn) error {
+		// Serializable false (the default): through the leader's
+		// read index, never a member's possibly stale state.
+		resp, err := pb.NewKVClient(conn).Range(ctx, &pb.RangeRequest{Key: []byte{0}, Limit: 1})
+		if err != nil {
+			return err
+		}
+		rev = resp.Header.GetRevision()
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("capture: confirm the cluster's revision (the watch was created at %d, below the captured %d): %w", h, c.lastRev, err)
+	}
+	if rev < c.lastRev {
+		return &gapError{GapRevisionBackwards, fmt.Errorf("the cluster is at revision %d, below the captured %d: it was restored", rev, c.lastRev)}
+	}
+	c.r.lg.Info("capture: a member behind the captured revision answers the watch", "member_revision", h, "revision", rev, "captured", c.lastRev)
 	return nil
 }
 
