@@ -957,3 +957,111 @@ func TestCaptureRestoredInPlace(t *testing.T) {
 		t.Errorf("new window %+v: want %s open from the restored revision through %d", ws[1], newGen, live)
 	}
 }
+
+// lostReplyStore stores the first segment and the first progress
+// marker after it, then fails their puts: the object landed, the reply
+// was lost (as when the dir store's sync or stat fails after the rename).
+type lostReplyStore struct {
+	uploader.Store
+	armed                   atomic.Bool
+	segFaults, markerFaults atomic.Int64
+}
+
+func (s *lostReplyStore) Put(ctx context.Context, key string, r io.Reader, opts uploader.PutOptions) (uploader.ObjectInfo, error) {
+	o, err := s.Store.Put(ctx, key, r, opts)
+	if err != nil || !s.armed.Load() {
+		return o, err
+	}
+	switch {
+	case strings.Contains(key, "/changes/") && s.segFaults.Add(1) == 1,
+		strings.Contains(key, "/progress/") && s.segFaults.Load() > 0 && s.markerFaults.Add(1) == 1:
+		return uploader.ObjectInfo{}, fmt.Errorf("put %s: sync: input/output error (injected after the object was stored)", key)
+	}
+	return o, nil
+}
+
+// TestCaptureLostPutReplyAdopted: a segment and a progress marker whose
+// puts were stored but whose replies were lost (the S3 confirm HEAD
+// fails) are found at the retry as this writer's own and adopted: no
+// gap, the chain goes on, and the landed marker is deleted once a newer
+// one supersedes it. (Before, the retried segment met 412, the
+// generation was sealed as broken_chain and a full snapshot followed,
+// leaving a hole.)
+func TestCaptureLostPutReplyAdopted(t *testing.T) {
+	for _, store := range []string{"dir", "s3"} {
+		t.Run(store, func(t *testing.T) { testLostPutReply(t, store) })
+	}
+}
+
+func testLostPutReply(t *testing.T, store string) {
+	var st uploader.Store
+	var segFaults, markerFaults *atomic.Int64
+	var px *s3test.Proxy
+	var ls *lostReplyStore
+	if store == "dir" {
+		d, err := uploader.NewDir(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = &lostReplyStore{Store: d}
+		st, segFaults, markerFaults = ls, &ls.segFaults, &ls.markerFaults
+	} else {
+		srv := s3test.Start(t)
+		srv.Env(t)
+		srv.CreateBucket(t, "capture-lost", false)
+		px = s3test.NewProxy(t, srv.Endpoint)
+		s3, err := uploader.NewS3(t.Context(), uploader.S3Config{
+			Bucket: "capture-lost", Prefix: "team", Endpoint: px.URL, Region: srv.Region, PathStyle: true, MaxAttempts: 1,
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, segFaults, markerFaults = s3, new(atomic.Int64), new(atomic.Int64)
+	}
+	e := newEnv(t, st)
+	e.start(nil, nil)
+	e.waitFor("a generation", 30*time.Second, func() bool { return e.last().Generation != "" })
+	gen := e.last().Generation
+	if px != nil {
+		px.SetFault(func(r *http.Request, _ int) s3test.Fault {
+			if r.Method != http.MethodHead || r.Header.Get("If-Match") == "" && r.URL.Query().Get("versionId") == "" {
+				return s3test.None // only the confirm HEAD of a put
+			}
+			switch {
+			case strings.Contains(r.URL.Path, "/changes/") && segFaults.Add(1) == 1,
+				strings.Contains(r.URL.Path, "/progress/") && segFaults.Load() > 0 && markerFaults.Add(1) == 1:
+				return s3test.Status(500)
+			}
+			return s3test.None
+		})
+	} else {
+		ls.armed.Store(true)
+	}
+	for i := range 20 {
+		if _, err := e.cli.Put(t.Context(), fmt.Sprintf("/l/%d", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live := e.waitCaught()
+	// Idle markers supersede the one whose reply was lost.
+	at := e.last().RecoveryPoint
+	e.waitFor("an idle marker", 30*time.Second, func() bool { return e.last().RecoveryPoint.After(at) })
+	if err := e.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if segFaults.Load() == 0 || markerFaults.Load() == 0 {
+		t.Fatalf("%d segment and %d marker confirmations failed: want both", segFaults.Load(), markerFaults.Load())
+	}
+	if gaps := e.gaps(); len(gaps) > 0 {
+		t.Fatalf("gaps %v: want none", gaps)
+	}
+	segs := e.stored(gen)
+	e.checkExact(segs, segs[0].SnapshotRevision+1, live)
+	byGen, _, err := e.repo.ListProgress(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms := byGen[gen]; len(ms) != 1 {
+		t.Errorf("markers %v: want only the newest kept", ms)
+	}
+}

@@ -92,7 +92,12 @@
 // Closed revisions are flushed as one segment every Interval or as soon
 // as they reach MaxSegmentBytes (a revision is never split), encoded with
 // Job.Encoding, with Repo.PutSegment, which never overwrites. A segment
-// already at that name (uploader.ErrExists) is another writer's: when
+// already at that name (uploader.ErrExists) is read back: when its
+// stored bytes hash to those of an encoding this writer put at that name
+// (an earlier put landed and its reply was lost: the S3 confirmation or
+// the directory's sync failed), it is this writer's own, so of the same
+// generation, range, previous hash, token and content, and it is adopted
+// (its hash is the next PrevHash). Otherwise it is another writer's: when
 // Job.Token says the lock is lost the job stops, else the generation is
 // sealed with GapBrokenChain; the two are never merged. Any other failed
 // put is retried with backoff, the changes stay buffered (the reader
@@ -105,7 +110,9 @@
 // (after a lost lock or a crash) continues it even before its first
 // segment. Older markers of the generation
 // are deleted once a newer one is stored (best effort: a failed delete
-// is logged, and the newest marker always wins).
+// is logged, and the newest marker always wins); a marker whose put
+// failed counts among them, since it may have landed with its reply
+// lost, and one found at its name saying the same is adopted.
 //
 // # Leases
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -135,6 +136,10 @@ type capt struct {
 	openBytes  int64
 	lastRev    int64 // the highest closed revision received
 	skipRev    int64 // events of this revision are already captured (0: none)
+	// tried holds the hashes of the encodings of the segment at key
+	// triedKey this writer put (a put may land with its reply lost).
+	triedKey string
+	tried    []string
 	// knownRev/knownAt: at knownAt the cluster was at revision knownRev
 	// (a progress notification, or a response whose header says so).
 	knownRev int64
@@ -708,16 +713,24 @@ func (c *capt) flushOnce(ctx context.Context) error {
 	if g.prevHash == "" {
 		s.SnapshotID, s.SnapshotRevision = g.snapID, g.snapRev
 	}
+	key := c.job.Repo.SegmentKey(g.id, s.First, s.Last, c.job.Encoding)
+	if key != c.triedKey {
+		c.triedKey, c.tried = key, nil
+	}
 	o, sum, err := c.job.Repo.PutSegment(ctx, s, c.job.Encoding)
+	if sum != "" {
+		c.tried = append(c.tried, sum)
+	}
 	if errors.Is(err, uploader.ErrExists) {
-		if _, ok := c.job.Token(); !ok {
-			return ErrLockLost
+		if sum, err = c.ownSegment(ctx, key); err != nil {
+			return err
 		}
-		return &gapError{GapBrokenChain, fmt.Errorf("another writer stored a segment at %s: %w", c.job.Repo.SegmentKey(g.id, s.First, s.Last, c.job.Encoding), err)}
+		o = uploader.ObjectInfo{Key: key}
 	}
 	if err != nil {
 		return err
 	}
+	c.triedKey, c.tried = "", nil
 	c.job.Stats.Segments.Add(1)
 	c.r.lg.Debug("capture: segment stored", "key", o.Key, "revisions", len(c.pend), "bytes", o.Size)
 	g.durable, g.durableAt, g.prevHash, g.lastKey = last.Revision, at, sum, o.Key
@@ -731,6 +744,27 @@ func (c *capt) flushOnce(ctx context.Context) error {
 	}
 	c.reportDurable(merr)
 	return nil
+}
+
+// ownSegment decides whose is the segment found at key where this writer
+// put one: its own when the stored bytes' sha256 is that of bytes it
+// encoded for key (an earlier put landed, its reply lost: the retry met
+// the object), so the same generation, range, previous hash, token and
+// content; it returns that hash, the next PrevHash. Another writer's is a
+// gap, or ErrLockLost when the lock is gone.
+func (c *capt) ownSegment(ctx context.Context, key string) (string, error) {
+	stored, err := hashObject(ctx, c.job.Repo, key)
+	if err != nil {
+		return "", fmt.Errorf("capture: a segment exists at %s: %w", key, err)
+	}
+	if slices.Contains(c.tried, stored) {
+		c.r.lg.Info("capture: segment stored by an earlier put whose reply was lost", "key", key)
+		return stored, nil
+	}
+	if _, ok := c.job.Token(); !ok {
+		return "", ErrLockLost
+	}
+	return "", &gapError{GapBrokenChain, fmt.Errorf("another writer stored a segment at %s: %w", key, uploader.ErrExists)}
 }
 
 // reportDurable reports the durable point and the recovery point.
@@ -768,9 +802,17 @@ func (c *capt) marker(ctx context.Context, at time.Time, sealed GapReason) error
 		LastSegment: g.lastKey, LastHash: g.prevHash, Token: tok,
 		Sealed: sealed != "", SealReason: string(sealed),
 	}
-	key, err := c.job.Repo.PutProgress(ctx, p)
-	if errors.Is(err, uploader.ErrExists) && sealed != "" {
+	key := c.job.Repo.ProgressKey(p.Generation, p.Through, p.At, p.Sealed)
+	_, err := c.job.Repo.PutProgress(ctx, p)
+	switch {
+	case errors.Is(err, uploader.ErrExists) && sealed != "":
 		err = nil // sealed already
+	case errors.Is(err, uploader.ErrExists):
+		err = c.ownMarker(ctx, key, p)
+	case err != nil && !slices.Contains(g.markers, key):
+		// It may have landed, its reply lost: deleted like the others
+		// once a newer marker is stored.
+		g.markers = append(g.markers, key)
 	}
 	if err != nil {
 		return err
@@ -781,11 +823,35 @@ func (c *capt) marker(ctx context.Context, at time.Time, sealed GapReason) error
 	}
 	g.markerThrough, g.markerAt = g.durable, at
 	for _, old := range g.markers {
+		if old == key {
+			continue
+		}
 		if err := c.job.Repo.Store.Delete(ctx, old); err != nil && !errors.Is(err, uploader.ErrNotFound) {
 			c.r.lg.Warn("capture: superseded progress marker not deleted", "key", old, "err", err)
 		}
 	}
 	g.markers = append(g.markers[:0], key)
+	return nil
+}
+
+// ownMarker decides whose is the marker found at key where this writer
+// put p: its own (an earlier put landed, its reply lost) when the stored
+// one says the same as p, else another writer's (ErrExists).
+func (c *capt) ownMarker(ctx context.Context, key string, p *repository.Progress) error {
+	got, err := c.job.Repo.ReadProgress(ctx, repository.ProgressInfo{
+		Generation: p.Generation, Through: p.Through, At: p.At, Sealed: p.Sealed, Object: uploader.ObjectInfo{Key: key},
+	})
+	if err != nil {
+		return fmt.Errorf("capture: a progress marker exists at %s: %w", key, err)
+	}
+	same := *got
+	if same.At.Equal(p.At) {
+		same.At = p.At
+	}
+	if same != *p {
+		return fmt.Errorf("capture: another writer stored a progress marker at %s (token %d): %w", key, got.Token, uploader.ErrExists)
+	}
+	c.r.lg.Info("capture: progress marker stored by an earlier put whose reply was lost", "key", key)
 	return nil
 }
 

@@ -110,7 +110,9 @@ func isHexSHA256(s string) bool {
 // PutSegment stores s encoded with e under its key, never overwriting: a
 // segment already there (another writer's) fails with an error wrapping
 // uploader.ErrExists. It returns the object and the hex sha256 of the
-// stored bytes, the next segment's PrevHash.
+// stored bytes, the next segment's PrevHash; when the put fails, still
+// the hash of the bytes it tried to store (a put may have landed with
+// its reply lost: the writer tells its own object by that hash).
 func (b *Repo) PutSegment(ctx context.Context, s *Segment, e Encoding) (uploader.ObjectInfo, string, error) {
 	if err := validGeneration(s.Generation); err != nil {
 		return uploader.ObjectInfo{}, "", fmt.Errorf("store segment: %w", err)
@@ -123,7 +125,7 @@ func (b *Repo) PutSegment(ctx context.Context, s *Segment, e Encoding) (uploader
 	sum := sha256.Sum256(data)
 	o, err := b.Store.Put(ctx, key, bytes.NewReader(data), uploader.PutOptions{ContentType: "application/octet-stream"})
 	if err != nil {
-		return uploader.ObjectInfo{}, "", fmt.Errorf("store segment %s: %w", key, err)
+		return uploader.ObjectInfo{}, hex.EncodeToString(sum[:]), fmt.Errorf("store segment %s: %w", key, err)
 	}
 	return o, hex.EncodeToString(sum[:]), nil
 }
