@@ -106,7 +106,8 @@
 // the time the capture last knew the cluster was at that revision (a
 // progress notification, else the revision's receive time). While idle,
 // one marker per interval advances At. A new generation gets a marker
-// at its snapshot's revision and time at once, so that the next writer
+// at its snapshot's revision and time (Manifest.RevisionTime: when the
+// snapshot's revision was fixed, not the earlier CreatedAt) at once, so that the next writer
 // (after a lost lock or a crash) continues it even before its first
 // segment. Older markers of the generation
 // are deleted once a newer one is stored (best effort: a failed delete
