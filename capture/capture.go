@@ -80,6 +80,8 @@ type Stats struct {
 	// they replaced that were deleted, CompactErrors failed compaction
 	// passes.
 	Compacted, Replaced, CompactErrors atomic.Int64
+	// LeaseLookups counts lease TTL lookups (LeaseTimeToLive) made.
+	LeaseLookups atomic.Int64
 }
 
 // Defaults of Job's bounds.
