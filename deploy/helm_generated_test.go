@@ -27,7 +27,7 @@ const (
 // chartCopies are the files the chart carries as copies (Helm reads no
 // file outside the chart's directory): chart path -> source.
 var chartCopies = map[string]string{
-	"files/alerts.yaml":  "prometheus/alerts.yaml",
+	"files/alerts.yaml":   "prometheus/alerts.yaml",
 	"files/lifeboat.json": "grafana/lifeboat.json",
 }
 

@@ -116,7 +116,7 @@ func run(args []string) error {
 	}
 	_, version, _ := strings.Cut(*tag, ":")
 	if err := lp.AppendIndex(idx, layout.WithAnnotations(map[string]string{
-		"io.containerd.image.name":         ref,
+		"io.containerd.image.name":          ref,
 		"org.opencontainers.image.ref.name": version,
 	})); err != nil {
 		return fmt.Errorf("write layout %s: %w", *layoutDir, err)
