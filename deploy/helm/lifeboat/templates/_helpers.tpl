@@ -104,6 +104,10 @@ scratch: /var/lib/lifeboat/scratch
 {{- $_ := set $managed "capture" (dict "enabled" .Values.capture.enabled) }}
 {{- end }}
 {{- $cfg = mergeOverwrite $cfg $managed }}
+{{- if and (hasKey $cfg.etcd "endpoints") (empty $cfg.etcd.endpoints) }}
+{{- /* kubeadm: LIFEBOAT_ETCD_ENDPOINTS names the node's member. */}}
+{{- $_ := unset $cfg.etcd "endpoints" }}
+{{- end }}
 {{- toYaml $cfg }}
 {{- end }}
 
