@@ -133,7 +133,7 @@ deploy-check:
 # and linux/arm64 in one OCI index, written as a layout at .bin/image/ and
 # its tar at .bin/image.tar (docker load, podman load); reproducible from a
 # commit (scripts/build-image.sh). Push it with
-#   crane push --index .bin/image REGISTRY/lifeboat:$(VERSION)
+#   crane push .bin/image REGISTRY/lifeboat:$(VERSION)
 IMAGE ?= lifeboat
 image:
 	IMAGE=$(IMAGE) GO=$(GO) ./scripts/build-image.sh $(VERSION) $(BIN)
