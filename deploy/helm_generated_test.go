@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,6 +21,9 @@ import (
 var updateChart = flag.Bool("update", false, "rewrite the Helm chart's generated files (files/alerts.yaml, files/lifeboat.json, values.schema.json)")
 
 const (
+	valuesDoc      = "../docs/deploy-kubernetes.md"
+	valuesBegin    = "<!-- BEGIN GENERATED VALUES -->"
+	valuesEnd      = "<!-- END GENERATED VALUES -->"
 	chartDir       = "helm/lifeboat"
 	schemaBase     = "helm/schema.base.json"
 	configDoc      = "../docs/configuration.md"
@@ -46,6 +52,11 @@ func TestChartGenerated(t *testing.T) {
 		want[dst] = b
 	}
 	want["values.schema.json"] = chartSchema(t)
+	doc, err := os.ReadFile(valuesDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want["../../"+valuesDoc] = []byte(spliceValuesDoc(t, string(doc), valuesReference(t)))
 	for name, w := range want {
 		p := filepath.Join(chartDir, name)
 		if *updateChart {
@@ -178,4 +189,78 @@ func chartSchema(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// valuesReference is the Markdown table of the chart's values: every
+// leaf of values.schema.json but config's (docs/configuration.md has
+// those), with its type, default (values.yaml) and description.
+func valuesReference(t *testing.T) string {
+	t.Helper()
+	var schema map[string]any
+	if err := json.Unmarshal(chartSchema(t), &schema); err != nil {
+		t.Fatal(err)
+	}
+	defs, _ := schema["$defs"].(map[string]any)
+	var defaults map[string]any
+	decodeYAML(t, filepath.Join(chartDir, "values.yaml"), &defaults)
+	var b strings.Builder
+	b.WriteString("| value | type | default | description |\n|---|---|---|---|\n")
+	var walk func(path string, s map[string]any, def any)
+	walk = func(path string, s map[string]any, def any) {
+		if ref, ok := s["$ref"].(string); ok {
+			d, _ := defs[strings.TrimPrefix(ref, "#/$defs/")].(map[string]any)
+			merged := map[string]any{}
+			maps.Copy(merged, d)
+			maps.Copy(merged, s)
+			delete(merged, "$ref")
+			s = merged
+		}
+		props, _ := s["properties"].(map[string]any)
+		if len(props) > 0 && path != "config" && !strings.HasSuffix(path, "resources") {
+			for _, k := range slices.Sorted(maps.Keys(props)) {
+				p := k
+				if path != "" {
+					p = path + "." + k
+				}
+				dm, _ := def.(map[string]any)
+				walk(p, props[k].(map[string]any), dm[k])
+			}
+			return
+		}
+		typ := fmt.Sprint(s["type"])
+		if e, ok := s["enum"].([]any); ok {
+			var vs []string
+			for _, v := range e {
+				vs = append(vs, fmt.Sprint(v))
+			}
+			typ = strings.Join(vs, " \\| ")
+		}
+		typ = strings.NewReplacer("[", "", "]", "", " ", " or ").Replace(typ)
+		d := ""
+		if def != nil {
+			j, _ := json.Marshal(def)
+			d = "`" + string(j) + "`"
+		}
+		desc := fmt.Sprint(s["description"])
+		if s["description"] == nil {
+			desc = ""
+		}
+		if path == "config" {
+			desc = "lifeboat's config.yaml: the keys of [configuration.md](configuration.md), checked by the schema (the chart sets the credential paths, directories and, in deployment mode, agent.listen)"
+			typ, d = "object", ""
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", path, typ, strings.ReplaceAll(d, "|", "\\|"), strings.ReplaceAll(desc, "|", "\\|"))
+	}
+	walk("", schema, defaults)
+	return b.String()
+}
+
+// spliceValuesDoc replaces the generated values reference of doc.
+func spliceValuesDoc(t *testing.T, doc, table string) string {
+	t.Helper()
+	i, j := strings.Index(doc, valuesBegin), strings.Index(doc, valuesEnd)
+	if i < 0 || j < i {
+		t.Fatalf("%s has no %s ... %s markers", valuesDoc, valuesBegin, valuesEnd)
+	}
+	return doc[:i] + valuesBegin + "\n<!-- generated from deploy/helm/lifeboat/values.schema.json and values.yaml: " + regenerateHint + " -->\n" + table + doc[j:]
 }
