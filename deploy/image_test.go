@@ -262,6 +262,9 @@ func TestImage(t *testing.T) {
 					t.Errorf("no label org.opencontainers.image.%s (labels %v)", l, c.Labels)
 				}
 			}
+			if head, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil && c.Labels["org.opencontainers.image.revision"] != strings.TrimSpace(string(head)) {
+				t.Errorf("label revision %q, want the commit %s", c.Labels["org.opencontainers.image.revision"], head)
+			}
 			if len(img.config.RootFS.DiffIDs) != 2 {
 				t.Errorf("%d layers, want 2 (shared files, binary)", len(img.config.RootFS.DiffIDs))
 			}

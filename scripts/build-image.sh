@@ -7,7 +7,8 @@
 # OUTDIR/image/ and its tar at OUTDIR/image.tar (docker load, podman load),
 # and prints the index digest. Reproducible: file times and the creation
 # time are the commit's (SOURCE_DATE_EPOCH), so the same commit gives the
-# same digest.
+# same digest (on machines with the same ca-certificates and tzdata, whose
+# versions the label dev.lifeboat.image.debian-packages records).
 set -euo pipefail
 version=$1
 out=$2
@@ -36,4 +37,5 @@ done
 	-label "org.opencontainers.image.version=$version" \
 	-label "org.opencontainers.image.licenses=$licenses" \
 	-label "org.opencontainers.image.title=lifeboat" \
+	-label "dev.lifeboat.image.debian-packages=$(dpkg-query -W -f='${Package}=${Version} ' ca-certificates tzdata 2>/dev/null | sed 's/ $//')" \
 	-label "org.opencontainers.image.created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)"
