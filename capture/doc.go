@@ -26,7 +26,13 @@
 // without stray objects, and its newest marker's fencing token is not
 // above the job's: the next segment starts at the run's last revision + 1
 // and names the sha256 of the last stored segment's bytes (hashed as
-// stored, nothing decrypted). Otherwise it calls Job.Snapshot and starts a
+// stored, nothing decrypted). A higher stored token does not stop the job
+// (tokens are not comparable across a switch from no lock, whose token is
+// the start time in ns, to the lock, whose token is an election key's
+// create revision, nor across etcd restored to an older revision): it
+// logs why and starts a new generation; a stale writer that still runs
+// writes into its own old generation, which the new one does not
+// continue. Otherwise it calls Job.Snapshot and starts a
 // generation named by the backup's id at its revision S, read from the
 // file (Manifest.Revision). Whether etcd can still serve the revisions
 // after the chain's end, and from the same cluster, is the watch's first

@@ -95,13 +95,22 @@ func (r *runner) resume(ctx context.Context) (*generation, error) {
 		}
 	}
 	if n := len(w.Markers); n > 0 {
-		// A writer with a higher token wrote here: this one is stale.
+		// A writer with a higher token wrote here. Tokens increase
+		// from holder to holder of one lock, but not across a switch
+		// from no lock (the start time in ns) to the lock (an election
+		// key's create revision), nor across etcd restored to an older
+		// revision: refusing would wedge capture forever. The job holds
+		// the lock now (Token says so), so it starts a new generation;
+		// a stale writer that really still runs writes into this old
+		// one, which the new generation does not continue.
 		p, err := repo.ReadProgress(ctx, w.Markers[n-1])
 		if err != nil {
 			return nil, fmt.Errorf("capture: continue generation %s: %w", w.Generation, err)
 		}
 		if tok, ok := r.job.Token(); ok && p.Token > tok {
-			return nil, fmt.Errorf("capture: generation %s was written with fencing token %d, above this writer's %d: %w", w.Generation, p.Token, tok, ErrLockLost)
+			r.lg.Warn("capture: not continuing the newest generation: it was written with a higher fencing token (the lock mode changed, or etcd was restored to an older revision); starting a new one",
+				"generation", w.Generation, "stored_token", p.Token, "token", tok)
+			return nil, nil
 		}
 	}
 	if n := len(w.Segments); n > 0 {
