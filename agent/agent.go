@@ -598,6 +598,13 @@ func (a *Agent) snapshot(ctx context.Context) (string, error) {
 
 // takeSnapshot is snapshot returning the committed backup's manifest.
 func (a *Agent) takeSnapshot(ctx context.Context) (*repository.Manifest, error) {
+	return a.takeSnapshotRetry(ctx, true)
+}
+
+// takeSnapshotRetry is takeSnapshot; with !retryExists, a backup already
+// stored at this revision and second (backup.ErrExists) is returned at
+// once instead of retried (capture adopts that one).
+func (a *Agent) takeSnapshotRetry(ctx context.Context, retryExists bool) (*repository.Manifest, error) {
 	sj := *a.cfg.Snapshot
 	sj.Now = a.clock.Now
 	b := *sj.Backups
@@ -620,7 +627,7 @@ func (a *Agent) takeSnapshot(ctx context.Context) (*repository.Manifest, error) 
 			}
 			return m, nil
 		}
-		if ctx.Err() != nil || attempt >= a.cfg.SnapshotRetries {
+		if ctx.Err() != nil || attempt >= a.cfg.SnapshotRetries || (!retryExists && errors.Is(err, backup.ErrExists)) {
 			if attempt > 0 {
 				err = fmt.Errorf("after %d attempts: %w", attempt+1, err)
 			}

@@ -32,9 +32,17 @@
 // create revision, nor across etcd restored to an older revision): it
 // logs why and starts a new generation; a stale writer that still runs
 // writes into its own old generation, which the new one does not
-// continue. Otherwise it calls Job.Snapshot and starts a
-// generation named by the backup's id at its revision S, read from the
-// file (Manifest.Revision). Whether etcd can still serve the revisions
+// continue. Otherwise it starts a new generation, named by its anchor's
+// backup id, at the anchor's revision S (Manifest.Revision, read from the
+// file). The anchor is the store's newest intact committed backup when it
+// is no generation's anchor yet (a sealed generation's id is never
+// reused) and etcd still holds the history after it: one HashKV at S
+// (anchorOn) answers compacted, below S (the cluster was restored),
+// another cluster ID, or, at the same compact revision, another hash
+// (another history); any of those, or no such backup, and the job calls
+// Job.Snapshot instead. So a capture that starts after the agent's start
+// snapshot, or a scheduled one, leaves no revision after that snapshot
+// outside its window. Whether etcd can still serve the revisions
 // after the chain's end, and from the same cluster, is the watch's first
 // answer: a compacted or foreign cluster seals the old generation.
 //

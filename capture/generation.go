@@ -138,9 +138,19 @@ func hashObject(ctx context.Context, repo *repository.Repo, key string) (string,
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// fresh takes a new snapshot (retrying with backoff until ctx ends or the
-// lock is lost) and starts a generation at it.
+// fresh starts a new generation: on the store's newest committed backup
+// when it is no generation's anchor yet and etcd still holds the history
+// after it (anchorOn: no snapshot, no gap after it), else on a new
+// snapshot (retrying with backoff until ctx ends or the lock is lost).
 func (r *runner) fresh(ctx context.Context) (*generation, error) {
+	if _, ok := r.job.Token(); !ok {
+		return nil, ErrLockLost
+	}
+	if g := r.adopt(ctx); g != nil {
+		r.lg.Info("capture: new generation on a committed backup", "generation", g.id, "revision", g.snapRev)
+		r.started(g)
+		return g, nil
+	}
 	b := newBackoff(r.job.Interval)
 	for {
 		if _, ok := r.job.Token(); !ok {
@@ -151,9 +161,7 @@ func (r *runner) fresh(ctx context.Context) (*generation, error) {
 			var g *generation
 			if g, err = fromSnapshot(m); err == nil {
 				r.lg.Info("capture: new generation", "generation", g.id, "revision", g.snapRev)
-				r.report(func(s *Status) {
-					s.Running, s.Generation, s.Revision, s.RecoveryPoint, s.Err = true, g.id, g.durable, g.durableAt, nil
-				})
+				r.started(g)
 				return g, nil
 			}
 		}
@@ -167,6 +175,13 @@ func (r *runner) fresh(ctx context.Context) (*generation, error) {
 			return nil, err
 		}
 	}
+}
+
+// started reports a new generation.
+func (r *runner) started(g *generation) {
+	r.report(func(s *Status) {
+		s.Running, s.Generation, s.Revision, s.RecoveryPoint, s.Err = true, g.id, g.durable, g.durableAt, nil
+	})
 }
 
 // backoff doubles a wait from 100ms up to max(interval, 1s), capped at 30s.

@@ -1,10 +1,16 @@
 package capture
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/lifeboat-dev/lifeboat/backup"
+	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/jobtest"
 	"github.com/lifeboat-dev/lifeboat/repository"
+	"github.com/lifeboat-dev/lifeboat/snapshot"
 )
 
 // windows lists the store's windows.
@@ -58,4 +64,80 @@ func TestCaptureHigherStoredTokenStartsNewGeneration(t *testing.T) {
 		t.Errorf("new window %+v: want through %d, no problem", w, live)
 	}
 	e.checkExact(e.stored(gen), ws[1].From+1, live)
+}
+
+// TestCaptureAnchorsOnCommittedBackup: a new generation starts on the
+// store's newest committed backup, without a snapshot of its own, when
+// etcd still holds the revisions after it and it is of this cluster;
+// otherwise (compacted past it, another cluster's) the job takes its own.
+func TestCaptureAnchorsOnCommittedBackup(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		before func(t *testing.T, e *env) // after the backup, before capture starts
+		other  bool                       // the backup is of another cluster
+		adopt  bool
+	}{
+		{name: "in history", adopt: true},
+		{name: "compacted", before: func(t *testing.T, e *env) {
+			if _, err := e.cli.Compact(t.Context(), e.liveRev()); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "other cluster", other: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			lg, _ := jobtest.Logger(t)
+			cfg := e.config(e.etcd.Endpoints())
+			if tc.other {
+				o := etcdtest.Start(t, etcdtest.Options{})
+				if _, err := o.Client(t).Put(t.Context(), "/other", "o"); err != nil {
+					t.Fatal(err)
+				}
+				cfg = snapshot.Config{Endpoints: o.Endpoints(), DialTimeout: 5 * time.Second}
+			}
+			m, err := backup.Run(t.Context(), backup.Job{Etcd: cfg, SpoolDir: e.spool, Backups: e.repo, Version: "test"}, lg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			workload(t, e.cli, 5) // between the backup and capture's start
+			if tc.before != nil {
+				tc.before(t, e)
+			}
+			var snaps atomic.Int32
+			e.start(nil, func(j *Job) {
+				take := j.Snapshot
+				j.Snapshot = func(ctx context.Context) (*repository.Manifest, error) {
+					snaps.Add(1)
+					return take(ctx)
+				}
+			})
+			e.waitFor("a generation", 30*time.Second, func() bool { return e.last().Running && e.last().Generation != "" })
+			workload(t, e.cli, 5)
+			live := e.waitCaught()
+			gen := e.last().Generation
+			if err := e.stop(); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if got := gen == m.ID; got != tc.adopt {
+				t.Errorf("generation %s on backup %s: %v, want %v", gen, m.ID, got, tc.adopt)
+			}
+			if got, want := snaps.Load(), int32(1); tc.adopt {
+				if got != 0 {
+					t.Errorf("%d snapshots taken: want none, the backup anchors", got)
+				}
+			} else if got != want {
+				t.Errorf("%d snapshots taken: want %d", got, want)
+			}
+			if gaps := e.gaps(); len(gaps) > 0 {
+				t.Errorf("gaps %v: want none", gaps)
+			}
+			ws := e.windows()
+			w := ws[len(ws)-1]
+			if w.Generation != gen || w.Problem != "" || w.Through < live {
+				t.Fatalf("window %+v: want %s through %d", w, gen, live)
+			}
+			e.checkExact(e.stored(gen), w.From+1, live)
+		})
+	}
 }
