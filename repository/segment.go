@@ -60,15 +60,32 @@ import (
 //	      first seen (uvarint)
 //	  'E' end: then the sha256 of every byte before it, then nothing.
 //
+// Format 2 is a compacted segment (see compact.go): the same, with the
+// magic's last byte 2 and three more header fields after the token:
+// level (uvarint), bucket (varint, Unix ns: the start of the time span
+// it compacts) and end hash (bytes: the chain hash of the last segment
+// it replaces, which the next segment of the chain names).
+//
 // The stored object is the raw form encoded like a snapshot (Encoding:
 // zstd, then age). The trailing sha256 makes a truncated or altered raw
 // form fail even without compression; zstd's and age's own checks catch
 // most damage to the stored bytes first. Any of these is ErrBadSegment.
 
-// SegmentFormat is the format version written by EncodeSegment.
-const SegmentFormat = 1
+// SegmentFormat is the format version of a segment as capture writes
+// it (level 0); CompactedFormat that of a compacted segment (level 1 and
+// up), which replaces a run of consecutive segments of its generation.
+const (
+	SegmentFormat   = 1
+	CompactedFormat = 2
+)
 
-var segmentMagic = []byte("LBSEG\x00\x00\x01")
+var (
+	segmentMagic   = []byte("LBSEG\x00\x00\x01")
+	compactedMagic = []byte("LBSEG\x00\x00\x02")
+)
+
+// maxLevel bounds a compacted segment's level.
+const maxLevel = 16
 
 // ErrBadSegment is wrapped when a segment object is truncated, corrupted
 // or not a valid segment.
@@ -107,8 +124,20 @@ type SegmentHeader struct {
 	// PrevHash is the hex sha256 of the previous segment's stored bytes;
 	// empty for the first segment of a generation.
 	PrevHash string
-	// Token is the writer's lock fencing token (non-zero).
+	// Token is the writer's lock fencing token (non-zero); a compacted
+	// segment carries the highest token of the segments it replaces.
 	Token int64
+	// Level is 0 for a segment as capture wrote it, n >= 1 for one that
+	// compaction made from segments of lower levels (CompactedFormat).
+	Level int
+	// Bucket is the start of the time span a compacted segment covers
+	// (its level's span); zero at level 0.
+	Bucket time.Time
+	// EndHash is a compacted segment's chain hash: the chain hash of the
+	// last segment it replaces, which the next segment names as its
+	// PrevHash. Empty at level 0, where the chain hash is the stored
+	// bytes' sha256.
+	EndHash string
 }
 
 // Revision is one etcd revision: one transaction's operations.
@@ -183,8 +212,22 @@ func (s *Segment) Validate() error {
 
 // validate checks the header's own invariants (Validate's first part).
 func (h *SegmentHeader) validate() error {
-	if h.Format != SegmentFormat {
-		return fmt.Errorf("format %d, this lifeboat reads %d", h.Format, SegmentFormat)
+	switch h.Format {
+	case SegmentFormat:
+		if h.Level != 0 || !h.Bucket.IsZero() || h.EndHash != "" {
+			return fmt.Errorf("format %d with compaction fields (level %d)", h.Format, h.Level)
+		}
+	case CompactedFormat:
+		switch {
+		case h.Level < 1 || h.Level > maxLevel:
+			return fmt.Errorf("compacted segment of level %d: want 1-%d", h.Level, maxLevel)
+		case h.Bucket.IsZero():
+			return errors.New("compacted segment without a bucket time")
+		case !isHexSHA256(h.EndHash):
+			return fmt.Errorf("end hash %q is not a hex sha256", h.EndHash)
+		}
+	default:
+		return fmt.Errorf("format %d, this lifeboat reads %d and %d", h.Format, SegmentFormat, CompactedFormat)
 	}
 	if err := validGeneration(h.Generation); err != nil {
 		return err
@@ -248,7 +291,11 @@ func encodeSegment(w io.Writer, s *Segment) error {
 	bw := bufio.NewWriterSize(io.MultiWriter(w, h), 64<<10)
 	e := &segWriter{w: bw}
 	hd := &s.SegmentHeader
-	e.raw(segmentMagic)
+	magic := segmentMagic
+	if hd.Format == CompactedFormat {
+		magic = compactedMagic
+	}
+	e.raw(magic)
 	e.uvarint(hd.ClusterID)
 	e.str([]byte(hd.Generation))
 	e.str([]byte(hd.SnapshotID))
@@ -259,6 +306,11 @@ func encodeSegment(w io.Writer, s *Segment) error {
 	e.varint(unixNano(hd.CapturedAt))
 	e.str([]byte(hd.PrevHash))
 	e.varint(hd.Token)
+	if hd.Format == CompactedFormat {
+		e.uvarint(uint64(hd.Level))
+		e.varint(unixNano(hd.Bucket))
+		e.str([]byte(hd.EndHash))
+	}
 	for _, r := range s.Revisions {
 		e.raw([]byte{'R'})
 		e.uvarint(uint64(r.Revision))
@@ -433,8 +485,8 @@ func (d *segReader) header(hd *SegmentHeader) error {
 		return errors.New("not a change segment (bad magic)")
 	}
 	hd.Format = int(magic[len(magic)-1])
-	if hd.Format != SegmentFormat {
-		return fmt.Errorf("format %d, this lifeboat reads %d: upgrade lifeboat", hd.Format, SegmentFormat)
+	if hd.Format != SegmentFormat && hd.Format != CompactedFormat {
+		return fmt.Errorf("format %d, this lifeboat reads %d and %d: upgrade lifeboat", hd.Format, SegmentFormat, CompactedFormat)
 	}
 	hd.ClusterID = d.uvarint()
 	hd.Generation = string(d.str(256))
@@ -446,6 +498,11 @@ func (d *segReader) header(hd *SegmentHeader) error {
 	hd.CapturedAt = fromUnixNano(d.varint())
 	hd.PrevHash = string(d.str(64))
 	hd.Token = d.varint()
+	if hd.Format == CompactedFormat {
+		hd.Level = int(min(d.uvarint(), maxLevel+1))
+		hd.Bucket = fromUnixNano(d.varint())
+		hd.EndHash = string(d.str(64))
+	}
 	return d.err
 }
 

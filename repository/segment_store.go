@@ -11,6 +11,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 
 	"filippo.io/age"
 
@@ -38,7 +39,26 @@ func (b *Repo) SegmentKey(generation string, first, last int64, e Encoding) stri
 // SegmentName returns a segment's file name, e.g.
 // 00000000000000000101-00000000000000000200.seg.zst.age.
 func SegmentName(first, last int64, e Encoding) string {
-	s := fmt.Sprintf("%0*d-%0*d.seg", revDigits, first, revDigits, last)
+	return segmentName(first, last, 0, time.Time{}, e)
+}
+
+// CompactedKey returns the key of a compacted segment of generation:
+// its revisions, level and bucket time are in the name, e.g.
+// 00000000000000000101-00000000000000000200.L1-20261201T100000Z.seg.zst,
+// so that compaction and listings read a generation's shape from names.
+func (b *Repo) CompactedKey(generation string, first, last int64, level int, bucket time.Time, e Encoding) string {
+	return b.changesDir() + generation + "/" + segmentName(first, last, level, bucket, e)
+}
+
+// bucketLayout formats a compacted segment's bucket time in its name.
+const bucketLayout = "20060102T150405Z"
+
+func segmentName(first, last int64, level int, bucket time.Time, e Encoding) string {
+	s := fmt.Sprintf("%0*d-%0*d", revDigits, first, revDigits, last)
+	if level > 0 {
+		s += fmt.Sprintf(".L%d-%s", level, bucket.UTC().Format(bucketLayout))
+	}
+	s += ".seg"
 	if e.compress() {
 		s += ".zst"
 	}
@@ -52,21 +72,46 @@ func SegmentName(first, last int64, e Encoding) string {
 type SegmentInfo struct {
 	Generation  string
 	First, Last int64
+	// Level is 0 for a segment as capture wrote it, n >= 1 for a
+	// compacted one; Bucket is a compacted segment's bucket time.
+	Level  int
+	Bucket time.Time
 	// Compression ("zstd"/"none") and Encryption ("age"/"none") as the
 	// name's suffix says.
 	Compression, Encryption string
 	Object                  uploader.ObjectInfo
 }
 
-// ParseSegmentName parses a segment's file name (without its directory).
+// ParseSegmentName parses a segment's file name (without its directory),
+// compacted or not.
 func ParseSegmentName(name string) (first, last int64, compression, encryption string, err error) {
-	bad := func(why string) (int64, int64, string, string, error) {
-		return 0, 0, "", "", fmt.Errorf("segment name %q: %s (want <first>-<last>.seg[.zst][.age])", name, why)
+	si, err := parseSegmentName(name)
+	return si.First, si.Last, si.Compression, si.Encryption, err
+}
+
+// parseSegmentName parses a segment's file name into a SegmentInfo
+// without its generation and object.
+func parseSegmentName(name string) (si SegmentInfo, err error) {
+	bad := func(why string) (SegmentInfo, error) {
+		return SegmentInfo{}, fmt.Errorf("segment name %q: %s (want <first>-<last>[.L<level>-<bucket>].seg[.zst][.age])", name, why)
 	}
 	base, rest, ok := strings.Cut(name, ".")
 	if !ok {
 		return bad("no suffix")
 	}
+	if lv, r, ok := strings.Cut(rest, "."); ok && strings.HasPrefix(lv, "L") {
+		l, b, ok := strings.Cut(lv[1:], "-")
+		n, err := strconv.Atoi(l)
+		if !ok || err != nil || n < 1 || n > maxLevel || l != strconv.Itoa(n) {
+			return bad("bad level")
+		}
+		t, err := time.Parse(bucketLayout, b)
+		if err != nil {
+			return bad("bad bucket time")
+		}
+		si.Level, si.Bucket, rest = n, t, r
+	}
+	var compression, encryption string
 	switch rest {
 	case "seg":
 		compression, encryption = "none", "none"
@@ -91,7 +136,8 @@ func ParseSegmentName(name string) (first, last int64, compression, encryption s
 	if first < 1 || first > last {
 		return bad("want 1 <= first <= last")
 	}
-	return first, last, compression, encryption, nil
+	si.First, si.Last, si.Compression, si.Encryption = first, last, compression, encryption
+	return si, nil
 }
 
 // validGeneration checks a generation id: one path segment.
@@ -137,12 +183,13 @@ func (b *Repo) ListSegments(ctx context.Context, generation string) (segs []Segm
 	}
 	dir := b.changesDir() + generation + "/"
 	err = b.Store.List(ctx, dir, func(o uploader.ObjectInfo) error {
-		first, last, c, e, err := ParseSegmentName(strings.TrimPrefix(o.Key, dir))
+		si, err := parseSegmentName(strings.TrimPrefix(o.Key, dir))
 		if err != nil {
 			unnamed = append(unnamed, o)
 			return nil
 		}
-		segs = append(segs, SegmentInfo{Generation: generation, First: first, Last: last, Compression: c, Encryption: e, Object: o})
+		si.Generation, si.Object = generation, o
+		segs = append(segs, si)
 		return nil
 	})
 	if err != nil {
@@ -214,8 +261,8 @@ func (b *Repo) readStoredSegment(ctx context.Context, si SegmentInfo) ([]byte, e
 
 // checkListed checks that a segment holds what its listing names.
 func checkListed(si SegmentInfo, h *SegmentHeader) error {
-	if h.Generation != si.Generation || h.First != si.First || h.Last != si.Last {
-		return fmt.Errorf("read segment %s: %w: it holds generation %s revisions %d-%d", si.Object.Key, ErrBadSegment, h.Generation, h.First, h.Last)
+	if h.Generation != si.Generation || h.First != si.First || h.Last != si.Last || h.Level != si.Level || !h.Bucket.Equal(si.Bucket) {
+		return fmt.Errorf("read segment %s: %w: it holds generation %s revisions %d-%d at level %d", si.Object.Key, ErrBadSegment, h.Generation, h.First, h.Last, h.Level)
 	}
 	return nil
 }
@@ -231,6 +278,17 @@ type ChainLink struct {
 	Key    string
 	Header SegmentHeader
 	Hash   string
+}
+
+// ChainHash is what the next segment of the chain names as its PrevHash:
+// the stored bytes' sha256 of a segment as capture wrote it, the end hash
+// of a compacted one (the chain hash of the last segment it replaced), so
+// that compaction never changes the links around what it merges.
+func (l ChainLink) ChainHash() string {
+	if l.Header.EndHash != "" {
+		return l.Header.EndHash
+	}
+	return l.Hash
 }
 
 // ChainProblem says how a chain is broken.
@@ -334,8 +392,6 @@ func CheckLink(prev, cur ChainLink) error {
 		return &ChainError{Problem: ChainMismatch, Key: cur.Key, Prev: prev.Key, Detail: fmt.Sprintf("cluster ID %x after %x", c.ClusterID, p.ClusterID)}
 	case c.Generation != p.Generation:
 		return &ChainError{Problem: ChainMismatch, Key: cur.Key, Prev: prev.Key, Detail: fmt.Sprintf("generation %s after %s", c.Generation, p.Generation)}
-	case c.Format != p.Format:
-		return &ChainError{Problem: ChainMismatch, Key: cur.Key, Prev: prev.Key, Detail: fmt.Sprintf("format %d after %d", c.Format, p.Format)}
 	}
 	if c.First <= p.CapturedThrough {
 		pr := ChainOverlap
@@ -351,9 +407,9 @@ func CheckLink(prev, cur ChainLink) error {
 	if c.SnapshotID != "" {
 		return &ChainError{Problem: ChainMismatch, Key: cur.Key, Prev: prev.Key, Detail: "a second segment names a snapshot"}
 	}
-	if c.PrevHash != prev.Hash {
+	if c.PrevHash != prev.ChainHash() {
 		return &ChainError{Problem: ChainBadHash, Key: cur.Key, Prev: prev.Key, From: c.First, To: c.Last,
-			Detail: fmt.Sprintf("it names previous hash %.12s…, the previous segment's is %.12s…", c.PrevHash, prev.Hash)}
+			Detail: fmt.Sprintf("it names previous hash %.12s…, the previous segment's is %.12s…", c.PrevHash, prev.ChainHash())}
 	}
 	if c.Token < p.Token {
 		return &ChainError{Problem: ChainStale, Key: cur.Key, Prev: prev.Key, From: c.First, To: c.Last,

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"filippo.io/age"
+
+	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
 // ChangesCheck is what VerifyChanges found in one generation.
@@ -30,7 +33,8 @@ type ChangesCheck struct {
 }
 
 // VerifyChanges reads every segment of w's generation (as stored, not
-// only the window's run), checks that each parses (sha256 trailer,
+// only the window's run, but without the ones a compacted segment on the
+// run replaced), checks that each parses (sha256 trailer,
 // zstd, age, its name), that the first starts right after the anchor's
 // revision and names it, and runs CheckChain over the headers. It holds
 // only headers in memory. The anchor must be committed (w.Anchor set).
@@ -50,9 +54,20 @@ func (b *Repo) VerifyChanges(ctx context.Context, w Window, ids []age.Identity) 
 	if err != nil {
 		return c, err
 	}
+	// Compaction leaves the segments it replaced until it deletes them:
+	// those inside the run are not part of the chain.
+	pw := Window{From: w.From}
+	pw.path(segs)
+	superseded := map[string]bool{}
+	for _, si := range pw.Superseded {
+		superseded[si.Object.Key] = true
+	}
 	var links []ChainLink
 	var revs, sizes []int64
 	for _, si := range segs {
+		if superseded[si.Object.Key] {
+			continue
+		}
 		if err := ctx.Err(); err != nil {
 			return c, err
 		}
@@ -113,15 +128,18 @@ func (b *Repo) VerifyChanges(ctx context.Context, w Window, ids []age.Identity) 
 }
 
 // checkMarkers reads w's progress markers and checks that each names
-// the verified segment holding its Through, with that segment's hash
-// (the marker a capture resumes from, and what --to-time trusts).
+// the verified segment holding its Through, with that segment's chain
+// hash (the marker a capture resumes from, and what --to-time trusts).
+// A marker deleted since the listing (capture deletes superseded ones)
+// is no problem; one whose segment compaction replaced is checked
+// against the compacted segment that holds its Through: its chain hash
+// when it ends there, else only that it holds it.
 func checkMarkers(ctx context.Context, b *Repo, w Window, links []ChainLink) (string, error) {
-	hashes := make(map[string]string, len(links))
-	for _, l := range links {
-		hashes[l.Key] = l.Hash
-	}
 	for _, mi := range w.Markers {
 		p, err := b.ReadProgress(ctx, mi)
+		if errors.Is(err, uploader.ErrNotFound) {
+			continue
+		}
 		if err != nil {
 			return mi.Object.Key, err
 		}
@@ -132,18 +150,27 @@ func checkMarkers(ctx context.Context, b *Repo, w Window, links []ChainLink) (st
 		if p.Through == w.From {
 			continue
 		}
-		h, ok := hashes[p.LastSegment]
-		switch {
-		case !ok:
-			return mi.Object.Key, fmt.Errorf("progress marker %s vouches for revision %d in %s, which is not a verified segment of the chain", mi.Object.Key, p.Through, p.LastSegment)
-		case h != p.LastHash:
-			return mi.Object.Key, fmt.Errorf("progress marker %s names hash %.12s… for %s, whose stored hash is %.12s…", mi.Object.Key, p.LastHash, p.LastSegment, h)
-		}
-		for _, l := range links {
-			if l.Key == p.LastSegment && (p.Through < l.Header.First || p.Through > l.Header.CapturedThrough) {
-				return mi.Object.Key, fmt.Errorf("progress marker %s vouches for revision %d in %s, which holds %d-%d", mi.Object.Key, p.Through, l.Key, l.Header.First, l.Header.CapturedThrough)
-			}
+		if err := checkMarker(mi, p, links); err != nil {
+			return mi.Object.Key, err
 		}
 	}
 	return "", nil
+}
+
+// checkMarker checks one marker against the verified links.
+func checkMarker(mi ProgressInfo, p *Progress, links []ChainLink) error {
+	i := slices.IndexFunc(links, func(l ChainLink) bool { return p.Through >= l.Header.First && p.Through <= l.Header.CapturedThrough })
+	if i < 0 {
+		return fmt.Errorf("progress marker %s vouches for revision %d in %s, which is not a verified segment of the chain", mi.Object.Key, p.Through, p.LastSegment)
+	}
+	l := links[i]
+	switch {
+	case l.Key == p.LastSegment || l.Header.CapturedThrough == p.Through:
+		if h := l.ChainHash(); h != p.LastHash {
+			return fmt.Errorf("progress marker %s names hash %.12s… for %s, the chain hash of %s is %.12s…", mi.Object.Key, p.LastHash, p.LastSegment, l.Key, h)
+		}
+	case l.Header.Level == 0:
+		return fmt.Errorf("progress marker %s vouches for revision %d in %s, but %s holds it", mi.Object.Key, p.Through, p.LastSegment, l.Key)
+	}
+	return nil
 }

@@ -1,8 +1,10 @@
 package repository
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -35,8 +37,13 @@ type Window struct {
 	// when no marker does. A restore that reads the last segment can
 	// refine it with the revisions' receive times.
 	ThroughTime time.Time
-	// Segments is the unbroken run, in revision order.
+	// Segments is the unbroken run, in revision order: at each revision
+	// the object that reaches furthest (a compacted one over the
+	// segments it replaced).
 	Segments []SegmentInfo
+	// Superseded are segments inside the run that a compacted segment on
+	// it replaced: left for compaction to delete, never part of a replay.
+	Superseded []SegmentInfo
 	// Sealed is true when a sealed marker ends the generation at or
 	// before Through; SealReason says why.
 	Sealed     bool
@@ -67,31 +74,37 @@ func (w *Window) String() string {
 // store, oldest generation first. l is the snapshot listing (from List),
 // which names the anchors; a generation whose anchor is not an intact
 // committed backup in l has a window with a nil Anchor and a Problem.
+//
+// Progress markers are listed before the segments: a writer stores a
+// segment before the marker that vouches for it, so a marker listed
+// first never vouches for a segment the later listing misses. (Listed
+// the other way round, a segment and its marker stored between the two
+// listings made a live generation look broken.) A marker listed here may
+// be gone by the time it is read: capture deletes superseded ones.
 func (b *Repo) Windows(ctx context.Context, l *Listing) ([]Window, error) {
+	markers, _, err := b.ListProgress(ctx)
+	if err != nil {
+		return nil, err
+	}
 	dir := b.changesDir()
 	segs := map[string][]SegmentInfo{}
 	stray := map[string][]uploader.ObjectInfo{}
-	var loose []uploader.ObjectInfo
-	err := b.Store.List(ctx, dir, func(o uploader.ObjectInfo) error {
+	err = b.Store.List(ctx, dir, func(o uploader.ObjectInfo) error {
 		gen, name, ok := strings.Cut(strings.TrimPrefix(o.Key, dir), "/")
 		if !ok || validGeneration(gen) != nil {
-			loose = append(loose, o)
-			return nil
+			return nil // directly under changes/: no generation's; prune reports them
 		}
-		first, last, c, e, err := ParseSegmentName(name)
+		si, err := parseSegmentName(name)
 		if err != nil || strings.Contains(name, "/") {
 			stray[gen] = append(stray[gen], o)
 			return nil
 		}
-		segs[gen] = append(segs[gen], SegmentInfo{Generation: gen, First: first, Last: last, Compression: c, Encryption: e, Object: o})
+		si.Generation, si.Object = gen, o
+		segs[gen] = append(segs[gen], si)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list change segments in %s: %w", b.Store, err)
-	}
-	markers, _, err := b.ListProgress(ctx)
-	if err != nil {
-		return nil, err
 	}
 	anchors := map[string]*Manifest{}
 	if l != nil {
@@ -126,7 +139,6 @@ func (b *Repo) Windows(ctx context.Context, l *Listing) ([]Window, error) {
 		}
 		return out[i].Generation < out[j].Generation
 	})
-	_ = loose // objects directly under changes/ belong to no generation; prune reports them
 	return out, nil
 }
 
@@ -147,32 +159,7 @@ func (b *Repo) window(ctx context.Context, gen string, anchor *Manifest, segs []
 	}
 	w.From, w.FromTime = anchor.Revision, anchor.CreatedAt
 	w.Through, w.ThroughTime = anchor.Revision, anchor.CreatedAt
-	next := anchor.Revision + 1
-	for i, s := range segs {
-		if w.Problem != "" {
-			w.Stray = append(w.Stray, s.Object)
-			continue
-		}
-		switch {
-		case s.First == next:
-			// A second segment at the same First (two writers) is a
-			// fork: the window ends before either.
-			if i+1 < len(segs) && segs[i+1].First == s.First {
-				w.Problem = fmt.Sprintf("two segments start at revision %d (%s, %s): a second writer forked the chain", s.First, s.Object.Key, segs[i+1].Object.Key)
-				w.Stray = append(w.Stray, s.Object)
-				continue
-			}
-			w.Segments = append(w.Segments, s)
-			w.Through = s.Last
-			next = s.Last + 1
-		case s.First < next:
-			w.Problem = fmt.Sprintf("segment %s overlaps revisions %d-%d", s.Object.Key, s.First, min(s.Last, next-1))
-			w.Stray = append(w.Stray, s.Object)
-		default:
-			w.Problem = fmt.Sprintf("revisions %d-%d are missing before %s", next, s.First-1, s.Object.Key)
-			w.Stray = append(w.Stray, s.Object)
-		}
-	}
+	w.path(segs)
 	for _, m := range markers {
 		if m.Through > w.Through {
 			if w.Problem == "" {
@@ -194,6 +181,69 @@ func (b *Repo) window(ctx context.Context, gen string, anchor *Manifest, segs []
 		}
 	}
 	return w, nil
+}
+
+// path sets the window's run: from the anchor's revision + 1, at each
+// step the object that starts there and reaches furthest. Compaction
+// leaves a compacted segment and the segments it replaces side by side
+// until they are deleted: those inside the run are Superseded, not
+// stray. Two segments of level 0 starting at one revision are two
+// writers' (a fork): the run ends before them. An object that starts
+// inside the run and ends past it overlaps it: the run ends there too.
+func (w *Window) path(segs []SegmentInfo) {
+	segs = slices.Clone(segs)
+	slices.SortFunc(segs, func(a, b SegmentInfo) int {
+		if c := cmp.Compare(a.First, b.First); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.Last, a.Last); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.Level, a.Level)
+	})
+	next := w.From + 1
+	for i := 0; i < len(segs); i++ {
+		s := segs[i]
+		switch {
+		case w.Problem != "":
+			w.Stray = append(w.Stray, s.Object)
+		case s.First > w.From && s.Last < next:
+			w.Superseded = append(w.Superseded, s)
+		case s.First < next:
+			w.Problem = fmt.Sprintf("segment %s overlaps revisions %d-%d", s.Object.Key, s.First, min(s.Last, next-1))
+			w.Stray = append(w.Stray, s.Object)
+		case s.First > next:
+			w.Problem = fmt.Sprintf("revisions %d-%d are missing before %s", next, s.First-1, s.Object.Key)
+			w.Stray = append(w.Stray, s.Object)
+		default:
+			if j := forkAt(segs[i:]); j > 0 {
+				w.Problem = fmt.Sprintf("two segments start at revision %d (%s, %s): a second writer forked the chain", s.First, segs[i+j-1].Object.Key, segs[i+j].Object.Key)
+				w.Stray = append(w.Stray, s.Object)
+				continue
+			}
+			w.Segments = append(w.Segments, s)
+			w.Through = s.Last
+			next = s.Last + 1
+		}
+	}
+}
+
+// forkAt returns the index of a second level-0 segment starting where
+// segs[0] does (0 when there is none).
+func forkAt(segs []SegmentInfo) int {
+	seen := -1
+	for j, s := range segs {
+		if s.First != segs[0].First {
+			break
+		}
+		if s.Level == 0 {
+			if seen >= 0 {
+				return j
+			}
+			seen = j
+		}
+	}
+	return 0
 }
 
 // idRevision returns the revision a backup id names (…-r<rev>).
