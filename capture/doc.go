@@ -42,7 +42,21 @@
 // (another history); any of those, or no such backup, and the job calls
 // Job.Snapshot instead. So a capture that starts after the agent's start
 // snapshot, or a scheduled one, leaves no revision after that snapshot
-// outside its window. Whether etcd can still serve the revisions
+// outside its window.
+//
+// A new generation's watch opens before its snapshot is taken, at the
+// cluster's current revision R0 (a linearizable read), and the job waits
+// until etcd says it caught up (a progress notification: a synced
+// watcher is never canceled by compaction). While the snapshot is
+// uploaded, verified and committed, the stream is read without pause and
+// held: in memory up to MaxBufferBytes, beyond that in an unnamed spool
+// file in Job.SpoolDir (0600, gone on every path). When the snapshot is
+// committed at S ≥ R0 the generation takes the stream over and drops the
+// events through S, so a generation never needs etcd's history to
+// outlive its snapshot's upload (a snapshot slower than kube-apiserver's
+// 5-minute compaction would otherwise start every generation compacted,
+// in a loop). A snapshot below R0 (a lagging member's) watches from S as
+// before. Whether etcd can still serve the revisions
 // after the chain's end, and from the same cluster, is the watch's first
 // answer: a compacted or foreign cluster seals the old generation.
 //
@@ -70,7 +84,7 @@
 // half received in fragments is dropped and sent again whole): no gap, no
 // duplicate.
 //
-// # Bounded memory: back-pressure, not spilling
+// # Bounded memory: back-pressure, not spilling (once started)
 //
 // clientv3's Watcher reads the stream as fast as it can and buffers
 // events without limit when its consumer is slow. This package reads the
@@ -82,7 +96,9 @@
 // compacted, which is then a GapCompacted, never a silent loss). Nothing
 // is dropped and nothing goes to disk: a spill file would only move the
 // unbounded growth from memory to disk while etcd already keeps the
-// history. The bound holds to within one watch response (etcd fragments
+// history. The one exception is a generation being born (see Start):
+// until its snapshot is committed the stream spills instead, and the
+// spilled bytes count against the bound until they are read back. The bound holds to within one watch response (etcd fragments
 // responses at its max request bytes + 512 KiB of gRPC overhead, 2 MiB by
 // default), one revision, and gRPC's own receive window (grpc-go grows it
 // up to 16 MiB per connection with its BDP estimator). Stats counts it.

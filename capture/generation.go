@@ -151,6 +151,14 @@ func (r *runner) fresh(ctx context.Context) (*generation, error) {
 		r.started(g)
 		return g, nil
 	}
+	// The watch opens before the snapshot and holds what it receives
+	// while the snapshot is stored (prewatch.go).
+	pre := r.prewatch(ctx)
+	defer func() {
+		if pre != nil {
+			pre.close()
+		}
+	}()
 	b := newBackoff(r.job.Interval)
 	for {
 		if _, ok := r.job.Token(); !ok {
@@ -160,6 +168,7 @@ func (r *runner) fresh(ctx context.Context) (*generation, error) {
 		if err == nil {
 			var g *generation
 			if g, err = fromSnapshot(m); err == nil {
+				r.pre, pre = pre.handOver(g), nil
 				r.lg.Info("capture: new generation", "generation", g.id, "revision", g.snapRev)
 				r.started(g)
 				return g, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -24,6 +25,10 @@ type runner struct {
 
 	mu sync.Mutex
 	st Status
+
+	// pre is the watch opened before a new generation's snapshot, for
+	// that generation (prewatch.go).
+	pre *capt
 }
 
 // report applies f to the status and hands a copy to Job.Report.
@@ -63,7 +68,7 @@ func (r *runner) run(ctx context.Context) error {
 		return err
 	}
 	for {
-		c := &capt{r: r, g: g, job: &r.job}
+		c := r.captFor(g)
 		if started {
 			// A start marker at the snapshot's revision and time: the
 			// next writer (after a lost lock or a crash) finds the
@@ -114,6 +119,15 @@ type capt struct {
 	queue []item
 	ready chan struct{} // items queued
 	room  chan struct{} // bytes freed
+	// sp holds the items beyond the memory bound while hold is set
+	// (the generation's snapshot is being stored) and until they are
+	// read back; pre says the stream opened before the snapshot, at a
+	// revision at or below it (prewatch.go).
+	sp       spill
+	hold     atomic.Bool
+	pre      bool
+	synced   chan struct{} // closed at the first progress notification (prewatch)
+	syncSeen bool
 	// held is what the reader's bound counts: queued responses plus
 	// closed, unstored revisions (bytes).
 	hmu  sync.Mutex
@@ -131,7 +145,7 @@ type capt struct {
 	open       *repository.Revision
 	openBytes  int64
 	lastRev    int64 // the highest closed revision received
-	skipRev    int64 // events of this revision are already captured (0: none)
+	skipRev    int64 // events through this revision are already captured (0: none)
 	// knownRev/knownAt: at knownAt the cluster was at revision knownRev
 	// (a progress notification, or a response whose header says so).
 	knownRev int64
@@ -168,9 +182,16 @@ func (c *capt) heldBytes() int64 {
 // loop captures the generation until ctx ends, the lock is lost or a gap
 // seals it (a *gapError).
 func (c *capt) loop(ctx context.Context) error {
-	c.ready = make(chan struct{}, 1)
-	c.room = make(chan struct{}, 1)
+	if c.ready == nil {
+		c.ready = make(chan struct{}, 1)
+		c.room = make(chan struct{}, 1)
+	}
 	c.lastRev, c.knownRev, c.knownAt = c.g.durable, c.g.durable, c.g.durableAt
+	if c.pre {
+		c.skipRev = c.lastRev // the stream opened below the snapshot
+	}
+	c.hold.Store(false) // back-pressure from here on
+	defer c.closeSpill()
 	defer c.closeStream()
 	tick := time.NewTicker(c.job.Interval)
 	defer tick.Stop()
@@ -257,7 +278,7 @@ func (c *capt) next() (item, bool) {
 	c.qmu.Lock()
 	defer c.qmu.Unlock()
 	if len(c.queue) == 0 {
-		return item{}, false
+		return c.unspill()
 	}
 	it := c.queue[0]
 	c.queue[0] = item{}
@@ -340,6 +361,11 @@ func cancelError(reason string) error {
 // push queues an item for the loop.
 func (c *capt) push(it item) {
 	c.qmu.Lock()
+	if c.divert(it) {
+		c.qmu.Unlock()
+		c.signal()
+		return
+	}
 	c.queue = append(c.queue, it)
 	c.qmu.Unlock()
 	c.addHeld(it.size)
@@ -364,7 +390,9 @@ func (c *capt) closeStream() {
 		n += it.size
 	}
 	c.queue = nil
+	c.sp.reset()
 	c.qmu.Unlock()
+	c.pre = false
 	c.addHeld(-n)
 }
 
@@ -375,7 +403,7 @@ func (c *capt) closeStream() {
 func (c *capt) read(ctx context.Context, s pb.Watch_WatchClient) {
 	defer c.readers.Done()
 	for {
-		for c.heldBytes() >= c.job.MaxBufferBytes {
+		for !c.hold.Load() && c.heldBytes()+c.spilledBytes() >= c.job.MaxBufferBytes {
 			select {
 			case <-c.room:
 			case <-ctx.Done():
@@ -419,6 +447,8 @@ func (c *capt) handle(ctx context.Context, it item) error {
 		// was sent.
 		h := resp.Header.GetRevision()
 		switch {
+		case c.pre && c.skipRev != 0 && h < c.skipRev:
+			return nil // the stream opened below the snapshot (prewatch)
 		case c.open != nil:
 			return fmt.Errorf("progress notification at revision %d inside fragmented revision %d", h, c.open.Revision)
 		case h < c.lastRev:
@@ -436,8 +466,8 @@ func (c *capt) handle(ctx context.Context, it item) error {
 		}
 		rev := kv.ModRevision
 		if c.skipRev != 0 {
-			if rev == c.skipRev && c.open == nil {
-				continue // captured already: the watch starts there (see openStream)
+			if rev <= c.skipRev && c.open == nil {
+				continue // captured already: the watch starts there (see openStream, prewatch)
 			}
 			c.skipRev = 0
 		}
