@@ -150,6 +150,16 @@
 // generation from its last stored segment): Run reports Err ErrLockLost,
 // no Gap, and returns ErrLockLost.
 //
+// Another writer's segment under another name is a fork too: an old
+// leader's in-flight put that lands after the next leader resumed gives
+// two level-0 segments from the resumed revision + 1, and the store's
+// window ends before them while the new writer's chain goes on. So the
+// writer lists its generation's own prefix at its first tick and every
+// 10 intervals after (not per flush), and two level-0 segments starting
+// at one revision after its start, or one after its durable revision,
+// seal the generation as GapBrokenChain. The agent also exports the
+// store's windows with a problem (lifeboat_capture_window_problems).
+//
 // # Status
 //
 // Report gets a Status on every segment, marker, gap and stop. Revision

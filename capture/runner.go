@@ -150,6 +150,11 @@ type capt struct {
 	// (a progress notification, or a response whose header says so).
 	knownRev int64
 	knownAt  time.Time
+	// forkBase is the revision this capture started at; forkNext when
+	// it next lists the generation for another writer's segments
+	// (fork.go).
+	forkBase int64
+	forkNext time.Time
 }
 
 func (c *capt) addHeld(n int64) {
@@ -191,6 +196,7 @@ func (c *capt) loop(ctx context.Context) error {
 		c.skipRev = c.lastRev // the stream opened below the snapshot
 	}
 	c.hold.Store(false) // back-pressure from here on
+	c.forkBase = c.g.durable
 	defer c.closeSpill()
 	defer c.closeStream()
 	tick := time.NewTicker(c.job.Interval)
@@ -564,6 +570,9 @@ func (c *capt) leaseTTL(ctx context.Context, id int64) (int64, error) {
 func (c *capt) tick(ctx context.Context) error {
 	if _, ok := c.job.Token(); !ok {
 		return ErrLockLost
+	}
+	if err := c.checkFork(ctx); err != nil {
+		return err
 	}
 	if len(c.pend) > 0 {
 		if err := c.flush(ctx, true); err != nil {

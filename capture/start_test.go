@@ -213,3 +213,90 @@ func TestCaptureBornWhileCompacting(t *testing.T) {
 		}
 	}
 }
+
+// TestCaptureForkDetected: an old leader's in-flight segment put lands
+// after the new leader resumed: two level-0 segments start at the
+// resumed revision + 1, and the window ends before them. The new writer
+// lists its generation's head and seals it as broken_chain instead of
+// advancing its revision and recovery point over a window that ends.
+func TestCaptureForkDetected(t *testing.T) {
+	e := newEnv(t, nil)
+	e.start(nil, nil)
+	e.waitFor("a generation", 30*time.Second, func() bool { return e.last().Generation != "" })
+	gen := e.last().Generation
+	workload(t, e.cli, 5)
+	d := e.waitCaught()
+	if err := e.stop(); err != nil {
+		t.Fatal(err)
+	}
+	e.token.Add(1) // the next leader
+	e.start(nil, nil)
+	e.waitFor("the generation continued", 30*time.Second, func() bool { return e.last().Running && e.last().Generation == gen })
+	workload(t, e.cli, 5)
+	e.waitCaught()
+	// The old leader's late put: the revision after d, under its token.
+	segs, _, err := e.repo.ListSegments(t.Context(), gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var next *repository.SegmentInfo
+	for i := range segs {
+		if segs[i].First == d+1 {
+			next = &segs[i]
+		}
+	}
+	if next == nil || next.Last == next.First {
+		t.Fatalf("segments %v: want one from %d with more than one revision", segs, d+1)
+	}
+	s, _, err := e.repo.ReadSegment(t.Context(), *next, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Revisions = s.Revisions[:1]
+	s.Last, s.CapturedThrough, s.Token = s.First, s.First, e.token.Load()-1
+	var leases []repository.Lease
+	for _, l := range s.Leases {
+		if l.Revision <= s.First {
+			leases = append(leases, l)
+		}
+	}
+	s.Leases = leases
+	if _, _, err := e.repo.PutSegment(t.Context(), s, repository.Encoding{Compression: "zstd"}); err != nil {
+		t.Fatal(err)
+	}
+	if w := e.windows()[0]; w.Problem == "" {
+		t.Fatalf("window %+v: want the fork as its problem", w)
+	}
+	e.waitFor("the fork sealed and a new generation", 30*time.Second, func() bool {
+		st := e.last()
+		return st.Running && st.Generation != "" && st.Generation != gen
+	})
+	if gaps := e.gaps(); len(gaps) != 1 || gaps[0] != GapBrokenChain {
+		t.Errorf("gaps %v: want [%s]", gaps, GapBrokenChain)
+	}
+	workload(t, e.cli, 2)
+	e.waitCaught()
+	if err := e.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if ws := e.windows(); len(ws) != 2 || ws[0].Generation != gen || ws[1].Problem != "" {
+		t.Errorf("windows %v: want %s, then a new sound one", ws, gen)
+	}
+	byGen, _, err := e.repo.ListProgress(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reason string
+	for _, m := range byGen[gen] {
+		if m.Sealed {
+			p, err := e.repo.ReadProgress(t.Context(), m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reason = p.SealReason
+		}
+	}
+	if reason != string(GapBrokenChain) {
+		t.Errorf("generation %s sealed %q: want %s", gen, reason, GapBrokenChain)
+	}
+}
