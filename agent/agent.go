@@ -804,6 +804,7 @@ func (a *Agent) refresh(ctx context.Context) {
 		return
 	}
 	a.m.storeUp.Set(1)
+	a.refreshWindows(ctx, l)
 	drills, derr := a.drillRecords(ctx)
 	if derr != nil && ctx.Err() != nil {
 		return // cut short: an unread drill history is not "nothing proven"

@@ -361,6 +361,31 @@ func (a *Agent) committedBackup(ctx context.Context, id string) (*repository.Man
 	}
 }
 
+// refreshWindows sets lifeboat_capture_window_problems from the store's
+// capture windows (l is the snapshot listing refresh just read): a fork
+// by a second writer ends a window while every writer's own metrics look
+// healthy. Only with capture configured: the listing of the change
+// segments is capture's cost.
+func (a *Agent) refreshWindows(ctx context.Context, l *repository.Listing) {
+	if a.cfg.Capture == nil {
+		return
+	}
+	ws, err := a.cfg.Backups.Windows(ctx, l)
+	if err != nil {
+		if ctx.Err() == nil {
+			a.lg.Warn("cannot list the capture windows", "err", err)
+		}
+		return
+	}
+	n := 0
+	for i := range ws {
+		if ws[i].Problem != "" {
+			n++
+		}
+	}
+	a.m.captureWindows.Set(float64(n))
+}
+
 // captureStatus is the capture section of /status (nil without capture).
 func (a *Agent) captureStatus(now time.Time) *CaptureStatus {
 	if a.cfg.Capture == nil {

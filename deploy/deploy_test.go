@@ -67,6 +67,7 @@ var lifeboatMetrics = []string{
 	"lifeboat_capture_lag_seconds",
 	"lifeboat_capture_gaps_total",
 	"lifeboat_capture_restarts_total",
+	"lifeboat_capture_window_problems",
 }
 
 // otherMetrics come from Prometheus (up) or from the Go and process
