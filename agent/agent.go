@@ -593,6 +593,7 @@ func (a *Agent) snapshot(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	a.offerRollover(m)
 	return m.ID, nil
 }
 

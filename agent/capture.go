@@ -49,6 +49,12 @@ type CaptureHooks struct {
 	// it succeeded, is returned instead of a second snapshot; a backup
 	// already stored at this revision and second is adopted.
 	Snapshot func(ctx context.Context) (*repository.Manifest, error)
+	// Rollover delivers every backup the scheduled snapshot job commits
+	// (the newest when capture is slow to take it): the generation rolls
+	// over to it.
+	Rollover <-chan *repository.Manifest
+	// Stats are the counters the agent exports (shared by every run).
+	Stats *capture.Stats
 }
 
 // CaptureFunc runs the capture job (capture.Run) until ctx ends or
@@ -70,8 +76,11 @@ type captureState struct {
 	point    time.Time
 	restarts int
 	lastErr  string
-	lastGap  capture.GapReason
-	gapAt    time.Time
+	// roll holds the newest scheduled snapshot for the capture job to
+	// roll over to.
+	roll    chan *repository.Manifest
+	lastGap capture.GapReason
+	gapAt   time.Time
 }
 
 // CaptureStatus is the capture section of /status.
@@ -98,6 +107,7 @@ type CaptureStatus struct {
 // initCapture sets the capture gauges that do not move and the lag's
 // scrape function.
 func (a *Agent) initCapture() {
+	a.capt.roll = make(chan *repository.Manifest, 1)
 	if a.cfg.Capture != nil {
 		a.m.captureEnabled.Set(1)
 	}
@@ -168,7 +178,8 @@ func (a *Agent) captureLead(ctx, lctx context.Context, token int64) {
 		stop := context.AfterFunc(lctx, cancel) // the lock was lost: stop
 		began := a.clock.Now()
 		a.lg.Info("capture started", "job", JobCapture, "token", token)
-		err := a.cfg.Capture(rctx, CaptureHooks{Token: tokenFunc, Report: a.captureReport, Snapshot: a.captureSnapshot})
+		err := a.cfg.Capture(rctx, CaptureHooks{Token: tokenFunc, Report: a.captureReport, Snapshot: a.captureSnapshot,
+			Rollover: a.capt.roll, Stats: a.m.captureStats})
 		stop()
 		cancel()
 		a.m.captureUp.Set(0)
@@ -422,4 +433,23 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// offerRollover hands a committed scheduled backup to the capture job,
+// replacing one it has not taken yet (only the newest matters).
+func (a *Agent) offerRollover(m *repository.Manifest) {
+	if a.cfg.Capture == nil {
+		return
+	}
+	for {
+		select {
+		case a.capt.roll <- m:
+			return
+		default:
+		}
+		select {
+		case <-a.capt.roll:
+		default:
+		}
+	}
 }

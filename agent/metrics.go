@@ -92,6 +92,8 @@ type metrics struct {
 	captureGaps     *prometheus.CounterVec
 	captureRestarts prometheus.Counter
 	captureWindows  prometheus.Gauge // windows with a problem (refreshWindows)
+	// captureStats are the capture job's counters (every run's).
+	captureStats *capture.Stats
 	// lag computes lifeboat_capture_lag_seconds at scrape (NaN when nil).
 	lag atomic.Pointer[func() float64]
 }
@@ -220,6 +222,20 @@ func newMetrics(reg prometheus.Registerer, jobs []string, version string) (*metr
 		}
 		return math.NaN()
 	})
+	m.captureStats = &capture.Stats{}
+	counter := func(name, help string, v *atomic.Int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v.Load()) })
+	}
+	captureCounters := []prometheus.Collector{
+		counter("lifeboat_capture_rollovers_total", "Capture generations rolled over to a scheduled snapshot (not a gap: the windows overlap).", &m.captureStats.Rollovers),
+		counter("lifeboat_capture_compacted_segments_total", "Compacted change segments stored by this agent's capture.", &m.captureStats.Compacted),
+		counter("lifeboat_capture_compaction_errors_total", "Compaction passes of this agent's capture that failed (retried at the next pass; the segments stay as they were).", &m.captureStats.CompactErrors),
+	}
+	for _, c := range captureCounters {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register metrics: %w", err)
+		}
+	}
 	for _, c := range []prometheus.Collector{m.lastSuccess, m.runs, m.duration, m.snapSize, m.snapRevision,
 		m.hashKVErrors, m.backups, m.newest, m.newestProven, m.drillResult, m.drillTime, m.drillPhase, m.drillRecover,
 		m.drillErrors, m.drillErrTime, m.deleted, m.uploadBytes, m.leader, m.storeUp, m.notifies, m.buildInfo,

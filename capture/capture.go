@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"filippo.io/age"
+
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 )
@@ -23,7 +25,7 @@ type Job struct {
 	Encoding repository.Encoding
 	// Interval is the flush interval (capture.interval): a segment is
 	// written at least this often while changes arrive, a progress
-	// marker at most this often while idle. Default 5s.
+	// marker at most this often while idle. Default 1s.
 	Interval time.Duration
 	// MaxSegmentBytes bounds the raw size of one segment (a segment is
 	// flushed once it reaches the bound; one revision is never split).
@@ -43,6 +45,16 @@ type Job struct {
 	Token func() (int64, bool)
 	// Snapshot takes a fresh verified, committed backup (backup.Run).
 	Snapshot func(ctx context.Context) (*repository.Manifest, error)
+	// Rollover receives the scheduled snapshots the daemon commits (may
+	// be nil): the generation rolls over to each (see the package
+	// comment), so that retention can drop older generations whole.
+	Rollover <-chan *repository.Manifest
+	// Compact is how the store's change segments are compacted while the
+	// job runs (no Levels: not at all). Compaction reads segments back:
+	// with age encryption it needs Identities.
+	Compact repository.CompactPolicy
+	// Identities decrypt segments for compaction (nil without age).
+	Identities []age.Identity
 	// Report is called on every change of Status (may be nil). It must
 	// not block for long: the job waits for it.
 	Report func(Status)
@@ -65,11 +77,17 @@ type Stats struct {
 	// SpilledBytes counts the bytes written to the spool file by the
 	// watch opened before a new generation's snapshot (prewatch).
 	SpilledBytes atomic.Int64
+	// Rollovers counts generations rolled over to a scheduled snapshot.
+	Rollovers atomic.Int64
+	// Compacted counts compacted segments stored, Replaced the segments
+	// they replaced that were deleted, CompactErrors failed compaction
+	// passes.
+	Compacted, Replaced, CompactErrors atomic.Int64
 }
 
 // Defaults of Job's bounds.
 const (
-	DefaultInterval        = 5 * time.Second
+	DefaultInterval        = time.Second
 	DefaultMaxSegmentBytes = 8 << 20
 	DefaultMaxBufferBytes  = 32 << 20
 )
@@ -104,6 +122,8 @@ func (j *Job) withDefaults() (Job, error) {
 		return c, errors.New("capture: no fencing token source")
 	case c.Snapshot == nil:
 		return c, errors.New("capture: no snapshot function")
+	case c.Compact.Validate() != nil:
+		return c, fmt.Errorf("capture: %w", c.Compact.Validate())
 	case c.MaxSegmentBytes > c.MaxBufferBytes:
 		return c, fmt.Errorf("capture: segment bound %d bytes is above the buffer bound %d: the buffer must hold a whole segment", c.MaxSegmentBytes, c.MaxBufferBytes)
 	}
@@ -122,7 +142,15 @@ func Run(ctx context.Context, job Job, lg *slog.Logger) error {
 		return err
 	}
 	r := &runner{job: j, lg: lg}
+	cctx, stopCompact := context.WithCancel(ctx)
+	compacted := make(chan struct{})
+	go func() {
+		defer close(compacted)
+		r.compactLoop(cctx)
+	}()
 	err = r.run(ctx)
+	stopCompact()
+	<-compacted
 	r.report(func(s *Status) {
 		s.Running = false
 		if errors.Is(err, ErrLockLost) {

@@ -2,10 +2,7 @@ package capture
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"strconv"
 	"time"
 
@@ -115,27 +112,13 @@ func (r *runner) resume(ctx context.Context) (*generation, error) {
 	}
 	if n := len(w.Segments); n > 0 {
 		last := w.Segments[n-1]
-		sum, err := hashObject(ctx, repo, last.Object.Key)
+		sum, err := repo.ChainHash(ctx, last, r.job.Identities)
 		if err != nil {
 			return nil, fmt.Errorf("capture: continue generation %s: %w", w.Generation, err)
 		}
 		g.prevHash, g.lastKey = sum, last.Object.Key
 	}
 	return g, nil
-}
-
-// hashObject returns the hex sha256 of a stored object's bytes.
-func hashObject(ctx context.Context, repo *repository.Repo, key string) (string, error) {
-	rc, err := repo.Store.Get(ctx, key)
-	if err != nil {
-		return "", fmt.Errorf("read segment %s: %w", key, err)
-	}
-	defer rc.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, rc); err != nil {
-		return "", fmt.Errorf("read segment %s: %w", key, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // fresh starts a new generation: on the store's newest committed backup

@@ -78,6 +78,18 @@ func (r *runner) run(ctx context.Context) error {
 			}
 		}
 		err := c.loop(ctx)
+		var ro *rolloverError
+		if errors.As(err, &ro) {
+			// The new generation continues from the scheduled snapshot:
+			// its watch replays the revisions after it from etcd.
+			if g, err = fromSnapshot(ro.m); err != nil {
+				return err
+			}
+			r.job.Stats.Rollovers.Add(1)
+			r.lg.Info("capture: rolled over to a new generation", "generation", g.id, "revision", g.snapRev)
+			started = true
+			continue
+		}
 		var gap *gapError
 		if !errors.As(err, &gap) {
 			return err
@@ -88,6 +100,12 @@ func (r *runner) run(ctx context.Context) error {
 		started = true
 	}
 }
+
+// rolloverError ends a generation that rolled over to the committed
+// snapshot m: sealed ("rollover") once its changes reached m's revision.
+type rolloverError struct{ m *repository.Manifest }
+
+func (e *rolloverError) Error() string { return "capture: rolled over to snapshot " + e.m.ID }
 
 // gapError ends a generation: it was sealed (or could not be, said in
 // the log) for reason.
@@ -155,6 +173,9 @@ type capt struct {
 	// (fork.go).
 	forkBase int64
 	forkNext time.Time
+	// rollTo is the scheduled snapshot the generation rolls over to once
+	// its changes reach the snapshot's revision (nil: none).
+	rollTo *repository.Manifest
 }
 
 func (c *capt) addHeld(n int64) {
@@ -245,7 +266,12 @@ func (c *capt) loop(ctx context.Context) error {
 				}
 				b = newBackoff(c.job.Interval)
 			}
+		case m := <-c.job.Rollover:
+			c.rolloverTo(m)
 		case <-tick.C:
+			if err := c.rollover(ctx); err != nil {
+				return err
+			}
 			if err := c.tick(ctx); err != nil {
 				var gap *gapError
 				if errors.As(err, &gap) {

@@ -15,20 +15,6 @@ import (
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 )
 
-// windows lists the store's windows.
-func (e *env) windows() []repository.Window {
-	e.t.Helper()
-	l, err := e.repo.List(e.t.Context())
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	ws, err := e.repo.Windows(e.t.Context(), l)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return ws
-}
-
 // TestCaptureHigherStoredTokenStartsNewGeneration: the newest
 // generation's marker has a fencing token above the job's (a capture
 // without a lock, whose token is its start time in nanoseconds, then one

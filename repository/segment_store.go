@@ -417,3 +417,21 @@ func CheckLink(prev, cur ChainLink) error {
 	}
 	return nil
 }
+
+// ChainHash returns the chain hash of a listed segment (ChainLink.ChainHash):
+// the sha256 of its stored bytes at level 0, read whole; a compacted
+// segment's end hash, from its header.
+func (b *Repo) ChainHash(ctx context.Context, si SegmentInfo, ids []age.Identity) (string, error) {
+	if si.Level == 0 {
+		data, err := b.readStoredSegment(ctx, si)
+		if err != nil {
+			return "", err
+		}
+		return storedHash(data), nil
+	}
+	_, h, _, err := b.ReadSegmentRaw(ctx, si, ids)
+	if err != nil {
+		return "", err
+	}
+	return h.EndHash, nil
+}

@@ -46,7 +46,12 @@ func segmentCases() map[string]*Segment {
 	empty.SnapshotID, empty.PrevHash = "", strings.Repeat("cd", 32)
 	ahead := segHeader(100, 101, 102)
 	ahead.CapturedThrough = 110
+	compacted := segHeader(0, 201, 202)
+	compacted.SnapshotID, compacted.PrevHash = "", strings.Repeat("ab", 32)
+	compacted.Format, compacted.Level, compacted.EndHash = CompactedFormat, 2, strings.Repeat("ef", 32)
+	compacted.Bucket = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	return map[string]*Segment{
+		"compacted": {SegmentHeader: compacted, Revisions: []Revision{rev(201, del("/a")), rev(202, del("/b"))}},
 		"puts": {SegmentHeader: segHeader(100, 101, 103), Revisions: []Revision{
 			rev(101, put("/registry/pods/default/a", "v1", 0, 101, 1)),
 			rev(102, put("/registry/pods/default/a", "v2", 0, 101, 2)),

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"filippo.io/age"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
@@ -149,7 +150,7 @@ func agentConfig(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptio
 		Version:  Version,
 	}
 	if cfg.Capture.Enabled {
-		acfg.Capture = captureFunc(cfg, backups, enc, lg)
+		acfg.Capture = captureFunc(cfg, backups, enc, ids, lg)
 	}
 	if pruning {
 		acfg.Prune = &prune.Job{Backups: backups, Policy: policy, OrphanGrace: time.Duration(cfg.Retention.OrphanGrace)}
@@ -206,9 +207,10 @@ func agentConfig(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptio
 // starts from fresh connections) and writes to the snapshot job's store
 // with the snapshot job's encoding, so that segments are compressed and
 // encrypted like the snapshots they continue.
-func captureFunc(cfg *Config, backups *repository.Repo, enc repository.Encoding, lg *slog.Logger) agent.CaptureFunc {
+func captureFunc(cfg *Config, backups *repository.Repo, enc repository.Encoding, ids []age.Identity, lg *slog.Logger) agent.CaptureFunc {
 	ecfg := etcdConfig(cfg)
 	clg := lg.With("job", agent.JobCapture)
+	compact, _ := cfg.Capture.compactPolicy() // checked by Validate
 	return func(ctx context.Context, h agent.CaptureHooks) error {
 		s, err := snapshot.Dial(ctx, ecfg, clg)
 		if err != nil {
@@ -226,6 +228,10 @@ func captureFunc(cfg *Config, backups *repository.Repo, enc repository.Encoding,
 			Token:           h.Token,
 			Snapshot:        h.Snapshot,
 			Report:          h.Report,
+			Rollover:        h.Rollover,
+			Compact:         compact,
+			Identities:      ids,
+			Stats:           h.Stats,
 		}, clg)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,8 @@ func TestCaptureOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := c.Capture, (CaptureConfig{Enabled: false, Interval: 5 * time.Second, MaxSegmentBytes: 8 << 20, MaxBufferBytes: 32 << 20}); got != want {
+	if got, want := c.Capture, (CaptureConfig{Enabled: false, Interval: time.Second, MaxSegmentBytes: 8 << 20, MaxBufferBytes: 32 << 20,
+		CompactionLevels: []string{"30s", "5m", "1h"}}); !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults = %+v, want %+v", got, want)
 	}
 	for _, tc := range []struct {
@@ -58,6 +60,9 @@ func TestCaptureOptions(t *testing.T) {
 		{"buffer below segment", "capture:\n  max_segment_bytes: 16MiB\n  max_buffer_bytes: 8MiB\n", "capture.max_buffer_bytes", "is below capture.max_segment_bytes"},
 		{"buffer too large", "capture:\n  max_buffer_bytes: 8GiB\n", "capture.max_buffer_bytes", "must be at most 4GiB"},
 		{"not a bool", "capture:\n  enabled: maybe\n", "enabled", "maybe"},
+		{"compaction level not a duration", "capture:\n  compaction_levels: [30s, soon]\n", "capture.compaction_levels", `"soon" is not a duration`},
+		{"compaction levels not multiples", "capture:\n  compaction_levels: [30s, 45s]\n", "capture.compaction_levels", "want a multiple of level 1's 30s"},
+		{"compaction level too short", "capture:\n  compaction_levels: [500ms]\n", "capture.compaction_levels", "want at least 1s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := LoadConfig(writeFile(t, "c.yaml", tc.file), envMap(nil), nil)

@@ -43,6 +43,28 @@ type CaptureConfig struct {
 	Interval        time.Duration `yaml:"interval"`
 	MaxSegmentBytes int64         `yaml:"max_segment_bytes"`
 	MaxBufferBytes  int64         `yaml:"max_buffer_bytes"`
+	// CompactionLevels are the spans of the compaction levels ("none":
+	// no compaction).
+	CompactionLevels []string `yaml:"compaction_levels"`
+}
+
+// compactPolicy is the compaction policy the levels say.
+func (c CaptureConfig) compactPolicy() (repository.CompactPolicy, error) {
+	var p repository.CompactPolicy
+	if len(c.CompactionLevels) == 1 && c.CompactionLevels[0] == "none" {
+		return p, nil
+	}
+	for _, l := range c.CompactionLevels {
+		d, err := retention.ParseDuration(l)
+		if err != nil {
+			return p, cfgErr("capture.compaction_levels", "%q is not a duration (like 30s, 5m, 1h), or none", l)
+		}
+		p.Levels = append(p.Levels, time.Duration(d))
+	}
+	if err := p.Validate(); err != nil {
+		return p, cfgErr("capture.compaction_levels", "%v", err)
+	}
+	return p, nil
 }
 
 // Bounds of the capture keys (see their rows in optionTable for why).
@@ -469,5 +491,6 @@ func (c CaptureConfig) validate() error {
 	if c.MaxBufferBytes > maxCaptureBufferSize {
 		return cfgErr("capture.max_buffer_bytes", "%d: must be at most 4GiB", c.MaxBufferBytes)
 	}
-	return nil
+	_, err := c.compactPolicy()
+	return err
 }

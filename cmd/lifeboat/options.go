@@ -266,13 +266,16 @@ var optionTable = []optionDef{
 
 	{Key: "capture.enabled", Flag: "capture", Env: []string{"LIFEBOAT_CAPTURE"}, Default: "false", Groups: groupCapture,
 		Help: "capture every change between snapshots for point-in-time restore (the daemon only; agent --once refuses it)"},
-	{Key: "capture.interval", Flag: "capture-interval", Default: "5s", Groups: groupCapture,
+	{Key: "capture.interval", Flag: "capture-interval", Default: "1s", Groups: groupCapture,
 		Help: "how often captured changes are made durable in the store: the recovery point's usual lag (100ms to 1m)",
 		Doc:  "below 100ms every flush is a store request (S3 PUTs cost and are rate-limited) for no gain over the store's own latency; above 1m the recovery point trails by more than LifeboatCaptureLagging allows and more changes wait in memory"},
 	{Key: "capture.max_segment_bytes", Flag: "capture-max-segment-bytes", Default: "8MiB", Groups: groupCapture,
 		Help: "raw size at which a change segment is flushed before its interval (64KiB to 256MiB)"},
 	{Key: "capture.max_buffer_bytes", Flag: "capture-max-buffer-bytes", Default: "32MiB", Groups: groupCapture,
 		Help: "memory bound of changes not yet durable (at least capture.max_segment_bytes, at most 4GiB)"},
+	{Key: "capture.compaction_levels", Flag: "capture-compaction-levels", Default: "30s,5m,1h", Groups: groupCapture,
+		Help: "spans of the compaction levels: segments are merged per closed span of each level as they age, so a window of any length is a few dozen objects (each a multiple of the one before; none: no compaction)",
+		Doc:  "compaction reads segments back: with age encryption it needs encryption.identity_file, and without one capture logs that it does not compact (generations still roll over at every scheduled snapshot, so retention.changes_within still bounds the store)"},
 
 	{Key: "notify.webhooks", Flag: "webhook", Groups: groupNotify,
 		Help: "notification webhook URL (repeatable; a comma inside a URL is kept)",

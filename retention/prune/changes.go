@@ -22,7 +22,8 @@ func heldKey(keys ...string) string {
 }
 
 // windowObjects returns a window's objects in delete order: markers,
-// segments newest first, stray objects.
+// segments newest first, the segments compacted ones replaced, stray
+// objects.
 func windowObjects(w repository.Window) []uploader.ObjectInfo {
 	var out []uploader.ObjectInfo
 	for _, m := range w.Markers {
@@ -30,6 +31,9 @@ func windowObjects(w repository.Window) []uploader.ObjectInfo {
 	}
 	for i := len(w.Segments) - 1; i >= 0; i-- {
 		out = append(out, w.Segments[i].Object)
+	}
+	for _, s := range w.Superseded {
+		out = append(out, s.Object)
 	}
 	return append(out, w.Stray...)
 }

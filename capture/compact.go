@@ -1,0 +1,81 @@
+package capture
+
+import (
+	"context"
+	"time"
+
+	"github.com/lifeboat-dev/lifeboat/repository"
+)
+
+// compactLoop compacts the store's change segments while the job runs:
+// every third of the shortest level's span it plans each recoverable
+// window (repository.PlanCompaction) and runs the steps, then deletes
+// what compacted segments replaced past the grace period. It writes and
+// deletes only while the lock is held (Job.Token), like the writer.
+// Failures are logged and counted; the next pass tries again.
+func (r *runner) compactLoop(ctx context.Context) {
+	p := r.job.Compact.WithDefaults()
+	if len(p.Levels) == 0 {
+		return
+	}
+	if r.job.Encoding.Recipients != nil && len(r.job.Identities) == 0 {
+		r.lg.Warn("capture: change segments are not compacted: they are encrypted and no identity is configured (identity_file); retention still bounds them by generation")
+		return
+	}
+	t := time.NewTicker(max(p.Levels[0]/3, 100*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := r.compactOnce(ctx, p); err != nil && ctx.Err() == nil {
+			r.job.Stats.CompactErrors.Add(1)
+			r.lg.Warn("capture: compaction failed; trying again at the next pass", "err", err)
+		}
+	}
+}
+
+// compactOnce is one pass over every recoverable window of the store.
+func (r *runner) compactOnce(ctx context.Context, p repository.CompactPolicy) error {
+	repo := r.job.Repo
+	l, err := repo.List(ctx)
+	if err != nil {
+		return err
+	}
+	ws, err := repo.Windows(ctx, l)
+	if err != nil {
+		return err
+	}
+	for _, w := range ws {
+		plan := repository.PlanCompaction(w, p, r.job.Now())
+		for _, st := range plan.Steps {
+			if _, ok := r.job.Token(); !ok {
+				return nil
+			}
+			out, err := repo.Compact(ctx, st, p, r.job.Encoding, r.job.Identities)
+			if err != nil {
+				return err
+			}
+			r.job.Stats.Compacted.Add(int64(len(out)))
+			r.lg.Debug("capture: segments compacted", "generation", st.Generation, "level", st.Level,
+				"sources", len(st.Sources), "from_revision", st.Sources[0].First, "through_revision", st.Sources[len(st.Sources)-1].Last)
+		}
+		for _, by := range w.Segments {
+			replaced := plan.Replaced[by.Object.Key]
+			if len(replaced) == 0 {
+				continue
+			}
+			if _, ok := r.job.Token(); !ok {
+				return nil
+			}
+			n, err := repo.DeleteReplaced(ctx, by, replaced, r.job.Identities)
+			r.job.Stats.Replaced.Add(int64(n))
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

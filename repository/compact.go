@@ -1,0 +1,358 @@
+package repository
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"filippo.io/age"
+
+	"github.com/lifeboat-dev/lifeboat/uploader"
+)
+
+// Compaction merges a generation's small segments, as they age, into
+// larger ones, so that the objects of a window and the work of every
+// listing grow with the time a window covers, not with the capture
+// interval: at 1 s, an hour is 3 600 segments as written and, with
+// levels of 30 s, 5 min and 1 h, at most about 50 objects once
+// compacted (one per closed hour, one per closed 5 minutes of the
+// current hour, one per closed 30 s of the current 5 minutes, and the
+// segments of the current 30 s).
+//
+// A compacted segment of level n replaces a run of consecutive segments
+// of the window's path, each of a lower level, whose times fall in one
+// bucket of level n's span (a segment's time: its store time at level 0,
+// its bucket at level n). It holds their revisions and leases as one
+// segment (CompactedFormat) and keeps the chain: its PrevHash is its
+// first source's, its EndHash the chain hash of its last, so the
+// segments around it link as before (ChainLink.ChainHash).
+//
+// Crash-safe by order: the compacted segment is stored (never
+// overwriting), read back and checked against its sources; the sources
+// stay until it is older than the grace period and has been read back
+// once more, so that a restore that listed them before still finds
+// them. Killed at any point, a window is the same set of revisions:
+// Windows reads the path that reaches furthest and leaves the replaced
+// segments Superseded. Idempotent: a compacted segment already stored
+// (by a run that was killed) is adopted when it checks out.
+
+// CompactPolicy says how segments are compacted.
+type CompactPolicy struct {
+	// Levels are the spans of levels 1, 2, …, each a multiple of the one
+	// before (e.g. 30s, 5m, 1h). None: no compaction.
+	Levels []time.Duration
+	// Settle is how long after a bucket's end its segments are left
+	// alone (the writer may still be storing one). Default 2×Levels[0]/30,
+	// at least 1s.
+	Settle time.Duration
+	// MaxBytes bounds the raw bytes of one compacted segment (its
+	// revisions are held in memory while it is made). Default 64 MiB.
+	MaxBytes int64
+	// Grace is how long replaced segments stay after their replacement is
+	// stored (a restore may have listed them). Default 1 minute.
+	Grace time.Duration
+}
+
+// DefaultCompactLevels are the default spans of the compaction levels.
+var DefaultCompactLevels = []time.Duration{30 * time.Second, 5 * time.Minute, time.Hour}
+
+// DefaultCompactMaxBytes bounds a compacted segment's raw size.
+const DefaultCompactMaxBytes = 64 << 20
+
+// WithDefaults returns p with its defaults filled in.
+func (p CompactPolicy) WithDefaults() CompactPolicy {
+	if p.Settle <= 0 && len(p.Levels) > 0 {
+		p.Settle = max(time.Second, p.Levels[0]/15)
+	}
+	if p.MaxBytes <= 0 {
+		p.MaxBytes = DefaultCompactMaxBytes
+	}
+	if p.Grace <= 0 {
+		p.Grace = time.Minute
+	}
+	return p
+}
+
+// Validate checks the levels: positive, increasing, each a multiple of
+// the one before.
+func (p CompactPolicy) Validate() error {
+	for i, d := range p.Levels {
+		switch {
+		case d < time.Second:
+			return fmt.Errorf("compaction level %d: span %s: want at least 1s", i+1, d)
+		case i > 0 && (d <= p.Levels[i-1] || d%p.Levels[i-1] != 0):
+			return fmt.Errorf("compaction level %d: span %s: want a multiple of level %d's %s, and longer", i+1, d, i, p.Levels[i-1])
+		}
+	}
+	if len(p.Levels) > maxLevel {
+		return fmt.Errorf("%d compaction levels: at most %d", len(p.Levels), maxLevel)
+	}
+	return nil
+}
+
+// CompactStep is one compaction: Sources, consecutive on a window's path,
+// become segments of Level at Bucket (more than one when they hold more
+// than MaxBytes).
+type CompactStep struct {
+	Generation string
+	Level      int
+	Bucket     time.Time
+	Sources    []SegmentInfo
+}
+
+// CompactPlan is what compaction would do to one window now.
+type CompactPlan struct {
+	Steps []CompactStep
+	// Replaced are Superseded segments whose replacement on the path is
+	// older than the grace period, by the replacing segment (its key).
+	Replaced map[string][]SegmentInfo
+}
+
+// segTime is the time compaction files a segment under.
+func segTime(si SegmentInfo) time.Time {
+	if si.Level > 0 {
+		return si.Bucket
+	}
+	return si.Object.ModTime
+}
+
+// PlanCompaction plans the compaction of window w at now (a pure
+// function of the listing). sealed windows have every bucket closed;
+// otherwise a bucket is closed once now is past its end + Settle and a
+// later segment follows it on the path (the writer's head is never
+// compacted under it). Higher levels are planned first: a run that a
+// closed bucket of level n takes is not compacted at a lower level too.
+func PlanCompaction(w Window, p CompactPolicy, now time.Time) CompactPlan {
+	p = p.WithDefaults()
+	plan := CompactPlan{Replaced: map[string][]SegmentInfo{}}
+	if w.Anchor == nil || len(p.Levels) == 0 {
+		return plan
+	}
+	taken := make([]bool, len(w.Segments))
+	for lv := len(p.Levels); lv >= 1; lv-- {
+		span := p.Levels[lv-1]
+		for i := 0; i < len(w.Segments); {
+			j := runEnd(w.Segments, taken, i, lv, span)
+			closed := j > i && (w.Sealed || j < len(w.Segments)) &&
+				!now.Before(segTime(w.Segments[i]).Truncate(span).Add(span+p.Settle))
+			if closed && j-i >= 2 {
+				plan.Steps = append(plan.Steps, CompactStep{Generation: w.Generation, Level: lv,
+					Bucket: segTime(w.Segments[i]).Truncate(span).UTC(), Sources: slices.Clone(w.Segments[i:j])})
+				for k := i; k < j; k++ {
+					taken[k] = true
+				}
+			}
+			i = max(j, i+1)
+		}
+	}
+	slices.SortFunc(plan.Steps, func(a, b CompactStep) int { return int(a.Sources[0].First - b.Sources[0].First) })
+	for _, s := range w.Superseded {
+		for _, c := range w.Segments {
+			if c.Level > 0 && s.First >= c.First && s.Last <= c.Last && now.Sub(c.Object.ModTime) >= p.Grace {
+				plan.Replaced[c.Object.Key] = append(plan.Replaced[c.Object.Key], s)
+				break
+			}
+		}
+	}
+	return plan
+}
+
+// runEnd returns the end (exclusive) of the run of segments from i that
+// level lv could merge: untaken, of a lower level, in one bucket of span.
+func runEnd(segs []SegmentInfo, taken []bool, i, lv int, span time.Duration) int {
+	if taken[i] || segs[i].Level >= lv {
+		return i
+	}
+	b := segTime(segs[i]).Truncate(span)
+	j := i
+	for j < len(segs) && !taken[j] && segs[j].Level < lv && segTime(segs[j]).Truncate(span).Equal(b) {
+		j++
+	}
+	return j
+}
+
+// ErrCompactConflict is wrapped when a compacted segment is already
+// stored under the name a compaction would write, and it does not hold
+// what its sources hold.
+var ErrCompactConflict = errors.New("compacted segment conflicts")
+
+// Compact runs one step: it reads the sources (each checked, and linked
+// to the one before), writes the compacted segments (read back and
+// checked), and returns them. The sources are not deleted (DeleteReplaced
+// does, after the grace period). Revisions are held in memory up to
+// MaxBytes per compacted segment; a run above it becomes several (one
+// source alone is rewritten at the level, so that the next plan does not
+// read it again).
+func (b *Repo) Compact(ctx context.Context, st CompactStep, p CompactPolicy, e Encoding, ids []age.Identity) ([]SegmentInfo, error) {
+	p = p.WithDefaults()
+	var (
+		out   []SegmentInfo
+		group []*Segment
+		links []ChainLink
+		size  int64
+		prev  *ChainLink
+	)
+	emit := func() error {
+		if len(group) == 0 {
+			return nil
+		}
+		si, err := b.putCompacted(ctx, st, group, links, e, ids)
+		if err != nil {
+			return err
+		}
+		out = append(out, si)
+		group, links, size = nil, nil, 0
+		return nil
+	}
+	for i, si := range st.Sources {
+		s, hash, err := b.ReadSegment(ctx, si, ids)
+		if err != nil {
+			return out, fmt.Errorf("compact generation %s: %w", st.Generation, err)
+		}
+		link := ChainLink{Key: si.Object.Key, Header: s.SegmentHeader, Hash: hash}
+		if prev != nil {
+			if err := CheckLink(*prev, link); err != nil {
+				return out, fmt.Errorf("compact generation %s: %w", st.Generation, err)
+			}
+		}
+		if i < len(st.Sources)-1 && s.CapturedThrough != s.Last {
+			return out, fmt.Errorf("compact generation %s: %s vouches for revisions after its last (%d-%d): not merged", st.Generation, si.Object.Key, s.Last+1, s.CapturedThrough)
+		}
+		n := rawSize(s)
+		if len(group) > 0 && size+n > p.MaxBytes {
+			if err := emit(); err != nil {
+				return out, err
+			}
+		}
+		group, links, size = append(group, s), append(links, link), size+n
+		prev = &link
+	}
+	return out, emit()
+}
+
+// rawSize estimates a segment's raw bytes (keys, values and per-op
+// overhead, as capture counts them).
+func rawSize(s *Segment) int64 {
+	var n int64
+	for _, r := range s.Revisions {
+		for _, op := range r.Ops {
+			n += int64(len(op.Key) + len(op.Value) + 32)
+		}
+	}
+	return n
+}
+
+// merge makes the compacted segment of group (linked, in order).
+func merge(st CompactStep, group []*Segment, links []ChainLink) *Segment {
+	first, last := group[0].SegmentHeader, group[len(group)-1].SegmentHeader
+	h := SegmentHeader{
+		Format: CompactedFormat, ClusterID: first.ClusterID, Generation: first.Generation,
+		SnapshotID: first.SnapshotID, SnapshotRevision: first.SnapshotRevision,
+		First: first.First, Last: last.Last, CapturedThrough: last.CapturedThrough, CapturedAt: last.CapturedAt,
+		PrevHash: first.PrevHash, Level: st.Level, Bucket: st.Bucket, EndHash: links[len(links)-1].ChainHash(),
+	}
+	m := &Segment{SegmentHeader: h}
+	seen := map[int64]bool{}
+	for _, s := range group {
+		m.Token = max(m.Token, s.Token)
+		m.Revisions = append(m.Revisions, s.Revisions...)
+		for _, l := range s.Leases {
+			if !seen[l.ID] {
+				seen[l.ID] = true
+				m.Leases = append(m.Leases, l)
+			}
+		}
+	}
+	return m
+}
+
+// putCompacted stores the compacted segment of group, never overwriting,
+// and reads it back. One already stored under its name (a killed run's)
+// is adopted when it holds the same chain position and revisions.
+func (b *Repo) putCompacted(ctx context.Context, st CompactStep, group []*Segment, links []ChainLink, e Encoding, ids []age.Identity) (SegmentInfo, error) {
+	m := merge(st, group, links)
+	key := b.CompactedKey(m.Generation, m.First, m.Last, m.Level, m.Bucket, e)
+	data, err := EncodeStoredSegment(m, e)
+	if err != nil {
+		return SegmentInfo{}, fmt.Errorf("compact %s: %w", key, err)
+	}
+	_, err = b.Store.Put(ctx, key, bytes.NewReader(data), uploader.PutOptions{ContentType: "application/octet-stream"})
+	if err != nil && !errors.Is(err, uploader.ErrExists) {
+		return SegmentInfo{}, fmt.Errorf("compact: store %s: %w", key, err)
+	}
+	o, err := b.Store.Stat(ctx, key)
+	if err != nil {
+		return SegmentInfo{}, fmt.Errorf("compact: %s: %w", key, err)
+	}
+	si, err := parseSegmentName(key[len(b.changesDir()+m.Generation+"/"):])
+	if err != nil {
+		return SegmentInfo{}, err
+	}
+	si.Generation, si.Object = m.Generation, o
+	if err := b.CheckCompacted(ctx, si, m, ids); err != nil {
+		return SegmentInfo{}, err
+	}
+	return si, nil
+}
+
+// CheckCompacted reads a stored compacted segment back and checks it
+// against want (the merge of its sources): the same header and the same
+// revisions, by count, ends and the ops of each.
+func (b *Repo) CheckCompacted(ctx context.Context, si SegmentInfo, want *Segment, ids []age.Identity) error {
+	got, _, err := b.ReadSegment(ctx, si, ids)
+	if err != nil {
+		return fmt.Errorf("compact: read back %s: %w", si.Object.Key, err)
+	}
+	if !sameHeader(got.SegmentHeader, want.SegmentHeader) || len(got.Revisions) != len(want.Revisions) || len(got.Leases) != len(want.Leases) {
+		return fmt.Errorf("compact: %s: %w: it holds %d revisions %d-%d (end hash %.12s…), its sources %d revisions %d-%d (end hash %.12s…)",
+			si.Object.Key, ErrCompactConflict, len(got.Revisions), got.First, got.Last, got.EndHash, len(want.Revisions), want.First, want.Last, want.EndHash)
+	}
+	for i := range got.Revisions {
+		g, w := &got.Revisions[i], &want.Revisions[i]
+		if g.Revision != w.Revision || len(g.Ops) != len(w.Ops) {
+			return fmt.Errorf("compact: %s: %w: revision %d differs from its source's", si.Object.Key, ErrCompactConflict, w.Revision)
+		}
+		for j := range g.Ops {
+			if !bytes.Equal(g.Ops[j].Key, w.Ops[j].Key) || !bytes.Equal(g.Ops[j].Value, w.Ops[j].Value) || g.Ops[j].Delete != w.Ops[j].Delete {
+				return fmt.Errorf("compact: %s: %w: revision %d differs from its source's", si.Object.Key, ErrCompactConflict, w.Revision)
+			}
+		}
+	}
+	return nil
+}
+
+// sameHeader compares two headers, their times by instant.
+func sameHeader(a, b SegmentHeader) bool {
+	ta, tb := a.CapturedAt, b.CapturedAt
+	ba, bb := a.Bucket, b.Bucket
+	a.CapturedAt, b.CapturedAt, a.Bucket, b.Bucket = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	return a == b && ta.Equal(tb) && ba.Equal(bb)
+}
+
+// DeleteReplaced deletes the segments a compacted segment replaced, after
+// reading the compacted one once more (it must parse and hold the
+// replaced segments' revisions and chain ends). It returns how many were
+// deleted. A segment a restore or drill of this process holds stays.
+func (b *Repo) DeleteReplaced(ctx context.Context, by SegmentInfo, replaced []SegmentInfo, ids []age.Identity) (int, error) {
+	raw, h, _, err := b.ReadSegmentRaw(ctx, by, ids)
+	if err == nil {
+		_, err = ParseSegment(bytes.NewReader(raw))
+	}
+	if err != nil {
+		return 0, fmt.Errorf("compact: check %s before deleting what it replaced: %w", by.Object.Key, err)
+	}
+	n := 0
+	for _, s := range replaced {
+		if s.First < h.First || s.Last > h.Last || Held(s.Object.Key) {
+			continue
+		}
+		if err := b.Store.Delete(ctx, s.Object.Key); err != nil && !errors.Is(err, uploader.ErrNotFound) {
+			return n, fmt.Errorf("compact: delete replaced %s: %w", s.Object.Key, err)
+		}
+		n++
+	}
+	return n, nil
+}
