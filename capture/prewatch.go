@@ -96,6 +96,7 @@ func (c *capt) handOver(g *generation) *capt {
 		return nil
 	}
 	c.g = g
+	c.hold.Store(false) // started: back-pressure from here on
 	return c
 }
 
