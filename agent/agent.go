@@ -550,6 +550,12 @@ func (a *Agent) executeWith(ctx context.Context, j *job, why string, run func(co
 	rec := &RunRecord{Start: a.clock.Now(), Trigger: why}
 	a.lg.Info("job started", "job", j.name, "trigger", why)
 	id, err := run(jctx)
+	if errors.Is(err, errNotRun) {
+		// Nothing was run (capture adopted a stored backup): no run
+		// to count, record or notify.
+		a.lg.Info("job not run", "job", j.name, "trigger", why, "reason", err.Error())
+		return err
+	}
 	rec.End, rec.BackupID = a.clock.Now(), id
 	dur := rec.End.Sub(rec.Start)
 	a.m.duration.WithLabelValues(j.name).Observe(dur.Seconds())

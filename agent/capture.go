@@ -302,8 +302,7 @@ func (a *Agent) captureSnapshot(ctx context.Context) (*repository.Manifest, erro
 			// have a resolution of a second): a committed snapshot at
 			// the exact revision, which capture adopts.
 			if m, err = a.committedBackup(ctx, ee.ID); err == nil {
-				a.lg.Info("capture snapshot: adopting the backup stored at this revision in this second", "job", JobCapture, "backup_id", m.ID)
-				return m.ID, nil
+				return "", fmt.Errorf("%w: capture adopts backup %s, stored at this revision in this second", errNotRun, m.ID)
 			}
 			if attempt >= 2 {
 				return "", err
@@ -319,7 +318,7 @@ func (a *Agent) captureSnapshot(ctx context.Context) (*repository.Manifest, erro
 			}
 		}
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, errNotRun) {
 		return nil, fmt.Errorf("capture snapshot: %w", err)
 	}
 	if m == nil {
@@ -327,6 +326,11 @@ func (a *Agent) captureSnapshot(ctx context.Context) (*repository.Manifest, erro
 	}
 	return m, nil
 }
+
+// errNotRun is a run function's answer when it found nothing to run
+// (capture adopted a backup already stored): executeWith counts and
+// records no run.
+var errNotRun = errors.New("not run")
 
 // waitedSnapshot returns the backup of the snapshot run of j that ended
 // successfully after before was its last (while capture waited for it),

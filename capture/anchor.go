@@ -110,3 +110,22 @@ func (r *runner) adopt(ctx context.Context) *generation {
 	}
 	return g
 }
+
+// notAnchor fails when backup m already anchors a generation: the
+// snapshot Job.Snapshot returned is an adopted one (a backup of the same
+// revision and second), and a sealed generation's id is never reused.
+// The next attempt, a second later, gets a backup of its own.
+func (r *runner) notAnchor(ctx context.Context, m *repository.Manifest) error {
+	byGen, _, err := r.job.Repo.ListProgress(ctx)
+	if err != nil {
+		return fmt.Errorf("list generations: %w", err)
+	}
+	segs, _, err := r.job.Repo.ListSegments(ctx, m.ID)
+	if err != nil {
+		return err
+	}
+	if len(byGen[m.ID]) > 0 || len(segs) > 0 {
+		return fmt.Errorf("backup %s already anchors a generation", m.ID)
+	}
+	return nil
+}

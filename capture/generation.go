@@ -129,25 +129,30 @@ func (r *runner) fresh(ctx context.Context) (*generation, error) {
 	if _, ok := r.job.Token(); !ok {
 		return nil, ErrLockLost
 	}
-	if g := r.adopt(ctx); g != nil {
-		r.lg.Info("capture: new generation on a committed backup", "generation", g.id, "revision", g.snapRev)
-		r.started(g)
-		return g, nil
-	}
 	// The watch opens before the snapshot and holds what it receives
-	// while the snapshot is stored (prewatch.go).
+	// while the snapshot is stored (prewatch.go). It opens before the
+	// look for a stored backup too, so that a backup committed while it
+	// opens (the agent's start snapshot) is found.
 	pre := r.prewatch(ctx)
 	defer func() {
 		if pre != nil {
 			pre.close()
 		}
 	}()
+	if g := r.adopt(ctx); g != nil {
+		r.lg.Info("capture: new generation on a committed backup", "generation", g.id, "revision", g.snapRev)
+		r.started(g)
+		return g, nil
+	}
 	b := newBackoff(r.job.Interval)
 	for {
 		if _, ok := r.job.Token(); !ok {
 			return nil, ErrLockLost
 		}
 		m, err := r.job.Snapshot(ctx)
+		if err == nil {
+			err = r.notAnchor(ctx, m)
+		}
 		if err == nil {
 			var g *generation
 			if g, err = fromSnapshot(m); err == nil {
