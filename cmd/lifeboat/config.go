@@ -43,14 +43,22 @@ type CaptureConfig struct {
 	Interval        time.Duration `yaml:"interval"`
 	MaxSegmentBytes int64         `yaml:"max_segment_bytes"`
 	MaxBufferBytes  int64         `yaml:"max_buffer_bytes"`
+	// Rollover is the least age of a generation before it rolls over
+	// to a scheduled snapshot (0: at every one).
+	Rollover time.Duration `yaml:"rollover"`
 	// CompactionLevels are the spans of the compaction levels ("none":
 	// no compaction).
 	CompactionLevels []string `yaml:"compaction_levels"`
+	// CompactionGrace is how long replaced segments stay.
+	CompactionGrace time.Duration `yaml:"compaction_grace"`
 }
 
 // compactPolicy is the compaction policy the levels say.
 func (c CaptureConfig) compactPolicy() (repository.CompactPolicy, error) {
-	var p repository.CompactPolicy
+	p := repository.CompactPolicy{Grace: c.CompactionGrace}
+	if c.CompactionGrace < time.Second {
+		return p, cfgErr("capture.compaction_grace", "%s: must be at least 1s (a restore that listed the replaced segments must find them)", c.CompactionGrace)
+	}
 	if len(c.CompactionLevels) == 1 && c.CompactionLevels[0] == "none" {
 		return p, nil
 	}
@@ -490,6 +498,9 @@ func (c CaptureConfig) validate() error {
 	}
 	if c.MaxBufferBytes > maxCaptureBufferSize {
 		return cfgErr("capture.max_buffer_bytes", "%d: must be at most 4GiB", c.MaxBufferBytes)
+	}
+	if c.Rollover < 0 {
+		return cfgErr("capture.rollover", "%s: must not be negative", c.Rollover)
 	}
 	_, err := c.compactPolicy()
 	return err
