@@ -56,7 +56,9 @@
 // outlive its snapshot's upload (a snapshot slower than kube-apiserver's
 // 5-minute compaction would otherwise start every generation compacted,
 // in a loop). A snapshot below R0 (a lagging member's) watches from S as
-// before. Whether etcd can still serve the revisions
+// before. A failed snapshot attempt drops what was held and the next
+// attempt opens a new watch: the spool holds one snapshot's time of
+// changes at most, not a whole outage of the store. Whether etcd can still serve the revisions
 // after the chain's end, and from the same cluster, is the watch's first
 // answer: a compacted or foreign cluster seals the old generation.
 //

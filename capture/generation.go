@@ -149,6 +149,9 @@ func (r *runner) fresh(ctx context.Context) (*generation, error) {
 		if _, ok := r.job.Token(); !ok {
 			return nil, ErrLockLost
 		}
+		if pre == nil {
+			pre = r.prewatch(ctx)
+		}
 		m, err := r.job.Snapshot(ctx)
 		if err == nil {
 			err = r.notAnchor(ctx, m)
@@ -164,6 +167,14 @@ func (r *runner) fresh(ctx context.Context) (*generation, error) {
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		// What the watch held is of no use to the next attempt, whose
+		// snapshot is newer: a new watch opens before it, so that the
+		// spool holds one snapshot's time of changes at most (not a
+		// whole outage of the store).
+		if pre != nil {
+			pre.close()
+			pre = nil
 		}
 		err = fmt.Errorf("capture: snapshot for a new generation: %w", err)
 		r.lg.Warn("capture: snapshot failed, retrying", "err", err)
