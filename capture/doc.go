@@ -197,6 +197,34 @@
 // oldest receive time of the changes still buffered, or, when none are,
 // the latest progress time.
 //
+// # Rollover
+//
+// A generation ends at a scheduled snapshot so that retention can drop
+// old ones whole: Job.Rollover delivers every backup the daemon's
+// snapshot schedule commits, and once the generation is at least
+// Job.RolloverAfter old, the next one becomes its successor's anchor. The
+// job keeps capturing until its stored changes reach that snapshot's
+// revision S′, stores them, seals the generation with SealRollover (a
+// reason, not a gap: no Status carries it as Gap) and starts the next
+// generation at S′, watching from S′ + 1 (etcd still has those revisions:
+// the snapshot was just taken). The old window ends at or after S′ and
+// the new one starts at S′: they overlap, so no revision falls out of
+// every window.
+//
+// # Compaction
+//
+// While Run runs, a compactor (compact.go) merges small segments of every
+// recoverable window as they age, under the same lock: every third of the
+// shortest level's span it plans each window (repository.PlanCompaction)
+// and runs the steps (repository.Compact: sources read and linked, the
+// compacted segment stored, read back and checked), then deletes what a
+// compacted segment replaced once it is past the grace period
+// (repository.DeleteReplaced). The chain hashes are kept across
+// compaction, so the writer's head and every marker stay valid. With age
+// encryption it needs Job.Identities; without them it logs that it does
+// not compact. A failed pass is counted (Stats.CompactErrors) and retried
+// at the next one.
+//
 // # The segment format
 //
 // repository.Segment is used as is. The format allows an empty segment

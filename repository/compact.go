@@ -153,7 +153,9 @@ func PlanCompaction(w Window, p CompactPolicy, now time.Time) CompactPlan {
 	// replaced it is past the grace, even when that one was replaced in
 	// turn (the clock does not restart at each level); it is deleted by
 	// the path's segment that covers it now, which is read back first.
-	covers := func(c, s SegmentInfo) bool { return c.Level > 0 && s.First >= c.First && s.Last <= c.Last && c.Object.Key != s.Object.Key }
+	covers := func(c, s SegmentInfo) bool {
+		return c.Level > 0 && s.First >= c.First && s.Last <= c.Last && c.Object.Key != s.Object.Key
+	}
 	var aged []SegmentInfo // replaced compacted segments past the grace
 	for _, c := range w.Superseded {
 		if c.Level > 0 && now.Sub(c.Object.ModTime) >= p.Grace {
