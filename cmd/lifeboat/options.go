@@ -276,11 +276,11 @@ var optionTable = []optionDef{
 	{Key: "capture.rollover", Flag: "capture-rollover", Default: "24h", Groups: groupCapture,
 		Help: "a capture generation at least this old rolls over to the next scheduled snapshot, so that retention.changes_within drops older ones whole (0: at every scheduled snapshot)",
 		Doc:  "each retained generation keeps its anchor snapshot: shorter means more snapshots kept for the same changes_within, longer means up to this much more changes kept beyond it"},
-	{Key: "capture.compaction_grace", Flag: "capture-compaction-grace", Default: "10m", Groups: groupCapture,
-		Help: "how long the segments a compacted one replaced stay in the store before they are deleted: a restore or log that listed them before the compaction can still read them (at least 1s)"},
 	{Key: "capture.compaction_levels", Flag: "capture-compaction-levels", Default: "30s,5m,1h", Groups: groupCapture,
 		Help: "spans of the compaction levels: segments are merged per closed span of each level as they age, so a window of any length is a few dozen objects (each a multiple of the one before; none: no compaction)",
 		Doc:  "compaction reads segments back: with age encryption it needs encryption.identity_file, and without one capture logs that it does not compact (generations still roll over at every scheduled snapshot, so retention.changes_within still bounds the store)"},
+	{Key: "capture.compaction_grace", Flag: "capture-compaction-grace", Default: "10m", Groups: groupCapture,
+		Help: "how long the segments a compacted one replaced stay in the store before they are deleted: a restore or log that listed them before the compaction can still read them (at least 1s)"},
 
 	{Key: "notify.webhooks", Flag: "webhook", Groups: groupNotify,
 		Help: "notification webhook URL (repeatable; a comma inside a URL is kept)",
