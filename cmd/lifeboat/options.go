@@ -152,7 +152,7 @@ var optionTable = []optionDef{
 
 	{Key: "snapshot.spool_dir", Flag: "spool-dir", Default: "/var/lib/lifeboat/spool", Groups: groupSpool,
 		Help: "directory for the raw snapshot during verification",
-		Doc:  "needs the db's size free; put it on another disk than etcd's data dir when write latency matters (see [benchmarks.md](benchmarks.md)); the spool is written back as it fills and freed in 32 MiB steps, so neither its writing nor its removal holds etcd's WAL syncs on a shared disk"},
+		Doc:  "needs the db's size free; put it on another disk than etcd's data dir when write latency matters (see [benchmarks.md](benchmarks.md)); the spool is written back as it fills and freed in 32 MiB steps, so neither its writing nor its removal holds etcd's WAL syncs on a shared disk. Capture also holds here, beyond capture.max_buffer_bytes, the changes it receives while a new generation's snapshot is stored (unnamed files, gone when done)"},
 	{Key: "snapshot.stall_timeout", Flag: "stall-timeout", Default: "30s", Groups: groupSnapshot,
 		Help: "fail when the snapshot stream stalls this long"},
 	{Key: "snapshot.timeout", Flag: "timeout", Default: "30m", Groups: groupSnapshot,
@@ -218,7 +218,7 @@ var optionTable = []optionDef{
 		Help: "keep every backup younger than this, e.g. 7d"},
 	{Key: "retention.changes_within", Flag: "changes-within", Groups: groupRetention,
 		Help: "keep the change segments of every capture generation whose window overlaps the last D, and their anchor snapshots, e.g. 7d",
-		Doc:  "0 (the default) keeps the segments of every generation whose anchor snapshot the keep_* rules keep; the newest generation is always kept. See [point-in-time recovery](pitr.md#retention)"},
+		Doc:  "0 (the default) keeps the segments of every generation whose anchor snapshot the keep_* rules keep; the newest generation is always kept. See [point-in-time recovery](pitr.md#retention-rollover-and-compaction)"},
 	{Key: "retention.time_zone", Flag: "retention-time-zone", Default: "UTC", Groups: groupRetention,
 		Help: "time zone of the calendar buckets (IANA name)"},
 	{Key: "retention.orphan_grace", Flag: "orphan-grace", Default: "24h", Groups: groupRetention,
@@ -279,6 +279,8 @@ var optionTable = []optionDef{
 	{Key: "capture.compaction_levels", Flag: "capture-compaction-levels", Default: "30s,5m,1h", Groups: groupCapture,
 		Help: "spans of the compaction levels: segments are merged per closed span of each level as they age, so a window of any length is a few dozen objects (each a multiple of the one before; none: no compaction)",
 		Doc:  "compaction reads segments back: with age encryption it needs encryption.identity_file, and without one capture logs that it does not compact (generations still roll over at every scheduled snapshot, so retention.changes_within still bounds the store)"},
+	{Key: "capture.compaction_grace", Flag: "capture-compaction-grace", Default: "10m", Groups: groupCapture,
+		Help: "how long the segments a compacted one replaced stay in the store before they are deleted: a restore or log that listed them before the compaction can still read them (at least 1s)"},
 
 	{Key: "notify.webhooks", Flag: "webhook", Groups: groupNotify,
 		Help: "notification webhook URL (repeatable; a comma inside a URL is kept)",
