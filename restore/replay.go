@@ -104,6 +104,38 @@ type checkedSegment struct {
 	key string
 	seg *repository.Segment
 	raw []byte
+	// done, when set, hands the segment's memory back to its reader
+	// (segBuffers): call it once nothing of seg or raw is used anymore.
+	done func()
+}
+
+// segBuffers recycles the memory of decoded segments between their
+// reader and their consumer: a segment's values are slices of its
+// decoded bytes, and a new buffer per segment (grown from nothing while
+// decoding) cost a sixth of reading it. At most a few are in use at
+// once (one applied, one ready, one being read).
+type segBuffers chan []byte
+
+func newSegBuffers() segBuffers { return make(segBuffers, 3) }
+
+func (p segBuffers) get() []byte {
+	select {
+	case b := <-p:
+		return b
+	default:
+		return nil
+	}
+}
+
+// release returns a func that gives b back (its contents are garbage
+// after that).
+func (p segBuffers) release(b []byte) func() {
+	return func() {
+		select {
+		case p <- b[:0]:
+		default:
+		}
+	}
 }
 
 // applyFunc applies the segments of one replay to job.DB (applySegments
@@ -129,7 +161,7 @@ func replay(ctx context.Context, dbPath string, p *PointInTimePlan, repo *reposi
 	// process leaves them.
 	defer repository.Hold(p.Keys(repo)...)()
 	job := replayJob{DB: dbPath, SnapshotID: p.Snapshot.ID, From: p.Snapshot.Revision, To: p.Revision}
-	st, err := apply(ctx, job, checkedSegments(ctx, p, repo, ids, raw, lg))
+	st, err := apply(ctx, job, checkedSegments(ctx, p, repo, ids, raw, lg, newSegBuffers()))
 	if err != nil {
 		return st, err
 	}
@@ -148,11 +180,11 @@ func replay(ctx context.Context, dbPath string, p *PointInTimePlan, repo *reposi
 // changed segment, ctx's error), which it yields. With raw, the segments
 // are decoded and only their headers parsed (ReadSegmentRaw), for a
 // reader that parses them.
-func checkedSegments(ctx context.Context, p *PointInTimePlan, repo *repository.Repo, ids []age.Identity, raw bool, lg *slog.Logger) iter.Seq2[checkedSegment, error] {
+func checkedSegments(ctx context.Context, p *PointInTimePlan, repo *repository.Repo, ids []age.Identity, raw bool, lg *slog.Logger, bufs segBuffers) iter.Seq2[checkedSegment, error] {
 	return func(yield func(checkedSegment, error) bool) {
 		var prev repository.ChainLink
 		i := 0
-		for rs, err := range ahead(ctx, readSegments(repo, p, ids, raw)) {
+		for rs, err := range ahead(ctx, readSegments(repo, p, ids, raw, bufs)) {
 			if err != nil {
 				yield(checkedSegment{}, fmt.Errorf("replay: %w", err))
 				return
@@ -173,7 +205,7 @@ func checkedSegments(ctx context.Context, p *PointInTimePlan, repo *repository.R
 				return
 			}
 			prev = link
-			if !yield(checkedSegment{key: si.Object.Key, seg: rs.seg, raw: rs.raw}, nil) {
+			if !yield(checkedSegment{key: si.Object.Key, seg: rs.seg, raw: rs.raw, done: bufs.release(rs.buf)}, nil) {
 				return
 			}
 			lg.Debug("replayed segment", "segment", si.Object.Key, "revision", min(rs.header.Last, p.Revision))
@@ -266,6 +298,9 @@ func (r *replayer) applyAll(ctx context.Context, job replayJob, segs iter.Seq2[c
 			st.To = rev.Revision
 			next++
 		}
+		if cs.done != nil {
+			cs.done() // applied: mvcc copied what it keeps
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -286,21 +321,28 @@ type readSegment struct {
 	seg    *repository.Segment // parsed, or
 	raw    []byte              // decoded only
 	hash   string
+	buf    []byte // the decoded bytes, for segBuffers
 }
 
-// readSegments reads the plan's segments in order (raw: decoded only,
-// ReadSegmentRaw; else parsed, ReadSegment), stopping after the first
+// readSegments reads the plan's segments in order, decoded
+// (ReadSegmentRaw) and, unless raw, parsed (ParseSegmentBytes: the
+// values are slices of the decoded bytes), stopping after the first
 // error (yielded).
-func readSegments(repo *repository.Repo, p *PointInTimePlan, ids []age.Identity, raw bool) func(context.Context) iter.Seq2[readSegment, error] {
+func readSegments(repo *repository.Repo, p *PointInTimePlan, ids []age.Identity, raw bool, bufs segBuffers) func(context.Context) iter.Seq2[readSegment, error] {
 	return func(ctx context.Context) iter.Seq2[readSegment, error] {
 		return func(yield func(readSegment, error) bool) {
 			for _, si := range p.Segments {
 				var rs readSegment
 				var err error
-				if raw {
-					rs.raw, rs.header, rs.hash, err = repo.ReadSegmentRaw(ctx, si, ids)
-				} else if rs.seg, rs.hash, err = repo.ReadSegment(ctx, si, ids); err == nil {
-					rs.header = rs.seg.SegmentHeader
+				rs.raw, rs.header, rs.hash, err = repo.ReadSegmentRawInto(ctx, si, ids, bufs.get())
+				rs.buf = rs.raw
+				if err == nil && !raw {
+					// Parsed in memory, its values slices of the raw
+					// form (ReadSegment's checks and text).
+					if rs.seg, err = repository.ParseSegmentBytes(rs.raw); err != nil {
+						err = fmt.Errorf("read segment %s: %w", si.Object.Key, err)
+					}
+					rs.raw = nil
 				}
 				if !yield(rs, err) || err != nil {
 					return
