@@ -172,7 +172,7 @@ func replay(ctx context.Context, dbPath string, p *PointInTimePlan, repo *reposi
 }
 
 // checkedSegments reads the plan's segments in order, one ahead of the
-// one being applied (at most two in memory), and checks each as it is
+// one being applied (their decoded bytes in bufs: at most three), and checks each as it is
 // read: the very object the plan read (same sha256), and the chain from
 // the first on (it continues the generation or names its anchor, each
 // next names its predecessor's hash). It yields each with a nil error, or
