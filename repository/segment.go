@@ -396,7 +396,16 @@ func ParseSegment(r io.Reader) (*Segment, error) {
 
 func parseSegment(r io.Reader) (*Segment, error) {
 	h := sha256.New()
-	d := &segReader{r: &hashingReader{r: bufio.NewReaderSize(r, 64<<10), h: h}}
+	hr := &hashingReader{r: bufio.NewReaderSize(r, 64<<10), h: h}
+	return parseSegmentFrom(&segReader{r: hr}, func() []byte { return h.Sum(nil) }, func() bool {
+		_, err := hr.r.ReadByte()
+		return err == io.EOF
+	})
+}
+
+// parseSegmentFrom parses a segment's raw form from d: sum is the sha256
+// of what d has read so far, atEnd whether d is at the end of its input.
+func parseSegmentFrom(d *segReader, sum func() []byte, atEnd func() bool) (*Segment, error) {
 	s := &Segment{}
 	if err := d.header(&s.SegmentHeader); err != nil {
 		return nil, err
@@ -415,7 +424,7 @@ func parseSegment(r io.Reader) (*Segment, error) {
 				switch d.byte() {
 				case 'P':
 					op.Key = d.str(maxSegmentString)
-					op.Value = d.str(maxSegmentString)
+					op.Value = d.value(maxSegmentString)
 					op.Lease = d.varint()
 					op.CreateRevision = d.rev()
 					op.Version = d.rev()
@@ -436,7 +445,7 @@ func parseSegment(r io.Reader) (*Segment, error) {
 			if d.err != nil {
 				return nil, d.err
 			}
-			want := h.Sum(nil)
+			want := sum()
 			got := d.bytes(sha256.Size)
 			if d.err != nil {
 				return nil, fmt.Errorf("checksum: %w", d.err)
@@ -444,7 +453,7 @@ func parseSegment(r io.Reader) (*Segment, error) {
 			if !bytes.Equal(got, want) {
 				return nil, errors.New("checksum mismatch: the segment is corrupted")
 			}
-			if _, err := d.r.r.ReadByte(); err != io.EOF {
+			if !atEnd() {
 				return nil, errors.New("bytes after the checksum")
 			}
 			if err := s.Validate(); err != nil {
@@ -507,7 +516,10 @@ func (d *segReader) header(hd *SegmentHeader) error {
 }
 
 type segReader struct {
-	r   *hashingReader
+	r interface {
+		io.Reader
+		io.ByteReader
+	}
 	err error
 }
 

@@ -227,11 +227,18 @@ func (b *Repo) ReadSegment(ctx context.Context, si SegmentInfo, ids []age.Identi
 // ParseSegment, ErrBadSegment as in ReadSegment. A damaged object or
 // header wraps ErrBadSegment.
 func (b *Repo) ReadSegmentRaw(ctx context.Context, si SegmentInfo, ids []age.Identity) ([]byte, SegmentHeader, string, error) {
+	return b.ReadSegmentRawInto(ctx, si, ids, nil)
+}
+
+// ReadSegmentRawInto is ReadSegmentRaw decoding into buf's memory (from
+// its start, growing it as needed), for a reader that recycles its
+// buffers.
+func (b *Repo) ReadSegmentRawInto(ctx context.Context, si SegmentInfo, ids []age.Identity, buf []byte) ([]byte, SegmentHeader, string, error) {
 	data, err := b.readStoredSegment(ctx, si)
 	if err != nil {
 		return nil, SegmentHeader{}, "", err
 	}
-	raw, err := decodeStored(bytes.NewReader(data), si.Compression, si.Encryption, ids, io.ReadAll)
+	raw, err := decodeStored(bytes.NewReader(data), si.Compression, si.Encryption, ids, func(r io.Reader) ([]byte, error) { return readAllInto(r, buf[:0]) })
 	var hd SegmentHeader
 	if err == nil {
 		hd, err = ParseSegmentHeader(bytes.NewReader(raw))

@@ -19,6 +19,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	closeBenchFixture()
+	closeKubeReplay()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,6 +65,21 @@ func put(key string, create, version, lease int64) repository.Op {
 	return repository.Op{Key: []byte(key), Value: []byte("x"), CreateRevision: create, Version: version, Lease: lease}
 }
 
+// manyKeys is n revisions from 4 on, each creating a key of its own, the
+// one at index wrong (if any) with a wrong create revision and version.
+func manyKeys(n, wrong int) []repository.Revision {
+	revs := make([]repository.Revision, n)
+	for i := range revs {
+		r := int64(4 + i)
+		create, version := r, int64(1)
+		if i == wrong {
+			create, version = r-1, 2 // a history the store does not have
+		}
+		revs[i] = rev(r, put(fmt.Sprintf("k%05d", i), create, version, 0))
+	}
+	return revs
+}
+
 func rev(r int64, ops ...repository.Op) repository.Revision {
 	return repository.Revision{Revision: r, Received: time.Now(), Ops: ops}
 }
@@ -116,6 +132,10 @@ func TestReplayRefusesDivergence(t *testing.T) {
 		{name: "delete of an absent key", revs: []repository.Revision{rev(4, repository.Op{Delete: true, Key: []byte("zz")})}},
 		{name: "wrong version", revs: []repository.Revision{rev(4, put("a", 2, 5, 0))}},
 		{name: "wrong create revision", revs: []repository.Revision{rev(4, put("c", 2, 2, 0))}},
+		// Enough keys for the end check to read them back in parts on
+		// several goroutines: a wrong version anywhere is found.
+		{name: "wrong create revision among 3 000 keys", revs: manyKeys(3000, 2100)},
+		{name: "3 000 consistent keys", revs: manyKeys(3000, -1), ok: true},
 		{name: "consistent changes", revs: []repository.Revision{rev(4, put("a", 2, 2, 0)), rev(5, put("a", 2, 3, 0), repository.Op{Delete: true, Key: []byte("b")})}, ok: true},
 		{name: "consistent changes with a lease", revs: []repository.Revision{rev(4, put("c", 4, 1, 0x12)), rev(5, put("c", 4, 2, 0x12))},
 			leases: []repository.Lease{{ID: 0x12, TTL: 60, Revision: 4}}, ok: true},

@@ -2,7 +2,6 @@ package restore
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -161,6 +160,7 @@ func RunReplay(ctx context.Context, args []string, in io.Reader, out io.Writer) 
 // readReplayStream yields the segments of the child's input, and an
 // error when the input is not the protocol or ends before its 'E'.
 func readReplayStream(br *bufio.Reader) iter.Seq2[checkedSegment, error] {
+	bufs := newSegBuffers()
 	return func(yield func(checkedSegment, error) bool) {
 		fail := func(err error) { yield(checkedSegment{}, fmt.Errorf("%s: read the changes: %w", ReplayCommand, err)) }
 		for {
@@ -197,20 +197,23 @@ func readReplayStream(br *bufio.Reader) iter.Seq2[checkedSegment, error] {
 			}
 			var raw []byte
 			if err == nil {
-				raw = make([]byte, n)
-				_, err = io.ReadFull(br, raw)
+				// Read as it comes (memory grows with the bytes
+				// read, not with the length claimed), into a
+				// recycled buffer.
+				raw, err = readN(br, bufs.get(), n)
 			}
 			if err != nil {
 				fail(err)
 				return
 			}
-			seg, err := repository.ParseSegment(bytes.NewReader(raw))
+			// The values stay slices of raw.
+			seg, err := repository.ParseSegmentBytes(raw)
 			if err != nil {
 				// As ReadSegment says it in the parent.
 				yield(checkedSegment{}, fmt.Errorf("replay: read segment %s: %w", key, err))
 				return
 			}
-			if !yield(checkedSegment{key: string(key), seg: seg}, nil) {
+			if !yield(checkedSegment{key: string(key), seg: seg, done: bufs.release(raw)}, nil) {
 				return
 			}
 		}
@@ -314,7 +317,28 @@ func sendReplay(w io.Writer, job replayJob, segs iter.Seq2[checkedSegment, error
 		if _, err := bw.Write(cs.raw); err != nil {
 			return nil, err
 		}
+		if cs.done != nil {
+			cs.done() // written (bufio copies what it keeps)
+		}
 	}
 	bw.WriteByte('E')
 	return nil, bw.Flush()
+}
+
+// readN reads n bytes from r into buf's memory (from its start), growing
+// it as the bytes arrive.
+func readN(r io.Reader, buf []byte, n uint64) ([]byte, error) {
+	buf = buf[:0]
+	for uint64(len(buf)) < n {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		m := min(uint64(cap(buf)-len(buf)), n-uint64(len(buf)))
+		k, err := io.ReadFull(r, buf[len(buf):len(buf)+int(m)])
+		buf = buf[:len(buf)+k]
+		if err != nil {
+			return buf, err
+		}
+	}
+	return buf, nil
 }
