@@ -62,7 +62,22 @@ func TestPointInTimeWithCapture(t *testing.T) {
 		sess.Close()
 	}
 	defer stop()
-
+	// The changes to restore are those after the generation's snapshot:
+	// write them once capture has its generation (its snapshot may be
+	// taken after a watch that waits for etcd to catch up).
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		l, err := s.repo.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ws, err := s.repo.Windows(ctx, l); err == nil && len(ws) > 0 && ws[len(ws)-1].Recoverable() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("capture started no generation in 60s")
+		}
+		time.Sleep(50 * time.Millisecond) // polling the store against a deadline
+	}
 	for range 120 {
 		w.step(ctx)
 	}
