@@ -86,7 +86,6 @@ var commandKeys = map[string][]string{
 // the environment; its flags are the keys that change what it does.
 var commandGroups = map[string]group{
 	"snapshot": groupEtcd | groupStore | groupUpload | groupEncryption | groupSpool | groupSnapshot | groupKit,
-	"kit":      groupStore | groupEncryption | groupKit,
 	"list":     groupStore,
 	"log":      groupStore | groupEncryption,
 	"verify":   groupStore | groupEncryption | groupSpool,
@@ -100,6 +99,11 @@ var commandGroups = map[string]group{
 	"demo":     groupStore | groupUpload | groupEncryption | groupDrill,
 	"agent":    groupAll,
 	"check":    groupAll, // config check
+
+	// The kit's subcommands, by parent and name (see newRootCmd's bind).
+	"kit list":    groupStore,
+	"kit show":    groupStore | groupEncryption,
+	"kit restore": groupStore | groupEncryption,
 }
 
 // optionDef is one configuration key: its flag, extra environment names,
