@@ -722,6 +722,10 @@ func (a *Agent) drill(ctx context.Context) (string, error) {
 		if out.Recovery > 0 {
 			a.m.drillRecover.Set(out.Recovery.Seconds())
 		}
+		if !out.KitCertExpiry.IsZero() && out.BackupID >= a.m.kitExpiryFrom {
+			a.m.kitExpiry.Set(unixSeconds(out.KitCertExpiry))
+			a.m.kitExpiryFrom = out.BackupID
+		}
 		if out.BackupID != "" {
 			a.mu.Lock()
 			a.drills[out.BackupID] = restore.DrillRecord{Passed: passed, At: now}
