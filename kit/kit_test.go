@@ -2,6 +2,7 @@ package kit_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -296,6 +297,13 @@ func TestStore(t *testing.T) {
 			}
 			// Even with a manifest that matches the tampered bytes, age's
 			// authentication refuses them.
+			tampered := flip(obj, len(obj)/2)
+			replace(t, st, m.Object, tampered)
+			forged := *m
+			forged.ObjectSHA256 = fmt.Sprintf("%x", sha256.Sum256(tampered))
+			if _, err := r.Load(ctx, &forged, []age.Identity{id}); !errors.Is(err, kit.ErrBadKit) {
+				t.Errorf("Load of a tampered object with a forged manifest: %v, want ErrBadKit", err)
+			}
 			replace(t, st, m.Object, obj)
 			if _, err := r.Load(ctx, m, []age.Identity{id}); err != nil {
 				t.Errorf("Load of the object put back: %v", err)
@@ -332,4 +340,62 @@ func flip(b []byte, i int) []byte {
 	c := slices.Clone(b)
 	c[i] ^= 0x40
 	return c
+}
+
+// FuzzParseManifest: a kit manifest from the store is untrusted; parsing
+// never panics, and what parses names an object of its own id.
+func FuzzParseManifest(f *testing.F) {
+	f.Add([]byte(`{"format":1,"id":"` + strings.Repeat("a", 64) + `","object":"c/kits/` + strings.Repeat("a", 64) + `-01020304.tar.zst.age","object_size":10,"object_sha256":"` + strings.Repeat("b", 64) + `","compression":"zstd","encryption":"age","recipients":["age1x"]}`))
+	f.Add([]byte(`{"format":1,"id":"../x"}`))
+	f.Add([]byte(`{"format":2}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := kit.ParseManifest(b)
+		if err != nil {
+			if !errors.Is(err, kit.ErrBadKit) {
+				t.Fatalf("error %v does not wrap ErrBadKit", err)
+			}
+			return
+		}
+		if !kit.ValidID(m.ID) || strings.Contains(m.Object, "..") || !strings.HasPrefix(filepath.Base(m.Object), m.ID+"-") || len(m.Recipients) == 0 {
+			t.Fatalf("accepted %+v", m)
+		}
+	})
+}
+
+// TestRestoreOwners: as root the kit's owners are applied; otherwise the
+// result says they were not.
+func TestRestoreOwners(t *testing.T) {
+	k := &kit.Kit{Entries: []kit.Entry{
+		{Path: "/etc/x", Type: kit.TypeDir, Mode: 0o750, UID: 1234, GID: 2345},
+		{Path: "/etc/x/key", Type: kit.TypeFile, Mode: 0o640, UID: 1234, GID: 2345, Data: []byte("k"), Size: 1},
+		{Path: "/etc/x/link", Type: kit.TypeSymlink, Mode: 0o777, UID: 1234, GID: 2345, Link: "key"},
+	}}
+	to := t.TempDir()
+	res, err := kit.Restore(to, k, kit.RestoreOptions{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Owners != (os.Geteuid() == 0) {
+		t.Errorf("Owners %v as uid %d", res.Owners, os.Geteuid())
+	}
+	for _, e := range k.Entries {
+		fi, err := os.Lstat(filepath.Join(to, e.Path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		uid, gid := ownerOf(fi)
+		wantUID, wantGID := os.Geteuid(), os.Getegid()
+		if res.Owners {
+			wantUID, wantGID = e.UID, e.GID
+		}
+		if uid != wantUID || gid != wantGID {
+			t.Errorf("%s: owner %d:%d, want %d:%d", e.Path, uid, gid, wantUID, wantGID)
+		}
+		if e.Type != kit.TypeSymlink && fi.Mode().Perm() != e.Mode {
+			t.Errorf("%s: mode %v, want %v", e.Path, fi.Mode().Perm(), e.Mode)
+		}
+	}
+	if l, _ := os.Readlink(filepath.Join(to, "etc/x/link")); l != "key" {
+		t.Errorf("symlink to %q", l)
+	}
 }
