@@ -25,7 +25,8 @@
 // symbolic link, absolute symlink targets and relative ones that climb
 // out of the kit, and anything but files, directories and symlinks; and
 // Restore writes only through an os.Root of the target directory, so no
-// entry lands outside it.
+// entry lands outside it (the file system's root, outside which nothing
+// is, by plain paths: see openTree).
 //
 // The package does not decide when a kit is taken (backup does, for every
 // backup with kit paths configured), which kits are kept (retention/prune:

@@ -61,7 +61,9 @@ type RestoreResult struct {
 // and setgid dropped); directories the kit does not hold are created 0700,
 // those it holds get their mode once filled. Owners are set when running
 // as root. Every operation goes through an os.Root of dir, so nothing is
-// written outside it whatever the kit holds. Something already at an
+// written outside it whatever the kit holds (for dir "/", where nothing is
+// outside, through the plain paths: an os.Root refuses every absolute
+// symlink on the way, and hosts have them, /var/run -> /run). Something already at an
 // entry's place (other than a directory where the kit has a directory)
 // makes Restore refuse before writing anything, unless Force, which moves
 // it aside. Files are written to a temporary name, synced and renamed.
@@ -75,9 +77,9 @@ func Restore(dir string, k *Kit, opts RestoreOptions) (*RestoreResult, error) {
 			return nil, fmt.Errorf("kit restore: %w", err)
 		}
 	}
-	var root *os.Root
+	var root tree
 	if _, err := os.Stat(dir); err == nil || !opts.DryRun {
-		r, err := os.OpenRoot(dir)
+		r, err := openTree(dir)
 		if err != nil {
 			return nil, fmt.Errorf("kit restore: %w", err)
 		}
@@ -153,7 +155,7 @@ func summarize(paths []string) string {
 	return fmt.Sprintf("%s and %d more", strings.Join(paths[:3], ", "), len(paths)-3)
 }
 
-func restoreEntry(root *os.Root, dir string, p *Planned, stamp string, owners bool) error {
+func restoreEntry(root tree, dir string, p *Planned, stamp string, owners bool) error {
 	name := rel(p.Path)
 	if p.Action == ActionReplace {
 		aside, err := moveAside(root, name, stamp)
@@ -213,7 +215,7 @@ func restoreEntry(root *os.Root, dir string, p *Planned, stamp string, owners bo
 
 // moveAside renames name to <name>.lifeboat-old-<stamp> (with a counter
 // when taken), as restore does with data dirs; it returns the new name.
-func moveAside(root *os.Root, name, stamp string) (string, error) {
+func moveAside(root tree, name, stamp string) (string, error) {
 	base := name + ".lifeboat-old-" + stamp
 	for i := range 100 {
 		aside := base
@@ -232,7 +234,7 @@ func moveAside(root *os.Root, name, stamp string) (string, error) {
 }
 
 // syncDirs fsyncs every directory an entry was written into.
-func syncDirs(root *os.Root, planned []Planned) error {
+func syncDirs(root tree, planned []Planned) error {
 	var dirs []string
 	for _, p := range planned {
 		if p.Action != ActionKeep {

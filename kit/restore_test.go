@@ -200,3 +200,43 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestRestoreInPlaceThroughAbsoluteSymlink: `kit restore --to /` on a
+// host where a directory on the way is an absolute symlink (k3s with
+// /var/lib/rancher -> /data/rancher, /var/run -> /run) writes through it:
+// nothing can be outside "/". Before, every write through an os.Root of
+// "/" failed with "path escapes from parent". Below any other directory
+// such a symlink is still refused.
+func TestRestoreInPlaceThroughAbsoluteSymlink(t *testing.T) {
+	base := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(base, "data/rancher"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(base, "data/rancher"), filepath.Join(base, "rancher")); err != nil {
+		t.Fatal(err)
+	}
+	token := filepath.ToSlash(filepath.Join(base, "rancher/k3s/server/token"))
+	k := &kit.Kit{Entries: []kit.Entry{{Path: token, Type: kit.TypeFile, Mode: 0o600, Data: []byte("K10"), Size: 3}}}
+	if _, err := kit.Restore("/", k, kit.RestoreOptions{Now: now}); err != nil {
+		t.Fatalf("Restore to /: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(base, "data/rancher/k3s/server/token")); err != nil || string(b) != "K10" {
+		t.Errorf("token through the symlink: %q, %v", b, err)
+	}
+
+	// Below another directory the same link points outside it: refused.
+	to := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(to, base), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(base, "data/rancher"), filepath.Join(to, base, "rancher")); err != nil {
+		t.Fatal(err)
+	}
+	k.Entries[0].Path = token + "2"
+	if _, err := kit.Restore(to, k, kit.RestoreOptions{Now: now}); err == nil {
+		t.Errorf("Restore below %s wrote through an absolute symlink out of it", to)
+	}
+	if _, err := os.Stat(filepath.Join(base, "data/rancher/k3s/server/token2")); err == nil {
+		t.Errorf("a file was written outside %s", to)
+	}
+}
