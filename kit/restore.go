@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -143,10 +144,7 @@ func Restore(dir string, k *Kit, opts RestoreOptions) (*RestoreResult, error) {
 
 func rel(p string) string { return strings.TrimPrefix(p, "/") }
 
-func isNotDir(err error) bool {
-	var pe *fs.PathError
-	return errors.As(err, &pe) && strings.Contains(pe.Err.Error(), "not a directory")
-}
+func isNotDir(err error) bool { return errors.Is(err, syscall.ENOTDIR) }
 
 func summarize(paths []string) string {
 	if len(paths) <= 3 {

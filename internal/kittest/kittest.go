@@ -15,6 +15,7 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -180,6 +181,9 @@ type certKey struct {
 	keyPEM  []byte
 }
 
+// newCert makes a certificate for cn signed by parent (self-signed when
+// nil); leaves are valid for 127.0.0.1 and localhost, for server and
+// client authentication, so that a restored etcd can serve with them.
 func newCert(t testing.TB, cn string, parent *certKey, notAfter time.Time, isCA, rsaKey bool) *certKey {
 	t.Helper()
 	var (
@@ -213,7 +217,7 @@ func newCert(t testing.TB, cn string, parent *certKey, notAfter time.Time, isCA,
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
 		Subject:               pkix.Name{CommonName: cn},
-		NotBefore:             notAfter.Add(-20 * 365 * 24 * time.Hour),
+		NotBefore:             notBefore(notAfter),
 		NotAfter:              notAfter.UTC().Truncate(time.Second),
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		BasicConstraintsValid: true,
@@ -221,6 +225,10 @@ func newCert(t testing.TB, cn string, parent *certKey, notAfter time.Time, isCA,
 	}
 	if isCA {
 		tmpl.KeyUsage |= x509.KeyUsageCertSign
+	} else {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+		tmpl.DNSNames = []string{"localhost", cn}
 	}
 	signer, signerCert := key, tmpl
 	if parent != nil {
@@ -235,4 +243,14 @@ func newCert(t testing.TB, cn string, parent *certKey, notAfter time.Time, isCA,
 		t.Fatal(err)
 	}
 	return &certKey{cert: c, key: key, certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM: keyPEM}
+}
+
+// notBefore is an hour ago, or a day before notAfter when that is earlier
+// (tests at a fixed time in the past).
+func notBefore(notAfter time.Time) time.Time {
+	nb := time.Now().Add(-time.Hour)
+	if !nb.Before(notAfter) {
+		nb = notAfter.Add(-24 * time.Hour)
+	}
+	return nb
 }
