@@ -370,3 +370,12 @@ func runKitRestore(ctx context.Context, cfg *Config, lg *slog.Logger, o kitResto
 	}
 	return nil
 }
+
+// printKitHint tells a restore of a backup with a recovery kit how to lay
+// the kit out: on new hosts the PKI and encryption config come from it.
+func printKitHint(out io.Writer, m *repository.Manifest) {
+	if m.Kit == "" {
+		return
+	}
+	fmt.Fprintf(out, "this backup's recovery kit is %s: on new hosts, `lifeboat kit restore %s --to /` lays back its PKI and encryption config (--dry-run lists them)\n", m.Kit[:12], m.ID)
+}

@@ -80,6 +80,13 @@ func TestKitCommands(t *testing.T) {
 		t.Errorf("kit restore --force: exit %d\n%s\n%s", code, out, errOut)
 	}
 
+	// A restore of the backup says where its kit is.
+	code, out, errOut = cli("restore", "latest", "--data-dir", filepath.Join(dir, "etcd-data"), "--name", "cp1",
+		"--initial-advertise-peer-urls", "https://127.0.0.1:2380", "--identity-file", idFile, "--spool-dir", filepath.Join(dir, "spool"), "--scratch-dir", filepath.Join(dir, "scratch"))
+	if code != 0 || !strings.Contains(out, "lifeboat kit restore "+kits[0].Backups[0]+" --to /") {
+		t.Errorf("restore exit %d: no kit hint\n%s\n%s", code, out, errOut)
+	}
+
 	for _, tc := range []struct {
 		name string
 		args []string
