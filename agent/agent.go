@@ -722,6 +722,14 @@ func (a *Agent) drill(ctx context.Context) (string, error) {
 		if out.Recovery > 0 {
 			a.m.drillRecover.Set(out.Recovery.Seconds())
 		}
+		if !out.KitCertExpiry.IsZero() {
+			a.mu.Lock()
+			if out.BackupID >= a.m.kitExpiryFrom {
+				a.m.kitExpiry.Set(unixSeconds(out.KitCertExpiry))
+				a.m.kitExpiryFrom = out.BackupID
+			}
+			a.mu.Unlock()
+		}
 		if out.BackupID != "" {
 			a.mu.Lock()
 			a.drills[out.BackupID] = restore.DrillRecord{Passed: passed, At: now}

@@ -69,8 +69,8 @@ func TestJobsDoNotImportTheDaemon(t *testing.T) {
 var layers = map[string]int{
 	"verify": 0, "retention": 0, "internal/writeback": 0, "internal/syncbuf": 0, "internal/seed": 0, "internal/sysfilter": 0,
 	"snapshot": 1, "uploader": 1,
-	"repository": 2,
-	"backup":     3, "retention/prune": 3, "restore": 3, "capture": 3, "inspect": 3,
+	"repository": 2, "kit": 2,
+	"backup": 3, "retention/prune": 3, "restore": 3, "capture": 3, "inspect": 3,
 	"agent":        4,
 	"cmd/lifeboat": 5,
 	"deploy":       5, "internal/benchtool": 5,
@@ -79,7 +79,7 @@ var layers = map[string]int{
 var testOnly = map[string]bool{
 	"internal/etcdtest": true, "internal/s3test": true, "internal/jobtest": true,
 	"internal/corrupt": true, "uploader/storetest": true, "internal/changetest": true,
-	"internal/kubetest": true, "internal/e2e": true,
+	"internal/kubetest": true, "internal/e2e": true, "internal/kittest": true,
 }
 
 // TestLayers checks every package of the module against layers: a new

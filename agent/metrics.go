@@ -96,6 +96,12 @@ type metrics struct {
 	captureStats *capture.Stats
 	// lag computes lifeboat_capture_lag_seconds at scrape (NaN when nil).
 	lag atomic.Pointer[func() float64]
+
+	// kitExpiry is set from the drill of the newest backup drilled so
+	// far (kitExpiryFrom): a random drill of an older backup, whose kit
+	// may hold certificates renewed since, does not override it.
+	kitExpiry     *optionalGauge
+	kitExpiryFrom string
 }
 
 // newMetrics creates the metrics, registers them with reg and creates the
@@ -160,6 +166,8 @@ func newMetrics(reg prometheus.Registerer, jobs []string, version string) (*metr
 			Name: "lifeboat_drill_last_error_timestamp_seconds",
 			Help: "When a drill run last ended without a verdict (Unix time; 0: not since start).",
 		}),
+		kitExpiry: newOptionalGauge("lifeboat_kit_cert_expiry_timestamp_seconds",
+			"Earliest expiry of the certificates in the recovery kit of the newest backup drilled (Unix time; absent until a drill checked a kit)."),
 		deleted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "lifeboat_retention_deleted_total",
 			Help: "Backups deleted by the retention policy.",
@@ -238,7 +246,7 @@ func newMetrics(reg prometheus.Registerer, jobs []string, version string) (*metr
 	}
 	for _, c := range []prometheus.Collector{m.lastSuccess, m.runs, m.duration, m.snapSize, m.snapRevision,
 		m.hashKVErrors, m.backups, m.newest, m.newestProven, m.drillResult, m.drillTime, m.drillPhase, m.drillRecover,
-		m.drillErrors, m.drillErrTime, m.deleted, m.uploadBytes, m.leader, m.storeUp, m.notifies, m.buildInfo,
+		m.drillErrors, m.drillErrTime, m.kitExpiry, m.deleted, m.uploadBytes, m.leader, m.storeUp, m.notifies, m.buildInfo,
 		m.captureEnabled, m.captureUp, m.captureRevision, m.captureRecovery, m.captureLag, m.captureGaps, m.captureRestarts, m.captureWindows} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)

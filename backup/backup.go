@@ -45,10 +45,15 @@ type Job struct {
 	// LiveHashKV is snapshot.live_hashkv: whether the file's HashKV is
 	// compared with a live member's (snapshot.LiveHashKVAlways when empty).
 	LiveHashKV string
+	// Kit, when set, is collected and stored before the snapshot, and the
+	// manifest names it (see storeKit).
+	Kit *KitSource
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	// Version is lifeboat's version, recorded in the manifest.
 	Version string
+
+	kitID string // set by Run from storeKit
 }
 
 // ErrExists is wrapped when a backup with the same id is already stored
@@ -110,6 +115,9 @@ func Run(ctx context.Context, job Job, lg *slog.Logger) (*repository.Manifest, e
 	}
 	if err != nil {
 		lg.Warn("could not remove spool leftovers", "err", err)
+	}
+	if job.kitID, err = storeKit(ctx, job, now(), lg); err != nil {
+		return nil, err
 	}
 	// One etcd session for the job: every attempt and every step of it
 	// (status, stream, HashKV) uses its connections and its login.
@@ -407,6 +415,7 @@ func runOnce(parent context.Context, sess *snapshot.Session, job Job, lg *slog.L
 		Compression:     job.Encoding.CompressionName(),
 		Encryption:      job.Encoding.EncryptionName(),
 		Recipients:      job.Encoding.RecipientKeys,
+		Kit:             job.kitID,
 		LockMode:        job.LockMode,
 		LegalHold:       job.LegalHold,
 		AgentVersion:    job.Version,

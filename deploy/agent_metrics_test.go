@@ -9,12 +9,14 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
 	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/kittest"
 )
 
 // TestAgentExportsMetrics runs one real cycle of the built binary, the
@@ -39,6 +41,11 @@ func TestAgentExportsMetrics(t *testing.T) {
 	}
 
 	dir := t.TempDir()
+	// A kubeadm-like PKI for the recovery kit: its drill sets
+	// lifeboat_kit_cert_expiry_timestamp_seconds.
+	kitRoot := filepath.Join(dir, "host")
+	kittest.Kubeadm(t, kitRoot, time.Now(), time.Now().Add(365*24*time.Hour))
+	id, idFile := kittest.Identity(t, dir)
 	textfile := filepath.Join(dir, "textfile", "lifeboat.prom")
 	if err := os.MkdirAll(filepath.Dir(textfile), 0o700); err != nil {
 		t.Fatal(err)
@@ -55,6 +62,8 @@ func TestAgentExportsMetrics(t *testing.T) {
 		"--keep-last", "3",
 		"--log-format", "json",
 		"--textfile", textfile,
+		"--kit-path", "kubeadm", "--kit-root", kitRoot,
+		"--recipient", id.Recipient().String(), "--identity-file", idFile,
 	)
 	cmd.Env = cleanEnv()
 	out, err := cmd.CombinedOutput()

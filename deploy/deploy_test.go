@@ -54,6 +54,7 @@ var lifeboatMetrics = []string{
 	"lifeboat_drill_recovery_seconds",
 	"lifeboat_drill_errors_total",
 	"lifeboat_drill_last_error_timestamp_seconds",
+	"lifeboat_kit_cert_expiry_timestamp_seconds",
 	"lifeboat_retention_deleted_total",
 	"lifeboat_upload_bytes_total",
 	"lifeboat_leader",

@@ -52,6 +52,9 @@ type DrillReport struct {
 	// snapshot and its generation's changes up to the target together.
 	// Absent in a plain drill's report (and in reports of older builds).
 	PointInTime *PointInTimeDrill `json:"point_in_time,omitempty"`
+	// Kit is what the drill found in the backup's recovery kit (absent
+	// when the backup names none).
+	Kit *KitDrill `json:"kit,omitempty"`
 }
 
 // PointInTimeDrill is what a point-in-time drill replayed and compared:

@@ -71,6 +71,10 @@ type Manifest struct {
 	RetainUntil  *time.Time `json:"object_lock_retain_until,omitempty"`
 	LegalHold    bool       `json:"object_lock_legal_hold,omitempty"`
 
+	// Kit is the id (sha256) of the recovery kit stored with this backup
+	// (package kit: <cluster>/kits/<kit>.json); empty without kit.paths.
+	Kit string `json:"kit,omitempty"`
+
 	AgentVersion string `json:"agent_version"`
 }
 
@@ -148,6 +152,8 @@ func (m *Manifest) Validate() error {
 		return bad("encryption %q", m.Encryption)
 	case m.Encryption == "age" && len(m.Recipients) == 0:
 		return bad("encryption age without recipients")
+	case m.Kit != "" && !validKitID(m.Kit):
+		return bad("kit %q is not a sha256", m.Kit)
 	}
 	return nil
 }
@@ -159,4 +165,18 @@ func (m *Manifest) Marshal() ([]byte, error) {
 		return nil, err
 	}
 	return append(b, '\n'), nil
+}
+
+// validKitID reports whether id is 64 lower-case hex digits (a kit id; the
+// kit package owns kits, this is only the manifest's shape check).
+func validKitID(id string) bool {
+	if len(id) != 64 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -486,6 +486,9 @@ func (d *drill) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := d.kitChecks(ctx); err != nil {
+		return err
+	}
 	return d.failed()
 }
 

@@ -95,6 +95,9 @@ func RunDrillJob(ctx context.Context, job DrillJob, lg *slog.Logger) (*DrillOutc
 		out.Phases[p.Name] += time.Duration(p.Seconds * float64(time.Second))
 	}
 	out.Recovery = time.Duration(rep.RecoverySeconds * float64(time.Second))
+	if rep.Kit != nil {
+		out.KitCertExpiry = rep.Kit.EarliestCertExpiry
+	}
 	if !d.Verdict {
 		out.RunError = true
 		return out, err

@@ -26,6 +26,9 @@ type DrillOutcome struct {
 	// RunError marks an outcome without a verdict: the drill could not
 	// run to one. Passed is then false and says nothing of the backup.
 	RunError bool
+	// KitCertExpiry is the earliest certificate expiry in the backup's
+	// recovery kit, as the drill found it (zero: no kit, or none checked).
+	KitCertExpiry time.Time
 }
 
 // DrillRecord is the result of the last drill of one backup.

@@ -35,6 +35,13 @@ type Config struct {
 	Capture    CaptureConfig
 	Notify     NotifyConfig
 	Inspect    InspectConfig
+	Kit        KitConfig
+}
+
+// KitConfig says what the recovery kit holds (see kit.Collect).
+type KitConfig struct {
+	Paths []string `yaml:"paths"`
+	Root  string   `yaml:"root"`
 }
 
 // CaptureConfig configures the daemon's continuous capture.
@@ -418,6 +425,9 @@ func (c *Config) Validate() error {
 		return cfgErr("notify.timeout", "must be positive")
 	}
 	if err := c.Capture.validate(); err != nil {
+		return err
+	}
+	if err := c.Kit.validate(c.Encryption); err != nil {
 		return err
 	}
 	if m := c.Store.ObjectLock.Mode; m != "" {

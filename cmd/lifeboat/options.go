@@ -37,6 +37,7 @@ const (
 	groupCapture                        // the daemon's continuous capture
 	groupNotify                         // webhook notifications
 	groupInspect                        // ls, get and diff: the local cache, Kubernetes encryption at rest
+	groupKit                            // the recovery kit: files outside etcd a restore on new hosts needs
 	groupAll        group = 1<<iota - 1 // every group above
 )
 
@@ -62,6 +63,7 @@ var groupNames = []struct {
 	{groupCapture, "capture", "Capture", "Continuous capture of etcd's changes for point-in-time recovery: the daemon only (`lifeboat agent`, not `--once`), under the leader lock. See [The agent](agent.md#continuous-capture)."},
 	{groupNotify, "notify", "Notifications", ""},
 	{groupInspect, "inspect", "Inspect", "`ls`, `get` and `diff`. See [Looking inside backups](inspect.md)."},
+	{groupKit, "kit", "Recovery kit", "The files outside etcd that a restore on new hosts needs, stored encrypted with every backup. See [The recovery kit](kit.md)."},
 }
 
 // sharedGroups say where the cluster, the store and the scratch space
@@ -83,7 +85,7 @@ var commandKeys = map[string][]string{
 // takes, with sharedGroups). A command reads every key from the file and
 // the environment; its flags are the keys that change what it does.
 var commandGroups = map[string]group{
-	"snapshot": groupEtcd | groupStore | groupUpload | groupEncryption | groupSpool | groupSnapshot,
+	"snapshot": groupEtcd | groupStore | groupUpload | groupEncryption | groupSpool | groupSnapshot | groupKit,
 	"list":     groupStore,
 	"log":      groupStore | groupEncryption,
 	"verify":   groupStore | groupEncryption | groupSpool,
@@ -97,6 +99,11 @@ var commandGroups = map[string]group{
 	"demo":     groupStore | groupUpload | groupEncryption | groupDrill,
 	"agent":    groupAll,
 	"check":    groupAll, // config check
+
+	// The kit's subcommands, by parent and name (see newRootCmd's bind).
+	"kit list":    groupStore,
+	"kit show":    groupStore | groupEncryption,
+	"kit restore": groupStore | groupEncryption,
 }
 
 // optionDef is one configuration key: its flag, extra environment names,
@@ -298,6 +305,12 @@ var optionTable = []optionDef{
 	{Key: "inspect.encryption_config", Flag: "encryption-config", Groups: groupInspect,
 		Help: "kube-apiserver's EncryptionConfiguration file, to decrypt values encrypted at rest (aescbc, aesgcm, secretbox)",
 		Doc:  "it holds keys: keep it 0600; KMS-encrypted values cannot be decrypted offline"},
+
+	{Key: "kit.paths", Flag: "kit-path", Groups: groupKit,
+		Help: "what the recovery kit of every backup holds: kubeadm, k3s, or an absolute file or directory (repeatable)",
+		Doc:  "kubeadm: /etc/kubernetes/pki and the EncryptionConfiguration that /etc/kubernetes/manifests/kube-apiserver.yaml names with --encryption-provider-config; k3s: /var/lib/rancher/k3s/server/token, server/tls and server/cred. Needs encryption.recipients: a kit is stored only encrypted. A backup fails when a file the kit names is missing"},
+	{Key: "kit.root", Flag: "kit-root", Default: "/", Groups: groupKit,
+		Help: "the directory kit.paths are read below (a host's root mounted elsewhere, e.g. /host in a container)"},
 }
 
 // section is the group the option is listed under.

@@ -141,6 +141,8 @@ type pruneOutput struct {
 	Markers           []prunedObject     `json:"superseded_markers"`
 	Summary           pruneSummary       `json:"summary"`
 	Errors            []string           `json:"errors"`
+	// Kits are the recovery kits and what prune does with each.
+	Kits []prunedKit `json:"kits"`
 }
 
 // runPrune prunes the configured store at now and prints what it did (or,
@@ -286,6 +288,7 @@ func pruneReport(res *prune.Result, dryRun bool) pruneOutput {
 	s.Orphans, s.OrphansRemoved = len(p.Orphans), res.OrphansRemoved
 	s.Uploads, s.UploadsAborted = len(p.IncompleteUploads), res.UploadsAborted
 	s.Broken, s.Unreadable, s.Errors = res.Broken, len(p.Unreadable), len(res.Errors)
+	rep.Kits = prunedKits(res)
 	return rep
 }
 
@@ -374,6 +377,7 @@ func printPrune(out io.Writer, rep pruneOutput, now time.Time) {
 	for _, k := range rep.Unreadable {
 		fmt.Fprintf(out, "unreadable manifest %s (kept, with its data object)\n", k)
 	}
+	printPrunedKits(out, rep)
 	s := rep.Summary
 	if rep.DryRun {
 		fmt.Fprintf(out, "summary: %d backup(s): %d kept, %d to delete, %d locked, %d skipped; %d orphan(s) to remove; %d incomplete upload(s) to abort; %d broken\n",

@@ -308,6 +308,7 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 	}
 	printStartFlags(out, res.Members, o)
 	printKubeadmChecklist(out, kubeadmRoot, res.Members, o)
+	printKitHint(out, m)
 	return nil
 }
 

@@ -88,6 +88,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newGetCmd(a),
 		newDiffCmd(a),
 		newDrillCmd(a),
+		newKitCmd(a),
 		newAgentCmd(a),
 		newEtcdCmd(a),
 		newRestoreChildCmd(a),
@@ -96,7 +97,13 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	)
 	var bind func(c *cobra.Command)
 	bind = func(c *cobra.Command) {
-		if g, ok := commandGroups[c.Name()]; ok {
+		key := c.Name()
+		if p := c.Parent(); p != nil && p != root {
+			if _, ok := commandGroups[p.Name()+" "+key]; ok {
+				key = p.Name() + " " + key // kit list, kit restore: not list, restore
+			}
+		}
+		if g, ok := commandGroups[key]; ok {
 			a.withOptions(c, g)
 		}
 		for _, sub := range c.Commands() {

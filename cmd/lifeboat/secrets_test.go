@@ -57,6 +57,8 @@ var (
 		"agent.listen": true, "agent.textfile": true,
 		"notify.on":         true,
 		"inspect.cache_dir": true, "inspect.encryption_config": true, // paths (the file holds keys; its path does not)
+
+		"kit.paths": true, "kit.root": true, // presets and paths (the files hold keys; their paths do not)
 	}
 )
 

@@ -116,6 +116,7 @@ func snapshotJob(cfg *Config, backups *repository.Repo, enc repository.Encoding)
 		LockRetain: time.Duration(cfg.Store.ObjectLock.Retain),
 		LegalHold:  cfg.Store.ObjectLock.LegalHold,
 		LiveHashKV: cfg.Snapshot.LiveHashKV,
+		Kit:        kitSource(cfg, enc),
 		Version:    Version,
 	}
 }

@@ -116,6 +116,11 @@ type Plan struct {
 	// Markers are superseded progress markers (not the newest of their
 	// generation, not sealed) older than the grace period: removed.
 	Markers []uploader.ObjectInfo
+	// Kits are the recovery kits, each kept while a backup that stays
+	// names it (see planKits).
+	Kits []PlannedKit
+
+	listing *repository.Listing // what the plan was made from (applyKits)
 }
 
 // PlannedGeneration is the plan for one generation's change segments
@@ -153,6 +158,8 @@ type Result struct {
 	Generations          []string
 	ChangeObjectsRemoved int
 	MarkersRemoved       int
+	// KitsDeleted are the ids of the recovery kits deleted.
+	KitsDeleted []string
 	// Errors are the problems met; each concerns one backup or object and
 	// did not stop the others.
 	Errors []error
@@ -358,6 +365,10 @@ func (p *pruner) plan(ctx context.Context) (*Plan, error) {
 	if err := p.planDrillOrphans(ctx, plan, known); err != nil {
 		return nil, err
 	}
+	plan.listing = l
+	if err := p.planKits(ctx, plan, l); err != nil {
+		return nil, err
+	}
 	if err := p.planUploads(ctx, plan); err != nil {
 		p.fail(err)
 	}
@@ -534,6 +545,7 @@ func (p *pruner) apply(ctx context.Context, res *Result, lg *slog.Logger) {
 		res.Deleted = append(res.Deleted, id)
 		lg.Info("deleted backup", "backup_id", id, "bytes", pb.Entry.Object.Size)
 	}
+	p.applyKits(ctx, res, res.Plan.listing, lg)
 	for _, o := range res.Plan.Orphans {
 		if err := ctx.Err(); err != nil {
 			p.fail(fmt.Errorf("prune stopped: %w", err))

@@ -1,0 +1,381 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lifeboat-dev/lifeboat/kit"
+	"github.com/lifeboat-dev/lifeboat/repository"
+)
+
+func newKitCmd(a *app) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "kit",
+		Short: "The recovery kit: the files outside etcd (PKI, encryption config) a restore on new hosts needs",
+		Long: `The recovery kit holds the files a restore on new hosts needs besides the
+snapshot (kit.paths: kubeadm, k3s, or files and directories), stored encrypted
+with every backup. See docs/kit.md.`,
+	}
+	var listOut string
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the recovery kits in the store, oldest first, with the backups that name each",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(listOut); err != nil {
+				return err
+			}
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			return runKitList(cmd.Context(), cfg, a.logger(cfg), listOut, a.stdout)
+		},
+	}
+	addOutputFlag(list, &listOut, "table or json")
+	var showOut string
+	show := &cobra.Command{
+		Use:   "show [KIT|BACKUP|latest]",
+		Short: "Show a kit's files and certificates; with --identity-file also decrypt and check it",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(showOut); err != nil {
+				return err
+			}
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			return runKitShow(cmd.Context(), cfg, a.logger(cfg), refArg(args), showOut, a.stdout)
+		},
+	}
+	addOutputFlag(show, &showOut, "table or json")
+	var ro kitRestoreOptions
+	rest := &cobra.Command{
+		Use:   "restore [KIT|BACKUP|latest] --to DIR",
+		Short: "Write a kit's files below DIR at their original paths (--to / puts them back in place)",
+		Long: `Writes each file of the kit at DIR joined with its original absolute path, with
+its mode (and owner, when running as root). Nothing that exists is overwritten:
+without --force the restore refuses before writing anything; --force moves what
+is in the way aside to <path>.lifeboat-old-<time>. --dry-run lists what would
+be written. latest (the default) is the kit of the newest backup that names one;
+a backup id gives that backup's kit.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if ro.to == "" {
+				return usagef("kit restore: --to DIR is required (--to / puts the files back in place)")
+			}
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			ro.ref = refArg(args)
+			return runKitRestore(cmd.Context(), cfg, a.logger(cfg), ro, a.stdout, time.Now())
+		},
+	}
+	rest.Flags().StringVar(&ro.to, "to", "", "directory the files go below, at their original paths (/ for in place)")
+	rest.Flags().BoolVar(&ro.dryRun, "dry-run", false, "list what would be written; write nothing")
+	rest.Flags().BoolVar(&ro.force, "force", false, "move what is in the way aside to <path>.lifeboat-old-<time> instead of refusing")
+	c.AddCommand(list, show, rest)
+	return c
+}
+
+func refArg(args []string) string {
+	if len(args) == 0 {
+		return "latest"
+	}
+	return args[0]
+}
+
+type kitRestoreOptions struct {
+	ref, to       string
+	dryRun, force bool
+}
+
+// kitArea lists the kits and the backups of cfg's cluster.
+type kitArea struct {
+	repo    kit.Repo
+	kits    *kit.Listing
+	backups *repository.Listing
+	// namedBy are the backups naming each kit, newest first.
+	namedBy map[string][]string
+}
+
+func openKits(ctx context.Context, cfg *Config, lg *slog.Logger) (*kitArea, error) {
+	backups, err := openBackups(ctx, cfg, lg)
+	if err != nil {
+		return nil, err
+	}
+	a := &kitArea{repo: kit.Repo{Store: backups.Store, Cluster: cfg.Cluster}, namedBy: map[string][]string{}}
+	if a.kits, err = a.repo.List(ctx); err != nil {
+		return nil, err
+	}
+	if a.backups, err = backups.List(ctx); err != nil {
+		return nil, err
+	}
+	for _, e := range a.backups.Backups {
+		if e.Manifest.Kit != "" {
+			a.namedBy[e.Manifest.Kit] = append(a.namedBy[e.Manifest.Kit], e.Manifest.ID)
+		}
+	}
+	return a, nil
+}
+
+// find resolves a kit id (or prefix), a backup id, or latest: the kit of
+// the newest backup that names one, else the newest kit.
+func (a *kitArea) find(ref string) (*kit.Manifest, error) {
+	if repository.ValidID(ref) {
+		for _, e := range a.backups.Backups {
+			if e.Manifest.ID == ref {
+				if e.Manifest.Kit == "" {
+					return nil, fmt.Errorf("backup %s has no recovery kit (it was taken without kit.paths): %w", ref, kit.ErrNotFound)
+				}
+				return a.kits.Find(e.Manifest.Kit)
+			}
+		}
+		return nil, fmt.Errorf("backup %s: %w", ref, repository.ErrNoBackups)
+	}
+	if ref == "latest" {
+		for _, e := range a.backups.Backups { // newest first
+			if e.Manifest.Kit != "" {
+				return a.kits.Find(e.Manifest.Kit)
+			}
+		}
+	}
+	return a.kits.Find(ref)
+}
+
+type listedKit struct {
+	*kit.Manifest
+	Backups []string `json:"backups"`
+}
+
+func earliest(m *kit.Manifest) (time.Time, string) {
+	var t time.Time
+	var p string
+	for _, c := range m.Certificates {
+		if t.IsZero() || c.NotAfter.Before(t) {
+			t, p = c.NotAfter, c.Path
+		}
+	}
+	return t, p
+}
+
+func runKitList(ctx context.Context, cfg *Config, lg *slog.Logger, output string, out io.Writer) error {
+	a, err := openKits(ctx, cfg, lg)
+	if err != nil {
+		return err
+	}
+	if output == "json" {
+		rows := []listedKit{}
+		for _, m := range a.kits.Kits {
+			rows = append(rows, listedKit{Manifest: m, Backups: append([]string{}, a.namedBy[m.ID]...)})
+		}
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	if len(a.kits.Kits) == 0 {
+		fmt.Fprintf(out, "no recovery kit in %s (cluster %s): set kit.paths (kubeadm, k3s or paths) and take a backup\n", a.repo.Store, cfg.Cluster)
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIT\tCREATED\tFILES\tCERTS\tFIRST EXPIRY\tBACKUPS\tPATHS")
+	for _, m := range a.kits.Kits {
+		exp, _ := earliest(m)
+		expiry := "-"
+		if !exp.IsZero() {
+			expiry = exp.UTC().Format(time.DateOnly)
+		}
+		files := 0
+		for _, f := range m.Files {
+			if f.Type == kit.TypeFile {
+				files++
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%s\n", m.ID[:12], m.CreatedAt.UTC().Format(time.RFC3339), files, len(m.Certificates), expiry, len(a.namedBy[m.ID]), strings.Join(m.Paths, ","))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, o := range a.kits.Orphans {
+		fmt.Fprintf(out, "orphan kit object (no manifest; prune removes it): %s\n", o.Key)
+	}
+	for _, o := range a.kits.Unreadable {
+		fmt.Fprintf(out, "unreadable kit manifest: %s\n", o.Key)
+	}
+	return nil
+}
+
+type shownKit struct {
+	listedKit
+	Check *kit.CheckResult `json:"check,omitempty"`
+	// CheckError is why the kit could not be checked or what is wrong.
+	CheckError string `json:"check_error,omitempty"`
+}
+
+func runKitShow(ctx context.Context, cfg *Config, lg *slog.Logger, ref, output string, out io.Writer) error {
+	a, err := openKits(ctx, cfg, lg)
+	if err != nil {
+		return err
+	}
+	m, err := a.find(ref)
+	if err != nil {
+		return err
+	}
+	ids, err := identities(cfg)
+	if err != nil {
+		return err
+	}
+	s := shownKit{listedKit: listedKit{Manifest: m, Backups: append([]string{}, a.namedBy[m.ID]...)}}
+	var checkErr error
+	if len(ids) > 0 {
+		k, err := a.repo.Load(ctx, m, ids)
+		if err == nil {
+			var res kit.CheckResult
+			res, err = k.Check()
+			s.Check = &res
+		}
+		checkErr = err
+		if err != nil {
+			s.CheckError = err.Error()
+		}
+	}
+	if output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(s); err != nil {
+			return err
+		}
+		return checkErr
+	}
+	fmt.Fprintf(out, "kit %s\n", m.ID)
+	fmt.Fprintf(out, "  created     %s\n", m.CreatedAt.UTC().Format(time.RFC3339))
+	fmt.Fprintf(out, "  paths       %s\n", strings.Join(m.Paths, ", "))
+	fmt.Fprintf(out, "  object      %s (%s, %s, encrypted to %s)\n", m.Object, humanBytes(m.ObjectSize), m.Compression, strings.Join(m.Recipients, ", "))
+	fmt.Fprintf(out, "  backups     %d", len(s.Backups))
+	if len(s.Backups) > 0 {
+		fmt.Fprintf(out, " (newest %s)", s.Backups[0])
+	}
+	fmt.Fprintln(out)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  MODE\tOWNER\tSIZE\tPATH")
+	for _, f := range m.Files {
+		p := f.Path
+		switch f.Type {
+		case kit.TypeDir:
+			p += "/"
+		case kit.TypeSymlink:
+			p += " -> " + f.Link
+		}
+		fmt.Fprintf(tw, "  %s\t%d:%d\t%d\t%s\n", modeString(f), f.UID, f.GID, f.Size, p)
+	}
+	_ = tw.Flush()
+	if len(m.Certificates) > 0 {
+		tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  EXPIRES\tCA\tSUBJECT\tFILE")
+		for _, c := range m.Certificates {
+			ca := ""
+			if c.IsCA {
+				ca = "CA"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", c.NotAfter.UTC().Format(time.RFC3339), ca, c.Subject, c.Path)
+		}
+		_ = tw.Flush()
+	}
+	switch {
+	case len(ids) == 0:
+		fmt.Fprintln(out, "  not decrypted: give --identity-file to decrypt the kit and check its certificates and keys")
+	case checkErr != nil:
+		fmt.Fprintf(out, "  check FAILED: %v\n", checkErr)
+	default:
+		fmt.Fprintf(out, "  checked     decrypted; %d files, %d certificates and %d keys parse; %d pairs match (%s)\n",
+			s.Check.Files, s.Check.Certificates, s.Check.Keys, len(s.Check.Pairs), strings.Join(s.Check.Pairs, ", "))
+		if !s.Check.EarliestExpiry.IsZero() {
+			fmt.Fprintf(out, "  first expiry %s (%s)\n", s.Check.EarliestExpiry.Format(time.RFC3339), s.Check.EarliestPath)
+		}
+	}
+	return checkErr
+}
+
+func modeString(e kit.Entry) string {
+	s := e.Mode.String()
+	switch e.Type {
+	case kit.TypeDir:
+		return "d" + s[1:]
+	case kit.TypeSymlink:
+		return "l" + s[1:]
+	}
+	return s
+}
+
+func runKitRestore(ctx context.Context, cfg *Config, lg *slog.Logger, o kitRestoreOptions, out io.Writer, now time.Time) error {
+	a, err := openKits(ctx, cfg, lg)
+	if err != nil {
+		return err
+	}
+	m, err := a.find(o.ref)
+	if err != nil {
+		return err
+	}
+	ids, err := identities(cfg)
+	if err != nil {
+		return err
+	}
+	if len(ids) == 0 {
+		return cfgErr("encryption.identity_file", "%v", kit.ErrNoIdentity)
+	}
+	k, err := a.repo.Load(ctx, m, ids)
+	if err != nil {
+		return err
+	}
+	res, err := kit.Restore(o.to, k, kit.RestoreOptions{Force: o.force, DryRun: o.dryRun, Now: now})
+	if res != nil {
+		verb := "restoring"
+		if o.dryRun {
+			verb = "would restore"
+		}
+		fmt.Fprintf(out, "%s kit %s (%d entries) below %s\n", verb, m.ID, len(res.Planned), o.to)
+		for _, p := range res.Planned {
+			line := fmt.Sprintf("  %-7s %s %d:%d %s", p.Action, modeString(p.Entry), p.UID, p.GID, p.Target)
+			if p.Aside != "" {
+				line += " (the old one moved to " + p.Aside + ")"
+			} else if p.Action == kit.ActionReplace && o.dryRun {
+				line += " (the old one would be moved aside)"
+			}
+			fmt.Fprintln(out, line)
+		}
+		if !res.Owners {
+			fmt.Fprintf(out, "not running as root: the files belong to uid %d, not to the owners listed (chown them as root, or restore as root)\n", os.Geteuid())
+		}
+	}
+	if err != nil {
+		if errors.Is(err, kit.ErrExists) {
+			return fmt.Errorf("%w", err)
+		}
+		return err
+	}
+	if !o.dryRun {
+		fmt.Fprintf(out, "kit %s restored below %s\n", m.ID, o.to)
+	}
+	return nil
+}
+
+// printKitHint tells a restore of a backup with a recovery kit how to lay
+// the kit out: on new hosts the PKI and encryption config come from it.
+func printKitHint(out io.Writer, m *repository.Manifest) {
+	if m.Kit == "" {
+		return
+	}
+	fmt.Fprintf(out, "this backup's recovery kit is %s: on new hosts, `lifeboat kit restore %s --to /` lays back its PKI and encryption config (--dry-run lists them)\n", m.Kit[:12], m.ID)
+}
