@@ -37,7 +37,9 @@ type CaptureHooks struct {
 	// revision of this agent's election key in etcd: it increases from
 	// holder to holder. Without a lock it is the agent's start time in
 	// Unix nanoseconds: it increases from one process to the next as long
-	// as the wall clock does not step back by more than the downtime.
+	// as the wall clock does not step back by more than the downtime, and
+	// it is never reported lost (also not while the agent stops: the
+	// job's final flush still writes).
 	Token func() (int64, bool)
 	// Report takes every change of the job's Status (metrics, /status).
 	Report func(capture.Status)
@@ -169,6 +171,12 @@ func (a *Agent) captureLead(ctx, lctx context.Context, token int64) {
 		a.m.captureRecovery.Set(0)
 	}()
 	tokenFunc := func() (int64, bool) { return token, lctx.Err() == nil }
+	if a.lock == nil {
+		// No lock, nothing to lose: the token stays valid through the
+		// agent's shutdown, so that the job's final flush stores what it
+		// buffered (lctx is the agent's own context here).
+		tokenFunc = func() (int64, bool) { return token, true }
+	}
 	delay := a.cfg.CaptureBackoff
 	for {
 		rctx, cancel := context.WithCancel(ctx)

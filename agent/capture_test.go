@@ -17,6 +17,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/backup"
 	"github.com/lifeboat-dev/lifeboat/capture"
 	"github.com/lifeboat-dev/lifeboat/repository"
+	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
@@ -440,4 +441,68 @@ func containsID(ids []string, id string) bool {
 		}
 	}
 	return false
+}
+
+// TestCaptureWithoutLockFinalFlush: an agent without the leader lock
+// (--lock=false) stores what its capture buffered when it stops: the
+// token stays valid through shutdown, only a lost lock stops writing.
+// (Before, the token said "lost" as soon as the agent's context ended,
+// and the final flush was refused: the buffered revisions were lost.)
+func TestCaptureWithoutLockFinalFlush(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: real etcd")
+	}
+	f := newFixture(t, nil, 10)
+	lg, _ := testLogger(t)
+	cfg := f.config(t, lg)
+	cfg.Prune, cfg.Drill = nil, nil
+	cfg.Schedules = Schedules{}
+	var stats capture.Stats
+	sess, err := snapshot.Dial(t.Context(), f.etcdConfig(), lg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sess.Close() })
+	cfg.Capture = func(ctx context.Context, h CaptureHooks) error {
+		return capture.Run(ctx, capture.Job{
+			Session: sess, Repo: f.backups, Encoding: repository.Encoding{Compression: "zstd"},
+			// No flush on a tick within the test: what is stored at the
+			// end was stored by the final flush.
+			Interval: time.Hour,
+			Token:    h.Token, Snapshot: h.Snapshot, Report: h.Report, Stats: &stats,
+		}, lg)
+	}
+	a := start(t, cfg, lg)
+	waitFor(t, "a capture generation", time.Minute, func() bool { return stats.Markers.Load() > 0 })
+	cli := f.etcd.Client(t)
+	var last int64
+	var buffered int64
+	for i := range 10 {
+		k, v := fmt.Sprintf("/registry/final/%d", i), "buffered"
+		r, err := cli.Put(t.Context(), k, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, buffered = r.Header.Revision, buffered+int64(len(k)+len(v)+32)
+	}
+	// Every revision handled and buffered, none queued: the buffer holds
+	// exactly their ops.
+	waitFor(t, "the writes buffered", time.Minute, func() bool { return stats.BufferedBytes.Load() == buffered })
+	if n := stats.Segments.Load(); n != 0 {
+		t.Fatalf("%d segments stored before the stop: want none (interval 1h)", n)
+	}
+	if err, _ := a.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	l, err := f.backups.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := f.backups.Windows(t.Context(), l)
+	if err != nil || len(ws) != 1 {
+		t.Fatalf("windows %v %v: want 1", ws, err)
+	}
+	if ws[0].Through < last || ws[0].Problem != "" {
+		t.Errorf("window %+v: want it through the last buffered revision %d (stored at the stop)", ws[0], last)
+	}
 }

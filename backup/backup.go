@@ -256,7 +256,10 @@ func runOnce(parent context.Context, sess *snapshot.Session, job Job, lg *slog.L
 		}
 		tailDone <- err
 	}()
-	info, err := sess.TakeFile(ctx, spoolFile, prog, job.Options)
+	// The time the first bytes arrive is the snapshot's revision time
+	// (Manifest.RevisionAt): etcd fixes the revision before it sends any.
+	first := &firstWrite{w: prog, now: now}
+	info, err := sess.TakeFile(ctx, spoolFile, first, job.Options)
 	if err != nil {
 		cancel(err)
 		<-tailDone
@@ -377,6 +380,7 @@ func runOnce(parent context.Context, sess *snapshot.Session, job Job, lg *slog.L
 		EtcdVersion:     info.EtcdVersion,
 		StorageVersion:  st.StorageVersion,
 		CreatedAt:       start.UTC(),
+		RevisionAt:      first.time().UTC(),
 		Revision:        st.Revision,
 		CompactRevision: st.CompactRevision,
 		TotalKeys:       st.TotalKeys,
@@ -455,6 +459,31 @@ func (g *gate) Read(p []byte) (int, error) {
 		return 0, g.err
 	}
 	return 0, io.EOF
+}
+
+// firstWrite passes writes on to w and records when the first bytes came.
+type firstWrite struct {
+	w   io.Writer
+	now func() time.Time
+	mu  sync.Mutex
+	at  time.Time
+}
+
+func (f *firstWrite) Write(b []byte) (int, error) {
+	if len(b) > 0 {
+		f.mu.Lock()
+		if f.at.IsZero() {
+			f.at = f.now()
+		}
+		f.mu.Unlock()
+	}
+	return f.w.Write(b)
+}
+
+func (f *firstWrite) time() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.at
 }
 
 // spoolProgress is the tee of Session.TakeFile: it counts the bytes already

@@ -44,6 +44,11 @@ type Job struct {
 	// be nil): the generation rolls over to each (see the package
 	// comment), so that retention can drop older generations whole.
 	Rollover <-chan *repository.Manifest
+	// RolloverAfter is the least age of a generation (from its snapshot)
+	// at which it rolls over to a scheduled snapshot (capture.rollover);
+	// 0: at every one. A retained generation keeps its anchor snapshot,
+	// so this bounds how many snapshots retention.changes_within keeps.
+	RolloverAfter time.Duration
 	// Compact is how the store's change segments are compacted while the
 	// job runs (no Levels: not at all). Compaction reads segments back:
 	// with age encryption it needs Identities.
@@ -75,6 +80,8 @@ type Stats struct {
 	// they replaced that were deleted, CompactErrors failed compaction
 	// passes.
 	Compacted, Replaced, CompactErrors atomic.Int64
+	// LeaseLookups counts lease TTL lookups (LeaseTimeToLive) made.
+	LeaseLookups atomic.Int64
 }
 
 // Defaults of Job's bounds.

@@ -899,3 +899,172 @@ func TestCaptureClusterIDChange(t *testing.T) {
 		t.Errorf("new generation's anchor %+v: want a snapshot of the other cluster", ws[1].Anchor)
 	}
 }
+
+// TestCaptureRestoredInPlace: the cluster restored in place from an older
+// snapshot, keeping its cluster ID (same name, peer URL and token: a
+// plain `etcdutl snapshot restore`, kubeadm's default), is below the
+// captured revision. etcd sends no progress to a watch that starts in
+// its future, so the watch's created response is the one signal: the
+// generation is sealed as revision_backwards and a new one starts on the
+// restored cluster. (Before, capture waited without a word until the
+// restored cluster passed the captured revision, then appended its
+// history to the old generation's.)
+func TestCaptureRestoredInPlace(t *testing.T) {
+	e := newEnv(t, nil)
+	e.start(nil, nil)
+	e.waitFor("a generation", 30*time.Second, func() bool { return e.last().Generation != "" })
+	gen := e.last().Generation
+	before, err := e.cli.Get(t.Context(), "/seed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := e.etcd.SaveSnapshot(t)
+	for i := range 20 {
+		if _, err := e.cli.Put(t.Context(), fmt.Sprintf("/lost/%d", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	captured := e.waitCaught()
+	e.etcd.RestoreInPlace(t, snap)
+	after, err := e.cli.Get(t.Context(), "/seed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Header.ClusterId != before.Header.ClusterId || after.Header.Revision >= captured {
+		t.Fatalf("restored cluster %x at revision %d: want the same ID %x below the captured %d", after.Header.ClusterId, after.Header.Revision, before.Header.ClusterId, captured)
+	}
+	e.waitFor("a new generation on the restored cluster", 60*time.Second, func() bool {
+		s := e.last()
+		return s.Generation != gen && s.Generation != "" && s.Running
+	})
+	if got := e.gaps(); len(got) != 1 || got[0] != GapRevisionBackwards {
+		t.Fatalf("gaps %v: want [%s]", got, GapRevisionBackwards)
+	}
+	if _, err := e.cli.Put(t.Context(), "/restored/after", "r"); err != nil {
+		t.Fatal(err)
+	}
+	live := e.waitCaught()
+	newGen := e.last().Generation
+	if err := e.stop(); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := e.repo.List(t.Context())
+	ws, err := e.repo.Windows(t.Context(), l)
+	if err != nil || len(ws) != 2 {
+		t.Fatalf("windows %v %v: want 2", ws, err)
+	}
+	if ws[0].Generation != gen || !ws[0].Sealed || ws[0].SealReason != string(GapRevisionBackwards) || ws[0].Through != captured {
+		t.Errorf("old window %+v: want %s sealed as revision_backwards through %d", ws[0], gen, captured)
+	}
+	if ws[1].Generation != newGen || ws[1].Sealed || ws[1].Through < live || ws[1].From >= captured {
+		t.Errorf("new window %+v: want %s open from the restored revision through %d", ws[1], newGen, live)
+	}
+}
+
+// lostReplyStore stores the first segment and the first progress
+// marker after it, then fails their puts: the object landed, the reply
+// was lost (as when the dir store's sync or stat fails after the rename).
+type lostReplyStore struct {
+	uploader.Store
+	armed                   atomic.Bool
+	segFaults, markerFaults atomic.Int64
+}
+
+func (s *lostReplyStore) Put(ctx context.Context, key string, r io.Reader, opts uploader.PutOptions) (uploader.ObjectInfo, error) {
+	o, err := s.Store.Put(ctx, key, r, opts)
+	if err != nil || !s.armed.Load() {
+		return o, err
+	}
+	switch {
+	case strings.Contains(key, "/changes/") && s.segFaults.Add(1) == 1,
+		strings.Contains(key, "/progress/") && s.segFaults.Load() > 0 && s.markerFaults.Add(1) == 1:
+		return uploader.ObjectInfo{}, fmt.Errorf("put %s: sync: input/output error (injected after the object was stored)", key)
+	}
+	return o, nil
+}
+
+// TestCaptureLostPutReplyAdopted: a segment and a progress marker whose
+// puts were stored but whose replies were lost (the S3 confirm HEAD
+// fails) are found at the retry as this writer's own and adopted: no
+// gap, the chain goes on, and the landed marker is deleted once a newer
+// one supersedes it. (Before, the retried segment met 412, the
+// generation was sealed as broken_chain and a full snapshot followed,
+// leaving a hole.)
+func TestCaptureLostPutReplyAdopted(t *testing.T) {
+	for _, store := range []string{"dir", "s3"} {
+		t.Run(store, func(t *testing.T) { testLostPutReply(t, store) })
+	}
+}
+
+func testLostPutReply(t *testing.T, store string) {
+	var st uploader.Store
+	var segFaults, markerFaults *atomic.Int64
+	var px *s3test.Proxy
+	var ls *lostReplyStore
+	if store == "dir" {
+		d, err := uploader.NewDir(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = &lostReplyStore{Store: d}
+		st, segFaults, markerFaults = ls, &ls.segFaults, &ls.markerFaults
+	} else {
+		srv := s3test.Start(t)
+		srv.Env(t)
+		srv.CreateBucket(t, "capture-lost", false)
+		px = s3test.NewProxy(t, srv.Endpoint)
+		s3, err := uploader.NewS3(t.Context(), uploader.S3Config{
+			Bucket: "capture-lost", Prefix: "team", Endpoint: px.URL, Region: srv.Region, PathStyle: true, MaxAttempts: 1,
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, segFaults, markerFaults = s3, new(atomic.Int64), new(atomic.Int64)
+	}
+	e := newEnv(t, st)
+	e.start(nil, nil)
+	e.waitFor("a generation", 30*time.Second, func() bool { return e.last().Generation != "" })
+	gen := e.last().Generation
+	if px != nil {
+		px.SetFault(func(r *http.Request, _ int) s3test.Fault {
+			if r.Method != http.MethodHead || r.Header.Get("If-Match") == "" && r.URL.Query().Get("versionId") == "" {
+				return s3test.None // only the confirm HEAD of a put
+			}
+			switch {
+			case strings.Contains(r.URL.Path, "/changes/") && segFaults.Add(1) == 1,
+				strings.Contains(r.URL.Path, "/progress/") && segFaults.Load() > 0 && markerFaults.Add(1) == 1:
+				return s3test.Status(500)
+			}
+			return s3test.None
+		})
+	} else {
+		ls.armed.Store(true)
+	}
+	for i := range 20 {
+		if _, err := e.cli.Put(t.Context(), fmt.Sprintf("/l/%d", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live := e.waitCaught()
+	// Idle markers supersede the one whose reply was lost.
+	at := e.last().RecoveryPoint
+	e.waitFor("an idle marker", 30*time.Second, func() bool { return e.last().RecoveryPoint.After(at) })
+	if err := e.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if segFaults.Load() == 0 || markerFaults.Load() == 0 {
+		t.Fatalf("%d segment and %d marker confirmations failed: want both", segFaults.Load(), markerFaults.Load())
+	}
+	if gaps := e.gaps(); len(gaps) > 0 {
+		t.Fatalf("gaps %v: want none", gaps)
+	}
+	segs := e.stored(gen)
+	e.checkExact(segs, segs[0].SnapshotRevision+1, live)
+	byGen, _, err := e.repo.ListProgress(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms := byGen[gen]; len(ms) != 1 {
+		t.Errorf("markers %v: want only the newest kept", ms)
+	}
+}

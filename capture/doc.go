@@ -47,6 +47,16 @@
 // event's says the same). H above it means revisions were lost, H below
 // it means the cluster went back: both are gaps.
 //
+// A cluster restored in place to an older revision keeping its cluster ID
+// (a plain `etcdutl snapshot restore` with the same name, peer URLs and
+// token) sends no progress at all while it is below the watch's start
+// revision: the watch's created response, whose header is the member's
+// revision when it accepted the watch, is the one signal. A created
+// revision below the captured one is confirmed with a linearizable read
+// (a Range with serializable off, through the leader's read index), so
+// that a follower that only lags is not taken for a restore; confirmed,
+// it is a GapRevisionBackwards.
+//
 // Events are grouped by revision (etcd sends a transaction's events in
 // one response, in sub-revision order; a fragmented response's revision
 // is closed at its last fragment). Revisions must be dense: each new one
@@ -82,7 +92,12 @@
 // Closed revisions are flushed as one segment every Interval or as soon
 // as they reach MaxSegmentBytes (a revision is never split), encoded with
 // Job.Encoding, with Repo.PutSegment, which never overwrites. A segment
-// already at that name (uploader.ErrExists) is another writer's: when
+// already at that name (uploader.ErrExists) is read back: when its
+// stored bytes hash to those of an encoding this writer put at that name
+// (an earlier put landed and its reply was lost: the S3 confirmation or
+// the directory's sync failed), it is this writer's own, so of the same
+// generation, range, previous hash, token and content, and it is adopted
+// (its hash is the next PrevHash). Otherwise it is another writer's: when
 // Job.Token says the lock is lost the job stops, else the generation is
 // sealed with GapBrokenChain; the two are never merged. Any other failed
 // put is retried with backoff, the changes stay buffered (the reader
@@ -91,18 +106,30 @@
 // the time the capture last knew the cluster was at that revision (a
 // progress notification, else the revision's receive time). While idle,
 // one marker per interval advances At. A new generation gets a marker
-// at its snapshot's revision and time at once, so that the next writer
+// at its snapshot's revision and time (Manifest.RevisionTime: when the
+// snapshot's revision was fixed, not the earlier CreatedAt) at once, so that the next writer
 // (after a lost lock or a crash) continues it even before its first
 // segment. Older markers of the generation
 // are deleted once a newer one is stored (best effort: a failed delete
-// is logged, and the newest marker always wins).
+// is logged, and the newest marker always wins); a marker whose put
+// failed counts among them, since it may have landed with its reply
+// lost, and one found at its name saying the same is adopted.
 //
 // # Leases
 //
 // For each lease ID first seen on a PUT by this run of the generation,
 // the job asks LeaseTimeToLive and records the granted TTL in the
-// segment of that PUT. A lease already gone when asked (expired or
-// revoked before the capture looked) is recorded with TTL -1. Replay
+// segment of that PUT. It asks at the flush, not while handling the
+// watch's responses (each lookup is a round trip, and on a Kubernetes
+// cluster every Event and Lease object brings a new lease): the flush
+// looks up the segment's new leases in parallel, up to 16 at once, and a
+// lookup that fails fails the flush (retried like a failed put), so that
+// no lease is ever stored with an unknown TTL (a segment holds only its own revisions' leases:
+// a flush while a fragmented revision is half received leaves that
+// revision's new leases with it, and a revision dropped at a reconnect
+// forgets them, to be seen again when it is sent again). A lease already
+// gone when asked (expired or revoked before the capture looked) is
+// recorded with TTL -1. Replay
 // should create every recorded lease with its ID before the revision
 // that first uses it, with the recorded TTL, or etcd's minimum TTL for
 // -1: its end is in the log anyway (the DELETEs of its keys come as

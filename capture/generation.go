@@ -42,7 +42,7 @@ func fromSnapshot(m *repository.Manifest) (*generation, error) {
 	}
 	return &generation{
 		id: m.ID, clusterID: id, snapID: m.ID, snapRev: m.Revision,
-		durable: m.Revision, durableAt: m.CreatedAt, leases: map[int64]bool{},
+		durable: m.Revision, durableAt: m.RevisionTime(), leases: map[int64]bool{},
 	}, nil
 }
 

@@ -26,6 +26,10 @@ func (c *capt) rolloverTo(m *repository.Manifest) {
 		return
 	case c.rollTo != nil && c.rollTo.Revision >= m.Revision:
 		return
+	case c.job.RolloverAfter > 0:
+		if born, ok := repository.IDTime(c.g.snapID); ok && m.CreatedAt.Sub(born) < c.job.RolloverAfter {
+			return
+		}
 	}
 	c.rollTo = m
 }

@@ -82,6 +82,31 @@ func TestCaptureRollover(t *testing.T) {
 	}
 }
 
+// TestCaptureRolloverAfter: a generation younger than RolloverAfter does
+// not roll over to a scheduled snapshot (it keeps capturing).
+func TestCaptureRolloverAfter(t *testing.T) {
+	e := newEnv(t, nil)
+	roll := make(chan *repository.Manifest, 1)
+	e.start(nil, func(j *Job) { j.Rollover, j.RolloverAfter = roll, time.Hour })
+	e.waitFor("a generation", 30*time.Second, func() bool { return e.last().Generation != "" })
+	gen := e.last().Generation
+	workload(t, e.cli, 5)
+	lg, _ := jobtest.Logger(t)
+	m, err := e.snapshotFunc(lg)(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	roll <- m
+	workload(t, e.cli, 5)
+	e.waitCaught()
+	if err := e.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if ws := e.windows(); len(ws) != 1 || ws[0].Generation != gen || ws[0].Sealed {
+		t.Fatalf("windows %+v: want generation %s alone, not sealed", ws, gen)
+	}
+}
+
 // TestCaptureCompacts: with compaction levels of 1 s and 3 s, a capture
 // at 100 ms under a steady writer leaves a few dozen objects instead of
 // one per interval, the window is the same revisions as etcd's history

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -142,14 +143,21 @@ type capt struct {
 	readers    sync.WaitGroup
 
 	// Buffered changes: closed revisions not yet stored, and the
-	// revision being assembled from a fragmented response.
+	// revision being assembled from a fragmented response. The leases
+	// first seen in the open revision are kept apart (openLeases) until
+	// it closes: a segment holds only its own revisions' leases.
 	pend       []repository.Revision
 	pendLeases []repository.Lease
 	pendBytes  int64
 	open       *repository.Revision
+	openLeases []repository.Lease
 	openBytes  int64
 	lastRev    int64 // the highest closed revision received
 	skipRev    int64 // events of this revision are already captured (0: none)
+	// tried holds the hashes of the encodings of the segment at key
+	// triedKey this writer put (a put may land with its reply lost).
+	triedKey string
+	tried    []string
 	// knownRev/knownAt: at knownAt the cluster was at revision knownRev
 	// (a progress notification, or a response whose header says so).
 	knownRev int64
@@ -300,6 +308,11 @@ func (c *capt) openStream(ctx context.Context) error {
 		c.openBytes = 0
 		c.hmu.Unlock()
 		c.open = nil
+		// Its leases are first seen again when it is sent again.
+		for _, l := range c.openLeases {
+			delete(c.g.leases, l.ID)
+		}
+		c.openLeases = nil
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	var first *pb.WatchResponse
@@ -438,6 +451,13 @@ func (c *capt) handle(ctx context.Context, it item) error {
 		return fmt.Errorf("watch canceled by the member: %s", resp.CancelReason)
 	}
 	if resp.Created {
+		// The member's revision when it accepted the watch: below the
+		// captured one, the cluster went back (restored in place, its ID
+		// kept), and etcd will say nothing more until it passes the
+		// watch's start revision.
+		if h := resp.Header.GetRevision(); h < c.lastRev {
+			return c.confirmBackwards(ctx, h)
+		}
 		return nil
 	}
 	if len(resp.Events) == 0 {
@@ -488,9 +508,9 @@ func (c *capt) handle(ctx context.Context, it item) error {
 			op.Value, op.Lease, op.CreateRevision, op.Version = kv.Value, kv.Lease, kv.CreateRevision, kv.Version
 			if kv.Lease != 0 && !c.g.leases[kv.Lease] {
 				c.g.leases[kv.Lease] = true
-				l := repository.Lease{ID: kv.Lease, Revision: rev}
-				l.TTL, _ = c.leaseTTL(ctx, kv.Lease) // unknown (0) is looked up again at flush
-				c.pendLeases = append(c.pendLeases, l)
+				// Its TTL (0: unknown) is looked up at the flush, off
+				// the watch's path (lookupLeases).
+				c.openLeases = append(c.openLeases, repository.Lease{ID: kv.Lease, Revision: rev})
 			}
 		}
 		c.open.Ops = append(c.open.Ops, op)
@@ -511,6 +531,35 @@ func (c *capt) handle(ctx context.Context, it item) error {
 	return nil
 }
 
+// confirmBackwards checks a watch created at revision h, below the
+// captured revision, with a linearizable read: a member that only lags
+// (a follower catching up) answers it at the cluster's revision; a
+// cluster restored to an older revision answers below the captured one,
+// a GapRevisionBackwards.
+func (c *capt) confirmBackwards(ctx context.Context, h int64) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var rev int64
+	err := c.job.Session.Conn(ctx, func(ctx context.Context, _ string, conn *grpc.ClientConn) error {
+		// Serializable false (the default): through the leader's
+		// read index, never a member's possibly stale state.
+		resp, err := pb.NewKVClient(conn).Range(ctx, &pb.RangeRequest{Key: []byte{0}, Limit: 1})
+		if err != nil {
+			return err
+		}
+		rev = resp.Header.GetRevision()
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("capture: confirm the cluster's revision (the watch was created at %d, below the captured %d): %w", h, c.lastRev, err)
+	}
+	if rev < c.lastRev {
+		return &gapError{GapRevisionBackwards, fmt.Errorf("the cluster is at revision %d, below the captured %d: it was restored", rev, c.lastRev)}
+	}
+	c.r.lg.Info("capture: a member behind the captured revision answers the watch", "member_revision", h, "revision", rev, "captured", c.lastRev)
+	return nil
+}
+
 // closeRev moves the assembled revision to the pending ones, flushing
 // when they reach the segment bound.
 func (c *capt) closeRev(ctx context.Context) error {
@@ -518,8 +567,9 @@ func (c *capt) closeRev(ctx context.Context) error {
 		return nil
 	}
 	c.pend = append(c.pend, *c.open)
+	c.pendLeases = append(c.pendLeases, c.openLeases...)
 	c.lastRev = c.open.Revision
-	c.open = nil
+	c.open, c.openLeases = nil, nil
 	c.hmu.Lock()
 	n := c.openBytes
 	c.openBytes = 0
@@ -532,9 +582,58 @@ func (c *capt) closeRev(ctx context.Context) error {
 	return nil
 }
 
+// leaseLookups bounds the lease TTL lookups a flush runs at once.
+const leaseLookups = 16
+
+// lookupLeases sets the TTL of every lease of ls not known yet (0),
+// asking etcd for up to leaseLookups at once. The TTLs found stay set
+// when another lookup fails (a retried flush asks only for the rest).
+func (c *capt) lookupLeases(ctx context.Context, ls []repository.Lease) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	sem := make(chan struct{}, leaseLookups)
+	for i := range ls {
+		if ls[i].TTL != 0 {
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			ttl, err := c.leaseTTL(ctx, ls[i].ID)
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+				cancel()
+				return
+			}
+			ls[i].TTL = ttl
+		})
+	}
+	wg.Wait()
+	if first == nil && ctx.Err() != nil {
+		first = ctx.Err()
+	}
+	return first
+}
+
 // leaseTTL asks for lease id's granted TTL: -1 when the lease is gone
 // (expired or revoked before the capture looked).
 func (c *capt) leaseTTL(ctx context.Context, id int64) (int64, error) {
+	c.job.Stats.LeaseLookups.Add(1)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	var ttl int64
@@ -623,14 +722,8 @@ func (c *capt) flushOnce(ctx context.Context) error {
 	if !ok {
 		return ErrLockLost
 	}
-	for i := range c.pendLeases {
-		if c.pendLeases[i].TTL == 0 {
-			ttl, err := c.leaseTTL(ctx, c.pendLeases[i].ID)
-			if err != nil {
-				return err
-			}
-			c.pendLeases[i].TTL = ttl
-		}
+	if err := c.lookupLeases(ctx, c.pendLeases); err != nil {
+		return err
 	}
 	g := c.g
 	last := c.pend[len(c.pend)-1]
@@ -646,16 +739,24 @@ func (c *capt) flushOnce(ctx context.Context) error {
 	if g.prevHash == "" {
 		s.SnapshotID, s.SnapshotRevision = g.snapID, g.snapRev
 	}
+	key := c.job.Repo.SegmentKey(g.id, s.First, s.Last, c.job.Encoding)
+	if key != c.triedKey {
+		c.triedKey, c.tried = key, nil
+	}
 	o, sum, err := c.job.Repo.PutSegment(ctx, s, c.job.Encoding)
+	if sum != "" {
+		c.tried = append(c.tried, sum)
+	}
 	if errors.Is(err, uploader.ErrExists) {
-		if _, ok := c.job.Token(); !ok {
-			return ErrLockLost
+		if sum, err = c.ownSegment(ctx, key); err != nil {
+			return err
 		}
-		return &gapError{GapBrokenChain, fmt.Errorf("another writer stored a segment at %s: %w", c.job.Repo.SegmentKey(g.id, s.First, s.Last, c.job.Encoding), err)}
+		o = uploader.ObjectInfo{Key: key}
 	}
 	if err != nil {
 		return err
 	}
+	c.triedKey, c.tried = "", nil
 	c.job.Stats.Segments.Add(1)
 	c.r.lg.Debug("capture: segment stored", "key", o.Key, "revisions", len(c.pend), "bytes", o.Size)
 	g.durable, g.durableAt, g.prevHash, g.lastKey = last.Revision, at, sum, o.Key
@@ -669,6 +770,27 @@ func (c *capt) flushOnce(ctx context.Context) error {
 	}
 	c.reportDurable(merr)
 	return nil
+}
+
+// ownSegment decides whose is the segment found at key where this writer
+// put one: its own when the stored bytes' sha256 is that of bytes it
+// encoded for key (an earlier put landed, its reply lost: the retry met
+// the object), so the same generation, range, previous hash, token and
+// content; it returns that hash, the next PrevHash. Another writer's is a
+// gap, or ErrLockLost when the lock is gone.
+func (c *capt) ownSegment(ctx context.Context, key string) (string, error) {
+	stored, err := c.job.Repo.StoredHash(ctx, key)
+	if err != nil {
+		return "", fmt.Errorf("capture: a segment exists at %s: %w", key, err)
+	}
+	if slices.Contains(c.tried, stored) {
+		c.r.lg.Info("capture: segment stored by an earlier put whose reply was lost", "key", key)
+		return stored, nil
+	}
+	if _, ok := c.job.Token(); !ok {
+		return "", ErrLockLost
+	}
+	return "", &gapError{GapBrokenChain, fmt.Errorf("another writer stored a segment at %s: %w", key, uploader.ErrExists)}
 }
 
 // reportDurable reports the durable point and the recovery point.
@@ -706,9 +828,17 @@ func (c *capt) marker(ctx context.Context, at time.Time, sealed GapReason) error
 		LastSegment: g.lastKey, LastHash: g.prevHash, Token: tok,
 		Sealed: sealed != "", SealReason: string(sealed),
 	}
-	key, err := c.job.Repo.PutProgress(ctx, p)
-	if errors.Is(err, uploader.ErrExists) && sealed != "" {
+	key := c.job.Repo.ProgressKey(p.Generation, p.Through, p.At, p.Sealed)
+	_, err := c.job.Repo.PutProgress(ctx, p)
+	switch {
+	case errors.Is(err, uploader.ErrExists) && sealed != "":
 		err = nil // sealed already
+	case errors.Is(err, uploader.ErrExists):
+		err = c.ownMarker(ctx, key, p)
+	case err != nil && !slices.Contains(g.markers, key):
+		// It may have landed, its reply lost: deleted like the others
+		// once a newer marker is stored.
+		g.markers = append(g.markers, key)
 	}
 	if err != nil {
 		return err
@@ -719,11 +849,35 @@ func (c *capt) marker(ctx context.Context, at time.Time, sealed GapReason) error
 	}
 	g.markerThrough, g.markerAt = g.durable, at
 	for _, old := range g.markers {
+		if old == key {
+			continue
+		}
 		if err := c.job.Repo.Store.Delete(ctx, old); err != nil && !errors.Is(err, uploader.ErrNotFound) {
 			c.r.lg.Warn("capture: superseded progress marker not deleted", "key", old, "err", err)
 		}
 	}
 	g.markers = append(g.markers[:0], key)
+	return nil
+}
+
+// ownMarker decides whose is the marker found at key where this writer
+// put p: its own (an earlier put landed, its reply lost) when the stored
+// one says the same as p, else another writer's (ErrExists).
+func (c *capt) ownMarker(ctx context.Context, key string, p *repository.Progress) error {
+	got, err := c.job.Repo.ReadProgress(ctx, repository.ProgressInfo{
+		Generation: p.Generation, Through: p.Through, At: p.At, Sealed: p.Sealed, Object: uploader.ObjectInfo{Key: key},
+	})
+	if err != nil {
+		return fmt.Errorf("capture: a progress marker exists at %s: %w", key, err)
+	}
+	same := *got
+	if same.At.Equal(p.At) {
+		same.At = p.At
+	}
+	if same != *p {
+		return fmt.Errorf("capture: another writer stored a progress marker at %s (token %d): %w", key, got.Token, uploader.ErrExists)
+	}
+	c.r.lg.Info("capture: progress marker stored by an earlier put whose reply was lost", "key", key)
 	return nil
 }
 

@@ -28,6 +28,12 @@ type Manifest struct {
 	EtcdVersion    string    `json:"etcd_version"`
 	StorageVersion string    `json:"storage_version,omitempty"`
 	CreatedAt      time.Time `json:"created_at"`
+	// RevisionAt is when the first bytes of the snapshot stream arrived:
+	// etcd had fixed the snapshot's revision by then, so at RevisionAt
+	// the cluster was at Revision or later, while at CreatedAt (taken
+	// before the stream was asked for) it may still have been below.
+	// Zero in manifests written before it was recorded (RevisionTime).
+	RevisionAt time.Time `json:"revision_at,omitzero"`
 	// DurationSeconds is how long taking, verifying and storing took.
 	DurationSeconds float64 `json:"duration_seconds"`
 
@@ -66,6 +72,16 @@ type Manifest struct {
 	LegalHold    bool       `json:"object_lock_legal_hold,omitempty"`
 
 	AgentVersion string `json:"agent_version"`
+}
+
+// RevisionTime is the time from which the snapshot's state is the
+// cluster's (a point-in-time window starts there): RevisionAt, or
+// CreatedAt for a manifest written before RevisionAt was recorded.
+func (m *Manifest) RevisionTime() time.Time {
+	if !m.RevisionAt.IsZero() {
+		return m.RevisionAt
+	}
+	return m.CreatedAt
 }
 
 var idPattern = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}Z-r[0-9]+$`)

@@ -156,7 +156,9 @@ func isHexSHA256(s string) bool {
 // PutSegment stores s encoded with e under its key, never overwriting: a
 // segment already there (another writer's) fails with an error wrapping
 // uploader.ErrExists. It returns the object and the hex sha256 of the
-// stored bytes, the next segment's PrevHash.
+// stored bytes, the next segment's PrevHash; when the put fails, still
+// the hash of the bytes it tried to store (a put may have landed with
+// its reply lost: the writer tells its own object by that hash).
 func (b *Repo) PutSegment(ctx context.Context, s *Segment, e Encoding) (uploader.ObjectInfo, string, error) {
 	if err := validGeneration(s.Generation); err != nil {
 		return uploader.ObjectInfo{}, "", fmt.Errorf("store segment: %w", err)
@@ -169,7 +171,7 @@ func (b *Repo) PutSegment(ctx context.Context, s *Segment, e Encoding) (uploader
 	sum := sha256.Sum256(data)
 	o, err := b.Store.Put(ctx, key, bytes.NewReader(data), uploader.PutOptions{ContentType: "application/octet-stream"})
 	if err != nil {
-		return uploader.ObjectInfo{}, "", fmt.Errorf("store segment %s: %w", key, err)
+		return uploader.ObjectInfo{}, hex.EncodeToString(sum[:]), fmt.Errorf("store segment %s: %w", key, err)
 	}
 	return o, hex.EncodeToString(sum[:]), nil
 }
@@ -423,15 +425,25 @@ func CheckLink(prev, cur ChainLink) error {
 // segment's end hash, from its header.
 func (b *Repo) ChainHash(ctx context.Context, si SegmentInfo, ids []age.Identity) (string, error) {
 	if si.Level == 0 {
-		data, err := b.readStoredSegment(ctx, si)
-		if err != nil {
-			return "", err
-		}
-		return storedHash(data), nil
+		return b.StoredHash(ctx, si.Object.Key)
 	}
 	_, h, _, err := b.ReadSegmentRaw(ctx, si, ids)
 	if err != nil {
 		return "", err
 	}
 	return h.EndHash, nil
+}
+
+// StoredHash returns the hex sha256 of a stored object's bytes, streamed.
+func (b *Repo) StoredHash(ctx context.Context, key string) (string, error) {
+	rc, err := b.Store.Get(ctx, key)
+	if err != nil {
+		return "", fmt.Errorf("read segment %s: %w", key, err)
+	}
+	defer rc.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, rc); err != nil {
+		return "", fmt.Errorf("read segment %s: %w", key, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -44,7 +44,8 @@ func Select(ctx context.Context, b *Repo, ref string, intn func(int) int) (*Mani
 	return older[intn(len(older))], nil
 }
 
-// SelectBefore returns the newest intact backup created before t: the
+// SelectBefore returns the newest intact backup whose state is from
+// before t (its RevisionTime: every write it holds was made before): the
 // last good state before an incident.
 func SelectBefore(ctx context.Context, b *Repo, t time.Time) (*Manifest, error) {
 	l, err := b.List(ctx)
@@ -52,7 +53,7 @@ func SelectBefore(ctx context.Context, b *Repo, t time.Time) (*Manifest, error) 
 		return nil, err
 	}
 	for _, e := range l.Backups { // newest first
-		if e.State == StateOK && e.Manifest.CreatedAt.Before(t) {
+		if e.State == StateOK && e.Manifest.RevisionTime().Before(t) {
 			return e.Manifest, nil
 		}
 	}

@@ -157,8 +157,8 @@ func (b *Repo) window(ctx context.Context, gen string, anchor *Manifest, segs []
 		}
 		return w, nil
 	}
-	w.From, w.FromTime = anchor.Revision, anchor.CreatedAt
-	w.Through, w.ThroughTime = anchor.Revision, anchor.CreatedAt
+	w.From, w.FromTime = anchor.Revision, anchor.RevisionTime()
+	w.Through, w.ThroughTime = anchor.Revision, anchor.RevisionTime()
 	w.path(segs)
 	for _, m := range markers {
 		if m.Through > w.Through {

@@ -138,6 +138,9 @@ set -e
 
 echo "e2e: lifeboat demo"
 (cd "$work" && "$LB" demo --objects 500 >"$work/demo.out" 2>&1) || fail "demo: $(cat "$work/demo.out")"
-grep -q "done: backup" "$work/demo.out" || fail "demo output: $(cat "$work/demo.out")"
+for want in "done: backup" "capture stored every revision through" "marked for deletion at revision" \
+	"keys of namespace payments-prod are back" "kind: Deployment" "point in time: namespace payments-prod"; do
+	grep -q "$want" "$work/demo.out" || fail "demo output lacks \"$want\": $(cat "$work/demo.out")"
+done
 
 echo "e2e: ok"

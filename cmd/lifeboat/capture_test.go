@@ -27,7 +27,7 @@ func TestCaptureOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got, want := c.Capture, (CaptureConfig{Enabled: false, Interval: time.Second, MaxSegmentBytes: 8 << 20, MaxBufferBytes: 32 << 20,
-		CompactionLevels: []string{"30s", "5m", "1h"}}); !reflect.DeepEqual(got, want) {
+		Rollover: 24 * time.Hour, CompactionLevels: []string{"30s", "5m", "1h"}}); !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults = %+v, want %+v", got, want)
 	}
 	for _, tc := range []struct {

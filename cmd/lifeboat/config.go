@@ -43,6 +43,9 @@ type CaptureConfig struct {
 	Interval        time.Duration `yaml:"interval"`
 	MaxSegmentBytes int64         `yaml:"max_segment_bytes"`
 	MaxBufferBytes  int64         `yaml:"max_buffer_bytes"`
+	// Rollover is the least age of a generation before it rolls over
+	// to a scheduled snapshot (0: at every one).
+	Rollover time.Duration `yaml:"rollover"`
 	// CompactionLevels are the spans of the compaction levels ("none":
 	// no compaction).
 	CompactionLevels []string `yaml:"compaction_levels"`
@@ -490,6 +493,9 @@ func (c CaptureConfig) validate() error {
 	}
 	if c.MaxBufferBytes > maxCaptureBufferSize {
 		return cfgErr("capture.max_buffer_bytes", "%d: must be at most 4GiB", c.MaxBufferBytes)
+	}
+	if c.Rollover < 0 {
+		return cfgErr("capture.rollover", "%s: must not be negative", c.Rollover)
 	}
 	_, err := c.compactPolicy()
 	return err

@@ -143,7 +143,7 @@ var bucketSeq atomic.Int64
 
 // NewS3Store creates a bucket on srv and opens an S3 store on it under
 // the prefix "team"; it returns the store and the bucket's name.
-func NewS3Store(t *testing.T, srv *s3test.Server, objectLock bool) (*uploader.S3, string) {
+func NewS3Store(t testing.TB, srv *s3test.Server, objectLock bool) (*uploader.S3, string) {
 	t.Helper()
 	s3test.Env(t, srv.AccessKey, srv.SecretKey)
 	bucket := fmt.Sprintf("prune-test-%d", bucketSeq.Add(1))
@@ -162,7 +162,7 @@ var revSeq atomic.Int64
 // PutBackup stores a synthetic backup taken at at: a data object, then its
 // manifest. lock is applied to the data object; when inManifest is set the
 // manifest records it too (as lifeboat snapshot does).
-func PutBackup(t *testing.T, b *repository.Repo, at time.Time, lock uploader.PutOptions, inManifest bool) *repository.Manifest {
+func PutBackup(t testing.TB, b *repository.Repo, at time.Time, lock uploader.PutOptions, inManifest bool) *repository.Manifest {
 	t.Helper()
 	m := PutObject(t, b, at, lock)
 	if inManifest {
@@ -180,7 +180,7 @@ func PutBackup(t *testing.T, b *repository.Repo, at time.Time, lock uploader.Put
 
 // PutObject stores only the data object of a synthetic backup (an orphan)
 // and returns the manifest that would commit it.
-func PutObject(t *testing.T, b *repository.Repo, at time.Time, lock uploader.PutOptions) *repository.Manifest {
+func PutObject(t testing.TB, b *repository.Repo, at time.Time, lock uploader.PutOptions) *repository.Manifest {
 	t.Helper()
 	rev := 1000 + revSeq.Add(1)
 	id := repository.NewID(at, rev)
