@@ -550,6 +550,12 @@ func (a *Agent) executeWith(ctx context.Context, j *job, why string, run func(co
 	rec := &RunRecord{Start: a.clock.Now(), Trigger: why}
 	a.lg.Info("job started", "job", j.name, "trigger", why)
 	id, err := run(jctx)
+	if errors.Is(err, errNotRun) {
+		// Nothing was run (capture adopted a stored backup): no run
+		// to count, record or notify.
+		a.lg.Info("job not run", "job", j.name, "trigger", why, "reason", err.Error())
+		return err
+	}
 	rec.End, rec.BackupID = a.clock.Now(), id
 	dur := rec.End.Sub(rec.Start)
 	a.m.duration.WithLabelValues(j.name).Observe(dur.Seconds())
@@ -599,6 +605,13 @@ func (a *Agent) snapshot(ctx context.Context) (string, error) {
 
 // takeSnapshot is snapshot returning the committed backup's manifest.
 func (a *Agent) takeSnapshot(ctx context.Context) (*repository.Manifest, error) {
+	return a.takeSnapshotRetry(ctx, true)
+}
+
+// takeSnapshotRetry is takeSnapshot; with !retryExists, a backup already
+// stored at this revision and second (backup.ErrExists) is returned at
+// once instead of retried (capture adopts that one).
+func (a *Agent) takeSnapshotRetry(ctx context.Context, retryExists bool) (*repository.Manifest, error) {
 	sj := *a.cfg.Snapshot
 	sj.Now = a.clock.Now
 	b := *sj.Backups
@@ -621,7 +634,7 @@ func (a *Agent) takeSnapshot(ctx context.Context) (*repository.Manifest, error) 
 			}
 			return m, nil
 		}
-		if ctx.Err() != nil || attempt >= a.cfg.SnapshotRetries {
+		if ctx.Err() != nil || attempt >= a.cfg.SnapshotRetries || (!retryExists && errors.Is(err, backup.ErrExists)) {
 			if attempt > 0 {
 				err = fmt.Errorf("after %d attempts: %w", attempt+1, err)
 			}
@@ -798,6 +811,7 @@ func (a *Agent) refresh(ctx context.Context) {
 		return
 	}
 	a.m.storeUp.Set(1)
+	a.refreshWindows(ctx, l)
 	drills, derr := a.drillRecords(ctx)
 	if derr != nil && ctx.Err() != nil {
 		return // cut short: an unread drill history is not "nothing proven"

@@ -11,6 +11,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/backup"
 	"github.com/lifeboat-dev/lifeboat/capture"
 	"github.com/lifeboat-dev/lifeboat/repository"
+	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
 // JobCapture names the capture job in logs and /status. It has no
@@ -46,7 +47,9 @@ type CaptureHooks struct {
 	// Snapshot takes a fresh verified, committed backup through the
 	// agent's snapshot job: it waits for a scheduled snapshot run that
 	// is going to end (never two at once), and counts, logs and notifies
-	// as a snapshot run (trigger "capture").
+	// as a snapshot run (trigger "capture"). The run it waited for, when
+	// it succeeded, is returned instead of a second snapshot; a backup
+	// already stored at this revision and second is adopted.
 	Snapshot func(ctx context.Context) (*repository.Manifest, error)
 	// Rollover delivers every backup the scheduled snapshot job commits
 	// (the newest when capture is slow to take it): the generation rolls
@@ -269,29 +272,52 @@ func (a *Agent) captureReport(s capture.Status) {
 // captureSnapshot takes capture's fresh snapshot as a run of the snapshot
 // job: after any run that is going (no two at once), counted and logged
 // as one, so that a scheduled run due meanwhile is skipped as usual.
+//
+// It takes none when a committed one of this moment is there already:
+// a snapshot run that ended while capture waited for it (run at start,
+// a scheduled run) is returned as it is, and a backup already stored at
+// the id of this revision and second (backup.ExistsError) is adopted once
+// its manifest is there. A second snapshot would leave every revision
+// between the two outside capture's window.
 func (a *Agent) captureSnapshot(ctx context.Context) (*repository.Manifest, error) {
 	j := a.byName[JobSnapshot]
 	if j == nil {
 		return nil, errors.New("capture snapshot: the agent has no snapshot job")
 	}
+	j.mu.Lock()
+	before := j.last
+	j.mu.Unlock()
 	if err := j.acquire(ctx); err != nil {
 		return nil, fmt.Errorf("capture snapshot: wait for the running snapshot: %w", err)
 	}
 	defer j.release()
+	if m := a.waitedSnapshot(ctx, j, before); m != nil {
+		return m, nil
+	}
 	var m *repository.Manifest
 	err := a.executeWith(ctx, j, JobCapture, func(ctx context.Context) (string, error) {
 		for attempt := 0; ; attempt++ {
 			var err error
-			m, err = a.takeSnapshot(ctx)
+			m, err = a.takeSnapshotRetry(ctx, false)
 			if err == nil {
 				return m.ID, nil
 			}
-			// A backup of this revision was stored in this second (ids
-			// have a resolution of a second): capture needs one of its
-			// own, which the next second allows.
-			if !errors.Is(err, backup.ErrExists) || attempt >= 2 {
+			var ee *backup.ExistsError
+			if !errors.As(err, &ee) {
 				return "", err
 			}
+			// A backup of this revision was stored in this second (ids
+			// have a resolution of a second): a committed snapshot at
+			// the exact revision, which capture adopts.
+			if m, err = a.committedBackup(ctx, ee.ID); err == nil {
+				return "", fmt.Errorf("%w: capture adopts backup %s, stored at this revision in this second", errNotRun, m.ID)
+			}
+			if attempt >= 2 {
+				return "", err
+			}
+			// Not committed in time: one of capture's own, which the
+			// next second allows.
+			a.lg.Warn("capture snapshot: the backup of this revision and second is not committed; taking another in the next second", "job", JobCapture, "backup_id", ee.ID, "err", err)
 			now := a.clock.Now()
 			select {
 			case <-ctx.Done():
@@ -300,13 +326,87 @@ func (a *Agent) captureSnapshot(ctx context.Context) (*repository.Manifest, erro
 			}
 		}
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, errNotRun) {
 		return nil, fmt.Errorf("capture snapshot: %w", err)
 	}
 	if m == nil {
 		return nil, errors.New("capture snapshot: not taken: the leader lock was lost")
 	}
 	return m, nil
+}
+
+// errNotRun is a run function's answer when it found nothing to run
+// (capture adopted a backup already stored): executeWith counts and
+// records no run.
+var errNotRun = errors.New("not run")
+
+// waitedSnapshot returns the backup of the snapshot run of j that ended
+// successfully after before was its last (while capture waited for it),
+// nil when none did or its manifest cannot be read.
+func (a *Agent) waitedSnapshot(ctx context.Context, j *job, before *RunRecord) *repository.Manifest {
+	j.mu.Lock()
+	last := j.last
+	j.mu.Unlock()
+	if last == nil || last == before || last.Result != ResultSuccess || last.BackupID == "" {
+		return nil
+	}
+	m, err := a.cfg.Snapshot.Backups.Manifest(ctx, last.BackupID)
+	if err != nil {
+		a.lg.Warn("capture snapshot: the snapshot run that just ended cannot be read; taking one", "job", JobCapture, "backup_id", last.BackupID, "err", err)
+		return nil
+	}
+	a.lg.Info("capture snapshot: using the snapshot run that just ended", "job", JobCapture, "backup_id", m.ID, "trigger", last.Trigger)
+	return m
+}
+
+// captureAdoptWait bounds how long capture waits for the manifest of a
+// backup stored at its snapshot's id (being written by another run).
+const captureAdoptWait = 30 * time.Second
+
+// committedBackup returns backup id's manifest, waiting up to
+// captureAdoptWait for it to be written.
+func (a *Agent) committedBackup(ctx context.Context, id string) (*repository.Manifest, error) {
+	ctx, cancel := context.WithTimeout(ctx, captureAdoptWait)
+	defer cancel()
+	for {
+		m, err := a.cfg.Snapshot.Backups.Manifest(ctx, id)
+		if err == nil {
+			return m, nil
+		}
+		if !errors.Is(err, uploader.ErrNotFound) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("backup %s not committed within %s: %w", id, captureAdoptWait, err)
+		case <-a.clock.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// refreshWindows sets lifeboat_capture_window_problems from the store's
+// capture windows (l is the snapshot listing refresh just read): a fork
+// by a second writer ends a window while every writer's own metrics look
+// healthy. Only with capture configured: the listing of the change
+// segments is capture's cost.
+func (a *Agent) refreshWindows(ctx context.Context, l *repository.Listing) {
+	if a.cfg.Capture == nil {
+		return
+	}
+	ws, err := a.cfg.Backups.Windows(ctx, l)
+	if err != nil {
+		if ctx.Err() == nil {
+			a.lg.Warn("cannot list the capture windows", "err", err)
+		}
+		return
+	}
+	n := 0
+	for i := range ws {
+		if ws[i].Problem != "" {
+			n++
+		}
+	}
+	a.m.captureWindows.Set(float64(n))
 }
 
 // captureStatus is the capture section of /status (nil without capture).

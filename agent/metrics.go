@@ -91,6 +91,7 @@ type metrics struct {
 	captureLag      prometheus.GaugeFunc
 	captureGaps     *prometheus.CounterVec
 	captureRestarts prometheus.Counter
+	captureWindows  prometheus.Gauge // windows with a problem (refreshWindows)
 	// captureStats are the capture job's counters (every run's).
 	captureStats *capture.Stats
 	// lag computes lifeboat_capture_lag_seconds at scrape (NaN when nil).
@@ -203,6 +204,10 @@ func newMetrics(reg prometheus.Registerer, jobs []string, version string) (*metr
 			Name: "lifeboat_capture_gaps_total",
 			Help: "Capture generations sealed by a break of continuity, by reason: compacted, cluster_id, revision_backwards, broken_chain (a lost leader lock is none). After each one the capture starts a new generation from a fresh snapshot.",
 		}, []string{"reason"}),
+		captureWindows: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lifeboat_capture_window_problems",
+			Help: "Capture windows (generations) in the store whose window ends before its stored segments or is not recoverable (a fork by a second writer, missing revisions, no anchor snapshot), as the agent's last listing of the store saw them; 0 without capture.",
+		}),
 		captureRestarts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "lifeboat_capture_restarts_total",
 			Help: "Times the capture job ended while this agent still led and was started again (after a backoff).",
@@ -234,7 +239,7 @@ func newMetrics(reg prometheus.Registerer, jobs []string, version string) (*metr
 	for _, c := range []prometheus.Collector{m.lastSuccess, m.runs, m.duration, m.snapSize, m.snapRevision,
 		m.hashKVErrors, m.backups, m.newest, m.newestProven, m.drillResult, m.drillTime, m.drillPhase, m.drillRecover,
 		m.drillErrors, m.drillErrTime, m.deleted, m.uploadBytes, m.leader, m.storeUp, m.notifies, m.buildInfo,
-		m.captureEnabled, m.captureUp, m.captureRevision, m.captureRecovery, m.captureLag, m.captureGaps, m.captureRestarts} {
+		m.captureEnabled, m.captureUp, m.captureRevision, m.captureRecovery, m.captureLag, m.captureGaps, m.captureRestarts, m.captureWindows} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}

@@ -51,8 +51,21 @@ type Job struct {
 	Version string
 }
 
-// ErrExists is wrapped when a backup with the same id is already stored.
+// ErrExists is wrapped when a backup with the same id is already stored
+// (as an *ExistsError, which names it).
 var ErrExists = errors.New("backup exists")
+
+// ExistsError is the error of a backup not taken because one with its id
+// (same revision, same second) is already stored, committed or being
+// written: a caller that needs a committed snapshot at that revision can
+// adopt that one once its manifest is there. It wraps ErrExists.
+type ExistsError struct{ ID string }
+
+func (e *ExistsError) Error() string {
+	return fmt.Sprintf("%v: backup %s (this revision, this second) is already stored; not taken again", ErrExists, e.ID)
+}
+
+func (e *ExistsError) Unwrap() error { return ErrExists }
 
 // ErrVerify is wrapped when a snapshot was taken but failed verification:
 // nothing was kept.
@@ -151,7 +164,7 @@ func runOnce(parent context.Context, sess *snapshot.Session, job Job, lg *slog.L
 	// the same revision in the same second overwrite the first one.
 	for _, k := range []string{job.Backups.ManifestKey(id), key} {
 		if _, err := job.Backups.Store.Stat(parent, k); err == nil {
-			return nil, fmt.Errorf("%w: backup %s (this revision, this second) is already stored; not taken again", ErrExists, id)
+			return nil, &ExistsError{ID: id}
 		} else if !errors.Is(err, uploader.ErrNotFound) {
 			return nil, fmt.Errorf("check store for backup %s: %w", id, err)
 		}

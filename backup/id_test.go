@@ -39,8 +39,10 @@ func TestSnapshotNeverOverwritesABackup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Run(t.Context(), job, lg); !errors.Is(err, ErrExists) {
-		t.Fatalf("second snapshot in the same second: %v, want ErrExists", err)
+	_, err = Run(t.Context(), job, lg)
+	var ee *ExistsError
+	if !errors.Is(err, ErrExists) || !errors.As(err, &ee) || ee.ID != first.ID {
+		t.Fatalf("second snapshot in the same second: %v, want ErrExists naming %s", err, first.ID)
 	}
 	m, err := job.Backups.Manifest(t.Context(), first.ID)
 	if err != nil || m.ObjectSHA256 != first.ObjectSHA256 {

@@ -35,6 +35,11 @@ type Job struct {
 	// stops reading the watch stream (see the package comment). Default
 	// 32 MiB.
 	MaxBufferBytes int64
+	// SpoolDir is where the watch opened before a new generation's
+	// snapshot spills the changes it holds beyond MaxBufferBytes while
+	// the snapshot is stored (unnamed files, 0600, gone when the job
+	// ends). Default the system's temporary directory.
+	SpoolDir string
 	// Token returns the writer's fencing token now; false means the lock
 	// is lost and nothing more may be written.
 	Token func() (int64, bool)
@@ -74,6 +79,9 @@ type Stats struct {
 	Segments, Markers atomic.Int64
 	// Reconnects counts watch streams reopened after a break.
 	Reconnects atomic.Int64
+	// SpilledBytes counts the bytes written to the spool file by the
+	// watch opened before a new generation's snapshot (prewatch).
+	SpilledBytes atomic.Int64
 	// Rollovers counts generations rolled over to a scheduled snapshot.
 	Rollovers atomic.Int64
 	// Compacted counts compacted segments stored, Replaced the segments

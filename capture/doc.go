@@ -26,9 +26,39 @@
 // without stray objects, and its newest marker's fencing token is not
 // above the job's: the next segment starts at the run's last revision + 1
 // and names the sha256 of the last stored segment's bytes (hashed as
-// stored, nothing decrypted). Otherwise it calls Job.Snapshot and starts a
-// generation named by the backup's id at its revision S, read from the
-// file (Manifest.Revision). Whether etcd can still serve the revisions
+// stored, nothing decrypted). A higher stored token does not stop the job
+// (tokens are not comparable across a switch from no lock, whose token is
+// the start time in ns, to the lock, whose token is an election key's
+// create revision, nor across etcd restored to an older revision): it
+// logs why and starts a new generation; a stale writer that still runs
+// writes into its own old generation, which the new one does not
+// continue. Otherwise it starts a new generation, named by its anchor's
+// backup id, at the anchor's revision S (Manifest.Revision, read from the
+// file). The anchor is the store's newest intact committed backup when it
+// is no generation's anchor yet (a sealed generation's id is never
+// reused) and etcd still holds the history after it: one HashKV at S
+// (anchorOn) answers compacted, below S (the cluster was restored),
+// another cluster ID, or, at the same compact revision, another hash
+// (another history); any of those, or no such backup, and the job calls
+// Job.Snapshot instead. So a capture that starts after the agent's start
+// snapshot, or a scheduled one, leaves no revision after that snapshot
+// outside its window.
+//
+// A new generation's watch opens before its snapshot is taken, at the
+// cluster's current revision R0 (a linearizable read), and the job waits
+// until etcd says it caught up (a progress notification: a synced
+// watcher is never canceled by compaction). While the snapshot is
+// uploaded, verified and committed, the stream is read without pause and
+// held: in memory up to MaxBufferBytes, beyond that in an unnamed spool
+// file in Job.SpoolDir (0600, gone on every path). When the snapshot is
+// committed at S ≥ R0 the generation takes the stream over and drops the
+// events through S, so a generation never needs etcd's history to
+// outlive its snapshot's upload (a snapshot slower than kube-apiserver's
+// 5-minute compaction would otherwise start every generation compacted,
+// in a loop). A snapshot below R0 (a lagging member's) watches from S as
+// before. A failed snapshot attempt drops what was held and the next
+// attempt opens a new watch: the spool holds one snapshot's time of
+// changes at most, not a whole outage of the store. Whether etcd can still serve the revisions
 // after the chain's end, and from the same cluster, is the watch's first
 // answer: a compacted or foreign cluster seals the old generation.
 //
@@ -66,7 +96,7 @@
 // half received in fragments is dropped and sent again whole): no gap, no
 // duplicate.
 //
-// # Bounded memory: back-pressure, not spilling
+// # Bounded memory: back-pressure, not spilling (once started)
 //
 // clientv3's Watcher reads the stream as fast as it can and buffers
 // events without limit when its consumer is slow. This package reads the
@@ -78,7 +108,9 @@
 // compacted, which is then a GapCompacted, never a silent loss). Nothing
 // is dropped and nothing goes to disk: a spill file would only move the
 // unbounded growth from memory to disk while etcd already keeps the
-// history. The bound holds to within one watch response (etcd fragments
+// history. The one exception is a generation being born (see Start):
+// until its snapshot is committed the stream spills instead, and the
+// spilled bytes count against the bound until they are read back. The bound holds to within one watch response (etcd fragments
 // responses at its max request bytes + 512 KiB of gRPC overhead, 2 MiB by
 // default), one revision, and gRPC's own receive window (grpc-go grows it
 // up to 16 MiB per connection with its BDP estimator). Stats counts it.
@@ -147,6 +179,16 @@
 // generation from its last stored segment): Run reports Err ErrLockLost,
 // no Gap, and returns ErrLockLost.
 //
+// Another writer's segment under another name is a fork too: an old
+// leader's in-flight put that lands after the next leader resumed gives
+// two level-0 segments from the resumed revision + 1, and the store's
+// window ends before them while the new writer's chain goes on. So the
+// writer lists its generation's own prefix at its first tick and every
+// 10 intervals after (not per flush), and two level-0 segments starting
+// at one revision after its start, or one after its durable revision,
+// seal the generation as GapBrokenChain. The agent also exports the
+// store's windows with a problem (lifeboat_capture_window_problems).
+//
 // # Status
 //
 // Report gets a Status on every segment, marker, gap and stop. Revision
@@ -154,6 +196,34 @@
 // at which the live cluster was known to be at most at Revision: the
 // oldest receive time of the changes still buffered, or, when none are,
 // the latest progress time.
+//
+// # Rollover
+//
+// A generation ends at a scheduled snapshot so that retention can drop
+// old ones whole: Job.Rollover delivers every backup the daemon's
+// snapshot schedule commits, and once the generation is at least
+// Job.RolloverAfter old, the next one becomes its successor's anchor. The
+// job keeps capturing until its stored changes reach that snapshot's
+// revision S′, stores them, seals the generation with SealRollover (a
+// reason, not a gap: no Status carries it as Gap) and starts the next
+// generation at S′, watching from S′ + 1 (etcd still has those revisions:
+// the snapshot was just taken). The old window ends at or after S′ and
+// the new one starts at S′: they overlap, so no revision falls out of
+// every window.
+//
+// # Compaction
+//
+// While Run runs, a compactor (compact.go) merges small segments of every
+// recoverable window as they age, under the same lock: every third of the
+// shortest level's span it plans each window (repository.PlanCompaction)
+// and runs the steps (repository.Compact: sources read and linked, the
+// compacted segment stored, read back and checked), then deletes what a
+// compacted segment replaced once it is past the grace period
+// (repository.DeleteReplaced). The chain hashes are kept across
+// compaction, so the writer's head and every marker stay valid. With age
+// encryption it needs Job.Identities; without them it logs that it does
+// not compact. A failed pass is counted (Stats.CompactErrors) and retried
+// at the next one.
 //
 // # The segment format
 //

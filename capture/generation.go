@@ -92,13 +92,22 @@ func (r *runner) resume(ctx context.Context) (*generation, error) {
 		}
 	}
 	if n := len(w.Markers); n > 0 {
-		// A writer with a higher token wrote here: this one is stale.
+		// A writer with a higher token wrote here. Tokens increase
+		// from holder to holder of one lock, but not across a switch
+		// from no lock (the start time in ns) to the lock (an election
+		// key's create revision), nor across etcd restored to an older
+		// revision: refusing would wedge capture forever. The job holds
+		// the lock now (Token says so), so it starts a new generation;
+		// a stale writer that really still runs writes into this old
+		// one, which the new generation does not continue.
 		p, err := repo.ReadProgress(ctx, w.Markers[n-1])
 		if err != nil {
 			return nil, fmt.Errorf("capture: continue generation %s: %w", w.Generation, err)
 		}
 		if tok, ok := r.job.Token(); ok && p.Token > tok {
-			return nil, fmt.Errorf("capture: generation %s was written with fencing token %d, above this writer's %d: %w", w.Generation, p.Token, tok, ErrLockLost)
+			r.lg.Warn("capture: not continuing the newest generation: it was written with a higher fencing token (the lock mode changed, or etcd was restored to an older revision); starting a new one",
+				"generation", w.Generation, "stored_token", p.Token, "token", tok)
+			return nil, nil
 		}
 	}
 	if n := len(w.Segments); n > 0 {
@@ -112,27 +121,60 @@ func (r *runner) resume(ctx context.Context) (*generation, error) {
 	return g, nil
 }
 
-// fresh takes a new snapshot (retrying with backoff until ctx ends or the
-// lock is lost) and starts a generation at it.
+// fresh starts a new generation: on the store's newest committed backup
+// when it is no generation's anchor yet and etcd still holds the history
+// after it (anchorOn: no snapshot, no gap after it), else on a new
+// snapshot (retrying with backoff until ctx ends or the lock is lost).
 func (r *runner) fresh(ctx context.Context) (*generation, error) {
+	if _, ok := r.job.Token(); !ok {
+		return nil, ErrLockLost
+	}
+	// The watch opens before the snapshot and holds what it receives
+	// while the snapshot is stored (prewatch.go). It opens before the
+	// look for a stored backup too, so that a backup committed while it
+	// opens (the agent's start snapshot) is found.
+	pre := r.prewatch(ctx)
+	defer func() {
+		if pre != nil {
+			pre.close()
+		}
+	}()
+	if g := r.adopt(ctx); g != nil {
+		r.lg.Info("capture: new generation on a committed backup", "generation", g.id, "revision", g.snapRev)
+		r.started(g)
+		return g, nil
+	}
 	b := newBackoff(r.job.Interval)
 	for {
 		if _, ok := r.job.Token(); !ok {
 			return nil, ErrLockLost
 		}
+		if pre == nil {
+			pre = r.prewatch(ctx)
+		}
 		m, err := r.job.Snapshot(ctx)
+		if err == nil {
+			err = r.notAnchor(ctx, m)
+		}
 		if err == nil {
 			var g *generation
 			if g, err = fromSnapshot(m); err == nil {
+				r.pre, pre = pre.handOver(g), nil
 				r.lg.Info("capture: new generation", "generation", g.id, "revision", g.snapRev)
-				r.report(func(s *Status) {
-					s.Running, s.Generation, s.Revision, s.RecoveryPoint, s.Err = true, g.id, g.durable, g.durableAt, nil
-				})
+				r.started(g)
 				return g, nil
 			}
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		// What the watch held is of no use to the next attempt, whose
+		// snapshot is newer: a new watch opens before it, so that the
+		// spool holds one snapshot's time of changes at most (not a
+		// whole outage of the store).
+		if pre != nil {
+			pre.close()
+			pre = nil
 		}
 		err = fmt.Errorf("capture: snapshot for a new generation: %w", err)
 		r.lg.Warn("capture: snapshot failed, retrying", "err", err)
@@ -141,6 +183,13 @@ func (r *runner) fresh(ctx context.Context) (*generation, error) {
 			return nil, err
 		}
 	}
+}
+
+// started reports a new generation.
+func (r *runner) started(g *generation) {
+	r.report(func(s *Status) {
+		s.Running, s.Generation, s.Revision, s.RecoveryPoint, s.Err = true, g.id, g.durable, g.durableAt, nil
+	})
 }
 
 // backoff doubles a wait from 100ms up to max(interval, 1s), capped at 30s.

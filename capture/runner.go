@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -25,6 +26,10 @@ type runner struct {
 
 	mu sync.Mutex
 	st Status
+
+	// pre is the watch opened before a new generation's snapshot, for
+	// that generation (prewatch.go).
+	pre *capt
 }
 
 // report applies f to the status and hands a copy to Job.Report.
@@ -64,7 +69,7 @@ func (r *runner) run(ctx context.Context) error {
 		return err
 	}
 	for {
-		c := &capt{r: r, g: g, job: &r.job}
+		c := r.captFor(g)
 		if started {
 			// A start marker at the snapshot's revision and time: the
 			// next writer (after a lost lock or a crash) finds the
@@ -133,6 +138,15 @@ type capt struct {
 	queue []item
 	ready chan struct{} // items queued
 	room  chan struct{} // bytes freed
+	// sp holds the items beyond the memory bound while hold is set
+	// (the generation's snapshot is being stored) and until they are
+	// read back; pre says the stream opened before the snapshot, at a
+	// revision at or below it (prewatch.go).
+	sp       spill
+	hold     atomic.Bool
+	pre      bool
+	synced   chan struct{} // closed at the first progress notification (prewatch)
+	syncSeen bool
 	// held is what the reader's bound counts: queued responses plus
 	// closed, unstored revisions (bytes).
 	hmu  sync.Mutex
@@ -153,7 +167,7 @@ type capt struct {
 	openLeases []repository.Lease
 	openBytes  int64
 	lastRev    int64 // the highest closed revision received
-	skipRev    int64 // events of this revision are already captured (0: none)
+	skipRev    int64 // events through this revision are already captured (0: none)
 	// tried holds the hashes of the encodings of the segment at key
 	// triedKey this writer put (a put may land with its reply lost).
 	triedKey string
@@ -162,6 +176,11 @@ type capt struct {
 	// (a progress notification, or a response whose header says so).
 	knownRev int64
 	knownAt  time.Time
+	// forkBase is the revision this capture started at; forkNext when
+	// it next lists the generation for another writer's segments
+	// (fork.go).
+	forkBase int64
+	forkNext time.Time
 	// rollTo is the scheduled snapshot the generation rolls over to once
 	// its changes reach the snapshot's revision (nil: none).
 	rollTo *repository.Manifest
@@ -197,9 +216,17 @@ func (c *capt) heldBytes() int64 {
 // loop captures the generation until ctx ends, the lock is lost or a gap
 // seals it (a *gapError).
 func (c *capt) loop(ctx context.Context) error {
-	c.ready = make(chan struct{}, 1)
-	c.room = make(chan struct{}, 1)
+	if c.ready == nil {
+		c.ready = make(chan struct{}, 1)
+		c.room = make(chan struct{}, 1)
+	}
 	c.lastRev, c.knownRev, c.knownAt = c.g.durable, c.g.durable, c.g.durableAt
+	if c.pre {
+		c.skipRev = c.lastRev // the stream opened below the snapshot
+	}
+	c.hold.Store(false) // back-pressure from here on
+	c.forkBase = c.g.durable
+	defer c.closeSpill()
 	defer c.closeStream()
 	tick := time.NewTicker(c.job.Interval)
 	defer tick.Stop()
@@ -291,7 +318,7 @@ func (c *capt) next() (item, bool) {
 	c.qmu.Lock()
 	defer c.qmu.Unlock()
 	if len(c.queue) == 0 {
-		return item{}, false
+		return c.unspill()
 	}
 	it := c.queue[0]
 	c.queue[0] = item{}
@@ -379,6 +406,11 @@ func cancelError(reason string) error {
 // push queues an item for the loop.
 func (c *capt) push(it item) {
 	c.qmu.Lock()
+	if c.divert(it) {
+		c.qmu.Unlock()
+		c.signal()
+		return
+	}
 	c.queue = append(c.queue, it)
 	c.qmu.Unlock()
 	c.addHeld(it.size)
@@ -403,7 +435,9 @@ func (c *capt) closeStream() {
 		n += it.size
 	}
 	c.queue = nil
+	c.sp.reset()
 	c.qmu.Unlock()
+	c.pre = false
 	c.addHeld(-n)
 }
 
@@ -414,7 +448,7 @@ func (c *capt) closeStream() {
 func (c *capt) read(ctx context.Context, s pb.Watch_WatchClient) {
 	defer c.readers.Done()
 	for {
-		for c.heldBytes() >= c.job.MaxBufferBytes {
+		for !c.hold.Load() && c.heldBytes()+c.spilledBytes() >= c.job.MaxBufferBytes {
 			select {
 			case <-c.room:
 			case <-ctx.Done():
@@ -455,7 +489,9 @@ func (c *capt) handle(ctx context.Context, it item) error {
 		// captured one, the cluster went back (restored in place, its ID
 		// kept), and etcd will say nothing more until it passes the
 		// watch's start revision.
-		if h := resp.Header.GetRevision(); h < c.lastRev {
+		// A stream opened before the generation's snapshot (prewatch)
+		// was created below it on purpose.
+		if h := resp.Header.GetRevision(); h < c.lastRev && !c.pre {
 			return c.confirmBackwards(ctx, h)
 		}
 		return nil
@@ -465,6 +501,8 @@ func (c *capt) handle(ctx context.Context, it item) error {
 		// was sent.
 		h := resp.Header.GetRevision()
 		switch {
+		case c.pre && c.skipRev != 0 && h < c.skipRev:
+			return nil // the stream opened below the snapshot (prewatch)
 		case c.open != nil:
 			return fmt.Errorf("progress notification at revision %d inside fragmented revision %d", h, c.open.Revision)
 		case h < c.lastRev:
@@ -482,8 +520,8 @@ func (c *capt) handle(ctx context.Context, it item) error {
 		}
 		rev := kv.ModRevision
 		if c.skipRev != 0 {
-			if rev == c.skipRev && c.open == nil {
-				continue // captured already: the watch starts there (see openStream)
+			if rev <= c.skipRev && c.open == nil {
+				continue // captured already: the watch starts there (see openStream, prewatch)
 			}
 			c.skipRev = 0
 		}
@@ -659,6 +697,9 @@ func (c *capt) leaseTTL(ctx context.Context, id int64) (int64, error) {
 func (c *capt) tick(ctx context.Context) error {
 	if _, ok := c.job.Token(); !ok {
 		return ErrLockLost
+	}
+	if err := c.checkFork(ctx); err != nil {
+		return err
 	}
 	if len(c.pend) > 0 {
 		if err := c.flush(ctx, true); err != nil {

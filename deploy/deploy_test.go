@@ -67,6 +67,7 @@ var lifeboatMetrics = []string{
 	"lifeboat_capture_lag_seconds",
 	"lifeboat_capture_gaps_total",
 	"lifeboat_capture_restarts_total",
+	"lifeboat_capture_window_problems",
 	"lifeboat_capture_rollovers_total",
 	"lifeboat_capture_compacted_segments_total",
 	"lifeboat_capture_compaction_errors_total",

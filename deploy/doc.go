@@ -12,6 +12,10 @@
 //	prometheus/  alerts.yaml with promtool unit tests, the same rules as a
 //	             PrometheusRule, the runbook; check.sh runs promtool
 //	grafana/     lifeboat.json, the dashboard
+//	helm/        the Helm chart lifeboat/ (files/ holds copies of alerts.yaml and
+//	             the dashboard; values.schema.json is generated from
+//	             schema.base.json and the option table: go test ./deploy -run
+//	             TestChartGenerated -update)
 //
 // check.sh runs the three checks. The Go tests of this package check what
 // ties the files to the code: the example configurations pass
@@ -22,5 +26,9 @@
 // hand the service the credential files its config.yaml names. The docs
 // tests check that the links between README.md, docs/ and the deploy pages
 // resolve (files and #anchors) and that docs/agent.md lists exactly the
-// exported metrics.
+// exported metrics. The helm tests lint and render the chart, create what
+// it renders on a real kube-apiserver (strict fields, enforced Pod
+// Security) and install and upgrade it; the image tests read the OCI image
+// of make image back, run it, rebuild it for the same digest, push it to a
+// loopback registry and hold the Dockerfile to the same files.
 package deploy

@@ -148,7 +148,8 @@ func fileDigest(ctx context.Context, path string) (string, error) {
 }
 
 // reuse checks a cached entry against the sha256 it must have (empty:
-// the sidecar's, for built entries): "" when it can be used, else why not.
+// the sidecar's, for built entries, whose revision is the sidecar's too):
+// "" when it can be used, else why not. An index it rebuilds records rev.
 func (c *Cache) reuse(ctx context.Context, dir, id, want string, rev int64, digestOf func(context.Context, string) (string, error), st *OpenStats) (string, error) {
 	db := filepath.Join(dir, dbName)
 	fi, err := os.Stat(db)
@@ -161,10 +162,17 @@ func (c *Cache) reuse(ctx context.Context, dir, id, want string, rev int64, dige
 	b, err := os.ReadFile(filepath.Join(dir, sidecarName))
 	known := err == nil && json.Unmarshal(b, &sc) == nil && sc.Format == 1 && sc.BackupID == id
 	if want == "" {
-		if !known {
+		// A built entry (a point in time) has no manifest: its sha256 and
+		// revision are what the sidecar recorded when it was built. One
+		// without a revision (an older lifeboat rebuilt its index with
+		// revision 0) is built again.
+		switch {
+		case !known:
 			return "no record of the built snapshot's sha256", nil
+		case sc.Revision <= 0:
+			return "no record of the built snapshot's revision", nil
 		}
-		want = sc.SnapshotSHA256
+		want, rev = sc.SnapshotSHA256, sc.Revision
 	}
 	fresh := known && sc.SnapshotSHA256 == want && sc.Size == fi.Size() && sc.ModTimeNano == fi.ModTime().UnixNano()
 	if !fresh {
@@ -461,7 +469,9 @@ func (c *Cache) evict(_ string, room int64, keep string, lg *slog.Logger) []stri
 }
 
 // BuildFunc writes a database (a raw snapshot or a bare bbolt file) at
-// path, which does not exist yet, and returns its revision.
+// path, which does not exist yet, and returns its revision (positive: the
+// cache records it, and an index rebuilt later from the cached file
+// records it again).
 type BuildFunc func(ctx context.Context, path string) (revision int64, err error)
 
 // OpenBuilt returns the snapshot cached under name for cluster, building
@@ -480,7 +490,7 @@ func (c *Cache) OpenBuilt(ctx context.Context, cluster, name string, build Build
 		return nil, st, fmt.Errorf("create cache dir %s: %w", clusterDir, err)
 	}
 	dir := c.entryDir(cluster, name)
-	reason, err := c.reuse(ctx, dir, name, "", 0, fileDigest, &st)
+	reason, err := c.reuse(ctx, dir, name, "", 0, fileDigest, &st) // want and rev: the sidecar's
 	if err != nil {
 		return nil, st, err
 	}
@@ -504,6 +514,9 @@ func (c *Cache) OpenBuilt(ctx context.Context, cluster, name string, build Build
 		rev, err := build(ctx, db)
 		if err != nil {
 			return nil, st, err
+		}
+		if rev <= 0 {
+			return nil, st, fmt.Errorf("build %s: revision %d: the builder must say the built snapshot's revision", name, rev)
 		}
 		os.Chmod(db, 0o600)
 		sha, err := fileDigest(ctx, db)

@@ -1,13 +1,17 @@
 package inspect
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
 )
 
 // TestEvictOnlyOwnEntries: eviction removes least recently used entries
@@ -60,5 +64,89 @@ func TestEvictOnlyOwnEntries(t *testing.T) {
 	}
 	if err := removeEntry(foreign); err == nil {
 		t.Error("removeEntry removed a directory holding other files")
+	}
+}
+
+// TestOpenBuiltKeepsRevision: a built entry (a point in time) whose index
+// is rebuilt from the cached file (the index lost, the sidecar stale)
+// still has the revision it was built at, not 0; an entry whose sidecar
+// records no revision (written so by an older lifeboat) is built again.
+func TestOpenBuiltKeepsRevision(t *testing.T) {
+	ctx := t.Context()
+	lg := slog.New(slog.DiscardHandler)
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	cli := c.Client(t)
+	resp, err := cli.Put(ctx, "/registry/configmaps/shop/web", "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := resp.Header.Revision
+	src := filepath.Join(t.TempDir(), "snap.db")
+	rc, err := cli.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := os.Create(src)
+	io.Copy(f, rc)
+	rc.Close()
+	f.Close()
+	builds := 0
+	build := func(ctx context.Context, path string) (int64, error) {
+		builds++
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return 0, err
+		}
+		return rev, os.WriteFile(path, b, 0o600)
+	}
+	cache := &Cache{Dir: t.TempDir()}
+	const name = "g1@r5"
+	entry := filepath.Join(cache.Dir, "prod", name)
+	open := func(t *testing.T) {
+		t.Helper()
+		s, _, err := cache.OpenBuilt(ctx, "prod", name, build, lg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if s.Revision != rev {
+			t.Errorf("revision %d, want %d", s.Revision, rev)
+		}
+		if _, err := s.Get(ctx, "/registry/configmaps/shop/web"); err != nil {
+			t.Errorf("get: %v", err)
+		}
+		var sc sidecar
+		b, _ := os.ReadFile(filepath.Join(entry, sidecarName))
+		if err := json.Unmarshal(b, &sc); err != nil || sc.Revision != rev {
+			t.Errorf("sidecar revision %d (%v), want %d", sc.Revision, err, rev)
+		}
+	}
+	open(t)
+	for _, tc := range []struct {
+		name       string
+		damage     func(t *testing.T)
+		wantBuilds int
+	}{
+		{"index lost", func(t *testing.T) { os.Remove(filepath.Join(entry, indexName)) }, 1},
+		{"sidecar stale", func(t *testing.T) {
+			later := time.Now().Add(time.Hour)
+			os.Chtimes(filepath.Join(entry, dbName), later, later)
+		}, 1},
+		{"sidecar without a revision", func(t *testing.T) {
+			var sc sidecar
+			b, _ := os.ReadFile(filepath.Join(entry, sidecarName))
+			json.Unmarshal(b, &sc)
+			sc.Revision = 0
+			b, _ = json.Marshal(sc)
+			os.WriteFile(filepath.Join(entry, sidecarName), b, 0o600)
+		}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.damage(t)
+			open(t)
+			if builds != tc.wantBuilds {
+				t.Errorf("%d builds, want %d", builds, tc.wantBuilds)
+			}
+		})
 	}
 }

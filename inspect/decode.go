@@ -156,17 +156,55 @@ func decodeProtobuf(v []byte) (apiVersion, kind string, js []byte, err error) {
 // (metadata.resourceVersion, uid, creationTimestamp, managedFields,
 // generation, selfLink, deletionTimestamp, deletionGracePeriodSeconds, and
 // status), so that `kubectl apply` recreates the object as it was.
-func ForApply(js []byte) ([]byte, error) {
+//
+// Unless keepOwners, it also drops metadata.ownerReferences and returns the
+// owners it dropped: they name their owners by uid, and an object applied
+// with an owner whose uid no longer exists (the owner was deleted, or
+// recreated with a new uid) is deleted again by the garbage collector.
+func ForApply(js []byte, keepOwners bool) ([]byte, []Owner, error) {
 	var obj map[string]any
 	if err := json.Unmarshal(js, &obj); err != nil {
-		return nil, fmt.Errorf("parse object: %w", err)
+		return nil, nil, fmt.Errorf("parse object: %w", err)
 	}
 	delete(obj, "status")
+	var dropped []Owner
 	if md, ok := obj["metadata"].(map[string]any); ok {
 		for _, f := range []string{"resourceVersion", "uid", "creationTimestamp", "managedFields",
 			"generation", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"} {
 			delete(md, f)
 		}
+		if refs, ok := md["ownerReferences"]; ok && !keepOwners {
+			dropped = owners(refs)
+			delete(md, "ownerReferences")
+		}
 	}
-	return json.Marshal(obj)
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, dropped, nil
+}
+
+// Owner is one of an object's metadata.ownerReferences.
+type Owner struct {
+	APIVersion, Kind, Name, UID string
+}
+
+// String names the owner as "Kind name (uid U)".
+func (o Owner) String() string {
+	return fmt.Sprintf("%s %s (uid %s)", o.Kind, o.Name, o.UID)
+}
+
+// owners reads metadata.ownerReferences as decoded from JSON; an entry
+// that is not an object is kept as an owner with empty fields, so that a
+// drop is never silent.
+func owners(refs any) []Owner {
+	list, _ := refs.([]any)
+	out := make([]Owner, 0, len(list))
+	for _, r := range list {
+		m, _ := r.(map[string]any)
+		str := func(k string) string { s, _ := m[k].(string); return s }
+		out = append(out, Owner{APIVersion: str("apiVersion"), Kind: str("kind"), Name: str("name"), UID: str("uid")})
+	}
+	return out
 }

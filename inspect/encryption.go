@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"golang.org/x/crypto/nacl/secretbox"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 )
 
@@ -52,10 +54,14 @@ func parseEncrypted(v []byte) (encrypted, error) {
 var ErrEncrypted = errors.New("encrypted at rest")
 
 // Keys holds the keys of a kube-apiserver EncryptionConfiguration, by
-// provider and key name.
+// provider and key name. A name may have several secrets: the
+// configuration's resources each list their own providers, and two of
+// them may use the same provider and key name with different secrets
+// (the stored value names only the provider and key, not the resource
+// list it came from), so every secret under a name is a candidate.
 type Keys struct {
 	path string
-	keys map[string]map[string][]byte // provider → name → key
+	keys map[string]map[string][][]byte // provider → name → candidate secrets, in the file's order, each once
 }
 
 type encryptionConfig struct {
@@ -95,7 +101,7 @@ func ParseEncryptionConfig(path string, b []byte) (*Keys, error) {
 	if c.Kind != "EncryptionConfiguration" {
 		return nil, fmt.Errorf("encryption config %s: kind is %q, want EncryptionConfiguration", path, c.Kind)
 	}
-	k := &Keys{path: path, keys: map[string]map[string][]byte{}}
+	k := &Keys{path: path, keys: map[string]map[string][][]byte{}}
 	for _, r := range c.Resources {
 		for _, p := range r.Providers {
 			for provider, cfg := range p {
@@ -116,9 +122,12 @@ func ParseEncryptionConfig(path string, b []byte) (*Keys, error) {
 						return nil, fmt.Errorf("encryption config %s: %s key %q: %d bytes, want 16, 24 or 32", path, provider, key.Name, len(secret))
 					}
 					if k.keys[provider] == nil {
-						k.keys[provider] = map[string][]byte{}
+						k.keys[provider] = map[string][][]byte{}
 					}
-					k.keys[provider][key.Name] = secret
+					cands := k.keys[provider][key.Name]
+					if !slices.ContainsFunc(cands, func(c []byte) bool { return bytes.Equal(c, secret) }) {
+						k.keys[provider][key.Name] = append(cands, secret)
+					}
 				}
 			}
 		}
@@ -126,8 +135,13 @@ func ParseEncryptionConfig(path string, b []byte) (*Keys, error) {
 	return k, nil
 }
 
-// decrypt returns the plaintext of value v stored under etcd key etcdKey.
-// Failures wrap ErrEncrypted and say why, never with key material.
+// decrypt returns the plaintext of value v stored under etcd key etcdKey,
+// trying each candidate secret of the value's provider and key name.
+// aesgcm and secretbox authenticate: a wrong key fails. aescbc does not:
+// a wrong key's output passes the PKCS#7 padding check 1 time in 256, so
+// its plaintext is taken only when it is what kube-apiserver encrypts, a
+// Kubernetes object (protobuf envelope or JSON). Failures wrap
+// ErrEncrypted and say why, never with key material.
 func (k *Keys) decrypt(etcdKey string, v []byte) ([]byte, error) {
 	e, err := parseEncrypted(v)
 	if err != nil {
@@ -140,25 +154,46 @@ func (k *Keys) decrypt(etcdKey string, v []byte) ([]byte, error) {
 	if k == nil {
 		return nil, fmt.Errorf("%w with %s: give --encryption-config to decrypt", ErrEncrypted, what)
 	}
-	secret := k.keys[e.provider][e.key]
-	if secret == nil {
-		return nil, fmt.Errorf("%w with %s: %s has no such key", ErrEncrypted, what, k.path)
-	}
-	var plain []byte
 	switch e.provider {
-	case "aescbc":
-		plain, err = decryptCBC(secret, e.data)
-	case "aesgcm":
-		plain, err = decryptGCM(secret, e.data, []byte(etcdKey))
-	case "secretbox":
-		plain, err = decryptSecretbox(secret, e.data)
+	case "aescbc", "aesgcm", "secretbox":
 	default:
 		return nil, fmt.Errorf("%w with unknown provider %q", ErrEncrypted, e.provider)
 	}
-	if err != nil {
+	cands := k.keys[e.provider][e.key]
+	if len(cands) == 0 {
+		return nil, fmt.Errorf("%w with %s: %s has no such key", ErrEncrypted, what, k.path)
+	}
+	for _, secret := range cands {
+		var plain []byte
+		switch e.provider {
+		case "aescbc":
+			if plain, err = decryptCBC(secret, e.data); err == nil && !isKubeObject(plain) {
+				err = errors.New("the padding matched, but the plaintext is not a Kubernetes object")
+			}
+		case "aesgcm":
+			plain, err = decryptGCM(secret, e.data, []byte(etcdKey))
+		case "secretbox":
+			plain, err = decryptSecretbox(secret, e.data)
+		}
+		if err == nil {
+			return plain, nil
+		}
+	}
+	if len(cands) == 1 {
 		return nil, fmt.Errorf("%w with %s: decrypt with the key of %s: %w (wrong key?)", ErrEncrypted, what, k.path, err)
 	}
-	return plain, nil
+	return nil, fmt.Errorf("%w with %s: decrypt with each of the %d keys of that name in %s: the last: %w (wrong key?)", ErrEncrypted, what, len(cands), k.path, err)
+}
+
+// isKubeObject says whether b is what kube-apiserver stores: a protobuf
+// object in the k8s\0 envelope (its runtime.Unknown parses and names a
+// kind) or a JSON object.
+func isKubeObject(b []byte) bool {
+	if rest, ok := bytes.CutPrefix(b, protobufMagic); ok {
+		var u runtime.Unknown
+		return u.Unmarshal(rest) == nil && u.Kind != ""
+	}
+	return looksJSON(b)
 }
 
 func decryptCBC(key, data []byte) ([]byte, error) {

@@ -32,7 +32,7 @@ func FuzzDecodeValue(f *testing.F) {
 	f.Fuzz(func(t *testing.T, v []byte) {
 		Sniff(v)
 		val := decodeValue(Entry{Key: "/registry/secrets/a/b"}, v, keys)
-		Render(val, "yaml", true)
+		Render(val, "yaml", &Apply{})
 		decodeValue(Entry{Key: "/k"}, v, nil)
 	})
 }

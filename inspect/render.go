@@ -10,23 +10,33 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// Render formats a decoded value: "yaml" or "json" (the object; forApply
-// strips the fields the API server sets, see ForApply), or "raw" (the
-// value's bytes: the plaintext when it was decrypted, else as stored). A
-// value that is not an object renders, in yaml and json, as a document
-// holding its key, size and bytes; one that could not be decrypted or
-// decoded returns Value.Err.
-func Render(v Value, format string, forApply bool) ([]byte, error) {
+// Apply says how Render prepares an object for `kubectl apply` (see
+// ForApply).
+type Apply struct {
+	// KeepOwnerReferences keeps metadata.ownerReferences, which ForApply
+	// drops otherwise.
+	KeepOwnerReferences bool
+}
+
+// Render formats a decoded value: "yaml" or "json" (the object; with a
+// non-nil apply, stripped of the fields the API server sets, see
+// ForApply, and it returns the owner references it dropped), or "raw"
+// (the value's bytes: the plaintext when it was decrypted, else as
+// stored). A value that is not an object renders, in yaml and json, as a
+// document holding its key, size and bytes; one that could not be
+// decrypted or decoded returns Value.Err.
+func Render(v Value, format string, apply *Apply) ([]byte, []Owner, error) {
 	if format == "raw" {
-		return v.Raw, nil
+		return v.Raw, nil, nil
 	}
 	js := v.JSON
+	var dropped []Owner
 	if js == nil {
 		if v.Err != nil {
-			return nil, fmt.Errorf("%w (-o raw prints the value's bytes)", v.Err)
+			return nil, nil, fmt.Errorf("%w (-o raw prints the value's bytes)", v.Err)
 		}
-		if forApply {
-			return nil, fmt.Errorf("%s is a %s value of %d bytes, not a Kubernetes object: nothing to apply (use -o raw)", v.Key, v.Format, len(v.Raw))
+		if apply != nil {
+			return nil, nil, fmt.Errorf("%s is a %s value of %d bytes, not a Kubernetes object: nothing to apply (use -o raw)", v.Key, v.Format, len(v.Raw))
 		}
 		doc := map[string]any{"key": v.Key, "format": v.Format, "size": len(v.Raw)}
 		if utf8.Valid(v.Raw) {
@@ -36,27 +46,27 @@ func Render(v Value, format string, forApply bool) ([]byte, error) {
 		}
 		var err error
 		if js, err = json.Marshal(doc); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-	} else if forApply {
+	} else if apply != nil {
 		var err error
-		if js, err = ForApply(js); err != nil {
-			return nil, fmt.Errorf("%s: %w", v.Key, err)
+		if js, dropped, err = ForApply(js, apply.KeepOwnerReferences); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", v.Key, err)
 		}
 	}
 	if format == "json" {
 		var b bytes.Buffer
 		if err := json.Indent(&b, js, "", "  "); err != nil {
-			return nil, fmt.Errorf("%s: %w", v.Key, err)
+			return nil, nil, fmt.Errorf("%s: %w", v.Key, err)
 		}
 		b.WriteByte('\n')
-		return b.Bytes(), nil
+		return b.Bytes(), dropped, nil
 	}
 	y, err := yaml.JSONToYAML(js)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", v.Key, err)
+		return nil, nil, fmt.Errorf("%s: %w", v.Key, err)
 	}
-	return y, nil
+	return y, dropped, nil
 }
 
 // UnifiedDiff returns a unified diff (3 lines of context) from a to b,

@@ -52,7 +52,7 @@ type CompactPolicy struct {
 	// revisions are held in memory while it is made). Default 64 MiB.
 	MaxBytes int64
 	// Grace is how long replaced segments stay after their replacement is
-	// stored (a restore may have listed them). Default 1 minute.
+	// stored (a restore may have listed them). Default 10 minutes.
 	Grace time.Duration
 }
 
@@ -71,7 +71,7 @@ func (p CompactPolicy) WithDefaults() CompactPolicy {
 		p.MaxBytes = DefaultCompactMaxBytes
 	}
 	if p.Grace <= 0 {
-		p.Grace = time.Minute
+		p.Grace = 10 * time.Minute
 	}
 	return p
 }
@@ -149,9 +149,23 @@ func PlanCompaction(w Window, p CompactPolicy, now time.Time) CompactPlan {
 		}
 	}
 	slices.SortFunc(plan.Steps, func(a, b CompactStep) int { return int(a.Sources[0].First - b.Sources[0].First) })
+	// A replaced segment goes once the first compacted segment that
+	// replaced it is past the grace, even when that one was replaced in
+	// turn (the clock does not restart at each level); it is deleted by
+	// the path's segment that covers it now, which is read back first.
+	covers := func(c, s SegmentInfo) bool {
+		return c.Level > 0 && s.First >= c.First && s.Last <= c.Last && c.Object.Key != s.Object.Key
+	}
+	var aged []SegmentInfo // replaced compacted segments past the grace
+	for _, c := range w.Superseded {
+		if c.Level > 0 && now.Sub(c.Object.ModTime) >= p.Grace {
+			aged = append(aged, c)
+		}
+	}
 	for _, s := range w.Superseded {
+		old := slices.ContainsFunc(aged, func(c SegmentInfo) bool { return covers(c, s) })
 		for _, c := range w.Segments {
-			if c.Level > 0 && s.First >= c.First && s.Last <= c.Last && now.Sub(c.Object.ModTime) >= p.Grace {
+			if covers(c, s) && (old || now.Sub(c.Object.ModTime) >= p.Grace) {
 				plan.Replaced[c.Object.Key] = append(plan.Replaced[c.Object.Key], s)
 				break
 			}

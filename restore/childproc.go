@@ -23,10 +23,12 @@ type stepChild struct {
 	cmd   *exec.Cmd
 	out   *syncbuf.Buffer
 	stdin io.WriteCloser // nil unless asked for
+	oom   int64          // oomKills when it started
 }
 
-// childStarted, when set (by tests), is called with each child right
-// after it started.
+// childStarted, when set (by tests), is called with each child of a
+// drill (restore, replay, and the etcd StartEtcd runs) right after it
+// started.
 var childStarted func(*exec.Cmd)
 
 // startStep starts this program with args (the hidden command first),
@@ -44,7 +46,7 @@ func startStep(ctx context.Context, what string, args []string, withStdin bool) 
 	out := &syncbuf.Buffer{Max: 64 << 10}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = childAttr()
-	c := &stepChild{what: what, cmd: cmd, out: out}
+	c := &stepChild{what: what, cmd: cmd, out: out, oom: oomKills()}
 	if withStdin {
 		if c.stdin, err = cmd.StdinPipe(); err != nil {
 			return nil, fmt.Errorf("start the %s process: %w", what, err)
@@ -66,7 +68,8 @@ func startStep(ctx context.Context, what string, args []string, withStdin bool) 
 // output that starts with one of errorLines' prefixes, as a *childError
 // with the rest of that line as its exact text and the prefix's error
 // (nil: none) to unwrap; else, when it printed no such line (it
-// panicked, exited on a fatal log, or was killed), a *childCrash.
+// panicked, exited on a fatal log, or was killed), a *childCrash, which
+// wraps ErrKilled when a signal from outside killed it.
 func (c *stepChild) wait(ctx context.Context, errorLines map[string]error) error {
 	err := c.cmd.Wait()
 	runtime.UnlockOSThread()
@@ -83,6 +86,9 @@ func (c *stepChild) wait(ctx context.Context, errorLines map[string]error) error
 				return &childError{msg: msg, kind: kind}
 			}
 		}
+	}
+	if note, killed := killNote(err, c.oom); killed {
+		return &childCrash{what: c.what, how: note, summary: lastLines(out, 5), killed: true}
 	}
 	return &childCrash{what: c.what, how: err.Error(), summary: crashSummary(out)}
 }
@@ -103,13 +109,26 @@ func (e *childError) Unwrap() error { return e.kind }
 
 // childCrash is a child that ended without its error line: etcd's code
 // panicked or exited (etcdutl and the mvcc store do on some damaged
-// data), or it was killed. It took only the child down.
+// data), or it was killed (killed: it then wraps ErrKilled). It took
+// only the child down.
 type childCrash struct {
 	what, how, summary string
+	killed             bool
 }
 
 func (e *childCrash) Error() string {
+	if e.killed {
+		return fmt.Sprintf("%s process ended (%s): %v: %s", e.what, e.how, ErrKilled, orNone(e.summary))
+	}
 	return fmt.Sprintf("%s process crashed (%s): %s", e.what, e.how, e.summary)
+}
+
+// Unwrap is ErrKilled for a child killed from outside, else nil.
+func (e *childCrash) Unwrap() error {
+	if e.killed {
+		return ErrKilled
+	}
+	return nil
 }
 
 // oneLine is err's text on one line, for a child's error line.

@@ -19,7 +19,10 @@
 // restored database and WAL without the caller's soft memory limit, and a
 // failure there comes back as the restore phase's, with its own text. A
 // crash of that etcd on the restored data is a failed verdict, never the
-// end of the caller. Restore itself (lifeboat restore) runs in-process.
+// end of the caller; a child of the drill killed by a signal from outside
+// (SIGKILL from an OOM killer, an operator) is an error of the run
+// (ErrKilled), never a verdict. Restore itself (lifeboat restore) runs
+// in-process.
 // repository.Select picks the backup (latest, random or an id). StartEtcd
 // starts throwaway servers for drills and the demo.
 //
@@ -54,8 +57,9 @@
 // error (the in-process text, wrapping ErrReplay or
 // repository.ErrBadSegment as Replay's would). The child gets no
 // store credentials and no age identity. A crash of it (etcd's storage
-// code panics or exits on inconsistent data) or its being killed is a
-// failed replay check, never the end of the caller (the agent).
+// code panics or exits on inconsistent data) is a failed replay check,
+// its being killed from outside an error of the run (ErrKilled), neither
+// the end of the caller (the agent).
 // PickTarget chooses the agent's random target in the captured window.
 //
 // The drill job is here too, for the CLI's lifeboat drill and the agent's

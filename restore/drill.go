@@ -133,9 +133,9 @@ const spaceMargin = 256 << 20
 // bolt hash, revision, key count, HashKV, prefixes, the test write) or
 // etcd refused or crashed on the restored data. Any other error (no space,
 // the store, the download, a missing or wrong identity, a timeout,
-// cancellation) says the drill could not run to a verdict: it is no
-// verdict on the backup, and callers store the report only for a verdict
-// (see Verdict).
+// cancellation, a child process killed from outside: ErrKilled) says the
+// drill could not run to a verdict: it is no verdict on the backup, and
+// callers store the report only for a verdict (see Verdict).
 func Drill(ctx context.Context, o DrillOptions) (rep *repository.DrillReport, err error) {
 	if pt := o.PointInTime; pt != nil {
 		if pt.Plan == nil || pt.Plan.Snapshot == nil || pt.Live == nil {
@@ -193,6 +193,10 @@ func Drill(ctx context.Context, o DrillOptions) (rep *repository.DrillReport, er
 	rep.RecoverySeconds = round3(rep.RecoverySeconds)
 	failed := rep.FailedChecks()
 	switch {
+	case errors.Is(runErr, ErrKilled):
+		// A child killed from outside (an OOM killer): the checks that
+		// failed because of it say nothing about the backup either.
+		rep.Error = runErr.Error()
 	case ctx.Err() != nil:
 		// Cut short (timeout, cancellation): checks that failed because
 		// of it say nothing about the backup.
@@ -443,7 +447,7 @@ func (d *drill) run(ctx context.Context) error {
 	})
 	d.phase(PhaseBoot, d.now().Sub(t))
 	<-removed
-	if errors.Is(err, ErrEtcdExited) && ctx.Err() == nil {
+	if errors.Is(err, ErrEtcdExited) && !errors.Is(err, ErrKilled) && ctx.Err() == nil {
 		d.check("etcd boot", "serves the restored data", "etcd refused or crashed on the restored data: "+err.Error(), false)
 		return d.failed()
 	}
@@ -458,15 +462,22 @@ func (d *drill) run(ctx context.Context) error {
 		o.OnBoot(srv)
 	}
 
-	// checks
+	// checks, ended at once when the server exits (its client would
+	// retry until the drill's timeout).
 	t = d.now()
-	err = d.checks(ctx, srv, st)
+	cctx, stop := srv.untilExit(ctx)
+	err = d.checks(cctx, srv, st)
+	stop()
 	d.phase(PhaseChecks, d.now().Sub(t))
 	// A crash while it served the checks is a verdict too, whatever the
-	// checks saw of it (connection errors).
+	// checks saw of it (connection errors); a kill from outside is an
+	// error of the run.
 	exited := srv.Exited()
 	if exited == nil && (err != nil || d.requestFailed) && ctx.Err() == nil {
 		exited = srv.WaitExited(2 * time.Second)
+	}
+	if errors.Is(exited, ErrKilled) {
+		return fmt.Errorf("restored etcd: %w", exited)
 	}
 	if exited != nil {
 		d.check("etcd running", "serves the restored data", "etcd crashed on the restored data: "+exited.Error(), false)

@@ -187,7 +187,8 @@ func (d *drill) liveHash(ctx context.Context) error {
 // changed next, so the structural check runs before, not beside the
 // restore) and replays the plan's segments onto it, in a child process
 // (replayInChild). A snapshot or a chain that fails, and a replay process
-// that crashes, are verdicts; a store error is not.
+// that crashes, are verdicts; a store error is not, nor a replay process
+// killed from outside (ErrKilled: an OOM killer, an operator).
 func (d *drill) replay(ctx context.Context, spool string) error {
 	m, p := d.m, d.o.PointInTime.Plan
 	t := d.now()
@@ -228,14 +229,13 @@ func (d *drill) replay(ctx context.Context, spool string) error {
 	switch {
 	case err == nil:
 		d.check("replay", want, fmt.Sprintf("%d revisions, %d operations from %d segments", rs.Revisions, rs.Ops, rs.Segments), true)
-	case ctx.Err() != nil:
+	case ctx.Err() != nil, errors.Is(err, ErrKilled):
 		return err
 	case errors.Is(err, ErrReplay), errors.As(err, &ce), errors.Is(err, repository.ErrBadSegment), errors.As(err, &crash):
 		// The changes do not fit the snapshot, the chain is broken, a
 		// segment is damaged, or etcd's storage code crashed the replay
-		// process on them (or it was killed): a verdict on what the
-		// store holds, as a crash of the throwaway etcd on the restored
-		// data is.
+		// process on them: a verdict on what the store holds, as a
+		// crash of the throwaway etcd on the restored data is.
 		d.check("replay", want, err.Error(), false)
 		return d.failed()
 	default:

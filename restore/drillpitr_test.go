@@ -282,19 +282,13 @@ func TestPointInTimeDrill(t *testing.T) {
 		}
 	})
 
-	// A replay child that crashes (etcd's storage code panics) or is
-	// killed fails the drill with a verdict naming the crash; this
-	// process, standing in for the agent, goes on, and its next drill
-	// passes.
+	// A replay child that crashes (etcd's storage code panics) fails the
+	// drill with a verdict naming the crash; this process, standing in
+	// for the agent, goes on, and its next drill passes.
 	for _, tc := range []struct {
 		name, want string
 		do         func(t *testing.T, cmd *exec.Cmd)
 	}{
-		{name: "replay child killed", want: "replay process crashed (signal: killed)", do: func(t *testing.T, cmd *exec.Cmd) {
-			if err := cmd.Process.Kill(); err != nil {
-				t.Error(err)
-			}
-		}},
 		{name: "replay child panics", want: `"level":"panic"`, do: func(t *testing.T, cmd *exec.Cmd) {
 			// The child waits for its job on stdin: damage the file
 			// the drill verified before it opens it. etcd's backend
@@ -337,6 +331,37 @@ func TestPointInTimeDrill(t *testing.T) {
 			}
 		})
 	}
+
+	// A replay child killed with SIGKILL (an OOM killer, an operator)
+	// is an error of the run: no verdict, no report stored.
+	t.Run("replay child killed", func(t *testing.T) {
+		var hit bool
+		restore.OnChildStarted(t, func(cmd *exec.Cmd) {
+			if !hit && len(cmd.Args) > 1 && cmd.Args[1] == restore.ReplayCommand {
+				hit = true
+				if err := cmd.Process.Kill(); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+		p := plan(t, s.through)
+		d, err := restore.DrillAndStore(ctx, opts(p, live))
+		if !hit {
+			t.Fatal("no replay child started")
+		}
+		if err == nil || errors.Is(err, restore.ErrDrillFailed) || d.Verdict || !errors.Is(err, restore.ErrKilled) ||
+			!strings.Contains(err.Error(), "replay process") || !strings.Contains(err.Error(), "signal: killed") {
+			t.Fatalf("drill with its replay child killed: %v, verdict %v: want an error of the run wrapping ErrKilled", err, d.Verdict)
+		}
+		if d.Report == nil || d.Report.Error == "" || len(d.Report.FailedChecks()) != 0 {
+			t.Errorf("report %+v, want its error and no failed check", d.Report)
+		}
+		assertEmpty(t, scratch)
+		restore.OnChildStarted(t, nil)
+		if d, err := restore.DrillAndStore(ctx, opts(p, live)); err != nil || !d.Report.Passed {
+			t.Fatalf("the next drill: %v", err)
+		}
+	})
 
 	t.Run("forged chain fails", func(t *testing.T) {
 		// Runs last: it changes the store.

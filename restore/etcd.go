@@ -62,6 +62,7 @@ type Etcd struct {
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	waitErr error
+	oom     int64 // oomKills when it started
 	out     *syncbuf.Buffer
 	hc      *http.Client
 	health  string
@@ -305,9 +306,13 @@ func startChild(ctx context.Context, o EtcdOptions, c childSpec) (*Etcd, error) 
 		// Pdeathsig fires when the thread that started the child ends:
 		// keep this goroutine on its thread until the child has exited.
 		runtime.LockOSThread()
+		s.oom = oomKills()
 		err := cmd.Start()
 		started <- err
 		if err == nil {
+			if childStarted != nil {
+				childStarted(cmd)
+			}
 			s.waitErr = cmd.Wait()
 		}
 		close(s.exited)
@@ -422,11 +427,31 @@ func (s *Etcd) WaitExited(d time.Duration) error {
 }
 
 func (s *Etcd) exitError() error {
+	if note, killed := killNote(s.waitErr, s.oom); killed {
+		return fmt.Errorf("%w (%s): %w: %s", ErrEtcdExited, note, ErrKilled, orNone(lastLines(s.out.String(), 5)))
+	}
 	how := "exit status 0"
 	if s.waitErr != nil {
 		how = s.waitErr.Error()
 	}
 	return fmt.Errorf("%w (%s): %s", ErrEtcdExited, how, crashSummary(s.out.String()))
+}
+
+// untilExit returns a context that ends with ctx or when the server exits,
+// whichever comes first, for the requests of a drill's checks: etcd's
+// client retries a request to a server that has gone until its context
+// ends, and a crash or a kill must end the checks at once, not at the
+// drill's timeout. stop releases it.
+func (s *Etcd) untilExit(ctx context.Context) (_ context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-s.exited:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // crashSummary names the crash in etcd's output (its panic or fatal log

@@ -11,8 +11,8 @@ var RestoreInChild = restoreInChild
 // ReplayInChild is replayInChild, for the tests of restore_test.
 var ReplayInChild = replayInChild
 
-// OnChildStarted has f called with each drill step's child process
-// (restore, replay) right after it started, until the test ends. Tests
+// OnChildStarted has f called with each drill child process (restore,
+// replay, etcd) right after it started, until the test ends. Tests
 // that use it must not run in parallel with other drills.
 func OnChildStarted(t testing.TB, f func(*exec.Cmd)) {
 	childStarted = f

@@ -227,7 +227,8 @@ func readReplayStream(br *bufio.Reader) iter.Seq2[checkedSegment, error] {
 // text comes back as it is (wrapping ErrReplay or
 // repository.ErrBadSegment when the child's did). A child that
 // crashes (etcd's storage code panicked or exited) or is killed is a
-// *childCrash, with the end of its output. The child runs without a soft
+// *childCrash, with the end of its output (wrapping ErrKilled when it was
+// killed from outside). The child runs without a soft
 // memory limit at ReplayGCPercent, whatever this process's settings.
 func replayInChild(ctx context.Context, dbPath string, p *PointInTimePlan, repo *repository.Repo, ids []age.Identity, lg *slog.Logger) (ReplayStats, error) {
 	if lg == nil {

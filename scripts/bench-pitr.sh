@@ -68,7 +68,7 @@ agent_start() {
       >>"$OUT/agent-$prefix.log" 2>&1 &
   else
     "$LBA" agent --endpoints "$aep" --store "s3://bench/$prefix" --s3-endpoint "$ps3" --s3-path-style --s3-create-bucket \
-      --recipient "$precipient" --capture --capture-interval "$interval" --listen "127.0.0.1:$pmport" \
+      --recipient "$precipient" --identity-file "$DIR/age.key" --capture --capture-interval "$interval" --listen "127.0.0.1:$pmport" \
       --spool-dir "$DIR/spool" --scratch-dir "$DIR/scratch" --snapshot-schedule "@every 1h" --drill-schedule "" \
       --log-format json >>"$OUT/agent-$prefix.log" 2>&1 &
   fi

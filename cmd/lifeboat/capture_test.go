@@ -27,7 +27,7 @@ func TestCaptureOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got, want := c.Capture, (CaptureConfig{Enabled: false, Interval: time.Second, MaxSegmentBytes: 8 << 20, MaxBufferBytes: 32 << 20,
-		Rollover: 24 * time.Hour, CompactionLevels: []string{"30s", "5m", "1h"}}); !reflect.DeepEqual(got, want) {
+		Rollover: 24 * time.Hour, CompactionLevels: []string{"30s", "5m", "1h"}, CompactionGrace: 10 * time.Minute}); !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults = %+v, want %+v", got, want)
 	}
 	for _, tc := range []struct {
@@ -62,6 +62,7 @@ func TestCaptureOptions(t *testing.T) {
 		{"not a bool", "capture:\n  enabled: maybe\n", "enabled", "maybe"},
 		{"compaction level not a duration", "capture:\n  compaction_levels: [30s, soon]\n", "capture.compaction_levels", `"soon" is not a duration`},
 		{"compaction levels not multiples", "capture:\n  compaction_levels: [30s, 45s]\n", "capture.compaction_levels", "want a multiple of level 1's 30s"},
+		{"compaction grace too short", "capture:\n  compaction_grace: 0s\n", "capture.compaction_grace", "must be at least 1s"},
 		{"compaction level too short", "capture:\n  compaction_levels: [500ms]\n", "capture.compaction_levels", "want at least 1s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

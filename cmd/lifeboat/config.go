@@ -49,11 +49,16 @@ type CaptureConfig struct {
 	// CompactionLevels are the spans of the compaction levels ("none":
 	// no compaction).
 	CompactionLevels []string `yaml:"compaction_levels"`
+	// CompactionGrace is how long replaced segments stay.
+	CompactionGrace time.Duration `yaml:"compaction_grace"`
 }
 
 // compactPolicy is the compaction policy the levels say.
 func (c CaptureConfig) compactPolicy() (repository.CompactPolicy, error) {
-	var p repository.CompactPolicy
+	p := repository.CompactPolicy{Grace: c.CompactionGrace}
+	if c.CompactionGrace < time.Second {
+		return p, cfgErr("capture.compaction_grace", "%s: must be at least 1s (a restore that listed the replaced segments must find them)", c.CompactionGrace)
+	}
 	if len(c.CompactionLevels) == 1 && c.CompactionLevels[0] == "none" {
 		return p, nil
 	}

@@ -74,7 +74,7 @@ func runDiff(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o diffOp
 		if err != nil {
 			return nil, err
 		}
-		b, err := inspect.Render(v, "yaml", false)
+		b, _, err := inspect.Render(v, "yaml", nil)
 		if err != nil {
 			return []byte(fmt.Sprintf("# %v\n", err)), nil
 		}

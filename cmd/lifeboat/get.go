@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -17,6 +18,7 @@ import (
 type getOptions struct {
 	source, key, output string
 	prefix, forApply    bool
+	keepOwners          bool // --keep-owner-references
 	atRevision          int64
 	atTime              string
 }
@@ -37,7 +39,11 @@ value that cannot be decrypted (KMS, no or a wrong --encryption-config) is
 said on stderr (and as a YAML comment) and skipped; one that cannot be
 decoded too, and then get exits 1 at the end. --for-apply drops the fields the API server sets
 (resourceVersion, uid, creationTimestamp, managedFields, generation,
-selfLink, status), so that kubectl apply -f - recreates the object.
+selfLink, status), so that kubectl apply -f - recreates the object, and
+metadata.ownerReferences: they name owners by uid, and the garbage
+collector deletes an applied object whose owner's uid is gone. Each
+dropped owner is named on stderr (and as a YAML comment);
+--keep-owner-references keeps them (the owner restored first, or still there).
 
 Values encrypted at rest by kube-apiserver are decrypted with
 --encryption-config (the apiserver's EncryptionConfiguration: aescbc, aesgcm,
@@ -63,6 +69,9 @@ value at the backup's revision exits 1: "not found at revision R".`,
 			if o.forApply && o.output == "raw" {
 				return usagef("--for-apply prints YAML or JSON, not raw")
 			}
+			if o.keepOwners && !o.forApply {
+				return usagef("--keep-owner-references goes with --for-apply (without it, get keeps every field)")
+			}
 			o.source, o.key = args[0], args[1]
 			if err := checkSource(o.source); err != nil {
 				return err
@@ -77,7 +86,8 @@ value at the backup's revision exits 1: "not found at revision R".`,
 	f := c.Flags()
 	f.StringVarP(&o.output, "output", "o", "yaml", "yaml, json or raw")
 	f.BoolVar(&o.prefix, "prefix", false, "every key under KEY")
-	f.BoolVar(&o.forApply, "for-apply", false, "drop server-set fields, for kubectl apply -f -")
+	f.BoolVar(&o.forApply, "for-apply", false, "drop server-set fields and owner references, for kubectl apply -f -")
+	f.BoolVar(&o.keepOwners, "keep-owner-references", false, "with --for-apply, keep metadata.ownerReferences")
 	addAtFlags(c, &o.atRevision, &o.atTime)
 	return c
 }
@@ -96,13 +106,14 @@ func runGet(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o getOpti
 		if err != nil {
 			return fmt.Errorf("backup %s: %w", s.ID, err)
 		}
-		b, err := inspect.Render(v, o.output, o.forApply)
+		b, dropped, err := inspect.Render(v, o.output, o.apply())
 		if err != nil {
 			return fmt.Errorf("backup %s: %s: %w", s.ID, o.key, err)
 		}
 		if o.output == "yaml" {
 			fmt.Fprintf(a.stdout, "# %s at revision %d (backup %s), mod revision %d\n", v.Key, s.Revision, s.ID, v.ModRevision)
 		}
+		sayDropped(a.stdout, a.stderr, o, v.Key, dropped)
 		_, err = a.stdout.Write(b)
 		return err
 	}
@@ -121,7 +132,7 @@ func writeValues(ctx context.Context, out, stderr io.Writer, s *inspect.Snapshot
 		if err != nil {
 			return err
 		}
-		b, err := inspect.Render(v, o.output, o.forApply)
+		b, dropped, err := inspect.Render(v, o.output, o.apply())
 		if err != nil {
 			// A value encrypted with a key this machine does not hold
 			// (KMS, or no --encryption-config) is said per value; the
@@ -138,11 +149,13 @@ func writeValues(ctx context.Context, out, stderr io.Writer, s *inspect.Snapshot
 		switch o.output {
 		case "json":
 			items = append(items, json.RawMessage(bytes.TrimSpace(b)))
+			sayDropped(out, stderr, o, e.Key, dropped)
 		case "yaml":
 			if i > 0 {
 				io.WriteString(out, "---\n")
 			}
 			fmt.Fprintf(out, "# %s, mod revision %d\n", e.Key, e.ModRevision)
+			sayDropped(out, stderr, o, e.Key, dropped)
 			out.Write(b)
 		default:
 			out.Write(b)
@@ -162,4 +175,30 @@ func writeValues(ctx context.Context, out, stderr io.Writer, s *inspect.Snapshot
 		return fmt.Errorf("backup %s: %d of %d values under %q could not be decoded: %w (see above)", s.ID, skipped, len(entries), o.key, errSkipped)
 	}
 	return nil
+}
+
+// apply is how inspect.Render prepares objects: nil without --for-apply.
+func (o getOptions) apply() *inspect.Apply {
+	if !o.forApply {
+		return nil
+	}
+	return &inspect.Apply{KeepOwnerReferences: o.keepOwners}
+}
+
+// sayDropped names the owner references --for-apply dropped from key's
+// object: on stderr, and as a YAML comment before the document (JSON
+// output stays one object or List).
+func sayDropped(out, stderr io.Writer, o getOptions, key string, dropped []inspect.Owner) {
+	if len(dropped) == 0 {
+		return
+	}
+	names := make([]string, len(dropped))
+	for i, d := range dropped {
+		names[i] = d.String()
+	}
+	list := strings.Join(names, ", ")
+	fmt.Fprintf(stderr, "%s: dropped metadata.ownerReferences: %s (applied with an owner that is gone, the object would be garbage collected; --keep-owner-references keeps them)\n", key, list)
+	if o.output == "yaml" {
+		fmt.Fprintf(out, "# dropped metadata.ownerReferences: %s (--keep-owner-references keeps them)\n", list)
+	}
 }

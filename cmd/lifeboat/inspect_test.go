@@ -71,6 +71,17 @@ func meta(ns, name string) metav1.ObjectMeta {
 		Labels:        map[string]string{"app": name}}
 }
 
+// ownedMeta is meta of an object owned by a ReplicaSet (uid 9f1d…):
+// what get --for-apply must not carry over to a cluster where that uid
+// is gone.
+func ownedMeta(ns, name string) metav1.ObjectMeta {
+	m := meta(ns, name)
+	controller := true
+	m.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-7d4",
+		UID: "9f1d2c3b-aaaa-bbbb-cccc-ddddeeeeffff", Controller: &controller}}
+	return m
+}
+
 type inspectEnv struct {
 	c     *etcdtest.Cluster
 	cli   *clientv3.Client
@@ -122,6 +133,8 @@ func newInspectEnv(t *testing.T) *inspectEnv {
 				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
 					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx:1.27"}}}}},
 			Status: appsv1.DeploymentStatus{Replicas: 2}}))},
+		{"/registry/pods/shop/web-7d4-x2v", string(kubeObject(t, &corev1.Pod{ObjectMeta: ownedMeta("shop", "web-7d4-x2v"),
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx:1.27"}}}}))},
 		{"/registry/example.com/widgets/shop/w1", `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w1","namespace":"shop","uid":"u-1","resourceVersion":"9"},"spec":{"size":3}}`},
 		{"/registry/secrets/shop/db", string(sealCBC(t, "key1", key, secret))},
 		{"/registry/secrets/shop/vault", "k8s:enc:kms:v2:vault:\x0a\x03\x01\x02\x03"},
@@ -244,6 +257,47 @@ func TestInspectCommands(t *testing.T) {
 		}
 		if !strings.Contains(out, "name: web") || !strings.Contains(out, "app: web") {
 			t.Errorf("--for-apply lost the object:\n%s", out)
+		}
+	})
+
+	t.Run("for apply drops owner references", func(t *testing.T) {
+		const key, owner = "/registry/pods/shop/web-7d4-x2v", "ReplicaSet web-7d4 (uid 9f1d2c3b-aaaa-bbbb-cccc-ddddeeeeffff)"
+		code, out, errOut := cli(t, "get", "latest", key)
+		if code != 0 || !strings.Contains(out, "ownerReferences") {
+			t.Fatalf("get without --for-apply: exit %d, want the owner references kept\n%s%s", code, out, errOut)
+		}
+		for _, format := range []string{"yaml", "json"} {
+			code, out, errOut := cli(t, "get", "latest", key, "--for-apply", "-o", format)
+			if code != 0 {
+				t.Fatalf("get --for-apply -o %s: exit %d\n%s%s", format, code, out, errOut)
+			}
+			if strings.Contains(out, "9f1d2c3b-aaaa") && format == "json" || strings.Contains(out, "\n  ownerReferences:") {
+				t.Errorf("get --for-apply -o %s keeps the owner references:\n%s", format, out)
+			}
+			if !strings.Contains(errOut, key+": dropped metadata.ownerReferences: "+owner) || !strings.Contains(errOut, "--keep-owner-references") {
+				t.Errorf("get --for-apply -o %s: stderr does not name the dropped owner:\n%s", format, errOut)
+			}
+			if format == "json" {
+				var obj map[string]any
+				if err := json.Unmarshal([]byte(out), &obj); err != nil || obj["kind"] != "Pod" {
+					t.Errorf("get --for-apply -o json: not one object (%v):\n%s", err, out)
+				}
+			} else if !strings.Contains(out, "# dropped metadata.ownerReferences: "+owner) {
+				t.Errorf("get --for-apply: no comment names the dropped owner:\n%s", out)
+			}
+		}
+		code, out, errOut = cli(t, "get", "latest", "/registry/pods/shop/", "--prefix", "--for-apply")
+		if code != 0 || strings.Contains(out, "\n  ownerReferences:") || !strings.Contains(errOut, key+": dropped metadata.ownerReferences: "+owner) {
+			t.Errorf("get --prefix --for-apply: exit %d\n%s%s", code, out, errOut)
+		}
+		code, out, errOut = cli(t, "get", "latest", key, "--for-apply", "--keep-owner-references")
+		if code != 0 || !strings.Contains(out, "\n  ownerReferences:") || !strings.Contains(out, "uid: 9f1d2c3b-aaaa-bbbb-cccc-ddddeeeeffff") ||
+			strings.Contains(out, "resourceVersion") || strings.Contains(errOut, "dropped") {
+			t.Errorf("get --for-apply --keep-owner-references: exit %d\n%s%s", code, out, errOut)
+		}
+		code, _, errOut = cli(t, "get", "latest", key, "--keep-owner-references")
+		if code != 2 || !strings.Contains(errOut, "--for-apply") {
+			t.Errorf("--keep-owner-references without --for-apply: exit %d %s", code, errOut)
 		}
 	})
 

@@ -152,7 +152,7 @@ var optionTable = []optionDef{
 
 	{Key: "snapshot.spool_dir", Flag: "spool-dir", Default: "/var/lib/lifeboat/spool", Groups: groupSpool,
 		Help: "directory for the raw snapshot during verification",
-		Doc:  "needs the db's size free; put it on another disk than etcd's data dir when write latency matters (see [benchmarks.md](benchmarks.md)); the spool is written back as it fills and freed in 32 MiB steps, so neither its writing nor its removal holds etcd's WAL syncs on a shared disk"},
+		Doc:  "needs the db's size free; put it on another disk than etcd's data dir when write latency matters (see [benchmarks.md](benchmarks.md)); the spool is written back as it fills and freed in 32 MiB steps, so neither its writing nor its removal holds etcd's WAL syncs on a shared disk. Capture also holds here, beyond capture.max_buffer_bytes, the changes it receives while a new generation's snapshot is stored (unnamed files, gone when done)"},
 	{Key: "snapshot.stall_timeout", Flag: "stall-timeout", Default: "30s", Groups: groupSnapshot,
 		Help: "fail when the snapshot stream stalls this long"},
 	{Key: "snapshot.timeout", Flag: "timeout", Default: "30m", Groups: groupSnapshot,
@@ -276,6 +276,8 @@ var optionTable = []optionDef{
 	{Key: "capture.rollover", Flag: "capture-rollover", Default: "24h", Groups: groupCapture,
 		Help: "a capture generation at least this old rolls over to the next scheduled snapshot, so that retention.changes_within drops older ones whole (0: at every scheduled snapshot)",
 		Doc:  "each retained generation keeps its anchor snapshot: shorter means more snapshots kept for the same changes_within, longer means up to this much more changes kept beyond it"},
+	{Key: "capture.compaction_grace", Flag: "capture-compaction-grace", Default: "10m", Groups: groupCapture,
+		Help: "how long the segments a compacted one replaced stay in the store before they are deleted: a restore or log that listed them before the compaction can still read them (at least 1s)"},
 	{Key: "capture.compaction_levels", Flag: "capture-compaction-levels", Default: "30s,5m,1h", Groups: groupCapture,
 		Help: "spans of the compaction levels: segments are merged per closed span of each level as they age, so a window of any length is a few dozen objects (each a multiple of the one before; none: no compaction)",
 		Doc:  "compaction reads segments back: with age encryption it needs encryption.identity_file, and without one capture logs that it does not compact (generations still roll over at every scheduled snapshot, so retention.changes_within still bounds the store)"},

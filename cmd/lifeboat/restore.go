@@ -307,6 +307,7 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 		return fmt.Errorf("restore backup %s: %w (nothing was left changed)", m.ID, err)
 	}
 	printStartFlags(out, res.Members, o)
+	printKubeadmChecklist(out, kubeadmRoot, res.Members, o)
 	return nil
 }
 

@@ -1,0 +1,262 @@
+{{/* The chart's name, or nameOverride. */}}
+{{- define "lifeboat.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The objects' base name: fullnameOverride, or the release name when it
+contains the chart's name, else RELEASE-lifeboat. */}}
+{{- define "lifeboat.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "lifeboat.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "lifeboat.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "lifeboat.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "lifeboat.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: lifeboat
+{{- end }}
+
+{{- define "lifeboat.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "lifeboat.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "lifeboat.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* Refuses values that cannot work, with the value's path. */}}
+{{- define "lifeboat.validate" -}}
+{{- if and .Values.capture.enabled (ne .Values.mode "deployment") }}
+{{- fail "capture.enabled: continuous capture needs mode: deployment (a CronJob's agent --once cannot capture; lifeboat refuses it too)" }}
+{{- end }}
+{{- if hasKey (.Values.config.capture | default dict) "enabled" }}
+{{- fail "config.capture.enabled: set capture.enabled instead (the chart checks it against the mode)" }}
+{{- end }}
+{{- if and .Values.podDisruptionBudget.enabled (ne .Values.mode "deployment") }}
+{{- fail "podDisruptionBudget.enabled: needs mode: deployment (Jobs' pods are not disrupted, they are rerun)" }}
+{{- end }}
+{{- if and .Values.credentials.etcd.existingSecret .Values.credentials.etcd.kubeadm.enabled }}
+{{- fail "credentials.etcd: set existingSecret or kubeadm.enabled, not both" }}
+{{- end }}
+{{- $etcd := .Values.config.etcd | default dict }}
+{{- if and (empty $etcd.endpoints) (not .Values.credentials.etcd.kubeadm.enabled) }}
+{{- fail "config.etcd.endpoints: required (e.g. [https://10.0.0.11:2379]), unless credentials.etcd.kubeadm.enabled uses the node's own etcd" }}
+{{- end }}
+{{- if $etcd.password }}
+{{- fail "config.etcd.password: a secret never goes into the ConfigMap; put LIFEBOAT_ETCD_PASSWORD in credentials.env.existingSecret" }}
+{{- end }}
+{{- if (.Values.config.notify | default dict).webhooks }}
+{{- fail "config.notify.webhooks: webhook URLs hold tokens and never go into the ConfigMap; put LIFEBOAT_NOTIFY_WEBHOOKS in credentials.env.existingSecret" }}
+{{- end }}
+{{- if not ((.Values.config.store | default dict).url) }}
+{{- fail "config.store.url: required (s3://BUCKET/PREFIX)" }}
+{{- end }}
+{{- end }}
+
+{{/* The directories and credential files the pods mount, and where. */}}
+{{- define "lifeboat.paths" -}}
+config: /etc/lifeboat/config
+etcd: /etc/lifeboat/etcd
+age: /etc/lifeboat/age
+spool: /var/lib/lifeboat/spool
+scratch: /var/lib/lifeboat/scratch
+{{- end }}
+
+{{/* config.yaml: the values' config with what the chart mounts. */}}
+{{- define "lifeboat.config" -}}
+{{- $p := include "lifeboat.paths" . | fromYaml }}
+{{- $cfg := deepCopy .Values.config }}
+{{- $managed := dict "snapshot" (dict "spool_dir" $p.spool) "drill" (dict "scratch_dir" $p.scratch) }}
+{{- $c := .Values.credentials }}
+{{- if $c.etcd.existingSecret }}
+{{- $_ := set $managed "etcd" (dict "cacert" (printf "%s/ca.crt" $p.etcd) "cert" (printf "%s/tls.crt" $p.etcd) "key" (printf "%s/tls.key" $p.etcd)) }}
+{{- else if $c.etcd.kubeadm.enabled }}
+{{- $_ := set $managed "etcd" (dict "cacert" (printf "%s/ca.crt" $p.etcd) "cert" (printf "%s/%s" $p.etcd $c.etcd.kubeadm.cert) "key" (printf "%s/%s" $p.etcd $c.etcd.kubeadm.key)) }}
+{{- end }}
+{{- if $c.age.existingSecret }}
+{{- $_ := set $managed "encryption" (dict "identity_file" (printf "%s/%s" $p.age $c.age.key)) }}
+{{- end }}
+{{- if eq .Values.mode "deployment" }}
+{{- $_ := set $managed "agent" (dict "listen" (printf "0.0.0.0:%v" .Values.service.port)) }}
+{{- $_ := set $managed "capture" (dict "enabled" .Values.capture.enabled) }}
+{{- end }}
+{{- $cfg = mergeOverwrite $cfg $managed }}
+{{- if and (hasKey $cfg.etcd "endpoints") (empty $cfg.etcd.endpoints) }}
+{{- /* kubeadm: LIFEBOAT_ETCD_ENDPOINTS names the node's member. */}}
+{{- $_ := unset $cfg.etcd "endpoints" }}
+{{- end }}
+{{- toYaml $cfg }}
+{{- end }}
+
+{{/* The pod spec every mode shares; .args and .resources are the container's. */}}
+{{- define "lifeboat.podSpec" -}}
+{{- $root := .root }}
+{{- $v := $root.Values }}
+{{- $p := include "lifeboat.paths" $root | fromYaml }}
+{{- $kubeadm := $v.credentials.etcd.kubeadm.enabled }}
+{{- with $v.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+serviceAccountName: {{ include "lifeboat.serviceAccountName" $root }}
+# lifeboat talks to etcd and the store, never to the Kubernetes API.
+automountServiceAccountToken: false
+terminationGracePeriodSeconds: {{ $v.terminationGracePeriodSeconds }}
+{{- with $v.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- if .restartNever }}
+restartPolicy: Never
+{{- end }}
+securityContext:
+  {{- if $kubeadm }}
+  {{- /* kubeadm's etcd keys are 0600 root: read them as root, nothing more. */}}
+  {{- toYaml (mergeOverwrite (omit (deepCopy $v.podSecurityContext) "fsGroup") (dict "runAsNonRoot" false "runAsUser" 0 "runAsGroup" 0)) | nindent 2 }}
+  {{- else }}
+  {{- toYaml $v.podSecurityContext | nindent 2 }}
+  {{- end }}
+{{- if $v.nodeSelector }}
+nodeSelector:
+  {{- toYaml $v.nodeSelector | nindent 2 }}
+{{- else if $kubeadm }}
+nodeSelector:
+  node-role.kubernetes.io/control-plane: ""
+{{- end }}
+{{- if $v.tolerations }}
+tolerations:
+  {{- toYaml $v.tolerations | nindent 2 }}
+{{- else if $kubeadm }}
+tolerations:
+  - key: node-role.kubernetes.io/control-plane
+    operator: Exists
+    effect: NoSchedule
+{{- end }}
+{{- with $v.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+containers:
+  - name: lifeboat
+    image: {{ include "lifeboat.image" $root }}
+    imagePullPolicy: {{ $v.image.pullPolicy }}
+    args:
+      {{- toYaml .args | nindent 6 }}
+    {{- if or $kubeadm $v.extraEnv }}
+    env:
+      {{- if $kubeadm }}
+      - name: HOST_IP
+        valueFrom:
+          fieldRef:
+            fieldPath: status.hostIP
+      {{- if empty ($v.config.etcd | default dict).endpoints }}
+      # The node's own etcd member (kubeadm's stacked etcd).
+      - name: LIFEBOAT_ETCD_ENDPOINTS
+        value: https://$(HOST_IP):2379
+      {{- end }}
+      {{- end }}
+      {{- with $v.extraEnv }}
+      {{- toYaml . | nindent 6 }}
+      {{- end }}
+    {{- end }}
+    {{- if or $v.credentials.s3.existingSecret $v.credentials.env.existingSecret }}
+    envFrom:
+      {{- with $v.credentials.s3.existingSecret }}
+      - secretRef:
+          name: {{ . }}
+      {{- end }}
+      {{- with $v.credentials.env.existingSecret }}
+      - secretRef:
+          name: {{ . }}
+      {{- end }}
+    {{- end }}
+    {{- with .ports }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+    resources:
+      {{- toYaml .resources | nindent 6 }}
+    securityContext:
+      {{- if $kubeadm }}
+      {{- toYaml (mergeOverwrite (deepCopy $v.containerSecurityContext) (dict "runAsNonRoot" false)) | nindent 6 }}
+      {{- else }}
+      {{- toYaml $v.containerSecurityContext | nindent 6 }}
+      {{- end }}
+    volumeMounts:
+      - name: config
+        mountPath: {{ $p.config }}
+        readOnly: true
+      {{- if or $v.credentials.etcd.existingSecret $kubeadm }}
+      - name: etcd-client
+        mountPath: {{ $p.etcd }}
+        readOnly: true
+      {{- end }}
+      {{- if $v.credentials.age.existingSecret }}
+      - name: age
+        mountPath: {{ $p.age }}
+        readOnly: true
+      {{- end }}
+      - name: spool
+        mountPath: {{ $p.spool }}
+      - name: scratch
+        mountPath: {{ $p.scratch }}
+      - name: tmp
+        mountPath: /tmp
+      {{- with $v.extraVolumeMounts }}
+      {{- toYaml . | nindent 6 }}
+      {{- end }}
+volumes:
+  - name: config
+    configMap:
+      name: {{ include "lifeboat.fullname" $root }}
+  {{- if $v.credentials.etcd.existingSecret }}
+  - name: etcd-client
+    secret:
+      secretName: {{ $v.credentials.etcd.existingSecret }}
+      defaultMode: 0400
+  {{- else if $kubeadm }}
+  - name: etcd-client
+    hostPath:
+      path: {{ $v.credentials.etcd.kubeadm.path }}
+      type: Directory
+  {{- end }}
+  {{- with $v.credentials.age.existingSecret }}
+  - name: age
+    secret:
+      secretName: {{ . }}
+      defaultMode: 0400
+  {{- end }}
+  - name: spool
+    emptyDir:
+      sizeLimit: {{ $v.spoolSizeLimit }}
+  - name: scratch
+    emptyDir:
+      sizeLimit: {{ .scratchSizeLimit }}
+  - name: tmp
+    emptyDir:
+      sizeLimit: 64Mi
+  {{- with $v.extraVolumes }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end }}

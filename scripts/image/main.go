@@ -1,0 +1,353 @@
+// Command image builds lifeboat's container image without a Docker engine
+// and without a base image: from root filesystems laid out by
+// scripts/image-rootfs.sh, one per platform, it writes an OCI image index
+// (one image per platform) as an OCI image layout directory and as a tar of
+// that layout (docker load, podman load). Every image has two layers: the
+// files every platform shares (CA certificates, zones, /etc/passwd and the
+// directories) and the binary. Everything in it is fixed by its inputs:
+// file times are -created, owners are root except the state directories
+// (65532), entries are sorted, so the same inputs give the same digest.
+//
+// It is a module of its own (go-containerregistry stays out of lifeboat's
+// go.mod); make image runs it: see scripts/build-image.sh.
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// uid and gid of the runtime user, and the paths it owns.
+const nonroot = 65532
+
+var nonrootPaths = []string{"var/lib/lifeboat", "home/nonroot"}
+
+// binaryPath is the file that goes into the second layer.
+const binaryPath = "lifeboat"
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "image:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fl := flag.NewFlagSet("image", flag.ContinueOnError)
+	var platforms, labels multiFlag
+	fl.Var(&platforms, "platform", "OS/ARCH=ROOTFS, repeatable (linux/amd64=.bin/src/image/amd64)")
+	fl.Var(&labels, "label", "KEY=VALUE for the image configs and the index, repeatable")
+	layoutDir := fl.String("layout", "", "the OCI image layout to write (replaced)")
+	tarFile := fl.String("tar", "", "the tar of the layout to write")
+	tag := fl.String("tag", "lifeboat:dev", "the name docker load and podman load give it")
+	created := fl.Int64("created", 0, "creation time and file times, Unix seconds (SOURCE_DATE_EPOCH)")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	if len(platforms) == 0 || *layoutDir == "" || *tarFile == "" {
+		return errors.New("need -platform, -layout and -tar")
+	}
+	when := time.Unix(*created, 0).UTC()
+	lbl := map[string]string{}
+	for _, l := range labels {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok {
+			return fmt.Errorf("label %q: want KEY=VALUE", l)
+		}
+		lbl[k] = v
+	}
+
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	var first v1.Image
+	for _, p := range platforms {
+		plat, root, ok := strings.Cut(p, "=")
+		osName, arch, ok2 := strings.Cut(plat, "/")
+		if !ok || !ok2 {
+			return fmt.Errorf("platform %q: want OS/ARCH=ROOTFS", p)
+		}
+		img, err := buildImage(root, osName, arch, when, lbl)
+		if err != nil {
+			return fmt.Errorf("build %s: %w", plat, err)
+		}
+		if first == nil {
+			first = img
+		}
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{
+			Add:        img,
+			Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: osName, Architecture: arch}},
+		})
+	}
+	idx = mutate.Annotations(idx, lbl).(v1.ImageIndex)
+
+	if err := os.RemoveAll(*layoutDir); err != nil {
+		return err
+	}
+	lp, err := layout.Write(*layoutDir, empty.Index)
+	if err != nil {
+		return fmt.Errorf("write layout %s: %w", *layoutDir, err)
+	}
+	ref := *tag
+	if !strings.Contains(ref, "/") {
+		ref = "docker.io/library/" + ref
+	}
+	_, version, _ := strings.Cut(*tag, ":")
+	if err := lp.AppendIndex(idx, layout.WithAnnotations(map[string]string{
+		"io.containerd.image.name":          ref,
+		"org.opencontainers.image.ref.name": version,
+	})); err != nil {
+		return fmt.Errorf("write layout %s: %w", *layoutDir, err)
+	}
+	digest, err := idx.Digest()
+	if err != nil {
+		return err
+	}
+	if err := writeTar(*layoutDir, *tarFile, *tag, first, when); err != nil {
+		return err
+	}
+	fmt.Println(digest)
+	return nil
+}
+
+// buildImage makes the image of one platform from its root filesystem.
+func buildImage(root, osName, arch string, when time.Time, labels map[string]string) (v1.Image, error) {
+	base, bin, err := layerTars(root, when)
+	if err != nil {
+		return nil, err
+	}
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	for _, l := range []struct {
+		data []byte
+		by   string
+	}{
+		{base, "scripts/image-rootfs.sh: CA certificates, zoneinfo, /etc/passwd (nonroot 65532), directories"},
+		{bin, "lifeboat: CGO_ENABLED=0 go build -trimpath"},
+	} {
+		data := l.data
+		layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+			return io.NopCloser(bytes.NewReader(data)), nil
+		}, tarball.WithMediaType(types.OCILayer))
+		if err != nil {
+			return nil, err
+		}
+		img, err = mutate.Append(img, mutate.Addendum{
+			Layer:     layer,
+			History:   v1.History{Created: v1.Time{Time: when}, CreatedBy: l.by},
+			MediaType: types.OCILayer,
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = osName, arch
+	cf.Created = v1.Time{Time: when}
+	cf.Config = v1.Config{
+		User:       fmt.Sprintf("%d:%d", nonroot, nonroot),
+		Entrypoint: []string{"/" + binaryPath},
+		Cmd:        []string{"agent", "--config", "/etc/lifeboat/config.yaml"},
+		WorkingDir: "/var/lib/lifeboat",
+		Env:        []string{"PATH=/"},
+		// agent.listen defaults to 127.0.0.1:9469; in a container set
+		// LIFEBOAT_AGENT_LISTEN=0.0.0.0:9469.
+		ExposedPorts: map[string]struct{}{"9469/tcp": {}},
+		Labels:       labels,
+	}
+	return mutate.ConfigFile(img, cf)
+}
+
+// layerTars returns the shared layer (everything but the binary) and the
+// binary's layer of root, as uncompressed tars.
+func layerTars(root string, when time.Time) (base, bin []byte, err error) {
+	var paths []string
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		paths = append(paths, filepath.ToSlash(rel))
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	slices.Sort(paths)
+	var bb, binb bytes.Buffer
+	bw, binw := tar.NewWriter(&bb), tar.NewWriter(&binb)
+	found := false
+	for _, rel := range paths {
+		w := bw
+		if rel == binaryPath {
+			w, found = binw, true
+		}
+		if err := addFile(w, filepath.Join(root, filepath.FromSlash(rel)), rel, when); err != nil {
+			return nil, nil, err
+		}
+	}
+	if !found {
+		return nil, nil, fmt.Errorf("%s: no /%s", root, binaryPath)
+	}
+	if err := bw.Close(); err != nil {
+		return nil, nil, err
+	}
+	if err := binw.Close(); err != nil {
+		return nil, nil, err
+	}
+	return bb.Bytes(), binb.Bytes(), nil
+}
+
+// addFile writes one entry: its mode and content or link target from the
+// file system, everything else fixed.
+func addFile(w *tar.Writer, file, rel string, when time.Time) error {
+	fi, err := os.Lstat(file)
+	if err != nil {
+		return err
+	}
+	link := ""
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		if link, err = os.Readlink(file); err != nil {
+			return err
+		}
+	}
+	h, err := tar.FileInfoHeader(fi, link)
+	if err != nil {
+		return err
+	}
+	h.Name = rel
+	if fi.IsDir() {
+		h.Name += "/"
+	}
+	h.Format = tar.FormatPAX
+	h.ModTime, h.AccessTime, h.ChangeTime = when, time.Time{}, time.Time{}
+	h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", ""
+	for _, p := range nonrootPaths {
+		if rel == p || strings.HasPrefix(rel, p+"/") {
+			h.Uid, h.Gid = nonroot, nonroot
+		}
+	}
+	h.PAXRecords = nil
+	h.Xattrs = nil //nolint:staticcheck // cleared so no host xattr leaks in
+	if err := w.WriteHeader(h); err != nil {
+		return fmt.Errorf("tar %s: %w", rel, err)
+	}
+	if fi.Mode().IsRegular() {
+		f, err := os.Open(file)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if _, err := io.Copy(w, f); err != nil {
+			return fmt.Errorf("tar %s: %w", rel, err)
+		}
+	}
+	return nil
+}
+
+// writeTar writes the layout as a tar (an OCI archive) with a Docker
+// manifest.json naming the first platform's image, for docker load
+// versions that do not read index.json.
+func writeTar(layoutDir, tarFile, tag string, first v1.Image, when time.Time) error {
+	cfgName, err := first.ConfigName()
+	if err != nil {
+		return err
+	}
+	layers, err := first.Layers()
+	if err != nil {
+		return err
+	}
+	var layerPaths []string
+	for _, l := range layers {
+		d, err := l.Digest()
+		if err != nil {
+			return err
+		}
+		layerPaths = append(layerPaths, path.Join("blobs", d.Algorithm, d.Hex))
+	}
+	manifest, err := json.Marshal([]map[string]any{{
+		"Config":   path.Join("blobs", cfgName.Algorithm, cfgName.Hex),
+		"RepoTags": []string{tag},
+		"Layers":   layerPaths,
+	}})
+	if err != nil {
+		return err
+	}
+	var files []string
+	err = filepath.WalkDir(layoutDir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, err := filepath.Rel(layoutDir, p)
+			if err != nil {
+				return err
+			}
+			files = append(files, filepath.ToSlash(rel))
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	slices.Sort(files)
+	tmp := tarFile + ".tmp"
+	out, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	tw := tar.NewWriter(out)
+	add := func(name string, data []byte) error {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), ModTime: when, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
+			return err
+		}
+		_, err := tw.Write(data)
+		return err
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join(layoutDir, filepath.FromSlash(f)))
+		if err != nil {
+			return err
+		}
+		if err := add(f, data); err != nil {
+			return fmt.Errorf("write %s: %w", tarFile, err)
+		}
+	}
+	if err := add("manifest.json", manifest); err != nil {
+		return fmt.Errorf("write %s: %w", tarFile, err)
+	}
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", tarFile, err)
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", tarFile, err)
+	}
+	return os.Rename(tmp, tarFile)
+}
