@@ -74,7 +74,8 @@ func (l *lifeboat) run(t *testing.T, args ...string) string {
 // fails the test.
 func (l *lifeboat) runCode(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	// Not canceled at the test's end: a cleanup may run it to diagnose.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 5*time.Minute)
 	defer cancel()
 	args = append(append(args, "--store", l.store, "--spool-dir", l.spool, "--log-level", "error"), l.flags...)
 	cmd := exec.CommandContext(ctx, l.bin, args...)

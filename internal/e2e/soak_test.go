@@ -26,20 +26,22 @@ import (
 )
 
 // The soak's compressed time: capture every 150 ms, a scheduled
-// snapshot (and so a rollover) every 15 s, prune every 5 s keeping the
-// changes of the last minute, compaction levels of 1 s, 5 s and 10 s.
+// snapshot (and so a rollover) every 10 s, prune every 5 s keeping the
+// changes of the last minute, compaction levels of 1 s, 5 s and 10 s
+// whose replaced segments stay 10 s, every generation rolling over.
 const (
-	soakInterval       = 150 * time.Millisecond
-	soakSnapshotEvery  = 15 * time.Second
-	soakPruneEvery     = 5 * time.Second
-	soakChangesWithin  = time.Minute
-	soakCompaction     = "1s,5s,10s"
-	soakRun            = 210 * time.Second // the writer's run: 3.5 retention periods
-	soakSampleEvery    = 3 * time.Second
-	soakScrapeEvery    = time.Second
-	soakBucket         = "soak"
-	soakChangesPrefix  = "lb/default/changes/"
-	soakLevelTolerance = 1.25
+	soakInterval        = 150 * time.Millisecond
+	soakSnapshotEvery   = 10 * time.Second
+	soakPruneEvery      = 5 * time.Second
+	soakChangesWithin   = time.Minute
+	soakCompaction      = "1s,5s,10s"
+	soakCompactionGrace = 10 * time.Second
+	soakRun             = 240 * time.Second // the writer's run: 4 retention periods
+	soakSampleEvery     = 3 * time.Second
+	soakScrapeEvery     = time.Second
+	soakBucket          = "soak"
+	soakChangesPrefix   = "lb/default/changes/"
+	soakLevelTolerance  = 1.25
 )
 
 // TestCaptureSoak is issue 20's proof in compressed time: two `lifeboat
@@ -47,7 +49,7 @@ const (
 // Kubernetes-like writer (objects created, updated in transactions and
 // deleted, Events on short leases that expire or are revoked, node
 // leases) into versitygw through a fault proxy, age-encrypted, with
-// rollovers, compaction and prune running, for 3.5 retention periods.
+// rollovers, compaction and prune running, for 4 retention periods.
 // Faults come at known times: the leader SIGKILLed (the other takes the
 // lock and continues the generation), the store stopped and restarted,
 // PutObject replies lost, a lock handover (SIGTERM), and the store
@@ -103,6 +105,8 @@ func TestCaptureSoak(t *testing.T) {
 	agentArgs := []string{
 		"--capture-interval", soakInterval.String(),
 		"--capture-compaction-levels", soakCompaction,
+		"--capture-rollover", "0",
+		"--capture-compaction-grace", soakCompactionGrace.String(),
 		"--snapshot-schedule", "@every " + soakSnapshotEvery.String(),
 		"--prune-schedule", "@every " + soakPruneEvery.String(),
 		"--changes-within", soakChangesWithin.String(),
@@ -139,16 +143,20 @@ func TestCaptureSoak(t *testing.T) {
 	s.begin(time.Now())
 	t.Logf("soak: capture running (leader agent %d); faults follow", first.n)
 
-	// The faults, each at a known time after the start.
-	s.at(15*time.Second, "SIGKILL of the leader", func() {
+	// The faults, each at a known time after the start: none in the
+	// first retention period, whose end is the figure the store must
+	// level off at, and the last one (the disconnection, which stops
+	// segments for 15 s and so lowers the count of the minute after it)
+	// more than a minute before the last period.
+	s.at(62*time.Second, "SIGKILL of the leader", func() {
 		s.replace(s.leader(30*time.Second), true)
 	})
-	s.at(40*time.Second, "store stopped for 8 s, then restarted", func() {
+	s.at(72*time.Second, "store stopped for 8 s, then restarted", func() {
 		srv.Stop()
 		time.Sleep(8 * time.Second) // the length of the outage
 		srv.Restart(t)
 	})
-	s.at(65*time.Second, "PutObject replies lost for 4 s", func() {
+	s.at(92*time.Second, "PutObject replies lost for 4 s", func() {
 		proxy.SetFault(func(r *http.Request, _ int) s3test.Fault {
 			if s3test.Op(r) == "PutObject" {
 				return s3test.Drop()
@@ -158,10 +166,10 @@ func TestCaptureSoak(t *testing.T) {
 		time.Sleep(4 * time.Second) // the length of the fault
 		proxy.SetFault(nil)
 	})
-	s.at(85*time.Second, "lock handover (SIGTERM of the leader)", func() {
+	s.at(105*time.Second, "lock handover (SIGTERM of the leader)", func() {
 		s.replace(s.leader(30*time.Second), false)
 	})
-	s.at(110*time.Second, "store disconnected (503 and resets) for 15 s", func() {
+	s.at(115*time.Second, "store disconnected (503 and resets) for 15 s", func() {
 		l := s.leader(30 * time.Second)
 		before := l.metric("lifeboat_capture_compaction_errors_total")
 		proxy.SetFault(func(_ *http.Request, n int) s3test.Fault {
@@ -303,6 +311,8 @@ type soakAgent struct {
 type soakSample struct {
 	at             time.Duration // since t0
 	objects, bytes int64
+	compacted      int64 // objects of them that are compacted segments (.L<n>-)
+	generations    int   // generations they belong to
 }
 
 // start starts an agent process.
@@ -481,7 +491,8 @@ func (s *soak) sample(ctx context.Context) {
 		if t0.IsZero() {
 			continue
 		}
-		var n, size int64
+		var n, size, compacted int64
+		gens := map[string]bool{}
 		p := s3.NewListObjectsV2Paginator(c, &s3.ListObjectsV2Input{Bucket: aws.String(soakBucket), Prefix: aws.String(soakChangesPrefix)})
 		ok := true
 		for p.HasMorePages() {
@@ -493,11 +504,18 @@ func (s *soak) sample(ctx context.Context) {
 			for _, o := range page.Contents {
 				n++
 				size += aws.ToInt64(o.Size)
+				key := strings.TrimPrefix(aws.ToString(o.Key), soakChangesPrefix)
+				if g, name, ok := strings.Cut(key, "/"); ok {
+					gens[g] = true
+					if strings.Contains(name, ".L") {
+						compacted++
+					}
+				}
 			}
 		}
 		if ok {
 			s.mu.Lock()
-			s.samples = append(s.samples, soakSample{at: time.Since(t0), objects: n, bytes: size})
+			s.samples = append(s.samples, soakSample{at: time.Since(t0), objects: n, bytes: size, compacted: compacted, generations: len(gens)})
 			s.mu.Unlock()
 		}
 	}
@@ -513,9 +531,9 @@ func (s *soak) levels() {
 	s.mu.Unlock()
 	var series []string
 	for _, x := range samples {
-		series = append(series, fmt.Sprintf("%.0fs:%d/%dKiB", x.at.Seconds(), x.objects, x.bytes>>10))
+		series = append(series, fmt.Sprintf("%.0fs:%d(%dL)/%dg/%dKiB", x.at.Seconds(), x.objects, x.compacted, x.generations, x.bytes>>10))
 	}
-	s.t.Logf("soak: change objects/bytes by time: %s", strings.Join(series, " "))
+	s.t.Logf("soak: change objects (compacted ones)/generations/bytes by time: %s", strings.Join(series, " "))
 	i := slices.IndexFunc(samples, func(x soakSample) bool { return x.at >= soakChangesWithin })
 	if i < 0 || samples[len(samples)-1].at < soakRun-soakChangesWithin/2 {
 		s.t.Errorf("too few samples of the store to tell whether it levels off (%d)", len(samples))
@@ -546,7 +564,14 @@ func (s *soak) diagnose() {
 		if len(out) > 12<<10 {
 			out = "…" + out[len(out)-12<<10:]
 		}
-		s.t.Logf("agent %d (exited: %v) metrics %v\nstderr tail:\n%s", a.n, isClosed(a.exited), a.values(), out)
+		var ms []string
+		for k, v := range a.values() {
+			if strings.HasPrefix(k, "lifeboat_capture_") || strings.HasPrefix(k, "lifeboat_leader") || strings.HasPrefix(k, "lifeboat_job_runs_total") {
+				ms = append(ms, fmt.Sprintf("%s %v", k, v))
+			}
+		}
+		slices.Sort(ms)
+		s.t.Logf("agent %d (exited: %v) last metrics:\n%s\nstderr tail:\n%s", a.n, isClosed(a.exited), strings.Join(ms, "\n"), out)
 	}
 	code, out, errOut := s.lb.runCode(s.t, "list", "-o", "json")
 	s.t.Logf("lifeboat list -o json: exit %d\n%s\n%s", code, out, errOut)
