@@ -62,7 +62,7 @@ const (
 //
 // It asserts: (1) the change objects under changes/, count and bytes,
 // level off: the largest of the last period's samples is within 1.25x of
-// the largest in the rollover after the first period; (2) five revisions of the
+// the largest in the rollover and prune interval after the first period; (2) five revisions of the
 // retained windows (the oldest one's start, a rollover boundary, the
 // newest, two random) pass `lifeboat drill --to-revision R` (HashKV of the
 // replay equal to the live cluster's at R; the writer never compacts);
@@ -153,14 +153,15 @@ func TestCaptureSoak(t *testing.T) {
 	t.Logf("soak: capture running (leader agent %d); faults follow", first.n)
 
 	// The faults, each at a known time after the start: none in the
-	// first retention period and the rollover after it, the figure the
-	// store must level off at, and the last one (the disconnection, which stops
-	// segments for 15 s and so lowers the count of the minute after it)
-	// more than a minute before the last period.
-	s.at(72*time.Second, "SIGKILL of the leader", func() {
+	// first retention period and the rollover and prune after it (the
+	// figure the store must level off at), and the last one (the
+	// disconnection, which stops segments for 15 s and so lowers the
+	// count of the minute after it) more than a minute before the last
+	// period.
+	s.at(76*time.Second, "SIGKILL of the leader", func() {
 		s.replace(s.leader(30*time.Second), true)
 	})
-	s.at(82*time.Second, "store stopped for 8 s, then restarted", func() {
+	s.at(86*time.Second, "store stopped for 8 s, then restarted", func() {
 		srv.Stop()
 		time.Sleep(8 * time.Second) // the length of the outage
 		srv.Restart(t)
@@ -543,15 +544,17 @@ func (s *soak) levels() {
 		series = append(series, fmt.Sprintf("%.0fs:%d(%dL)/%dg/%dKiB", x.at.Seconds(), x.objects, x.compacted, x.generations, x.bytes>>10))
 	}
 	s.t.Logf("soak: change objects (compacted ones)/generations/bytes by time: %s", strings.Join(series, " "))
-	// The count after one period is the largest of the samples of the
-	// one rollover after it: a generation's compacted segments and its
-	// replaced ones within their grace come and go in a sawtooth of one
-	// rollover (prune deletes a generation whole), whose low a single
-	// sample may hit.
+	// The count after one period is the largest of the samples of one
+	// rollover and one prune interval after it: retention keeps every
+	// generation that overlaps the period, whole, until the next prune,
+	// so the store holds up to a period, a rollover and a prune interval
+	// of changes, in a sawtooth of one rollover (prune deletes a
+	// generation whole) whose low a single sample may hit.
+	const after = soakChangesWithin + soakSnapshotEvery + soakPruneEvery
 	var base, top soakSample
 	var nBase, nTop int
 	for _, x := range samples {
-		if x.at >= soakChangesWithin && x.at <= soakChangesWithin+soakSnapshotEvery {
+		if x.at >= soakChangesWithin && x.at <= after {
 			base.objects, base.bytes, nBase = max(base.objects, x.objects), max(base.bytes, x.bytes), nBase+1
 		}
 		if x.at >= soakRun-soakChangesWithin {
@@ -563,7 +566,7 @@ func (s *soak) levels() {
 		return
 	}
 	s.t.Logf("soak: change objects after one period (%v to %v): %d, %d KiB; the last period's largest: %d (%.2fx), %d KiB (%.2fx)",
-		soakChangesWithin, soakChangesWithin+soakSnapshotEvery, base.objects, base.bytes>>10,
+		soakChangesWithin, after, base.objects, base.bytes>>10,
 		top.objects, float64(top.objects)/float64(base.objects), top.bytes>>10, float64(top.bytes)/float64(base.bytes))
 	if float64(top.objects) > soakLevelTolerance*float64(base.objects) {
 		s.t.Errorf("change objects do not level off: %d in the last period, %d after one period (over %.2fx)", top.objects, base.objects, soakLevelTolerance)
