@@ -4,6 +4,11 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc"
 
 	"github.com/lifeboat-dev/lifeboat/repository"
 )
@@ -52,6 +57,17 @@ func (c *capt) rollover(ctx context.Context) error {
 	if c.g.durable < m.Revision {
 		return nil
 	}
+	if ok, err := c.inHistory(ctx, m.Revision); err != nil {
+		c.r.lg.Warn("capture: cannot tell whether etcd still has the revisions after the rollover snapshot; trying again at the next tick", "backup_id", m.ID, "err", err)
+		return nil
+	} else if !ok {
+		// The snapshot took longer to store than etcd keeps history: the
+		// next generation could not watch from it. This one goes on.
+		c.r.lg.Warn("capture: not rolling over: etcd compacted the snapshot's revision before it was committed; the generation goes on until the next scheduled snapshot",
+			"backup_id", m.ID, "revision", m.Revision, "generation", c.g.id)
+		c.rollTo = nil
+		return nil
+	}
 	if err := c.marker(ctx, c.atFor(c.g.durable, c.g.durableAt), SealRollover); err != nil {
 		if errors.Is(err, ErrLockLost) || ctx.Err() != nil {
 			return c.stopWith(ctx, err)
@@ -68,4 +84,24 @@ func (c *capt) rollover(ctx context.Context) error {
 func sameCluster(m *repository.Manifest, id uint64) bool {
 	got, err := strconv.ParseUint(m.EtcdClusterID, 16, 64)
 	return err == nil && got == id
+}
+
+// inHistory reports whether etcd still serves revision rev (a range read
+// at it: ErrCompacted says no), so that a generation starting there can
+// watch every revision after it.
+func (c *capt) inHistory(ctx context.Context, rev int64) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var rpcErr error
+	err := c.job.Session.Conn(ctx, func(ctx context.Context, _ string, conn *grpc.ClientConn) error {
+		_, rpcErr = pb.NewKVClient(conn).Range(ctx, &pb.RangeRequest{Key: []byte{0}, Revision: rev, Limit: 1, CountOnly: true})
+		return rpcErr
+	})
+	switch {
+	case err == nil:
+		return true, nil
+	case rpcErr != nil && rpctypes.Error(rpcErr) == rpctypes.ErrCompacted:
+		return false, nil
+	}
+	return false, err
 }

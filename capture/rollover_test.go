@@ -145,3 +145,38 @@ func TestCaptureCompacts(t *testing.T) {
 	}
 	t.Logf("%d segments written, %d objects left (%d compacted, %d replaced deleted)", written, len(w.Segments), e.stats.Compacted.Load(), e.stats.Replaced.Load())
 }
+
+// TestCaptureRolloverCompacted: a scheduled snapshot whose revision etcd
+// compacted before the snapshot was handed over (its upload outlasted
+// etcd's history) is no rollover: the next generation could not watch
+// from it. The generation goes on, without a gap.
+func TestCaptureRolloverCompacted(t *testing.T) {
+	e := newEnv(t, nil)
+	roll := make(chan *repository.Manifest, 1)
+	e.start(nil, func(j *Job) { j.Rollover = roll })
+	e.waitFor("a generation", 30*time.Second, func() bool { return e.last().Generation != "" })
+	gen := e.last().Generation
+	workload(t, e.cli, 5)
+	lg, _ := jobtest.Logger(t)
+	m, err := e.snapshotFunc(lg)(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	workload(t, e.cli, 5)
+	if _, err := e.cli.Compact(t.Context(), e.liveRev()); err != nil {
+		t.Fatal(err)
+	}
+	roll <- m
+	workload(t, e.cli, 5)
+	live := e.waitCaught()
+	if err := e.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	ws := e.windows()
+	if len(ws) != 1 || ws[0].Generation != gen || ws[0].Sealed || ws[0].Problem != "" || ws[0].Through < live {
+		t.Fatalf("windows %+v: want generation %s alone, through %d, not sealed", ws, gen, live)
+	}
+	if gaps := e.gaps(); len(gaps) > 0 {
+		t.Errorf("gaps %v: want none", gaps)
+	}
+}

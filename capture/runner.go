@@ -475,88 +475,16 @@ func (c *capt) handle(ctx context.Context, it item) error {
 		return it.err
 	}
 	resp := it.resp
-	if h := resp.Header; h != nil && h.ClusterId != 0 && h.ClusterId != c.g.clusterID {
-		return &gapError{GapClusterID, fmt.Errorf("the cluster answering has ID %x, generation %s is of %x", h.ClusterId, c.g.id, c.g.clusterID)}
-	}
-	if resp.CompactRevision != 0 {
-		return &gapError{GapCompacted, fmt.Errorf("etcd compacted through revision %d, the watch needed %d", resp.CompactRevision, c.lastRev+1)}
-	}
-	if resp.Canceled {
-		return fmt.Errorf("watch canceled by the member: %s", resp.CancelReason)
-	}
-	if resp.Created {
-		// The member's revision when it accepted the watch: below the
-		// captured one, the cluster went back (restored in place, its ID
-		// kept), and etcd will say nothing more until it passes the
-		// watch's start revision.
-		// A stream opened before the generation's snapshot (prewatch)
-		// was created below it on purpose.
-		if h := resp.Header.GetRevision(); h < c.lastRev && !c.pre {
-			return c.confirmBackwards(ctx, h)
-		}
-		return nil
+	if done, err := c.control(ctx, resp); done || err != nil {
+		return err
 	}
 	if len(resp.Events) == 0 {
-		// A progress notification: every revision through the header's
-		// was sent.
-		h := resp.Header.GetRevision()
-		switch {
-		case c.pre && c.skipRev != 0 && h < c.skipRev:
-			return nil // the stream opened below the snapshot (prewatch)
-		case c.open != nil:
-			return fmt.Errorf("progress notification at revision %d inside fragmented revision %d", h, c.open.Revision)
-		case h < c.lastRev:
-			return &gapError{GapRevisionBackwards, fmt.Errorf("the cluster is at revision %d, below the captured %d: it was restored", h, c.lastRev)}
-		case h > c.lastRev:
-			return &gapError{GapBrokenChain, fmt.Errorf("the cluster is at revision %d but the watch delivered only through %d: revisions missing", h, c.lastRev)}
-		}
-		c.knownRev, c.knownAt = h, it.at
-		return nil
+		return c.progress(resp.Header.GetRevision(), it.at)
 	}
 	for _, ev := range resp.Events {
-		kv := ev.Kv
-		if kv == nil {
-			return fmt.Errorf("watch event without a key")
+		if err := c.event(ctx, ev, it.at); err != nil {
+			return err
 		}
-		rev := kv.ModRevision
-		if c.skipRev != 0 {
-			if rev <= c.skipRev && c.open == nil {
-				continue // captured already: the watch starts there (see openStream, prewatch)
-			}
-			c.skipRev = 0
-		}
-		if c.open == nil || rev != c.open.Revision {
-			if c.open != nil {
-				if err := c.closeRev(ctx); err != nil {
-					return err
-				}
-			}
-			switch {
-			case rev <= c.lastRev:
-				return &gapError{GapRevisionBackwards, fmt.Errorf("revision %d after %d: the cluster's revision went backwards", rev, c.lastRev)}
-			case rev != c.lastRev+1:
-				return &gapError{GapBrokenChain, fmt.Errorf("revision %d after %d: revisions %d-%d missing from the watch", rev, c.lastRev, c.lastRev+1, rev-1)}
-			}
-			c.open = &repository.Revision{Revision: rev, Received: it.at}
-		}
-		op := repository.Op{Key: kv.Key}
-		if ev.Type == mvccpb.DELETE {
-			op.Delete = true
-		} else {
-			op.Value, op.Lease, op.CreateRevision, op.Version = kv.Value, kv.Lease, kv.CreateRevision, kv.Version
-			if kv.Lease != 0 && !c.g.leases[kv.Lease] {
-				c.g.leases[kv.Lease] = true
-				// Its TTL (0: unknown) is looked up at the flush, off
-				// the watch's path (lookupLeases).
-				c.openLeases = append(c.openLeases, repository.Lease{ID: kv.Lease, Revision: rev})
-			}
-		}
-		c.open.Ops = append(c.open.Ops, op)
-		n := int64(len(op.Key) + len(op.Value) + 32)
-		c.hmu.Lock()
-		c.openBytes += n
-		c.hmu.Unlock()
-		c.addHeld(0)
 	}
 	if !resp.Fragment {
 		if err := c.closeRev(ctx); err != nil {
@@ -566,6 +494,100 @@ func (c *capt) handle(ctx context.Context, it item) error {
 			c.knownRev, c.knownAt = c.lastRev, it.at
 		}
 	}
+	return nil
+}
+
+// control handles what a response says about the watch itself (another
+// cluster, compaction, cancellation, creation); done when there is
+// nothing more in it.
+func (c *capt) control(ctx context.Context, resp *pb.WatchResponse) (done bool, err error) {
+	if h := resp.Header; h != nil && h.ClusterId != 0 && h.ClusterId != c.g.clusterID {
+		return true, &gapError{GapClusterID, fmt.Errorf("the cluster answering has ID %x, generation %s is of %x", h.ClusterId, c.g.id, c.g.clusterID)}
+	}
+	if resp.CompactRevision != 0 {
+		return true, &gapError{GapCompacted, fmt.Errorf("etcd compacted through revision %d, the watch needed %d", resp.CompactRevision, c.lastRev+1)}
+	}
+	if resp.Canceled {
+		return true, fmt.Errorf("watch canceled by the member: %s", resp.CancelReason)
+	}
+	if resp.Created {
+		// The member's revision when it accepted the watch: below the
+		// captured one, the cluster went back (restored in place, its ID
+		// kept), and etcd will say nothing more until it passes the
+		// watch's start revision.
+		// A stream opened before the generation's snapshot (prewatch)
+		// was created below it on purpose.
+		if h := resp.Header.GetRevision(); h < c.lastRev && !c.pre {
+			return true, c.confirmBackwards(ctx, h)
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+// progress handles a progress notification at revision h, received at
+// at: every revision through h was sent.
+func (c *capt) progress(h int64, at time.Time) error {
+	switch {
+	case c.pre && c.skipRev != 0 && h < c.skipRev:
+		return nil // the stream opened below the snapshot (prewatch)
+	case c.open != nil:
+		return fmt.Errorf("progress notification at revision %d inside fragmented revision %d", h, c.open.Revision)
+	case h < c.lastRev:
+		return &gapError{GapRevisionBackwards, fmt.Errorf("the cluster is at revision %d, below the captured %d: it was restored", h, c.lastRev)}
+	case h > c.lastRev:
+		return &gapError{GapBrokenChain, fmt.Errorf("the cluster is at revision %d but the watch delivered only through %d: revisions missing", h, c.lastRev)}
+	}
+	c.knownRev, c.knownAt = h, at
+	return nil
+}
+
+// event adds one watch event to the revision being assembled, closing
+// the one before when a new revision starts (revisions must be dense).
+func (c *capt) event(ctx context.Context, ev *mvccpb.Event, at time.Time) error {
+	kv := ev.Kv
+	if kv == nil {
+		return fmt.Errorf("watch event without a key")
+	}
+	rev := kv.ModRevision
+	if c.skipRev != 0 {
+		if rev <= c.skipRev && c.open == nil {
+			return nil // captured already: the watch starts there (see openStream, prewatch)
+		}
+		c.skipRev = 0
+	}
+	if c.open == nil || rev != c.open.Revision {
+		if c.open != nil {
+			if err := c.closeRev(ctx); err != nil {
+				return err
+			}
+		}
+		switch {
+		case rev <= c.lastRev:
+			return &gapError{GapRevisionBackwards, fmt.Errorf("revision %d after %d: the cluster's revision went backwards", rev, c.lastRev)}
+		case rev != c.lastRev+1:
+			return &gapError{GapBrokenChain, fmt.Errorf("revision %d after %d: revisions %d-%d missing from the watch", rev, c.lastRev, c.lastRev+1, rev-1)}
+		}
+		c.open = &repository.Revision{Revision: rev, Received: at}
+	}
+	op := repository.Op{Key: kv.Key}
+	if ev.Type == mvccpb.DELETE {
+		op.Delete = true
+	} else {
+		op.Value, op.Lease, op.CreateRevision, op.Version = kv.Value, kv.Lease, kv.CreateRevision, kv.Version
+		if kv.Lease != 0 && !c.g.leases[kv.Lease] {
+			c.g.leases[kv.Lease] = true
+			// Its TTL (0: unknown) is looked up at the flush, off the
+			// watch's path (lookupLeases).
+			c.openLeases = append(c.openLeases, repository.Lease{ID: kv.Lease, Revision: rev})
+		}
+	}
+	c.open.Ops = append(c.open.Ops, op)
+	n := int64(len(op.Key) + len(op.Value) + 32)
+	c.hmu.Lock()
+	c.openBytes += n
+	c.hmu.Unlock()
+	c.addHeld(0)
 	return nil
 }
 

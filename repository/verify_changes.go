@@ -54,14 +54,7 @@ func (b *Repo) VerifyChanges(ctx context.Context, w Window, ids []age.Identity) 
 	if err != nil {
 		return c, err
 	}
-	// Compaction leaves the segments it replaced until it deletes them:
-	// those inside the run are not part of the chain.
-	pw := Window{From: w.From}
-	pw.path(segs)
-	superseded := map[string]bool{}
-	for _, si := range pw.Superseded {
-		superseded[si.Object.Key] = true
-	}
+	superseded := supersededKeys(w.From, segs)
 	var links []ChainLink
 	var revs, sizes []int64
 	for _, si := range segs {
@@ -173,4 +166,17 @@ func checkMarker(mi ProgressInfo, p *Progress, links []ChainLink) error {
 		return fmt.Errorf("progress marker %s vouches for revision %d in %s, but %s holds it", mi.Object.Key, p.Through, p.LastSegment, l.Key)
 	}
 	return nil
+}
+
+// supersededKeys returns the keys of the segments a compacted segment on
+// the run from revision from replaced: compaction leaves them until it
+// deletes them, and they are not part of the chain.
+func supersededKeys(from int64, segs []SegmentInfo) map[string]bool {
+	pw := Window{From: from}
+	pw.path(segs)
+	keys := make(map[string]bool, len(pw.Superseded))
+	for _, si := range pw.Superseded {
+		keys[si.Object.Key] = true
+	}
+	return keys
 }

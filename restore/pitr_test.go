@@ -590,7 +590,7 @@ func TestPointInTime(t *testing.T) {
 		}
 		// Between the snapshot and the first received revision: the
 		// snapshot's state.
-		p, err := restore.PlanPointInTime(ctx, s.repo, l, restore.Target{Time: s.anchor.CreatedAt}, s.ids)
+		p, err := restore.PlanPointInTime(ctx, s.repo, l, restore.Target{Time: s.anchor.RevisionTime()}, s.ids)
 		if err != nil {
 			t.Fatal(err)
 		}
