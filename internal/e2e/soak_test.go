@@ -42,6 +42,7 @@ const (
 	soakBucket          = "soak"
 	soakChangesPrefix   = "lb/default/changes/"
 	soakLevelTolerance  = 1.25
+	soakWriteRate       = 30 // the writer's requests per second
 	// soakLockTTL is the leader lock's TTL: a SIGKILLed leader's lock
 	// expires after it. Twice the floor (5 s), so that a loaded machine
 	// does not hand the lock over on its own.
@@ -126,7 +127,7 @@ func TestCaptureSoak(t *testing.T) {
 		"--lock-ttl", soakLockTTL.String(),
 	}
 
-	s := &soak{t: t, lb: lb, endpoints: []string{endpoint}, args: agentArgs, srv: srv}
+	s := &soak{t: t, lb: lb, endpoints: []string{endpoint}, args: agentArgs, srv: srv, cli: cli}
 	s.slots[0], s.slots[1] = s.start(), s.start()
 	t.Cleanup(func() {
 		proxy.SetFault(nil)
@@ -299,6 +300,7 @@ type soak struct {
 	endpoints []string
 	args      []string
 	srv       *s3test.Server
+	cli       *clientv3.Client
 
 	mu      sync.Mutex
 	slots   [2]*soakAgent // the running agents
@@ -320,6 +322,7 @@ type soakAgent struct {
 // soakSample is the change objects in the store at one time.
 type soakSample struct {
 	at             time.Duration // since t0
+	revision       int64         // the cluster's
 	objects, bytes int64
 	compacted      int64 // objects of them that are compacted segments (.L<n>-)
 	generations    int   // generations they belong to
@@ -523,9 +526,13 @@ func (s *soak) sample(ctx context.Context) {
 				}
 			}
 		}
+		var rev int64
+		if r, err := s.cli.Get(ctx, "/e2e/revision"); err == nil {
+			rev = r.Header.Revision
+		}
 		if ok {
 			s.mu.Lock()
-			s.samples = append(s.samples, soakSample{at: time.Since(t0), objects: n, bytes: size, compacted: compacted, generations: len(gens)})
+			s.samples = append(s.samples, soakSample{at: time.Since(t0), revision: rev, objects: n, bytes: size, compacted: compacted, generations: len(gens)})
 			s.mu.Unlock()
 		}
 	}
@@ -541,9 +548,9 @@ func (s *soak) levels() {
 	s.mu.Unlock()
 	var series []string
 	for _, x := range samples {
-		series = append(series, fmt.Sprintf("%.0fs:%d(%dL)/%dg/%dKiB", x.at.Seconds(), x.objects, x.compacted, x.generations, x.bytes>>10))
+		series = append(series, fmt.Sprintf("%.0fs:r%d:%d(%dL)/%dg/%dKiB", x.at.Seconds(), x.revision, x.objects, x.compacted, x.generations, x.bytes>>10))
 	}
-	s.t.Logf("soak: change objects (compacted ones)/generations/bytes by time: %s", strings.Join(series, " "))
+	s.t.Logf("soak: time:cluster revision:change objects (compacted ones)/generations/bytes: %s", strings.Join(series, " "))
 	// The count after one period is the largest of the samples of one
 	// rollover and one prune interval after it: retention keeps every
 	// generation that overlaps the period, whole, until the next prune,
@@ -626,13 +633,16 @@ func (w *kubeWriter) run(ctx context.Context) {
 	resources := []string{"configmaps", "secrets", "pods", "deployments", "services"}
 	var leases []clientv3.LeaseID
 	var leaseAt time.Time
-	tick := time.NewTicker(25 * time.Millisecond)
-	defer tick.Stop()
+	// A steady rate: requests are due at soakWriteRate from the start and
+	// a slow one is caught up after (a loaded machine slows requests, not
+	// the rate), so that the store's figures compare equal work.
+	start := time.Now()
 	for seq := 0; ; seq++ {
+		due := start.Add(time.Duration(seq) * time.Second / soakWriteRate)
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-time.After(time.Until(due)):
 		}
 		op, cancel := context.WithTimeout(ctx, 10*time.Second)
 		var err error
