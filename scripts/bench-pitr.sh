@@ -120,7 +120,7 @@ if want pitr; then
     l=$(loadavg)
     js=$("$BIN/benchtool" load --endpoints "$pep" --rate 200 --duration "${PSECS}s")
     record cost-off "$l" "$js"
-    agent_start cost 5s "$pep"
+    agent_start cost 1s "$pep"
     l=$(loadavg)
     js=$("$BIN/benchtool" load --endpoints "$pep" --rate 200 --duration "${PSECS}s")
     agent_stop
