@@ -24,6 +24,7 @@ const captureInterval = time.Second
 type captureAgent struct {
 	lb      *lifeboat
 	stderr  *syncbuf.Buffer
+	listen  string // agent.listen: host:port of /metrics
 	exited  chan struct{}
 	waitErr error
 	cmd     *exec.Cmd
@@ -34,14 +35,17 @@ type captureAgent struct {
 // the defaults) at a 1 s interval, with no snapshot, prune or drill
 // schedule: its only job is capture, which starts a generation from a
 // fresh snapshot of its own (the anchor). The agent holds the leader lock
-// in etcd as always. It is stopped at test cleanup, or earlier by stop.
-func (l *lifeboat) capture(t *testing.T, endpoints []string) *captureAgent {
+// in etcd as always. Flags in args (and l.flags) override the file:
+// schedules, retention, the interval. It is stopped at test cleanup, or
+// earlier by stop or kill.
+func (l *lifeboat) capture(t *testing.T, endpoints []string, args ...string) *captureAgent {
 	t.Helper()
 	dir := t.TempDir()
 	eps, err := json.Marshal(endpoints)
 	if err != nil {
 		t.Fatal(err)
 	}
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	// JSON is YAML: every string quoted.
 	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
 	cfg := fmt.Sprintf(`cluster: default
@@ -64,14 +68,14 @@ agent:
 capture:
   enabled: true
   interval: %s
-`, eps, q(filepath.Join(dir, "spool")), q(l.store), q(fmt.Sprintf("127.0.0.1:%d", freePort(t))), captureInterval)
+`, eps, q(filepath.Join(dir, "spool")), q(l.store), q(listen), captureInterval)
 	path := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a := &captureAgent{lb: l, stderr: &syncbuf.Buffer{Max: 1 << 20}, exited: make(chan struct{})}
-	a.cmd = exec.Command(l.bin, "agent", "--config", path)
-	a.cmd.Env = cleanEnv()
+	a := &captureAgent{lb: l, stderr: &syncbuf.Buffer{Max: 1 << 20}, listen: listen, exited: make(chan struct{})}
+	a.cmd = exec.Command(l.bin, append(append([]string{"agent", "--config", path}, l.flags...), args...)...)
+	a.cmd.Env = append(cleanEnv(), l.env...)
 	a.cmd.Stderr = a.stderr
 	if err := etcdtest.StartChild(a.cmd, a.exited, &a.waitErr); err != nil {
 		t.Fatalf("start lifeboat agent: %v", err)
@@ -100,6 +104,13 @@ func (a *captureAgent) stop(t *testing.T) {
 		<-a.exited
 		t.Errorf("lifeboat agent did not stop within a minute of SIGTERM\n%s", a.stderr.String())
 	}
+}
+
+// kill ends the agent with SIGKILL (a crash, an OOM kill) and waits for
+// it to exit.
+func (a *captureAgent) kill() {
+	_ = a.cmd.Process.Kill()
+	<-a.exited
 }
 
 // waitCaptured polls `lifeboat list` until the newest window is
@@ -135,6 +146,7 @@ type window struct {
 	ThroughTime  time.Time `json:"through_time"`
 	Segments     int       `json:"segments"`
 	Sealed       bool      `json:"sealed"`
+	SealReason   string    `json:"seal_reason"`
 	Problem      string    `json:"problem"`
 }
 

@@ -41,8 +41,15 @@ func needLifeboat(t *testing.T) string {
 // environment (only the flags count).
 type lifeboat struct {
 	bin   string
-	store string // file:// URL
+	store string // file:// URL, or s3:// with flags and env saying how to reach it
 	spool string
+	// flags are added to every command (the agent's too): an S3
+	// endpoint, encryption, a scratch dir.
+	flags []string
+	// env is added to the cleaned environment of every command (the
+	// agent's too): the S3 credentials, which only the AWS SDK's chain
+	// reads.
+	env []string
 }
 
 func newLifeboat(t *testing.T) *lifeboat {
@@ -51,7 +58,7 @@ func newLifeboat(t *testing.T) *lifeboat {
 	return &lifeboat{bin: needLifeboat(t), store: "file://" + filepath.Join(dir, "store"), spool: filepath.Join(dir, "spool")}
 }
 
-// run runs `lifeboat args... --store S --spool-dir D` and returns its
+// run runs `lifeboat args... --store S --spool-dir D` (and l.flags) and returns its
 // standard output; a non-zero exit fails the test with both outputs.
 func (l *lifeboat) run(t *testing.T, args ...string) string {
 	t.Helper()
@@ -67,11 +74,12 @@ func (l *lifeboat) run(t *testing.T, args ...string) string {
 // fails the test.
 func (l *lifeboat) runCode(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	// Not canceled at the test's end: a cleanup may run it to diagnose.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 5*time.Minute)
 	defer cancel()
-	args = append(args, "--store", l.store, "--spool-dir", l.spool, "--log-level", "error")
+	args = append(append(args, "--store", l.store, "--spool-dir", l.spool, "--log-level", "error"), l.flags...)
 	cmd := exec.CommandContext(ctx, l.bin, args...)
-	cmd.Env = cleanEnv()
+	cmd.Env = append(cleanEnv(), l.env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
