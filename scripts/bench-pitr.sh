@@ -20,6 +20,8 @@
 #                    snapshot in the process), its peak since start and since
 #                    the load began (clear_refs).
 # BENCH_PITR_PARTS (default "lag cost mem") picks parts of pitr;
+# BENCH_PITR_COST_INTERVAL (default 1s) is the cost runs' capture.interval
+# and BENCH_PITR_AGENT_ARGS more agent flags (e.g. --capture-compaction-levels none);
 # BENCH_PITR_SECS (default 60) is each run's length, RUNS the pairs;
 # LIFEBOAT_BENCH_AGENT_BIN runs the agent from another binary than restore.
 #
@@ -70,7 +72,7 @@ agent_start() {
     "$LBA" agent --endpoints "$aep" --store "s3://bench/$prefix" --s3-endpoint "$ps3" --s3-path-style --s3-create-bucket \
       --recipient "$precipient" --identity-file "$DIR/age.key" --capture --capture-interval "$interval" --listen "127.0.0.1:$pmport" \
       --spool-dir "$DIR/spool" --scratch-dir "$DIR/scratch" --snapshot-schedule "@every 1h" --drill-schedule "" \
-      --log-format json >>"$OUT/agent-$prefix.log" 2>&1 &
+      --log-format json ${BENCH_PITR_AGENT_ARGS:-} >>"$OUT/agent-$prefix.log" 2>&1 &
   fi
   agent_pid=$!
   for _ in $(seq 600); do
@@ -120,7 +122,7 @@ if want pitr; then
     l=$(loadavg)
     js=$("$BIN/benchtool" load --endpoints "$pep" --rate 200 --duration "${PSECS}s")
     record cost-off "$l" "$js"
-    agent_start cost 1s "$pep"
+    agent_start cost "${BENCH_PITR_COST_INTERVAL:-1s}" "$pep"
     l=$(loadavg)
     js=$("$BIN/benchtool" load --endpoints "$pep" --rate 200 --duration "${PSECS}s")
     agent_stop
