@@ -465,6 +465,12 @@ func (c *Cluster) waitHealthy(ctx context.Context) error {
 	// Credentials are not set up yet at this point.
 	cfg := c.ClientConfig()
 	cfg.Username, cfg.Password = "", ""
+	return waitRead(ctx, cfg)
+}
+
+// waitRead polls a read through a client of cfg until one succeeds or
+// ctx ends.
+func waitRead(ctx context.Context, cfg clientv3.Config) error {
 	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return fmt.Errorf("new client: %w", err)

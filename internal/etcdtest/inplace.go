@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -109,22 +108,5 @@ func (c *Cluster) waitRestored(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("member %s not ready: %w", m.Name, ctx.Err())
 	}
-	cli, err := clientv3.New(c.ClientConfig())
-	if err != nil {
-		return fmt.Errorf("new client: %w", err)
-	}
-	defer func() { _ = cli.Close() }()
-	for {
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := cli.Get(rctx, "etcdtest-health")
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for a successful read: %w", err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return waitRead(ctx, c.ClientConfig())
 }
