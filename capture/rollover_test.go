@@ -23,6 +23,32 @@ func (e *env) pathSegments(w repository.Window) []*repository.Segment {
 	return out
 }
 
+// startRolling starts capture with a rollover channel (and tune), waits
+// for its first generation, and returns the channel and that generation.
+func (e *env) startRolling(tune func(*Job)) (chan *repository.Manifest, string) {
+	e.t.Helper()
+	roll := make(chan *repository.Manifest, 1)
+	e.start(nil, func(j *Job) {
+		j.Rollover = roll
+		if tune != nil {
+			tune(j)
+		}
+	})
+	e.waitFor("a generation", 30*time.Second, func() bool { return e.last().Generation != "" })
+	return roll, e.last().Generation
+}
+
+// scheduled takes a backup as the daemon's snapshot schedule would.
+func (e *env) scheduled() *repository.Manifest {
+	e.t.Helper()
+	lg, _ := jobtest.Logger(e.t)
+	m, err := e.snapshotFunc(lg)(e.t.Context())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return m
+}
+
 func (e *env) windows() []repository.Window {
 	e.t.Helper()
 	l, err := e.repo.List(e.t.Context())
@@ -43,16 +69,9 @@ func (e *env) windows() []repository.Window {
 // etcd's history has it, and the old one can be pruned whole.
 func TestCaptureRollover(t *testing.T) {
 	e := newEnv(t, nil)
-	roll := make(chan *repository.Manifest, 1)
-	e.start(nil, func(j *Job) { j.Rollover = roll })
-	e.waitFor("a generation", 30*time.Second, func() bool { return e.last().Generation != "" })
-	first := e.last().Generation
+	roll, first := e.startRolling(nil)
 	workload(t, e.cli, 20)
-	lg, _ := jobtest.Logger(t)
-	m, err := e.snapshotFunc(lg)(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := e.scheduled()
 	workload(t, e.cli, 20)
 	roll <- m
 	e.waitFor("the rollover", 30*time.Second, func() bool { return e.last().Generation == m.ID })
@@ -86,16 +105,9 @@ func TestCaptureRollover(t *testing.T) {
 // not roll over to a scheduled snapshot (it keeps capturing).
 func TestCaptureRolloverAfter(t *testing.T) {
 	e := newEnv(t, nil)
-	roll := make(chan *repository.Manifest, 1)
-	e.start(nil, func(j *Job) { j.Rollover, j.RolloverAfter = roll, time.Hour })
-	e.waitFor("a generation", 30*time.Second, func() bool { return e.last().Generation != "" })
-	gen := e.last().Generation
+	roll, gen := e.startRolling(func(j *Job) { j.RolloverAfter = time.Hour })
 	workload(t, e.cli, 5)
-	lg, _ := jobtest.Logger(t)
-	m, err := e.snapshotFunc(lg)(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := e.scheduled()
 	roll <- m
 	workload(t, e.cli, 5)
 	e.waitCaught()
@@ -152,16 +164,9 @@ func TestCaptureCompacts(t *testing.T) {
 // from it. The generation goes on, without a gap.
 func TestCaptureRolloverCompacted(t *testing.T) {
 	e := newEnv(t, nil)
-	roll := make(chan *repository.Manifest, 1)
-	e.start(nil, func(j *Job) { j.Rollover = roll })
-	e.waitFor("a generation", 30*time.Second, func() bool { return e.last().Generation != "" })
-	gen := e.last().Generation
+	roll, gen := e.startRolling(nil)
 	workload(t, e.cli, 5)
-	lg, _ := jobtest.Logger(t)
-	m, err := e.snapshotFunc(lg)(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := e.scheduled()
 	workload(t, e.cli, 5)
 	if _, err := e.cli.Compact(t.Context(), e.liveRev()); err != nil {
 		t.Fatal(err)
