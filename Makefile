@@ -47,7 +47,7 @@ $(BIN)/etcd-3.6: FORCE
 	./scripts/build-etcd.sh $(ETCD36_VERSION) $@
 
 # kube-apiserver: a real Kubernetes writer for the end-to-end tests
-# (internal/kubetest), built from a throwaway module under .bin/src that
+# (internal/test/kubetest), built from a throwaway module under .bin/src that
 # requires k8s.io/kubernetes (scripts/build-kube-apiserver.sh; about 15 CPU-
 # minutes when nothing is cached, then it returns at once).
 $(BIN)/kube-apiserver: FORCE

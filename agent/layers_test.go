@@ -63,9 +63,10 @@ func TestJobsDoNotImportTheDaemon(t *testing.T) {
 // layers ranks the module's packages along the data flow: a package may
 // import (outside its tests) only packages of a lower rank, so a lower
 // layer never reaches a higher one and the jobs (backup, prune, restore)
-// stay independent of each other. Test servers and fixtures
-// (internal/etcdtest, s3test, jobtest, corrupt, uploader/storetest) are
-// for tests only: no package imports them outside its _test files.
+// stay independent of each other. The test harness (test servers,
+// fixtures, the shared store suite, the end-to-end tests and the bench
+// tool) lives under internal/test/ and nowhere else: no shipped package
+// imports it outside its _test files.
 var layers = map[string]int{
 	"verify": 0, "retention": 0, "internal/writeback": 0, "internal/syncbuf": 0, "internal/seed": 0, "internal/sysfilter": 0,
 	"snapshot": 1, "uploader": 1,
@@ -73,14 +74,14 @@ var layers = map[string]int{
 	"backup": 3, "retention/prune": 3, "restore": 3, "capture": 3, "inspect": 3,
 	"agent":        4,
 	"cmd/lifeboat": 5,
-	"deploy":       5, "internal/benchtool": 5,
+	"deploy":       5,
 }
 
-var testOnly = map[string]bool{
-	"internal/etcdtest": true, "internal/s3test": true, "internal/jobtest": true,
-	"internal/corrupt": true, "uploader/storetest": true, "internal/changetest": true,
-	"internal/kubetest": true, "internal/e2e": true, "internal/kittest": true,
-}
+// harness is the path of the test harness: every package under it is for
+// tests (and benchmarks) only.
+const harness = "internal/test/"
+
+func testOnly(pkg string) bool { return strings.HasPrefix(pkg, harness) }
 
 // TestLayers checks every package of the module against layers: a new
 // package must be given a rank (or be test-only), and no import goes up
@@ -103,8 +104,8 @@ func TestLayers(t *testing.T) {
 		fields := strings.Fields(line)
 		pkg := strings.TrimPrefix(strings.TrimPrefix(fields[0], module), "/")
 		rank, ranked := layers[pkg]
-		if !ranked && !testOnly[pkg] && !strings.HasPrefix(pkg, "deploy/") {
-			t.Errorf("package %s has no layer: add it to layers (or testOnly) in agent/layers_test.go", pkg)
+		if !ranked && !testOnly(pkg) && !strings.HasPrefix(pkg, "deploy/") {
+			t.Errorf("package %s has no layer: add it to layers in agent/layers_test.go (or put test harness under internal/test/)", pkg)
 			continue
 		}
 		for _, imp := range fields[1:] {
@@ -112,11 +113,11 @@ func TestLayers(t *testing.T) {
 				continue
 			}
 			dep := strings.TrimPrefix(imp, module+"/")
-			if testOnly[dep] && !testOnly[pkg] {
+			if testOnly(dep) && !testOnly(pkg) {
 				t.Errorf("%s imports the test-only package %s outside its tests", pkg, dep)
 				continue
 			}
-			if !ranked || testOnly[dep] {
+			if !ranked || testOnly(dep) {
 				continue
 			}
 			if dr, ok := layers[dep]; ok && dr >= rank {

@@ -11,9 +11,9 @@ import (
 
 	"filippo.io/age"
 
-	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
-	"github.com/lifeboat-dev/lifeboat/internal/jobtest"
-	"github.com/lifeboat-dev/lifeboat/internal/kittest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/jobtest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/kittest"
 	"github.com/lifeboat-dev/lifeboat/kit"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/snapshot"

@@ -3,7 +3,7 @@ package backup
 import (
 	"testing"
 
-	"github.com/lifeboat-dev/lifeboat/internal/jobtest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/jobtest"
 	"github.com/lifeboat-dev/lifeboat/repository"
 )
 

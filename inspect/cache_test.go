@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
 )
 
 // TestEvictOnlyOwnEntries: eviction removes least recently used entries

@@ -14,8 +14,8 @@ import (
 
 	"filippo.io/age"
 
-	"github.com/lifeboat-dev/lifeboat/internal/changetest"
-	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/changetest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/restore"
 )
 

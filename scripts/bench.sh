@@ -27,7 +27,7 @@ OUT=$PWD/bench-out
 SECTIONS=" ${BENCH_SECTIONS:-local load s3 drill inspect cluster pitr pitr-replay} "
 want() { [[ $SECTIONS == *" $1 "* ]]; }
 mkdir -p "$DIR" "$OUT"
-go build -o "$BIN/benchtool" ./internal/benchtool
+go build -o "$BIN/benchtool" ./internal/test/benchtool
 go build -o "$BIN/age-keygen" filippo.io/age/cmd/age-keygen
 go build -o "$BIN/etcdutl" go.etcd.io/etcd/etcdutl/v3
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # build-kube-apiserver.sh VERSION OUT: builds kube-apiserver of
 # k8s.io/kubernetes at VERSION (e.g. v1.37.2) into OUT, for the end-to-end
-# tests that need a real Kubernetes writer (internal/kubetest).
+# tests that need a real Kubernetes writer (internal/test/kubetest).
 # k8s.io/kubernetes refuses `go install mod@version`: its go.mod replaces
 # every k8s.io staging module with ./staging/src/k8s.io/<name>, and a
 # dependency's replace directives do not apply to the module that requires

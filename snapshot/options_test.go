@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 )
 

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lifeboat-dev/lifeboat/internal/s3test"
+	"github.com/lifeboat-dev/lifeboat/internal/test/s3test"
+	"github.com/lifeboat-dev/lifeboat/internal/test/storetest"
 	"github.com/lifeboat-dev/lifeboat/uploader"
-	"github.com/lifeboat-dev/lifeboat/uploader/storetest"
 )
 
 // on injects f into the n-th request of operation op.

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lifeboat-dev/lifeboat/internal/s3test"
+	"github.com/lifeboat-dev/lifeboat/internal/test/s3test"
+	"github.com/lifeboat-dev/lifeboat/internal/test/storetest"
 	"github.com/lifeboat-dev/lifeboat/uploader"
-	"github.com/lifeboat-dev/lifeboat/uploader/storetest"
 )
 
 // TestS3PutRefusesBadLockOptions checks that the S3 store, called as a

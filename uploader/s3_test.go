@@ -19,9 +19,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/lifeboat-dev/lifeboat/internal/s3test"
+	"github.com/lifeboat-dev/lifeboat/internal/test/s3test"
+	"github.com/lifeboat-dev/lifeboat/internal/test/storetest"
 	"github.com/lifeboat-dev/lifeboat/uploader"
-	"github.com/lifeboat-dev/lifeboat/uploader/storetest"
 )
 
 var bucketSeq atomic.Int64

@@ -4,8 +4,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/lifeboat-dev/lifeboat/internal/test/storetest"
 	"github.com/lifeboat-dev/lifeboat/uploader"
-	"github.com/lifeboat-dev/lifeboat/uploader/storetest"
 )
 
 func TestDirStore(t *testing.T) {

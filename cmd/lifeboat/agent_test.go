@@ -20,8 +20,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/lifeboat-dev/lifeboat/agent"
-	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/internal/syncbuf"
+	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
 )
 
 // TestAgentConfigErrors: bad schedules and unknown keys stop the agent at

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
 )
 
 // TestSnapshotCancelledMidStream is what SIGINT/SIGTERM do (main turns

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/lifeboat-dev/lifeboat/agent"
-	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/internal/syncbuf"
+	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
 )
 
 // TestCaptureOptions: the capture keys' defaults, their environment names

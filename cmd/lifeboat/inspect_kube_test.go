@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
-	"github.com/lifeboat-dev/lifeboat/internal/kubetest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/kubetest"
 )
 
 // TestInspectKubeAPIServer: data written by a real kube-apiserver (a

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lifeboat-dev/lifeboat/internal/changetest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/changetest"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )

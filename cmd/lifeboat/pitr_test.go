@@ -16,7 +16,7 @@ import (
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
 	"go.uber.org/zap"
 
-	"github.com/lifeboat-dev/lifeboat/internal/changetest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/changetest"
 	"github.com/lifeboat-dev/lifeboat/restore"
 )
 

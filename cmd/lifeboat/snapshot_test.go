@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/internal/seed"
+	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
 )
 
 // runCLI runs the lifeboat command line in-process and returns exit code,

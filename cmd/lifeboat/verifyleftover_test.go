@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
 )
 
 // TestVerifySweepsKilledVerify: `lifeboat verify ID` downloads into a

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
 )
 
 // TestPointInTimeRefused runs `lifeboat restore` (the built binary) to

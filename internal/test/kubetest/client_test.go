@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/lifeboat-dev/lifeboat/internal/kubetest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/kubetest"
 )
 
 // TestClientRetriesTooManyRequests: a 429 with Retry-After (what

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
-	"github.com/lifeboat-dev/lifeboat/internal/kubetest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/kubetest"
 )
 
 var replayedRE = regexp.MustCompile(`(?m)^replayed (\d+) revisions .* the database is at revision (\d+)$`)

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
-	"github.com/lifeboat-dev/lifeboat/internal/kubetest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/kubetest"
 )
 
 // bump is the --bump-revision of the restores: past every revision the

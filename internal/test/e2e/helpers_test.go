@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lifeboat-dev/lifeboat/internal/kubetest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/kubetest"
 )
 
 // needLifeboat returns LIFEBOAT_BIN (make test builds it) or ends the

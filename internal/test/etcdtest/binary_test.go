@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lifeboat-dev/lifeboat/internal/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
 )
 
 // TestStartBinary: an etcd binary runs as a child on loopback, serves
