@@ -35,12 +35,17 @@ import (
 
 // Defaults and limits of S3Config.
 const (
-	// DefaultS3PartSize keeps a Put's buffers, (Concurrency+2) × PartSize,
-	// at 48 MiB; 8 MiB parts still allow objects of 78 GiB.
-	DefaultS3PartSize    = 8 << 20
+	// DefaultS3PartSize and DefaultS3Concurrency keep a Put's buffers,
+	// (Concurrency+2) × PartSize, at 25 MiB: the peak RSS of a backup to S3
+	// with age is 84 MiB instead of 104 MiB with 8 MiB parts, 4 at once
+	// (issue 24, docs/benchmarks.md). Three parts in flight outrun the
+	// encoder's output (zstd on one thread makes 50–80 MB/s of object); 5
+	// MiB parts, S3's minimum, still allow objects of 48 GiB, six times
+	// etcd's largest database.
+	DefaultS3PartSize    = 5 << 20
 	MinS3PartSize        = 5 << 20 // S3's minimum for every part but the last
 	MaxS3PartSize        = 5 << 30 // S3's maximum part size
-	DefaultS3Concurrency = 4
+	DefaultS3Concurrency = 3
 	DefaultS3MaxAttempts = 8
 	DefaultS3MaxBackoff  = 20 * time.Second
 	DefaultS3ReadTimeout = 2 * time.Minute
@@ -78,9 +83,9 @@ type S3Config struct {
 	// default.
 	StorageClass string
 	// PartSize is the multipart part size in bytes, between 5 MiB and 5 GiB
-	// (default 8 MiB). Objects smaller than one part go up in one PutObject.
+	// (default 5 MiB). Objects smaller than one part go up in one PutObject.
 	PartSize int64
-	// Concurrency is the number of parts uploaded at once (default 4). A Put
+	// Concurrency is the number of parts uploaded at once (default 3). A Put
 	// holds at most (Concurrency+2) × PartSize bytes of buffers.
 	Concurrency int
 	// CreateBucket creates the bucket when it does not exist; otherwise a
