@@ -8,17 +8,17 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/restore/child"
 )
 
 func TestMain(m *testing.M) {
-	// restore.StartEtcd runs this test binary as the drill's etcd (its
-	// own executable with restore.EtcdCommand, as the lifeboat binary's
+	// child.StartEtcd runs this test binary as the drill's etcd (its
+	// own executable with child.EtcdCommand, as the lifeboat binary's
 	// hidden command does).
-	if ran, code := restore.ChildMain(os.Args, os.Stderr); ran {
+	if ran, code := child.Main(os.Args, os.Stderr, restore.ChildWork()); ran {
 		os.Exit(code)
 	}
 	code := m.Run()
-	closeBenchFixture()
 	closeKubeReplay()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
