@@ -1,29 +1,11 @@
 package child_test
 
 import (
-	"fmt"
-	"os"
 	"testing"
 
-	"go.uber.org/goleak"
-
-	"github.com/lifeboat-dev/lifeboat/restore/child"
+	"github.com/lifeboat-dev/lifeboat/internal/test/restoretest"
 )
 
-func TestMain(m *testing.M) {
-	// child.StartEtcd runs this test binary as the throwaway etcd (its
-	// own executable with child.EtcdCommand, as the lifeboat binary's
-	// hidden command does). These tests start no restore or replay
-	// child: no Work.
-	if ran, code := child.Main(os.Args, os.Stderr, child.Work{}); ran {
-		os.Exit(code)
-	}
-	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+// TestMain runs the throwaway etcd when child.StartEtcd starts this
+// binary as one (restoretest.Main).
+func TestMain(m *testing.M) { restoretest.Main(m) }

@@ -1,31 +1,11 @@
 package drill_test
 
 import (
-	"fmt"
-	"os"
 	"testing"
 
-	"go.uber.org/goleak"
-
-	"github.com/lifeboat-dev/lifeboat/restore"
-	"github.com/lifeboat-dev/lifeboat/restore/child"
+	"github.com/lifeboat-dev/lifeboat/internal/test/restoretest"
 )
 
-func TestMain(m *testing.M) {
-	// A drill runs this test binary as its etcd, restore and replay
-	// children (its own executable with child.EtcdCommand,
-	// RestoreCommand or ReplayCommand, as the lifeboat binary's hidden
-	// commands do).
-	if ran, code := child.Main(os.Args, os.Stderr, restore.ChildWork()); ran {
-		os.Exit(code)
-	}
-	code := m.Run()
-	closeBenchFixture()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+// TestMain runs the drill's children when a drill starts this binary as
+// one (restoretest.Main).
+func TestMain(m *testing.M) { restoretest.Main(m, closeBenchFixture) }

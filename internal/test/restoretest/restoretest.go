@@ -8,7 +8,6 @@ package restoretest
 import (
 	"context"
 	"fmt"
-	"github.com/lifeboat-dev/lifeboat/restore/child"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -21,12 +20,15 @@ import (
 	"time"
 
 	"filippo.io/age"
+	"go.uber.org/goleak"
 
 	"github.com/lifeboat-dev/lifeboat/backup"
 	"github.com/lifeboat-dev/lifeboat/internal/seed"
 	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/internal/test/s3test"
 	"github.com/lifeboat-dev/lifeboat/repository"
+	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/restore/child"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -199,4 +201,28 @@ func CopyFile(b testing.TB, src, dst string) {
 	if err := out.Close(); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// Main is the TestMain of a test binary that drills or starts a
+// throwaway etcd: started as one of a drill's children (a drill, and
+// child.StartEtcd, run their own executable with a hidden command, as
+// the lifeboat binary's are), it is that child (child.Main with
+// restore.ChildWork); otherwise it runs the tests, then after (the
+// fixtures' cleanup), then checks for leaked goroutines (goleak) when
+// they passed, and exits.
+func Main(m *testing.M, after ...func()) {
+	if ran, code := child.Main(os.Args, os.Stderr, restore.ChildWork()); ran {
+		os.Exit(code)
+	}
+	code := m.Run()
+	for _, f := range after {
+		f()
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
