@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lifeboat-dev/lifeboat/repository"
-	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/restore/drill"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 )
@@ -135,15 +134,10 @@ func drillSource(ctx context.Context, cfg *Config, lg *slog.Logger, backups *rep
 		m, err := selectBackup(ctx, backups, o.ref, "", time.Now())
 		return m, nil, func() {}, err
 	}
-	l, err := backups.List(ctx)
+	plan, err := planPointInTime(ctx, backups, ids, target, "drill", "drilled")
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	plan, err := restore.PlanPointInTime(ctx, backups, l, target, ids)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("point-in-time drill: %w: nothing was drilled", err)
-	}
-	liftMemoryLimit()
 	sess, err := snapshot.Dial(ctx, etcdConfig(cfg), lg)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("point-in-time drill: the live cluster: %w", err)

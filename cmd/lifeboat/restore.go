@@ -260,7 +260,7 @@ func (o restoreOptions) parseOwner() (*restore.Owner, error) {
 // selects, or, for a point in time, the plan's snapshot with the plan
 // (its objects held until release, and lifeboat's soft memory limit
 // lifted for the replay).
-func restoreSource(ctx context.Context, backups *repository.Repo, ids []age.Identity, o restoreOptions, now time.Time) (_ *repository.Manifest, _ *restore.PointInTimePlan, release func(), _ error) {
+func restoreSource(ctx context.Context, backups *repository.Repo, ids []age.Identity, o restoreOptions, now time.Time) (*repository.Manifest, *restore.PointInTimePlan, func(), error) {
 	target, pitr, err := o.target()
 	if err != nil {
 		return nil, nil, nil, err
@@ -269,17 +269,27 @@ func restoreSource(ctx context.Context, backups *repository.Repo, ids []age.Iden
 		m, err := selectBackup(ctx, backups, o.ref, o.before, now)
 		return m, nil, func() {}, err
 	}
-	l, err := backups.List(ctx)
+	plan, err := planPointInTime(ctx, backups, ids, target, "restore", "changed")
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	return plan.Snapshot, plan, repository.Hold(plan.Keys(backups)...), nil
+}
+
+// planPointInTime lists the store and plans a point-in-time what
+// (restore, drill) to target (a failure there: "nothing was" done), and
+// lifts lifeboat's soft memory limit for the replay.
+func planPointInTime(ctx context.Context, backups *repository.Repo, ids []age.Identity, target restore.Target, what, done string) (*restore.PointInTimePlan, error) {
+	l, err := backups.List(ctx)
+	if err != nil {
+		return nil, err
+	}
 	plan, err := restore.PlanPointInTime(ctx, backups, l, target, ids)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("point-in-time restore: %w: nothing was changed", err)
+		return nil, fmt.Errorf("point-in-time %s: %w: nothing was %s", what, err, done)
 	}
-	release = repository.Hold(plan.Keys(backups)...)
 	liftMemoryLimit()
-	return plan.Snapshot, plan, release, nil
+	return plan, nil
 }
 
 // planRestore plans the members of a restore into --data-dir (none
