@@ -39,17 +39,13 @@ done
 [ -x "$LB" ] || { echo "bench-cpu: no $LB: run make build" >&2; exit 1; }
 command -v zstd >/dev/null || { echo "bench-cpu: the drill baseline needs the zstd command" >&2; exit 1; }
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+. scripts/bench-lib.sh
 # The data dir remembers its peer URL: keep the ports of the run that made it.
 [ -f "$DIR/ports" ] || echo "$(free_port) $(free_port)" >"$DIR/ports"
 read -r cport pport <"$DIR/ports"
 ep=http://127.0.0.1:$cport
 [ -f "$DIR/seeded" ] || rm -rf "$DIR/etcd"
-"$BIN/etcd" --name bench --data-dir "$DIR/etcd" --quota-backend-bytes $((8<<30)) \
-  --listen-client-urls "$ep" --advertise-client-urls "$ep" \
-  --listen-peer-urls "http://127.0.0.1:$pport" --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
-  --initial-cluster "bench=http://127.0.0.1:$pport" --log-level error >"$DIR/etcd.log" 2>&1 &
-etcd_pid=$!
+start_bench_etcd "$DIR/etcd" "$cport" "$pport" "$DIR/etcd.log"
 vgw_pid=""
 trap 'kill $etcd_pid $vgw_pid 2>/dev/null || true; wait 2>/dev/null || true' EXIT
 for _ in $(seq 150); do "$BIN/etcdctl" --endpoints "$ep" endpoint health >/dev/null 2>&1 && break; sleep 0.2; done
@@ -61,12 +57,8 @@ fi
 "$BIN/etcdctl" --endpoints "$ep" endpoint status -w table
 
 vport=$(free_port)
-rm -rf "$DIR/vgw" "$DIR/store" "$DIR/spool" "$DIR/scratch"
-mkdir -p "$DIR/vgw/data" "$DIR/vgw/versions"
-"$BIN/versitygw" --port "127.0.0.1:$vport" --access bench --secret bench-secret --health /health \
-  posix --versioning-dir "$DIR/vgw/versions" "$DIR/vgw/data" >"$DIR/vgw.log" 2>&1 &
-vgw_pid=$!
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$vport/health" >/dev/null && break; sleep 0.1; done
+rm -rf "$DIR/store" "$DIR/spool" "$DIR/scratch"
+start_versitygw "$DIR" "$vport"
 export AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench-secret AWS_REGION=us-east-1
 [ -f "$DIR/age.key" ] || "$BIN/age-keygen" -o "$DIR/age.key" 2>/dev/null
 recipient=$(grep -m1 -o 'age1[0-9a-z]*' "$DIR/age.key")
