@@ -27,6 +27,7 @@ type Config struct {
 	Etcd       EtcdConfig
 	Snapshot   SnapshotConfig
 	Store      StoreConfig
+	Copies     []CopyConfig `yaml:"copies"`
 	Encryption EncryptionConfig
 	Retention  RetentionConfig
 	Drill      DrillConfig
@@ -97,6 +98,9 @@ type DrillConfig struct {
 	EtcdBinary    string        `yaml:"etcd_binary"`
 	CheckPrefixes []string      `yaml:"check_prefixes"`
 	Timeout       time.Duration `yaml:"timeout"`
+	// Store is the store the agent's scheduled drill proves: primary, a
+	// copy's name, or alternate (primary and copies in turn).
+	Store string `yaml:"store"`
 }
 
 // ScheduleConfig holds cron schedules (robfig/cron: five fields with
@@ -121,6 +125,7 @@ type AgentConfig struct {
 	Pushgateway     snapshot.Secret `yaml:"pushgateway"`
 	Textfile        string          `yaml:"textfile"`
 	ShutdownTimeout time.Duration   `yaml:"shutdown_timeout"`
+	CopyInterval    time.Duration   `yaml:"copy_interval"`
 }
 
 // NotifyConfig configures webhook notifications.
@@ -408,6 +413,9 @@ func (c *Config) Validate() error {
 	if c.Agent.ShutdownTimeout <= 0 {
 		return cfgErr("agent.shutdown_timeout", "must be positive")
 	}
+	if c.Agent.CopyInterval < time.Second {
+		return cfgErr("agent.copy_interval", "%s: must be at least 1s", c.Agent.CopyInterval)
+	}
 	if p := c.Agent.Pushgateway.Reveal(); p != "" && !strings.HasPrefix(p, "http://") && !strings.HasPrefix(p, "https://") {
 		return cfgErr("agent.pushgateway", "must be an http(s) URL")
 	}
@@ -430,30 +438,61 @@ func (c *Config) Validate() error {
 	if err := c.Kit.validate(c.Encryption); err != nil {
 		return err
 	}
-	if m := c.Store.ObjectLock.Mode; m != "" {
-		if err := uploader.ValidateLockMode(m); err != nil {
-			return &ConfigError{Key: "store.object_lock.mode", Err: err}
-		}
-		if c.Store.ObjectLock.Retain <= 0 {
-			return cfgErr("store.object_lock.retain", "must be set (e.g. 30d) when store.object_lock.mode is set")
-		}
-	} else if c.Store.ObjectLock.Retain != 0 {
-		return cfgErr("store.object_lock.mode", "must be set (GOVERNANCE or COMPLIANCE) when store.object_lock.retain is set")
-	}
-	if store.Scheme == "file" && (c.Store.ObjectLock.Mode != "" || c.Store.ObjectLock.LegalHold) {
-		return cfgErr("store.object_lock.mode", "Object Lock needs an s3:// store")
+	if err := validateLock("store.object_lock", c.Store.ObjectLock, store); err != nil {
+		return err
 	}
 	if store.Scheme == "s3" {
 		if err := c.s3Config(store).Validate(); err != nil {
 			return &ConfigError{Key: "store", Err: err}
 		}
 	}
+	if err := c.validateCopies(store); err != nil {
+		return err
+	}
+	return c.validateDrillStore()
+}
+
+// validateLock checks an object_lock block (key) of a store at u.
+func validateLock(key string, l ObjectLockConfig, u uploader.StoreURL) error {
+	if m := l.Mode; m != "" {
+		if err := uploader.ValidateLockMode(m); err != nil {
+			return &ConfigError{Key: key + ".mode", Err: err}
+		}
+		if l.Retain <= 0 {
+			return cfgErr(key+".retain", "must be set (e.g. 30d) when %s.mode is set", key)
+		}
+	} else if l.Retain != 0 {
+		return cfgErr(key+".mode", "must be set (GOVERNANCE or COMPLIANCE) when %s.retain is set", key)
+	}
+	if u.Scheme == "file" && (l.Mode != "" || l.LegalHold) {
+		return cfgErr(key+".mode", "Object Lock needs an s3:// store")
+	}
 	return nil
+}
+
+// validateDrillStore checks drill.store: primary, alternate or a copy's name.
+func (c *Config) validateDrillStore() error {
+	switch c.Drill.Store {
+	case storePrimary, storeAlternate:
+		return nil
+	}
+	var names []string
+	for _, cc := range c.Copies {
+		if cc.Name == c.Drill.Store {
+			return nil
+		}
+		names = append(names, cc.Name)
+	}
+	return cfgErr("drill.store", "%q is not primary, alternate or the name of a copy (copies: %s)", c.Drill.Store, strings.Join(append(names, "none")[:max(1, len(names))], ", "))
 }
 
 // s3Config builds the S3 store's configuration for an s3:// store URL.
 func (c *Config) s3Config(u uploader.StoreURL) uploader.S3Config {
-	s := c.Store.S3
+	return s3Config(u, c.Store.S3)
+}
+
+// s3Config builds an S3 store's configuration from its URL and settings.
+func s3Config(u uploader.StoreURL, s S3StoreConfig) uploader.S3Config {
 	return uploader.S3Config{
 		Bucket: u.Bucket, Prefix: u.Prefix,
 		Endpoint: s.Endpoint, Region: s.Region, PathStyle: s.PathStyle,

@@ -82,6 +82,12 @@ func prepareNode(n *yaml.Node, prefix string, leaves map[string]option, depth in
 			key = prefix + "." + key
 		}
 		if o, ok := leaves[key]; ok {
+			if key == "copies" {
+				if err := checkCopyKeys(v); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := prepareLeaf(v, o); err != nil {
 				return err
 			}

@@ -82,6 +82,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newVerifyCmd(a),
 		newDemoCmd(a),
 		newPruneCmd(a),
+		newCopyCmd(a),
 		newRestoreCmd(a),
 		newFetchCmd(a),
 		newLsCmd(a),
