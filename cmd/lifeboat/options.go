@@ -207,7 +207,7 @@ var optionTable = []optionDef{
 
 	{Key: "copies", Flag: "copy", Groups: groupCopies,
 		Help: "a further store (file:///path or s3://bucket/prefix) that holds copies of the backups; repeatable",
-		Doc: "in the file, a list of stores, each `name` (required: lower-case letters, digits, hyphens; the label in metrics, logs, `list` and `drill.store`), `url`, and optionally `s3` (the keys of store.s3; absent: the primary's), `object_lock` (the keys of store.object_lock; absent: none) and `retention` (the keys of retention; absent: the primary's policy). A flag or LIFEBOAT_COPIES (comma-separated) names them copy1, copy2, … with the primary's S3 settings and policy, and replaces the file's list"},
+		Doc:  "in the file, a list of stores, each `name` (required: lower-case letters, digits, hyphens; the label in metrics, logs, `list` and `drill.store`), `url`, and optionally `s3` (the keys of store.s3; absent: the primary's), `object_lock` (the keys of store.object_lock; absent: none) and `retention` (the keys of retention; absent: the primary's policy). A flag or LIFEBOAT_COPIES (comma-separated) names them copy1, copy2, … with the primary's S3 settings and policy, and replaces the file's list"},
 
 	{Key: "encryption.recipients", Flag: "recipient", Groups: groupEncryption,
 		Help: "age recipient (age1…) to encrypt backups to; repeatable"},
