@@ -98,6 +98,14 @@ type Config struct {
 	Identity string
 	// Version is lifeboat's version (lifeboat_build_info, /status).
 	Version string
+	// Copies are the copy stores, each caught up in the background after
+	// every committed backup and every CopyInterval (default 1m) while
+	// this agent leads; the primary never waits on them.
+	Copies       []Copy
+	CopyInterval time.Duration
+	// DrillStore is the store the drill job proves: "" or
+	// DrillStorePrimary, a copy's name, or DrillStoreAlternate.
+	DrillStore string
 }
 
 // Agent runs the scheduled jobs. Create it with New; Run it once.
@@ -125,6 +133,10 @@ type Agent struct {
 	ready     atomic.Bool
 
 	capt captureState
+
+	copiers   []*copier
+	cm        *copyMetrics
+	drillTurn atomic.Int64
 }
 
 // job is one scheduled job and its state.
@@ -264,6 +276,9 @@ func New(cfg Config, lg *slog.Logger) (*Agent, error) {
 		return nil, err
 	}
 	a.m = m
+	if err := a.initCopies(); err != nil {
+		return nil, err
+	}
 	if cfg.Lock == nil {
 		m.leader.Set(1)
 	}
@@ -361,6 +376,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		// Under runs: shutdown waits for it as for a job, within
 		// ShutdownTimeout, before the lock is released.
 		a.runs.Go(func() { a.captureLoop(ctx) })
+	}
+	for _, c := range a.copiers {
+		a.runs.Go(func() { a.copyLoop(ctx, c) })
 	}
 	if a.cfg.RunAtStart {
 		if j := a.byName[JobSnapshot]; j != nil {
@@ -632,6 +650,7 @@ func (a *Agent) takeSnapshotRetry(ctx context.Context, retryExists bool) (*repos
 			if backup.HashKVFailed(m) {
 				a.m.hashKVErrors.Inc()
 			}
+			a.kickCopies()
 			return m, nil
 		}
 		if ctx.Err() != nil || attempt >= a.cfg.SnapshotRetries || (!retryExists && errors.Is(err, backup.ErrExists)) {
@@ -677,13 +696,16 @@ func (a *Agent) prune(ctx context.Context) (string, error) {
 	if res != nil {
 		a.m.deleted.Add(float64(len(res.Deleted)))
 	}
-	return "", err
+	return "", errors.Join(err, a.pruneCopies(ctx))
 }
 
 // drill runs the drill job and records its outcome: the verdict goes to
 // the drill gauges, and the job fails when the drill did not pass or its
 // report could not be stored.
 func (a *Agent) drill(ctx context.Context) (string, error) {
+	if c := a.drillStore(); c != nil {
+		return a.drillCopy(ctx, c)
+	}
 	out, err := a.cfg.Drill(ctx)
 	now := a.clock.Now()
 	if out == nil && errors.Is(err, repository.ErrNoBackups) {
@@ -998,6 +1020,9 @@ func (a *Agent) RunOnce(ctx context.Context) error {
 		if err := a.execute(ctx, j, "once"); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", j.name, err))
 		}
+	}
+	if ctx.Err() == nil {
+		errs = append(errs, a.copyAll(ctx))
 	}
 	return errors.Join(errs...)
 }
