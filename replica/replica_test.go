@@ -24,6 +24,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/replica"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/retention"
+	"github.com/lifeboat-dev/lifeboat/retention/prune"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
@@ -316,5 +317,51 @@ func TestCopyRetention(t *testing.T) {
 	}
 	if got, want := ids(t, to), all[4:]; !cmp.Equal(got, want) {
 		t.Errorf("copy holds %v, want %v", got, want)
+	}
+}
+
+// TestCopyRetentionLevelsOff: over 90 days in compressed time, with a
+// backup every 6 hours, the primary keeping 7 days and the copy 30 days
+// and 3 months, each pruned by its own policy: the copy holds what its
+// own policy keeps (more than the primary), both level off, and nothing
+// the copy's policy would not keep is ever copied again.
+func TestCopyRetentionLevelsOff(t *testing.T) {
+	primary, to := dirRepo(t), dirRepo(t)
+	lg, _ := jobtest.Logger(t)
+	pPolicy := retention.Policy{Last: 2, Daily: 7}
+	cPolicy := retention.Policy{Last: 2, Daily: 30, Monthly: 3}
+	var sizes [][2]int
+	copiedTotal := 0
+	for step := range 90 * 4 {
+		now := t0.Add(time.Duration(step) * 6 * time.Hour)
+		jobtest.PutBackup(t, primary, now, uploader.PutOptions{}, false)
+		clock := func() time.Time { return now.Add(time.Minute) }
+		if _, err := prune.Run(t.Context(), prune.Job{Backups: primary, Policy: pPolicy, OrphanGrace: time.Hour, Now: clock}, lg); err != nil {
+			t.Fatalf("prune the primary at %s: %v", now, err)
+		}
+		res, err := replica.Run(t.Context(), replica.Job{Name: "dr", From: primary, To: to, Policy: &cPolicy, Now: clock}, lg)
+		if err != nil {
+			t.Fatalf("copy at %s: %v", now, err)
+		}
+		copiedTotal += len(res.Copied)
+		if _, err := prune.Run(t.Context(), prune.Job{Backups: to, Policy: cPolicy, OrphanGrace: time.Hour, Now: clock}, lg); err != nil {
+			t.Fatalf("prune the copy at %s: %v", now, err)
+		}
+		if step%40 == 39 {
+			sizes = append(sizes, [2]int{len(ids(t, primary)), len(ids(t, to))})
+		}
+	}
+	if copiedTotal != 90*4 {
+		t.Errorf("%d backups copied over 360 backups taken: each once, no more", copiedTotal)
+	}
+	last := sizes[len(sizes)-1]
+	if last[0] > 9 || last[1] < 30 || last[1] > 2+30+3 {
+		t.Errorf("in the end the primary holds %d (keep-last 2, keep-daily 7) and the copy %d (keep-last 2, keep-daily 30, keep-monthly 3)", last[0], last[1])
+	}
+	for _, s := range sizes[3:] {
+		if s != last && (s[0] != last[0] || s[1] < last[1]-1 || s[1] > last[1]+1) {
+			t.Errorf("sizes every 10 days %v: not levelled off", sizes)
+			break
+		}
 	}
 }
