@@ -134,9 +134,8 @@ type Agent struct {
 
 	capt captureState
 
-	copiers   []*copier
-	cm        *copyMetrics
-	drillTurn atomic.Int64
+	copiers []*copier
+	cm      *copyMetrics
 }
 
 // job is one scheduled job and its state.
@@ -703,7 +702,7 @@ func (a *Agent) prune(ctx context.Context) (string, error) {
 // the drill gauges, and the job fails when the drill did not pass or its
 // report could not be stored.
 func (a *Agent) drill(ctx context.Context) (string, error) {
-	if c := a.drillStore(); c != nil {
+	if c := a.drillStore(ctx); c != nil {
 		return a.drillCopy(ctx, c)
 	}
 	out, err := a.cfg.Drill(ctx)

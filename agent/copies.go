@@ -233,23 +233,43 @@ func (a *Agent) pruneCopies(ctx context.Context) error {
 }
 
 // drillStore is the store the next drill proves: DrillStore, or with
-// alternate the primary and each drillable copy in turn.
-func (a *Agent) drillStore() *copier {
+// alternate the store (primary or a drillable copy) whose newest drill is
+// the oldest, never drilled first: every store is proven in turn, across
+// restarts and agent --once runs alike (the reports are in the stores).
+// nil is the primary.
+func (a *Agent) drillStore(ctx context.Context) *copier {
 	switch name := a.cfg.DrillStore; name {
 	case "", DrillStorePrimary:
 		return nil
 	case DrillStoreAlternate:
-		var turn []*copier
+		newest := func(h map[string]restore.DrillRecord) time.Time {
+			var t time.Time
+			for _, r := range h {
+				if r.At.After(t) {
+					t = r.At
+				}
+			}
+			return t
+		}
+		var pick *copier
+		oldest := time.Time{}
+		if h, err := a.drillRecords(ctx); err == nil {
+			oldest = newest(h)
+		}
 		for _, c := range a.copiers {
-			if c.c.Drill != nil {
-				turn = append(turn, c)
+			if c.c.Drill == nil {
+				continue
+			}
+			h, err := restore.StoreDrillHistory(c.c.Job.To)(ctx)
+			if err != nil {
+				a.lg.Warn("drill: cannot read a copy's drill reports; drilling it now", "store", c.c.Name, "err", err)
+				return c
+			}
+			if t := newest(h); t.Before(oldest) {
+				pick, oldest = c, t
 			}
 		}
-		i := int(a.drillTurn.Add(1)-1) % (len(turn) + 1)
-		if i == 0 {
-			return nil
-		}
-		return turn[i-1]
+		return pick
 	default:
 		for _, c := range a.copiers {
 			if c.c.Name == name && c.c.Drill != nil {

@@ -34,7 +34,7 @@ this in the background after every backup; this is the one-shot catch-up.`,
 			if err := checkOutput(o.output); err != nil {
 				return err
 			}
-			cfg, err := a.config()
+			cfg, err := a.uploadConfig() // the copies' part buffers
 			if err != nil {
 				return err
 			}

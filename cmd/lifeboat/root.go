@@ -44,12 +44,26 @@ func (a *app) loadConfig(uploads bool) (*Config, error) {
 		return nil, err
 	}
 	var buffers int64
-	if u, err := uploader.ParseStoreURL(cfg.Store.URL); err == nil && u.Scheme == "s3" && uploads {
-		s3 := cfg.s3Config(u).WithDefaults()
-		buffers = int64(s3.Concurrency+2) * s3.PartSize
+	if uploads {
+		buffers = uploadBuffers(cfg.Store.URL, cfg.Store.S3)
+		// The agent uploads to each copy alongside its own backups.
+		for _, cc := range cfg.Copies {
+			buffers += uploadBuffers(cc.URL, cfg.copyS3(cc))
+		}
 	}
 	setMemoryLimit(buffers)
 	return cfg, nil
+}
+
+// uploadBuffers is what one upload to the store at url holds in part
+// buffers: (concurrency+2) × part size on S3, nothing for a directory.
+func uploadBuffers(url string, s S3StoreConfig) int64 {
+	u, err := uploader.ParseStoreURL(url)
+	if err != nil || u.Scheme != "s3" {
+		return 0
+	}
+	c := s3Config(u, s).WithDefaults()
+	return int64(c.Concurrency+2) * c.PartSize
 }
 
 func (a *app) logger(c *Config) *slog.Logger {
