@@ -46,8 +46,14 @@ export AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench-secret AWS_REGION=us-
 rm -f "$DIR/age.key"; "$BIN/age-keygen" -o "$DIR/age.key" 2>/dev/null
 recipient=$(grep -m1 -o 'age1[0-9a-z]*' "$DIR/age.key")
 s3=(--s3-endpoint "http://127.0.0.1:$vport" --s3-path-style --s3-create-bucket)
-lb() { "$BIN/lifeboat" "$@" --endpoints "$ep" --store s3://bench/etcd "${s3[@]}" --recipient "$recipient" --identity-file "$DIR/age.key" \
-  --spool-dir "$DIR/spool" --scratch-dir "$DIR/scratch" --log-format json; }
+# lb ARGS: lifeboat with the bench's store, etcd and keys (a script, so that /usr/bin/time runs it).
+cat >"$DIR/lb" <<LB
+#!/usr/bin/env bash
+exec "$BIN/lifeboat" "\$@" --endpoints "$ep" --store s3://bench/etcd ${s3[*]} --recipient "$recipient" --identity-file "$DIR/age.key" \\
+  --spool-dir "$DIR/spool" --scratch-dir "$DIR/scratch" --log-format json
+LB
+chmod +x "$DIR/lb"
+lb() { "$DIR/lb" "$@"; }
 lb snapshot >/dev/null 2>"$OUT/copy-snapshot.err"
 
 # timed NAME CMD...: runs CMD under /usr/bin/time, appends "NAME wall_s rss_kb".
@@ -59,15 +65,14 @@ timed() {
 : >"$OUT/copy-runs.txt"
 for i in $(seq "$RUNS"); do
   rm -f "$DIR/fetched.db"
-  timed fetch lb fetch latest -o "$DIR/fetched.db"
-  timed copy lb copy --copy "s3://bench-dr-$i/etcd"
+  timed fetch "$DIR/lb" fetch latest -o "$DIR/fetched.db"
+  timed copy "$DIR/lb" copy --copy "s3://bench-dr-$i/etcd"
 done
 rm -f "$DIR/fetched.db"
 for i in $(seq "$RUNS"); do
-  timed agent-once lb agent --once --listen "" --lock=false --drill-schedule "" --snapshot-schedule "@every 1h"
-  timed agent-once-copy lb agent --once --listen "" --lock=false --drill-schedule "" --snapshot-schedule "@every 1h" --copy "s3://bench-agent-$i/etcd"
+  timed agent-once "$DIR/lb" agent --once --listen "" --lock=false --drill-schedule "" --snapshot-schedule "@every 1h"
+  timed agent-once-copy "$DIR/lb" agent --once --listen "" --lock=false --drill-schedule "" --snapshot-schedule "@every 1h" --copy "s3://bench-agent-$i/etcd"
 done
-size=$(grep -o '"bytes":[0-9]*' "$OUT/copy.err" | head -1 || true)
 {
   echo "| run | wall s | peak RSS MiB |"
   echo "|---|---|---|"

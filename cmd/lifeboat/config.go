@@ -273,8 +273,29 @@ func cfgErr(key string, format string, a ...any) error {
 	return &ConfigError{Key: key, Err: fmt.Errorf(format, a...)}
 }
 
-// Validate checks values; the error names the key that is wrong.
+// Validate checks values; the error names the key that is wrong. The
+// steps run in the file's order of keys; the first error is returned.
 func (c *Config) Validate() error {
+	var store uploader.StoreURL
+	for _, step := range []func() error{
+		c.validateNames, c.validateEtcd, c.validateSnapshot,
+		func() (err error) { store, err = c.parseStore(); return err },
+		c.validateRetention, c.validateDrill, c.validateSchedule, c.validateAgent, c.validateNotify,
+		c.Capture.validate,
+		func() error { return c.Kit.validate(c.Encryption) },
+		func() error { return c.validateStore(store) },
+		func() error { return c.validateCopies(store) },
+		c.validateDrillStore,
+	} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateNames names the cluster and sets up logging.
+func (c *Config) validateNames() error {
 	if c.Cluster == "" || strings.ContainsAny(c.Cluster, "/\\ ") || strings.HasPrefix(c.Cluster, ".") {
 		return cfgErr("cluster", "%q is not a valid cluster name (letters, digits, - _ ., no slashes)", c.Cluster)
 	}
@@ -288,6 +309,11 @@ func (c *Config) Validate() error {
 	default:
 		return cfgErr("log.format", "%q is not one of auto, text, json", c.Log.Format)
 	}
+	return nil
+}
+
+// validateEtcd checks how to reach etcd.
+func (c *Config) validateEtcd() error {
 	if len(c.Etcd.Endpoints) == 0 {
 		return cfgErr("etcd.endpoints", "empty: give at least one client URL")
 	}
@@ -320,6 +346,11 @@ func (c *Config) Validate() error {
 	if err := etcdConfig(c).Validate(); err != nil {
 		return &ConfigError{Key: "etcd", Err: err}
 	}
+	return nil
+}
+
+// validateSnapshot checks taking snapshots (and the inspect cache's bound).
+func (c *Config) validateSnapshot() error {
 	if c.Snapshot.SpoolDir == "" {
 		return cfgErr("snapshot.spool_dir", "empty")
 	}
@@ -338,13 +369,11 @@ func (c *Config) Validate() error {
 	if err := snapshot.ValidateLiveHashKV(c.Snapshot.LiveHashKV); err != nil {
 		return cfgErr("snapshot.live_hashkv", "%v", err)
 	}
-	store, err := uploader.ParseStoreURL(c.Store.URL)
-	if err != nil {
-		return &ConfigError{Key: "store.url", Err: err}
-	}
-	if err := repository.ValidateCompression(c.Store.Compression); err != nil {
-		return &ConfigError{Key: "store.compression", Err: err}
-	}
+	return nil
+}
+
+// validateRetention checks the retention policy's keys.
+func (c *Config) validateRetention() error {
 	if _, err := time.LoadLocation(c.Retention.TimeZone); err != nil {
 		return cfgErr("retention.time_zone", "%q is not a known time zone (like UTC or Europe/Berlin)", c.Retention.TimeZone)
 	}
@@ -364,6 +393,11 @@ func (c *Config) Validate() error {
 	if c.Retention.OrphanGrace < 0 {
 		return cfgErr("retention.orphan_grace", "must not be negative")
 	}
+	return nil
+}
+
+// validateDrill checks the drill keys.
+func (c *Config) validateDrill() error {
 	if c.Drill.ScratchDir == "" {
 		return cfgErr("drill.scratch_dir", "empty")
 	}
@@ -375,6 +409,11 @@ func (c *Config) Validate() error {
 			return &ConfigError{Key: "drill.check_prefixes", Err: err}
 		}
 	}
+	return nil
+}
+
+// validateSchedule checks the schedules.
+func (c *Config) validateSchedule() error {
 	for key, spec := range map[string]string{"schedule.snapshot": c.Schedule.Snapshot, "schedule.prune": c.Schedule.Prune, "schedule.drill": c.Schedule.Drill} {
 		if spec == "" {
 			continue
@@ -389,6 +428,11 @@ func (c *Config) Validate() error {
 	if c.Schedule.DrillTarget != "latest" && c.Schedule.DrillTarget != "random" {
 		return cfgErr("schedule.drill_target", "%q is not latest or random", c.Schedule.DrillTarget)
 	}
+	return nil
+}
+
+// validateAgent checks the daemon's keys, and the orphan grace against the longest snapshot.
+func (c *Config) validateAgent() error {
 	if _, _, err := net.SplitHostPort(c.Agent.Listen); err != nil && c.Agent.Listen != "" {
 		return cfgErr("agent.listen", "%q is not host:port", c.Agent.Listen)
 	}
@@ -419,6 +463,11 @@ func (c *Config) Validate() error {
 	if p := c.Agent.Pushgateway.Reveal(); p != "" && !strings.HasPrefix(p, "http://") && !strings.HasPrefix(p, "https://") {
 		return cfgErr("agent.pushgateway", "must be an http(s) URL")
 	}
+	return nil
+}
+
+// validateNotify checks the notifications.
+func (c *Config) validateNotify() error {
 	for i, w := range c.Notify.Webhooks {
 		if err := agent.ValidateWebhook(w); err != nil {
 			return cfgErr("notify.webhooks", "entry %d %w", i+1, err)
@@ -432,12 +481,23 @@ func (c *Config) Validate() error {
 	if c.Notify.Timeout <= 0 {
 		return cfgErr("notify.timeout", "must be positive")
 	}
-	if err := c.Capture.validate(); err != nil {
-		return err
+	return nil
+}
+
+// parseStore parses store.url and checks store.compression.
+func (c *Config) parseStore() (uploader.StoreURL, error) {
+	store, err := uploader.ParseStoreURL(c.Store.URL)
+	if err != nil {
+		return store, &ConfigError{Key: "store.url", Err: err}
 	}
-	if err := c.Kit.validate(c.Encryption); err != nil {
-		return err
+	if err := repository.ValidateCompression(c.Store.Compression); err != nil {
+		return store, &ConfigError{Key: "store.compression", Err: err}
 	}
+	return store, nil
+}
+
+// validateStore checks the primary store's Object Lock and S3 settings.
+func (c *Config) validateStore(store uploader.StoreURL) error {
 	if err := validateLock("store.object_lock", c.Store.ObjectLock, store); err != nil {
 		return err
 	}
@@ -446,10 +506,7 @@ func (c *Config) Validate() error {
 			return &ConfigError{Key: "store", Err: err}
 		}
 	}
-	if err := c.validateCopies(store); err != nil {
-		return err
-	}
-	return c.validateDrillStore()
+	return nil
 }
 
 // validateLock checks an object_lock block (key) of a store at u.
