@@ -136,7 +136,10 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	has := map[string]bool{}
 	for _, e := range to.Backups {
-		has[e.Manifest.ID] = true // a broken one is verify's to report, not ours to overwrite
+		has[e.Manifest.ID] = true
+	}
+	if err := r.repair(ctx, from, to); err != nil {
+		return err
 	}
 	for _, e := range from.Backups {
 		if !wantB[e.Manifest.ID] || has[e.Manifest.ID] {
@@ -232,6 +235,35 @@ func (r *runner) copyBackup(ctx context.Context, m *repository.Manifest) error {
 		return fmt.Errorf("backup %s: %w", m.ID, err)
 	}
 	r.lg.Info("copy: backup committed", "backup_id", m.ID, "bytes", m.ObjectSize)
+	return nil
+}
+
+// repair copies the data object again of each backup the copy committed
+// whose object is gone (deleted by hand, lost by the store) while the
+// primary holds it intact with the same bytes: the manifest already
+// names it, the object lands whole and checked. An object of the wrong
+// size is left for verify and prune to report: it may be evidence.
+func (r *runner) repair(ctx context.Context, from, to *repository.Listing) error {
+	primary := map[string]*repository.Manifest{}
+	for _, e := range from.Backups {
+		if e.State == repository.StateOK {
+			primary[e.Manifest.ID] = e.Manifest
+		}
+	}
+	for _, e := range to.Backups {
+		m, ok := primary[e.Manifest.ID]
+		if e.State != repository.StateBroken || e.Object.Key != "" || !ok || m.ObjectSHA256 != e.Manifest.ObjectSHA256 || m.Object != e.Manifest.Object {
+			continue
+		}
+		r.res.Copied = append(r.res.Copied, Planned{Kind: KindBackup, ID: m.ID, Key: m.Object, Size: m.ObjectSize})
+		if r.job.DryRun {
+			continue
+		}
+		if err := r.object(ctx, m.Object, want{size: m.ObjectSize, sha256: m.ObjectSHA256}, r.job.Lock.options(r.now)); err != nil {
+			return fmt.Errorf("repair backup %s: %w", m.ID, err)
+		}
+		r.lg.Warn("copy: the copy's data object of a committed backup was missing; copied again", "backup_id", m.ID)
+	}
 	return nil
 }
 

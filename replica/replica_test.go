@@ -365,3 +365,29 @@ func TestCopyRetentionLevelsOff(t *testing.T) {
 		}
 	}
 }
+
+// TestCopyRepairsMissingObject: a committed backup in the copy whose data
+// object is gone is copied again from the primary; one of the wrong size
+// is left (verify reports it).
+func TestCopyRepairsMissingObject(t *testing.T) {
+	primary, to := dirRepo(t), dirRepo(t)
+	gone := jobtest.PutBackup(t, primary, t0, uploader.PutOptions{}, false)
+	lg, _ := jobtest.Logger(t)
+	job := replica.Job{Name: "dr", From: primary, To: to}
+	if _, err := replica.Run(t.Context(), job, lg); err != nil {
+		t.Fatal(err)
+	}
+	if err := to.Store.Delete(t.Context(), gone.Object); err != nil {
+		t.Fatal(err)
+	}
+	res, err := replica.Run(t.Context(), job, lg)
+	if err != nil || len(res.Copied) != 1 {
+		t.Fatalf("repair: %v, copied %v", err, res.Copied)
+	}
+	if n, sum := digest(t, to.Store, gone.Object); n != gone.ObjectSize || sum != gone.ObjectSHA256 {
+		t.Errorf("repaired object has %d bytes of %s", n, sum)
+	}
+	if res.Backups != 1 {
+		t.Errorf("the copy holds %d intact backups after the repair", res.Backups)
+	}
+}
