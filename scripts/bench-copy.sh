@@ -7,6 +7,7 @@
 # Results: bench-out/copy.md (copy them into docs/benchmarks.md).
 #
 #   BENCH_OBJECTS=180000 BENCH_RUNS=3 BENCH_DIR=/var/tmp/lifeboat-bench-copy scripts/bench-copy.sh
+#   BENCH_SECTIONS=agent scripts/bench-copy.sh   # one part only (copy, agent)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$PWD/.bin
@@ -14,6 +15,8 @@ OBJECTS=${BENCH_OBJECTS:-180000}
 RUNS=${BENCH_RUNS:-3}
 DIR=${BENCH_DIR:-/var/tmp/lifeboat-bench-copy}
 OUT=$PWD/bench-out
+SECTIONS=" ${BENCH_SECTIONS:-copy agent} "
+want() { [[ $SECTIONS == *" $1 "* ]]; }
 mkdir -p "$DIR" "$OUT"
 go build -o "$BIN/benchtool" ./internal/test/benchtool
 go build -o "$BIN/age-keygen" filippo.io/age/cmd/age-keygen
@@ -63,15 +66,18 @@ timed() {
   echo "$name $(cat "$OUT/time.tmp")" >>"$OUT/copy-runs.txt"
 }
 : >"$OUT/copy-runs.txt"
-for i in $(seq "$RUNS"); do
+want copy && for i in $(seq "$RUNS"); do
   rm -f "$DIR/fetched.db"
   timed fetch "$DIR/lb" fetch latest -o "$DIR/fetched.db"
   timed copy "$DIR/lb" copy --copy "s3://bench-dr-$i/etcd"
 done
 rm -f "$DIR/fetched.db"
-for i in $(seq "$RUNS"); do
+# The copy keeps the newest backup only (--keep-last 1: the copies'
+# policy, the primary is not pruned here), so that each run copies the
+# backup it took, as a running agent does.
+want agent && for i in $(seq "$RUNS"); do
   timed agent-once "$DIR/lb" agent --once --listen "" --lock=false --drill-schedule "" --snapshot-schedule "@every 1h"
-  timed agent-once-copy "$DIR/lb" agent --once --listen "" --lock=false --drill-schedule "" --snapshot-schedule "@every 1h" --copy "s3://bench-agent-$i/etcd"
+  timed agent-once-copy "$DIR/lb" agent --once --listen "" --lock=false --drill-schedule "" --snapshot-schedule "@every 1h" --copy "s3://bench-agent-$i/etcd" --keep-last 1
 done
 {
   echo "| run | wall s | peak RSS MiB |"

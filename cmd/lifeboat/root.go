@@ -46,9 +46,11 @@ func (a *app) loadConfig(uploads bool) (*Config, error) {
 	var buffers int64
 	if uploads {
 		buffers = uploadBuffers(cfg.Store.URL, cfg.Store.S3)
-		// The agent uploads to each copy alongside its own backups.
+		// A copy uploads after the backup it copies has committed: the
+		// largest one's buffers, not their sum (the heap's headroom covers
+		// a copy that overlaps the next backup; the GC works harder then).
 		for _, cc := range cfg.Copies {
-			buffers += uploadBuffers(cc.URL, cfg.copyS3(cc))
+			buffers = max(buffers, uploadBuffers(cc.URL, cfg.copyS3(cc)))
 		}
 	}
 	setMemoryLimit(buffers)
