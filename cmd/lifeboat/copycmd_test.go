@@ -129,3 +129,42 @@ func TestCopyToSecondStore(t *testing.T) {
 		}
 	})
 }
+
+// TestPrunePerStore: prune applies each store's own policy, the copy's
+// from its retention block, and reports each store.
+func TestPrunePerStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd")
+	}
+	e := newDrillEnv(t)
+	for range 3 {
+		e.snapshot(t)
+	}
+	copyDir := filepath.Join(t.TempDir(), "copy")
+	cfg := writeFile(t, "c.yaml", "retention: {keep_last: 1}\ncopies:\n  - name: dr\n    url: file://"+copyDir+"\n    retention: {keep_last: 2}\n")
+	args := func(a ...string) []string { return append(append(a, e.args...), "--config", cfg) }
+	if code, out, errOut := runCLI(t, nil, args("copy")...); code != 0 || !strings.Contains(out, "copied 2 backups") {
+		t.Fatalf("copy (the copy's policy keeps 2): exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut := runCLI(t, nil, args("prune")...)
+	if code != 0 {
+		t.Fatalf("prune: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "copy dr (file://"+copyDir+"):") {
+		t.Errorf("prune does not report the copy:\n%s", out)
+	}
+	primary := e.backups(t)
+	st, err := uploader.NewDir(copyDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		repo *repository.Repo
+		want int
+	}{{primary, 1}, {&repository.Repo{Store: st, Cluster: "test"}, 2}} {
+		l, err := c.repo.List(t.Context())
+		if err != nil || len(l.Backups) != c.want {
+			t.Errorf("%s holds %d backups after prune, want %d (%v)", c.repo.Store, len(l.Backups), c.want, err)
+		}
+	}
+}
