@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +46,53 @@ type copier struct {
 	c       Copy
 	kick    chan struct{} // a backup committed: copy now
 	running atomic.Bool
+
+	mu   sync.Mutex
+	last CopyStatus
+}
+
+// CopyStatus is one copy's state in /status.
+type CopyStatus struct {
+	Name        string     `json:"name"`
+	Running     bool       `json:"running"`
+	LastRun     *time.Time `json:"last_run,omitempty"`
+	LastSuccess *time.Time `json:"last_success,omitempty"`
+	// LastError is the last run's error ("" when it succeeded).
+	LastError string `json:"last_error,omitempty"`
+	// Backups is how many intact backups the copy held after the last
+	// run; RecoveryPoint and ChangesPoint what it alone restores to.
+	Backups       int        `json:"backups"`
+	RecoveryPoint *time.Time `json:"recovery_point,omitempty"`
+	ChangesPoint  *time.Time `json:"changes_point,omitempty"`
+}
+
+// record keeps a run's outcome for /status.
+func (c *copier) record(at time.Time, res *replica.Result, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.last.LastRun, c.last.LastError = &at, ""
+	if err != nil {
+		c.last.LastError = err.Error()
+	} else {
+		c.last.LastSuccess = &at
+	}
+	if res != nil && !res.RecoveryPoint.IsZero() {
+		rp, cp := res.RecoveryPoint, res.ChangesPoint
+		c.last.Backups, c.last.RecoveryPoint, c.last.ChangesPoint = res.Backups, &rp, &cp
+	}
+}
+
+// copyStatus is every copy's state.
+func (a *Agent) copyStatus() []CopyStatus {
+	var out []CopyStatus
+	for _, c := range a.copiers {
+		c.mu.Lock()
+		st := c.last
+		c.mu.Unlock()
+		st.Name, st.Running = c.c.Name, c.running.Load()
+		out = append(out, st)
+	}
+	return out
 }
 
 // copyMetrics are the copies' metrics, by store (a copy's name).
@@ -172,6 +220,7 @@ func (a *Agent) copyOnce(ctx context.Context, c *copier) error {
 	to.Store = countingStore{Store: to.Store, c: a.cm.bytes.WithLabelValues(c.c.Name)}
 	job.To = &to
 	res, err := replica.Run(jctx, job, a.lg.With("job", "copy"))
+	c.record(a.clock.Now(), res, err)
 	if res != nil && !res.RecoveryPoint.IsZero() {
 		a.cm.recoveryPoint.WithLabelValues(c.c.Name, "backup").Set(unixSeconds(res.RecoveryPoint))
 		a.cm.recoveryPoint.WithLabelValues(c.c.Name, "changes").Set(unixSeconds(res.ChangesPoint))

@@ -67,6 +67,9 @@ func TestAgentCopies(t *testing.T) {
 	if metric("lifeboat_copy_bytes_total", "store", "dr") == 0 {
 		t.Error("lifeboat_copy_bytes_total{store=dr} is 0 after copies")
 	}
+	if st := a.Status(t.Context()).Copies; len(st) != 1 || st[0].Name != "dr" || st[0].LastSuccess == nil || st[0].Backups == 0 || st[0].RecoveryPoint == nil {
+		t.Errorf("/status copies %+v", st)
+	}
 
 	t.Run("a failing copy lags, the primary goes on", func(t *testing.T) {
 		proxy.SetFault(func(*http.Request, int) s3test.Fault { return s3test.Status(http.StatusServiceUnavailable) })
