@@ -124,3 +124,24 @@ func TestCopyCommandUsage(t *testing.T) {
 		t.Errorf("copy without copies: exit %d\n%s", code, errOut)
 	}
 }
+
+// FuzzCopiesEnv feeds LIFEBOAT_COPIES arbitrary text: a config or a
+// ConfigError, never a panic, and what loads validates.
+func FuzzCopiesEnv(f *testing.F) {
+	for _, s := range []string{"", "file:///a", "s3://bkt/x, file:///b", ",,", "s3://", "file://rel", "s3://AKIA:x@bkt/p", "file:///var/lib/lifeboat/backups", "s3://bkt/x,s3://bkt/x/"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := LoadConfig("", envMap(map[string]string{"LIFEBOAT_COPIES": s}), nil)
+		if err != nil {
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("LIFEBOAT_COPIES=%q: %v is not a ConfigError", s, err)
+			}
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("LoadConfig returned a config that does not validate: %v", err)
+		}
+	})
+}
