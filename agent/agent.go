@@ -161,77 +161,13 @@ func New(cfg Config, lg *slog.Logger) (*Agent, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Backups == nil {
-		return nil, errors.New("agent: no backup store")
-	}
-	if cfg.Cluster == "" {
-		cfg.Cluster = cfg.Backups.Cluster
-	}
-	if cfg.Jitter < 0 {
-		return nil, fmt.Errorf("agent: jitter %s: must not be negative", cfg.Jitter)
-	}
-	if cfg.SnapshotRetries < 0 {
-		return nil, fmt.Errorf("agent: snapshot retries %d: must not be negative", cfg.SnapshotRetries)
-	}
-	if err := cfg.Notify.Validate(); err != nil {
-		return nil, fmt.Errorf("agent: %w", err)
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = RealClock{}
-	}
-	if cfg.RetryBackoff <= 0 {
-		cfg.RetryBackoff = prune.DefaultRetryBackoff
-	}
-	if cfg.RefreshInterval <= 0 {
-		cfg.RefreshInterval = 5 * time.Minute
-	}
-	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = 30 * time.Second
-	}
-	if cfg.Registry == nil {
-		cfg.Registry = prometheus.NewRegistry()
-	}
-	if cfg.DrillHistory == nil {
-		cfg.DrillHistory = restore.StoreDrillHistory(cfg.Backups)
-	}
-	if cfg.Capture != nil && cfg.Snapshot == nil {
-		return nil, errors.New("agent: capture needs the snapshot job (each generation starts from a fresh snapshot)")
-	}
-	if cfg.CaptureBackoff <= 0 {
-		cfg.CaptureBackoff = time.Second
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	a := &Agent{cfg: cfg, lg: lg, clock: cfg.Clock, reg: cfg.Registry, byName: map[string]*job{}, drills: map[string]restore.DrillRecord{}}
-
-	type candidate struct {
-		name, spec, notifyOn string
-		enabled              bool
-		run                  func(context.Context) (string, error)
-	}
-	for _, c := range []candidate{
-		{JobSnapshot, cfg.Schedules.Snapshot, EventSnapshotFailed, cfg.Snapshot != nil, a.snapshot},
-		{JobPrune, cfg.Schedules.Prune, EventPruneFailed, cfg.Prune != nil, a.prune},
-		{JobDrill, cfg.Schedules.Drill, EventDrillFailed, cfg.Drill != nil, a.drill},
-	} {
-		// Capture takes its snapshots through the snapshot job, scheduled
-		// or not (then it runs only for capture).
-		unscheduled := c.spec == "" && c.name == JobSnapshot && c.enabled && cfg.Capture != nil
-		if c.spec == "" && !unscheduled {
-			continue
-		}
-		if !c.enabled {
-			lg.Warn("job has a schedule but is not available in this build; it does not run", "job", c.name, "schedule", c.spec)
-			continue
-		}
-		var s cron.Schedule
-		if !unscheduled {
-			var err error
-			if s, err = ParseSchedule(c.spec); err != nil {
-				return nil, fmt.Errorf("agent: schedule of %s %q: %w", c.name, c.spec, err)
-			}
-		}
-		j := &job{name: c.name, spec: c.spec, sched: s, run: c.run, notifyOn: c.notifyOn, freed: make(chan struct{})}
-		a.jobs = append(a.jobs, j)
-		a.byName[c.name] = j
+	if err := a.addJobs(); err != nil {
+		return nil, err
 	}
 	names := make([]string, len(a.jobs))
 	for i, j := range a.jobs {
@@ -271,6 +207,87 @@ func New(cfg Config, lg *slog.Logger) (*Agent, error) {
 	return a, nil
 }
 
+// withDefaults checks cfg and fills in its defaults.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Backups == nil {
+		return cfg, errors.New("agent: no backup store")
+	}
+	if cfg.Cluster == "" {
+		cfg.Cluster = cfg.Backups.Cluster
+	}
+	if cfg.Jitter < 0 {
+		return cfg, fmt.Errorf("agent: jitter %s: must not be negative", cfg.Jitter)
+	}
+	if cfg.SnapshotRetries < 0 {
+		return cfg, fmt.Errorf("agent: snapshot retries %d: must not be negative", cfg.SnapshotRetries)
+	}
+	if err := cfg.Notify.Validate(); err != nil {
+		return cfg, fmt.Errorf("agent: %w", err)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = RealClock{}
+	}
+	if cfg.RetryBackoff <= 0 {
+		cfg.RetryBackoff = prune.DefaultRetryBackoff
+	}
+	if cfg.RefreshInterval <= 0 {
+		cfg.RefreshInterval = 5 * time.Minute
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 30 * time.Second
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	if cfg.DrillHistory == nil {
+		cfg.DrillHistory = restore.StoreDrillHistory(cfg.Backups)
+	}
+	if cfg.Capture != nil && cfg.Snapshot == nil {
+		return cfg, errors.New("agent: capture needs the snapshot job (each generation starts from a fresh snapshot)")
+	}
+	if cfg.CaptureBackoff <= 0 {
+		cfg.CaptureBackoff = time.Second
+	}
+	return cfg, nil
+}
+
+// addJobs makes the scheduled jobs: each enabled job with a schedule
+// (and the snapshot job for capture, scheduled or not).
+func (a *Agent) addJobs() error {
+	type candidate struct {
+		name, spec, notifyOn string
+		enabled              bool
+		run                  func(context.Context) (string, error)
+	}
+	for _, c := range []candidate{
+		{JobSnapshot, a.cfg.Schedules.Snapshot, EventSnapshotFailed, a.cfg.Snapshot != nil, a.snapshot},
+		{JobPrune, a.cfg.Schedules.Prune, EventPruneFailed, a.cfg.Prune != nil, a.prune},
+		{JobDrill, a.cfg.Schedules.Drill, EventDrillFailed, a.cfg.Drill != nil, a.drill},
+	} {
+		// Capture takes its snapshots through the snapshot job, scheduled
+		// or not (then it runs only for capture).
+		unscheduled := c.spec == "" && c.name == JobSnapshot && c.enabled && a.cfg.Capture != nil
+		if c.spec == "" && !unscheduled {
+			continue
+		}
+		if !c.enabled {
+			a.lg.Warn("job has a schedule but is not available in this build; it does not run", "job", c.name, "schedule", c.spec)
+			continue
+		}
+		var s cron.Schedule
+		if !unscheduled {
+			var err error
+			if s, err = ParseSchedule(c.spec); err != nil {
+				return fmt.Errorf("agent: schedule of %s %q: %w", c.name, c.spec, err)
+			}
+		}
+		j := &job{name: c.name, spec: c.spec, sched: s, run: c.run, notifyOn: c.notifyOn, freed: make(chan struct{})}
+		a.jobs = append(a.jobs, j)
+		a.byName[c.name] = j
+	}
+	return nil
+}
+
 // Addr is the HTTP server's address (nil without one).
 func (a *Agent) Addr() net.Addr {
 	if a.ln == nil {
@@ -297,7 +314,23 @@ func (a *Agent) Run(ctx context.Context) error {
 	notifyCtx, notifyCancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer notifyCancel()
 	bg.Go(func() { a.notif.run(notifyCtx) })
+	srv := a.serveHTTP(&bg)
 
+	lockCtx, lockCancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer lockCancel()
+	lockDone := a.runLock(lockCtx)
+
+	a.becomeReady(ctx, &bg)
+	var sched sync.WaitGroup
+	a.startJobs(ctx, &sched)
+
+	<-ctx.Done()
+	return a.shutdown(&sched, &bg, srv, lockCancel, lockDone, notifyCancel)
+}
+
+// serveHTTP serves /metrics, /healthz, /readyz and /status on the
+// listener, if any, under bg; the server is returned for shutdown.
+func (a *Agent) serveHTTP(bg *sync.WaitGroup) *http.Server {
 	var srv *http.Server
 	if a.ln != nil {
 		srv = &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slogErrorLog(a.lg)}
@@ -308,15 +341,23 @@ func (a *Agent) Run(ctx context.Context) error {
 		})
 		a.lg.Info("serving /metrics /healthz /readyz /status", "addr", a.ln.Addr().String())
 	}
+	return srv
+}
 
-	lockCtx, lockCancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer lockCancel()
+// runLock runs the leader lock until lockCtx ends; the channel is closed
+// when it has (nil without a lock).
+func (a *Agent) runLock(lockCtx context.Context) chan struct{} {
 	var lockDone chan struct{}
 	if a.lock != nil {
 		lockDone = make(chan struct{})
 		go func() { defer close(lockDone); a.lock.run(lockCtx, a.clock) }()
 	}
+	return lockDone
+}
 
+// becomeReady refreshes the gauges from the store, reports READY and
+// starts the systemd watchdog under bg.
+func (a *Agent) becomeReady(ctx context.Context, bg *sync.WaitGroup) {
 	// Gauges from the store first, so that the first scrape knows the
 	// newest backup even before any job ran (bounded: READY must not
 	// wait for a slow store).
@@ -330,8 +371,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.cfg.Systemd.Watchdog > 0 {
 		bg.Go(func() { a.watchdog(ctx) })
 	}
+}
 
-	var sched sync.WaitGroup
+// startJobs starts the schedules, the refresh loop and the run at start
+// under sched, and capture and the copies under the job runs.
+func (a *Agent) startJobs(ctx context.Context, sched *sync.WaitGroup) {
 	for _, j := range a.jobs {
 		if j.sched == nil {
 			continue // runs for capture only
@@ -359,8 +403,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	sched.Go(func() { a.refreshLoop(ctx) })
 	a.lg.Info("agent started", "cluster", a.cfg.Cluster, "store", a.cfg.Backups.Store.String(), "jobs", len(a.jobs), "lock", a.cfg.Lock != nil)
+}
 
-	<-ctx.Done()
+// shutdown stops: no new runs, the running ones cancelled and awaited
+// (within ShutdownTimeout), then the lock released, the notifications
+// sent with what is left of the budget and the HTTP server closed.
+func (a *Agent) shutdown(sched, bg *sync.WaitGroup, srv *http.Server, lockCancel context.CancelFunc, lockDone chan struct{}, notifyCancel context.CancelFunc) error {
 	a.lg.Info("shutting down: no new runs, cancelling running jobs")
 	if err := sdNotify(a.cfg.Systemd.Socket, "STOPPING=1"); err != nil {
 		a.lg.Warn("systemd notify failed", "err", err)
