@@ -106,35 +106,24 @@ type copyMetrics struct {
 }
 
 func newCopyMetrics(reg prometheus.Registerer, copies []Copy) (*copyMetrics, error) {
+	var b metricSet
 	m := &copyMetrics{
-		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "lifeboat_copy_last_success_timestamp_seconds",
-			Help: "When a copy last caught up with the primary without error (Unix time; 0: not since start).",
-		}, []string{"store"}),
-		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "lifeboat_copy_failures_total",
-			Help: "Copy runs that failed (retried with backoff).",
-		}, []string{"store"}),
-		recoveryPoint: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "lifeboat_copy_recovery_point_timestamp_seconds",
-			Help: "The newest point a copy alone restores to (Unix time): kind backup from its newest backup, kind changes with its change windows (0: none yet).",
-		}, []string{"store", "kind"}),
-		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "lifeboat_copy_bytes_total",
-			Help: "Bytes written to a copy.",
-		}, []string{"store"}),
-		drillTime: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "lifeboat_copy_drill_last_timestamp_seconds",
-			Help: "When the last drill of a copy ended, whatever its verdict (Unix time; 0: none by this agent). The primary's drills are lifeboat_drill_*.",
-		}, []string{"store"}),
-		drillResult: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "lifeboat_copy_drill_last_result",
-			Help: "Verdict of the last drill of a copy by this agent: 1 passed, 0 failed (absent until one ran).",
-		}, []string{"store"}),
+		lastSuccess: b.gaugeVec("lifeboat_copy_last_success_timestamp_seconds",
+			"When a copy last caught up with the primary without error (Unix time; 0: not since start).", "store"),
+		failures: b.counterVec("lifeboat_copy_failures_total",
+			"Copy runs that failed (retried with backoff).", "store"),
+		recoveryPoint: b.gaugeVec("lifeboat_copy_recovery_point_timestamp_seconds",
+			"The newest point a copy alone restores to (Unix time): kind backup from its newest backup, kind changes with its change windows (0: none yet).", "store", "kind"),
+		bytes: b.counterVec("lifeboat_copy_bytes_total",
+			"Bytes written to a copy.", "store"),
+		drillTime: b.gaugeVec("lifeboat_copy_drill_last_timestamp_seconds",
+			"When the last drill of a copy ended, whatever its verdict (Unix time; 0: none by this agent). The primary's drills are lifeboat_drill_*.", "store"),
+		drillResult: b.gaugeVec("lifeboat_copy_drill_last_result",
+			"Verdict of the last drill of a copy by this agent: 1 passed, 0 failed (absent until one ran).", "store"),
 	}
-	for _, c := range []prometheus.Collector{m.lastSuccess, m.failures, m.recoveryPoint, m.bytes, m.drillTime, m.drillResult} {
+	for _, c := range b {
 		if err := reg.Register(c); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("register metrics: %w", err)
 		}
 	}
 	for _, c := range copies {
