@@ -16,7 +16,7 @@ import (
 
 	"github.com/lifeboat-dev/lifeboat/backup"
 	"github.com/lifeboat-dev/lifeboat/repository"
-	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/restore/drill"
 	"github.com/lifeboat-dev/lifeboat/retention/prune"
 )
 
@@ -52,9 +52,9 @@ type Config struct {
 	// up to a minute.
 	CaptureBackoff time.Duration
 	// DrillHistory returns the last drill of each backup (nil: the drill
-	// reports in Backups, see restore.StoreDrillHistory). The drills this
+	// reports in Backups, see drill.StoreHistory). The drills this
 	// agent ran count too.
-	DrillHistory restore.DrillHistoryFunc
+	DrillHistory drill.HistoryFunc
 	Schedules    Schedules
 	// Jitter delays each scheduled run by a random time up to this.
 	Jitter time.Duration
@@ -123,7 +123,7 @@ type Agent struct {
 	mu    sync.Mutex
 	state backupState
 	// drills are the drill records of the drills this agent ran.
-	drills map[string]restore.DrillRecord
+	drills map[string]drill.Record
 	// lastDrill is when the drill the gauges show ended.
 	lastDrill time.Time
 	stale     bool // the stale event was sent and no fresh backup seen since
@@ -165,7 +165,7 @@ func New(cfg Config, lg *slog.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, lg: lg, clock: cfg.Clock, reg: cfg.Registry, byName: map[string]*job{}, drills: map[string]restore.DrillRecord{}}
+	a := &Agent{cfg: cfg, lg: lg, clock: cfg.Clock, reg: cfg.Registry, byName: map[string]*job{}, drills: map[string]drill.Record{}}
 	if err := a.addJobs(); err != nil {
 		return nil, err
 	}
@@ -240,7 +240,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.Registry = prometheus.NewRegistry()
 	}
 	if cfg.DrillHistory == nil {
-		cfg.DrillHistory = restore.StoreDrillHistory(cfg.Backups)
+		cfg.DrillHistory = drill.StoreHistory(cfg.Backups)
 	}
 	if cfg.Capture != nil && cfg.Snapshot == nil {
 		return cfg, errors.New("agent: capture needs the snapshot job (each generation starts from a fresh snapshot)")

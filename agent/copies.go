@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lifeboat-dev/lifeboat/replica"
-	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/restore/drill"
 	"github.com/lifeboat-dev/lifeboat/retention/prune"
 )
 
@@ -249,7 +249,7 @@ func (a *Agent) pruneCopies(ctx context.Context) error {
 		pj := *c.c.Prune
 		pj.Now = a.clock.Now
 		pj.SnapshotRunning = c.running.Load // a copy in flight has objects without manifests
-		h, err := restore.StoreDrillHistory(pj.Backups)(ctx)
+		h, err := drill.StoreHistory(pj.Backups)(ctx)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("prune of copy %s not run: read its drill history: %w", c.c.Name, err))
 			continue
@@ -280,7 +280,7 @@ func (a *Agent) drillStore(ctx context.Context) *copier {
 	case "", DrillStorePrimary:
 		return nil
 	case DrillStoreAlternate:
-		newest := func(h map[string]restore.DrillRecord) time.Time {
+		newest := func(h map[string]drill.Record) time.Time {
 			var t time.Time
 			for _, r := range h {
 				if r.At.After(t) {
@@ -298,7 +298,7 @@ func (a *Agent) drillStore(ctx context.Context) *copier {
 			if c.c.Drill == nil {
 				continue
 			}
-			h, err := restore.StoreDrillHistory(c.c.Job.To)(ctx)
+			h, err := drill.StoreHistory(c.c.Job.To)(ctx)
 			if err != nil {
 				a.lg.Warn("drill: cannot read a copy's drill reports; drilling it now", "store", c.c.Name, "err", err)
 				return c

@@ -9,7 +9,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/internal/test/s3test"
 	"github.com/lifeboat-dev/lifeboat/replica"
 	"github.com/lifeboat-dev/lifeboat/repository"
-	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/restore/drill"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
@@ -41,11 +41,11 @@ func TestAgentCopies(t *testing.T) {
 		t.Fatal(err)
 	}
 	dr := repository.New(st, testCluster)
-	drill := restore.DrillJob{Backups: dr, Target: "latest", Options: restore.DrillOptions{ScratchDir: f.scratch + "-dr", Timeout: 2 * time.Minute, Version: "test"}}
+	dj := drill.Job{Backups: dr, Target: "latest", Options: drill.Options{ScratchDir: f.scratch + "-dr", Timeout: 2 * time.Minute, Version: "test"}}
 	cfg.Copies = []Copy{{
 		Name:  "dr",
 		Job:   replica.Job{Name: "dr", From: f.backups, To: dr},
-		Drill: func(ctx context.Context) (*restore.DrillOutcome, error) { return restore.RunDrillJob(ctx, drill, lg) },
+		Drill: func(ctx context.Context) (*drill.Outcome, error) { return drill.RunJob(ctx, dj, lg) },
 	}}
 	cfg.CopyInterval = 500 * time.Millisecond
 	cfg.DrillStore = DrillStoreAlternate

@@ -10,7 +10,7 @@ import (
 
 	"github.com/lifeboat-dev/lifeboat/backup"
 	"github.com/lifeboat-dev/lifeboat/repository"
-	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/restore/drill"
 	"github.com/lifeboat-dev/lifeboat/retention/prune"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -158,7 +158,7 @@ func (a *Agent) drill(ctx context.Context) (string, error) {
 		}
 		if out.BackupID != "" {
 			a.mu.Lock()
-			a.drills[out.BackupID] = restore.DrillRecord{Passed: passed, At: now}
+			a.drills[out.BackupID] = drill.Record{Passed: passed, At: now}
 			a.mu.Unlock()
 		}
 	}
@@ -183,7 +183,7 @@ func (e *drillRunError) Error() string { return "drill could not run: " + e.err.
 
 func (e *drillRunError) Unwrap() error { return e.err }
 
-func outcomeID(o *restore.DrillOutcome) string {
+func outcomeID(o *drill.Outcome) string {
 	if o == nil {
 		return ""
 	}
@@ -192,8 +192,8 @@ func outcomeID(o *restore.DrillOutcome) string {
 
 // drillRecords merges the store's drill history with the drills this agent
 // ran; the newer record of a backup wins.
-func (a *Agent) drillRecords(ctx context.Context) (map[string]restore.DrillRecord, error) {
-	out := map[string]restore.DrillRecord{}
+func (a *Agent) drillRecords(ctx context.Context) (map[string]drill.Record, error) {
+	out := map[string]drill.Record{}
 	if a.cfg.DrillHistory != nil {
 		h, err := a.cfg.DrillHistory(ctx)
 		if err != nil {

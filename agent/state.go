@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/lifeboat-dev/lifeboat/repository"
-	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/restore/drill"
 	"github.com/lifeboat-dev/lifeboat/retention/prune"
 )
 
@@ -98,7 +98,7 @@ func (a *Agent) refresh(ctx context.Context) {
 	if j := a.byName[JobSnapshot]; j != nil && st.newest != nil {
 		a.learnSuccess(j, st.newest.CreatedAt.Add(time.Duration(st.newest.DurationSeconds*float64(time.Second))))
 	}
-	var newestDrill restore.DrillRecord
+	var newestDrill drill.Record
 	var newestPass time.Time
 	for _, r := range drills {
 		if r.At.After(newestDrill.At) {

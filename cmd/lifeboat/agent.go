@@ -17,7 +17,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/agent"
 	"github.com/lifeboat-dev/lifeboat/capture"
 	"github.com/lifeboat-dev/lifeboat/repository"
-	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/restore/drill"
 	"github.com/lifeboat-dev/lifeboat/retention/prune"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 )
@@ -155,10 +155,10 @@ func agentConfig(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptio
 	if pruning {
 		acfg.Prune = &prune.Job{Backups: backups, Policy: policy, OrphanGrace: time.Duration(cfg.Retention.OrphanGrace)}
 	}
-	drill := restore.DrillJob{
+	dj := drill.Job{
 		Backups: backups,
 		Target:  s.DrillTarget,
-		Options: restore.DrillOptions{
+		Options: drill.Options{
 			Identities:    ids,
 			ScratchDir:    cfg.Drill.ScratchDir,
 			EtcdBinary:    cfg.Drill.EtcdBinary,
@@ -169,18 +169,18 @@ func agentConfig(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptio
 	}
 	if cfg.Capture.Enabled {
 		// With capture on, each drill proves a point in time against the
-		// live cluster (restore.DrillJob.Live).
+		// live cluster (drill.Job.Live).
 		ec := etcdConfig(cfg)
-		drill.Live = func(ctx context.Context) (restore.LiveCluster, func(), error) {
+		dj.Live = func(ctx context.Context) (drill.LiveCluster, func(), error) {
 			sess, err := snapshot.Dial(ctx, ec, lg)
 			if err != nil {
 				return nil, nil, err
 			}
-			return restore.SessionLive(sess), func() { sess.Close() }, nil
+			return drill.SessionLive(sess), func() { sess.Close() }, nil
 		}
 	}
-	acfg.Drill = func(ctx context.Context) (*restore.DrillOutcome, error) { return restore.RunDrillJob(ctx, drill, lg) }
-	if err := agentCopies(ctx, &acfg, cfg, drill, lg); err != nil {
+	acfg.Drill = func(ctx context.Context) (*drill.Outcome, error) { return drill.RunJob(ctx, dj, lg) }
+	if err := agentCopies(ctx, &acfg, cfg, dj, lg); err != nil {
 		return none, err
 	}
 	if cfg.Agent.Lock {
@@ -207,7 +207,7 @@ func agentConfig(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptio
 
 // agentCopies gives the agent its copies: each one's copy job, its own
 // prune (when the agent prunes) and a drill of it (written to it).
-func agentCopies(ctx context.Context, acfg *agent.Config, cfg *Config, drill restore.DrillJob, lg *slog.Logger) error {
+func agentCopies(ctx context.Context, acfg *agent.Config, cfg *Config, drillJob drill.Job, lg *slog.Logger) error {
 	copies, err := openCopies(ctx, cfg, lg)
 	if err != nil {
 		return err
@@ -222,10 +222,10 @@ func agentCopies(ctx context.Context, acfg *agent.Config, cfg *Config, drill res
 			}
 			c.Prune = &prune.Job{Backups: cs.repo, Policy: policy, OrphanGrace: time.Duration(cfg.Retention.OrphanGrace)}
 		}
-		dj := drill
+		dj := drillJob
 		dj.Backups = cs.repo
 		dlg := lg.With("store", cs.cfg.Name)
-		c.Drill = func(ctx context.Context) (*restore.DrillOutcome, error) { return restore.RunDrillJob(ctx, dj, dlg) }
+		c.Drill = func(ctx context.Context) (*drill.Outcome, error) { return drill.RunJob(ctx, dj, dlg) }
 		acfg.Copies = append(acfg.Copies, c)
 	}
 	return nil
