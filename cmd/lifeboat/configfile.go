@@ -206,6 +206,7 @@ func LoadConfig(path string, getenv func(string) string, flags map[string]string
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
+	fileStore := c.Store.URL
 	opts := options(&c)
 	for _, o := range opts {
 		for _, name := range o.envNames() {
@@ -238,6 +239,9 @@ func LoadConfig(path string, getenv func(string) string, flags map[string]string
 		}
 	}
 	c.normalize()
+	if c.Store.URL != fileStore {
+		c.storeIsCopy()
+	}
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}

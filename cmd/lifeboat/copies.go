@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -156,6 +157,29 @@ func storeID(u uploader.StoreURL, endpoint string) string {
 		return "file:" + filepath.Clean(u.Dir)
 	}
 	return "s3:" + strings.TrimSuffix(endpoint, "/") + "/" + u.Bucket + "/" + u.Prefix
+}
+
+// storeIsCopy: --store (or LIFEBOAT_STORE_URL) names one of the file's
+// copies, as at 3 a.m. when the primary is gone and every command reads
+// the copy. That copy becomes the store with its own S3 settings, Object
+// Lock and retention, and leaves the list of copies (it would be a copy
+// of itself). Written so in the file itself, a copy equal to the primary
+// stays an error.
+func (c *Config) storeIsCopy() {
+	u, err := uploader.ParseStoreURL(c.Store.URL)
+	if err != nil {
+		return // Validate says why
+	}
+	for i, cc := range c.Copies {
+		cu, err := uploader.ParseStoreURL(cc.URL)
+		if err != nil || storeID(cu, c.copyS3(cc).Endpoint) != storeID(u, c.copyS3(cc).Endpoint) {
+			continue
+		}
+		others := slices.Delete(slices.Clone(c.Copies), i, i+1)
+		*c = *c.copyConfig(cc)
+		c.Copies = others
+		return
+	}
 }
 
 // copyS3 is a copy's S3 settings: its own, or the primary's.

@@ -57,6 +57,19 @@ func TestCopiesConfig(t *testing.T) {
 		}
 	})
 
+	t.Run("--store of a copy reads the copy with its settings", func(t *testing.T) {
+		c, err := LoadConfig(writeFile(t, "c.yaml", good), envMap(nil), map[string]string{"store.url": "s3://dr-bucket/lifeboat/"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Store.S3.Profile != "dr" || c.Store.S3.Endpoint != "http://127.0.0.1:9000" || c.Store.ObjectLock.Mode != "GOVERNANCE" || c.Retention.KeepDaily != 30 {
+			t.Errorf("store %+v, retention %+v: not the copy's settings", c.Store, c.Retention)
+		}
+		if len(c.Copies) != 1 || c.Copies[0].Name != "local-2" {
+			t.Errorf("copies %+v, want local-2 only", c.Copies)
+		}
+	})
+
 	bad := []struct {
 		name, file, wantKey, wantText string
 	}{
