@@ -101,7 +101,7 @@ func Run(ctx context.Context, job Job, lg *slog.Logger) (*Result, error) {
 	if job.Now == nil {
 		job.Now = time.Now
 	}
-	r := &runner{job: job, lg: lg.With("store", job.Name), res: &Result{Name: job.Name}}
+	r := &runner{job: job, lg: lg.With("store", job.Name), res: &Result{Name: job.Name}, plannedKit: map[string]bool{}}
 	err := r.run(ctx)
 	if err != nil {
 		err = fmt.Errorf("copy %s: %w", job.Name, err)
@@ -114,6 +114,8 @@ type runner struct {
 	lg  *slog.Logger
 	res *Result
 	now time.Time
+	// plannedKit are the kits a dry run already lists.
+	plannedKit map[string]bool
 }
 
 func (r *runner) run(ctx context.Context) error {
@@ -203,8 +205,10 @@ func (r *runner) wanted(l *repository.Listing, windows []repository.Window) (bac
 func (r *runner) copyBackup(ctx context.Context, m *repository.Manifest) error {
 	r.res.Copied = append(r.res.Copied, Planned{Kind: KindBackup, ID: m.ID, Key: m.Object, Size: m.ObjectSize})
 	if r.job.DryRun {
-		if m.Kit != "" && !r.hasKit(ctx, m.Kit) {
-			r.res.Copied = append(r.res.Copied, Planned{Kind: KindKit, ID: m.Kit})
+		if m.Kit != "" && !r.plannedKit[m.Kit] && !r.hasKit(ctx, m.Kit) {
+			r.plannedKit[m.Kit] = true
+			key := kit.Repo{Store: r.job.To.Store, Cluster: r.job.To.Cluster}.ManifestKey(m.Kit)
+			r.res.Copied = append(r.res.Copied, Planned{Kind: KindKit, ID: m.Kit, Key: key})
 		}
 		return nil
 	}

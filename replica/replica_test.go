@@ -146,6 +146,10 @@ func TestCopyCommitsInOrder(t *testing.T) {
 	w := &watching{Store: c.repo.Store, t: t}
 	to := repository.New(w, jobtest.Cluster)
 	lg, _ := jobtest.Logger(t)
+	dry, err := replica.Run(t.Context(), replica.Job{Name: "dr", From: primary, To: to, DryRun: true}, lg)
+	if err != nil || len(dry.Copied) != 4 || len(w.puts) != 0 {
+		t.Fatalf("dry run: %v, plans %+v (want 3 backups and the kit once), wrote %v", err, dry.Copied, w.puts)
+	}
 	res, err := replica.Run(t.Context(), replica.Job{Name: "dr", From: primary, To: to, Now: func() time.Time { return t0.Add(4 * time.Hour) }}, lg)
 	if err != nil {
 		t.Fatal(err)
