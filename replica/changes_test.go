@@ -3,13 +3,17 @@ package replica_test
 import (
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/lifeboat-dev/lifeboat/internal/test/jobtest"
 	"github.com/lifeboat-dev/lifeboat/replica"
 	"github.com/lifeboat-dev/lifeboat/repository"
+	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
@@ -145,4 +149,192 @@ func TestCopyChangesAcrossCompaction(t *testing.T) {
 			t.Errorf("the fresh copy's window has %d segments, the primary's %d", len(w.Segments), len(pw.Segments))
 		}
 	})
+}
+
+// clock is a test's compressed time for store objects: every object
+// found new under a directory store's root is dated now, as if it had
+// been stored at now.
+type clock struct {
+	t    *testing.T
+	now  time.Time
+	seen map[string]bool
+}
+
+func (c *clock) stamp(b *repository.Repo) {
+	c.t.Helper()
+	err := filepath.WalkDir(b.Store.(*uploader.Dir).Root(), func(p string, e os.DirEntry, err error) error {
+		if err != nil || e.IsDir() || c.seen[p] {
+			return err
+		}
+		c.seen[p] = true
+		return os.Chtimes(p, c.now, c.now)
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// dropMarkers deletes generation gen's progress markers but the newest,
+// as capture does once a newer one is stored.
+func dropMarkers(t *testing.T, b *repository.Repo, gen string) {
+	t.Helper()
+	ms := window(t, b, gen).Markers
+	for _, m := range ms[:max(0, len(ms)-1)] {
+		if err := b.Store.Delete(t.Context(), m.Object.Key); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// compactPass is one pass of capture's compactor over b's window of gen
+// at now: the plan's steps compacted, then what the plan says replaced
+// segments whose replacement is past the grace deleted.
+func compactPass(t *testing.T, b *repository.Repo, gen string, pol repository.CompactPolicy, c *clock) {
+	t.Helper()
+	w := window(t, b, gen)
+	plan := repository.PlanCompaction(w, pol, c.now)
+	for _, st := range plan.Steps {
+		if _, err := b.Compact(t.Context(), st, pol, repository.Encoding{Compression: "zstd"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.stamp(b)
+	for _, by := range w.Segments {
+		if gone := plan.Replaced[by.Object.Key]; len(gone) > 0 {
+			if _, err := b.DeleteReplaced(t.Context(), by, gone, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func keys(segs []repository.SegmentInfo) []string {
+	var out []string
+	for _, s := range segs {
+		out = append(out, s.Object.Key)
+	}
+	return out
+}
+
+// TestCopyFollowsCompaction: over four compaction periods in compressed
+// time (capture's one segment a second, levels of 10 s and 1 min, a
+// grace of 15 s), a copy that takes the level-0 segments every 3 s,
+// before they are compacted, then follows the primary's path: after
+// each copy its window is the primary's path object for object, whole
+// and verified, a superseded segment stays in the copy only while the
+// primary holds it or the copy's object that replaced it is within the
+// grace (so a restore from the copy that listed it still finds it), and
+// its change objects level off at the primary's count instead of
+// growing with every segment capture wrote. A point-in-time restore
+// from the copy plans the compacted objects, as from the primary.
+func TestCopyFollowsCompaction(t *testing.T) {
+	const (
+		steps     = 4 * 60 // one level-0 segment each (a virtual second)
+		copyEvery = 3
+		passEvery = 5
+	)
+	pol := repository.CompactPolicy{Levels: []time.Duration{10 * time.Second, time.Minute}, Grace: 15 * time.Second}
+	primary, cp := dirRepo(t), dirRepo(t)
+	c := &clock{t: t, now: time.Now().Add(-time.Hour).Truncate(time.Minute).Add(17 * time.Second), seen: map[string]bool{}}
+	m := jobtest.PutBackup(t, primary, t0, uploader.PutOptions{}, false)
+	c.stamp(primary)
+	lg, _ := jobtest.Logger(t)
+	next, prev := m.Revision+1, ""
+	count := func(w repository.Window) int { return len(w.Segments) + len(w.Superseded) }
+	var figures []string
+	for step := 1; step <= steps; step++ {
+		c.now = c.now.Add(time.Second)
+		chain(t, primary, m, 1, &next, &prev)
+		dropMarkers(t, primary, m.ID)
+		c.stamp(primary)
+		if step%passEvery == 0 {
+			compactPass(t, primary, m.ID, pol, c)
+		}
+		if step%copyEvery != 0 {
+			continue
+		}
+		res, err := replica.Run(t.Context(), replica.Job{Name: "dr", From: primary, To: cp, Grace: pol.Grace, Now: func() time.Time { return c.now }}, lg)
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		c.stamp(cp)
+		pw, cw := window(t, primary, m.ID), window(t, cp, m.ID)
+		if !t.Failed() { // the first step that fails says why; the figures go on
+			// Beyond the primary's objects the copy holds at most what it
+			// replaced within its grace and one copy interval: level-0
+			// segments of that long, and a compacted one per level.
+			keep := pol.Grace + copyEvery*time.Second
+			checkFollows(t, step, pw, cw, res, c.now, keep, int(keep/time.Second)+len(pol.Levels))
+		}
+		if step%60 == 0 {
+			figures = append(figures, fmt.Sprintf("after %d s: primary %d (path %d), copy %d (path %d)", step, count(pw), len(pw.Segments), count(cw), len(cw.Segments)))
+		}
+	}
+	t.Logf("%d level-0 segments written, copied every %d s; change segments held: %s", steps, copyEvery, strings.Join(figures, "; "))
+
+	pw, cw := window(t, primary, m.ID), window(t, cp, m.ID)
+	if ch, err := cp.VerifyChanges(t.Context(), cw, nil); err != nil || ch.Problem != nil {
+		t.Errorf("verify the copy's changes: %v %v", err, ch.Problem)
+	}
+	want, err := restore.PlanPointInTime(t.Context(), primary, nil, restore.Target{Revision: pw.Through}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := restore.PlanPointInTime(t.Context(), cp, nil, restore.Target{Revision: pw.Through}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(keys(got.Segments), keys(want.Segments)) || got.Snapshot.ID != m.ID {
+		t.Errorf("a restore from the copy replays %d objects from %s, from the primary %d from %s: %s",
+			len(got.Segments), got.Snapshot.ID, len(want.Segments), want.Snapshot.ID, firstDiff(keys(got.Segments), keys(want.Segments)))
+	}
+	if compacted := slices.IndexFunc(got.Segments, func(s repository.SegmentInfo) bool { return s.Level == len(pol.Levels) }); compacted != 0 || len(got.Segments) > 20 {
+		t.Errorf("a restore from the copy replays %d objects, from level %d: want the compacted ones first, a few", len(got.Segments), got.Segments[0].Level)
+	}
+}
+
+// checkFollows checks, after a copy at step, that the copy's window cw
+// follows the primary's pw: the same revisions and recovery point, the
+// same path object for object, superseded segments kept only while the
+// primary holds them or their replacement in the copy is younger than
+// grace, and so at most extra objects more than the primary.
+func checkFollows(t *testing.T, step int, pw, cw repository.Window, res *replica.Result, now time.Time, grace time.Duration, extra int) {
+	t.Helper()
+	count := func(w repository.Window) int { return len(w.Segments) + len(w.Superseded) }
+	if cw.Through != pw.Through || cw.Problem != "" || !res.ChangesPoint.Equal(pw.ThroughTime) {
+		t.Errorf("step %d: the copy's %s (%q, changes point %s), the primary's %s", step, cw.String(), cw.Problem, res.ChangesPoint, pw.String())
+	}
+	if got, want := keys(cw.Segments), keys(pw.Segments); !slices.Equal(got, want) {
+		t.Errorf("step %d: the copy's path is %d objects, the primary's %d: %s", step, len(got), len(want), firstDiff(got, want))
+	}
+	onPrimary := map[string]bool{}
+	for _, k := range keys(slices.Concat(pw.Segments, pw.Superseded)) {
+		onPrimary[k] = true
+	}
+	for _, s := range cw.Superseded {
+		by := cw.Segments[slices.IndexFunc(cw.Segments, func(p repository.SegmentInfo) bool { return p.First <= s.First && s.Last <= p.Last })]
+		if !onPrimary[s.Object.Key] && now.Sub(by.Object.ModTime) > grace {
+			t.Errorf("step %d: the copy still holds %s, gone from the primary, replaced in the copy by %s %s ago (kept %s at most)", step, s.Object.Key, by.Object.Key, now.Sub(by.Object.ModTime), grace)
+		}
+	}
+	if bound := count(pw) + extra; count(cw) > bound {
+		t.Errorf("step %d: the copy holds %d change segments, the primary %d: want at most %d", step, count(cw), count(pw), bound)
+	}
+}
+
+// firstDiff says where two lists of keys first differ.
+func firstDiff(got, want []string) string {
+	for i := range max(len(got), len(want)) {
+		g, w := "(none)", "(none)"
+		if i < len(got) {
+			g = path.Base(got[i])
+		}
+		if i < len(want) {
+			w = path.Base(want[i])
+		}
+		if g != w {
+			return fmt.Sprintf("at %d the copy's %s, the primary's %s", i, g, w)
+		}
+	}
+	return "the same"
 }

@@ -27,6 +27,12 @@ type Job struct {
 	Policy *retention.Policy
 	// Lock is the copy's Object Lock for data objects and manifests.
 	Lock Lock
+	// Grace is how long the copy keeps a change segment that a compacted
+	// one it holds replaced, from when it stored the compacted one (and
+	// only once the primary no longer holds it either): a restore from
+	// the copy that listed the replaced segments must still find them.
+	// capture.compaction_grace; repository's default when zero.
+	Grace time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	// DryRun plans without writing anything.
