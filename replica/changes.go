@@ -66,24 +66,34 @@ func (r *runner) copyWindows(ctx context.Context) (map[string]repository.Window,
 }
 
 // copyWindow extends the copy's window of w's generation (cw, the zero
-// Window when it has none) along the primary's path.
+// Window when it has none) along the primary's path, object for object:
+// each segment on it that the copy does not hold is copied, in chain
+// order, also a compacted one whose revisions the copy holds in the
+// smaller segments it replaced (the copy's window then reads the
+// compacted one, and the small ones are Superseded there, as on the
+// primary), so that the copy's change objects are the primary's and
+// bounded by its compaction. Then the markers that vouch for what the
+// copy now holds.
 func (r *runner) copyWindow(ctx context.Context, w repository.Window, cw repository.Window) error {
 	through := w.From
 	if cw.Anchor != nil && cw.Through > through {
 		through = cw.Through
+	}
+	held := map[string]bool{}
+	for _, s := range slices.Concat(cw.Segments, cw.Superseded) {
+		held[s.Object.Key] = true
 	}
 	onCopy := map[string]bool{}
 	for _, o := range cw.Markers {
 		onCopy[o.Object.Key] = true
 	}
 	for _, s := range w.Segments {
-		if s.Last <= through {
-			continue // the copy holds these revisions (maybe in other objects)
+		if !held[s.Object.Key] {
+			if err := r.copySegment(ctx, s); err != nil {
+				return err
+			}
 		}
-		if err := r.copySegment(ctx, s); err != nil {
-			return err
-		}
-		through = s.Last
+		through = max(through, s.Last)
 	}
 	for _, m := range sortedMarkers(w.Markers) {
 		if m.Through > through || onCopy[m.Object.Key] {
@@ -103,18 +113,27 @@ func (r *runner) copyWindow(ctx context.Context, w repository.Window, cw reposit
 	return nil
 }
 
-// copySegment copies one segment byte for byte. One the copy already
-// holds at its key (a killed run's, off the copy's window) is kept when
-// its bytes are the primary's and replaced otherwise.
+// copySegment copies one segment byte for byte (syncSegment); one a
+// killed run left at its key that checks out is adopted.
 func (r *runner) copySegment(ctx context.Context, s repository.SegmentInfo) error {
-	key := s.Object.Key
-	r.res.Copied = append(r.res.Copied, Planned{Kind: KindSegment, ID: s.Generation, Key: key, Size: s.Object.Size})
+	r.res.Copied = append(r.res.Copied, Planned{Kind: KindSegment, ID: s.Generation, Key: s.Object.Key, Size: s.Object.Size})
 	if r.job.DryRun {
 		return nil
 	}
+	same, err := r.syncSegment(ctx, s.Object.Key)
+	if same {
+		r.res.Adopted++
+	}
+	return err
+}
+
+// syncSegment makes the copy hold the primary's segment at key, byte for
+// byte: one the copy already holds there is kept when its bytes, read
+// back, are the primary's (same is true), and replaced otherwise.
+func (r *runner) syncSegment(ctx context.Context, key string) (same bool, err error) {
 	data, err := readAll(ctx, r.job.From.Store, key, maxChangeObject)
 	if err != nil {
-		return fmt.Errorf("read segment %s from the primary: %w", key, err)
+		return false, fmt.Errorf("read segment %s from the primary: %w", key, err)
 	}
 	sum := sha256.Sum256(data)
 	w := want{size: int64(len(data)), sha256: hex.EncodeToString(sum[:])}
@@ -123,26 +142,25 @@ func (r *runner) copySegment(ctx context.Context, s repository.SegmentInfo) erro
 		err := readBack(ctx, to, key, w)
 		switch {
 		case err == nil:
-			r.res.Adopted++
-			return nil
+			return true, nil
 		case !errors.Is(err, ErrMismatch):
-			return err
+			return false, err
 		}
 		r.lg.Warn("copy: replacing a segment that is not the primary's", "key", key)
 		if err := to.Delete(ctx, key); err != nil {
-			return fmt.Errorf("remove %s in the copy: %w", key, err)
+			return false, fmt.Errorf("remove %s in the copy: %w", key, err)
 		}
 		r.res.Replaced++
 	} else if !errors.Is(err, uploader.ErrNotFound) {
-		return fmt.Errorf("stat %s in the copy: %w", key, err)
+		return false, fmt.Errorf("stat %s in the copy: %w", key, err)
 	}
-	return r.put(ctx, key, data, uploader.PutOptions{ContentType: "application/octet-stream"})
+	return false, r.put(ctx, key, data, uploader.PutOptions{ContentType: "application/octet-stream"})
 }
 
-// tidy removes from the copy, per window copied, the segments that a
-// compacted one supersedes there and the markers a newer one replaces,
-// when the primary no longer holds them (it removed them after its grace:
-// the copy follows, no sooner).
+// tidy removes from the copy, per window copied, what the primary
+// removed after its grace, no sooner: the segments a compacted one
+// supersedes in the copy (replacedGone) and the markers a newer one
+// replaces, once the primary no longer holds them.
 func (r *runner) tidy(ctx context.Context, windows []repository.Window) error {
 	copies, err := r.copyWindows(ctx)
 	if err != nil {
@@ -160,11 +178,9 @@ func (r *runner) tidy(ctx context.Context, windows []repository.Window) error {
 		if !ok || cw.Anchor == nil {
 			continue
 		}
-		var gone []string
-		for _, s := range cw.Superseded {
-			if !primary[s.Object.Key] {
-				gone = append(gone, s.Object.Key)
-			}
+		gone, err := r.replacedGone(ctx, cw, primary)
+		if err != nil {
+			return err
 		}
 		ms := sortedMarkers(cw.Markers)
 		for i, m := range ms {
@@ -180,6 +196,46 @@ func (r *runner) tidy(ctx context.Context, windows []repository.Window) error {
 		}
 	}
 	return nil
+}
+
+// replacedGone returns the keys of the segments superseded in the copy's
+// window cw that may go: the primary (whose keys are primary) no longer
+// holds them, this process does not hold them for a restore
+// (repository.Held), and the compacted segment that replaced them in
+// the copy is older than the grace there, as the primary's rule is
+// (capture deletes replaced segments once their replacement is past
+// capture.compaction_grace): a restore from the copy that listed them
+// before the compacted one landed still finds them, however late the
+// copy took it. The compacted segment is read back first and checked
+// against the primary's bytes; one that does not check out is replaced,
+// and what it replaced stays until a later run.
+func (r *runner) replacedGone(ctx context.Context, cw repository.Window, primary map[string]bool) ([]string, error) {
+	grace := r.job.Grace
+	if grace <= 0 {
+		grace = repository.CompactPolicy{}.WithDefaults().Grace
+	}
+	var gone []string
+	for _, c := range cw.Segments {
+		var under []string
+		for _, s := range cw.Superseded {
+			if c.Level > 0 && s.First >= c.First && s.Last <= c.Last && !primary[s.Object.Key] && !repository.Held(s.Object.Key) {
+				under = append(under, s.Object.Key)
+			}
+		}
+		if len(under) == 0 || r.now.Sub(c.Object.ModTime) < grace || !primary[c.Object.Key] {
+			continue
+		}
+		same, err := r.syncSegment(ctx, c.Object.Key)
+		switch {
+		case errors.Is(err, uploader.ErrNotFound):
+			continue // the primary replaced it meanwhile: the copy follows next run
+		case err != nil:
+			return nil, fmt.Errorf("check %s in the copy before removing what it replaced: %w", c.Object.Key, err)
+		case same:
+			gone = append(gone, under...)
+		}
+	}
+	return gone, nil
 }
 
 // sortedMarkers returns ms in (through, at) order.

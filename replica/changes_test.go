@@ -2,6 +2,7 @@ package replica_test
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path"
 	"path/filepath"
@@ -71,7 +72,8 @@ func window(t *testing.T, b *repository.Repo, gen string) repository.Window {
 // TestCopyChangesAcrossCompaction: a copy holds the primary's window
 // (segments in chain order, markers after them) and keeps holding it
 // whole after the primary compacts and deletes what it replaced: a copy
-// that already had the revisions keeps its own segments, a fresh copy
+// that already had the revisions takes the compacted segment too and
+// keeps its own small ones, superseded, for the grace; a fresh copy
 // takes the compacted one; both verify (the chain and the markers).
 func TestCopyChangesAcrossCompaction(t *testing.T) {
 	primary, early := dirRepo(t), dirRepo(t)
@@ -136,8 +138,10 @@ func TestCopyChangesAcrossCompaction(t *testing.T) {
 		if _, err := replica.Run(t.Context(), replica.Job{Name: "early", From: primary, To: early}, lg); err != nil {
 			t.Fatal(err)
 		}
-		if w := check(t, early); len(w.Segments) != 8 {
-			t.Errorf("the copy's window has %d segments, want its 6 and the 2 new", len(w.Segments))
+		w, pw := check(t, early), window(t, primary, m.ID)
+		if got, want := keys(w.Segments), keys(pw.Segments); !slices.Equal(got, want) || len(w.Superseded) != 6 {
+			t.Errorf("the copy's window has %d segments and %d superseded, want the primary's %d and its own 6 superseded (within the grace): %s",
+				len(w.Segments), len(w.Superseded), len(pw.Segments), firstDiff(got, want))
 		}
 	})
 	t.Run("a fresh copy", func(t *testing.T) {
@@ -216,31 +220,49 @@ func keys(segs []repository.SegmentInfo) []string {
 	return out
 }
 
+// follower is one copy of TestCopyFollowsCompaction, run every every
+// steps; listed are the paths its window had before its recent runs (a
+// restore's listing), figures what it held at each period's end.
+type follower struct {
+	name    string
+	every   int
+	repo    *repository.Repo
+	listed  []listing
+	figures []string
+}
+
+type listing struct {
+	at   time.Time
+	keys []string
+}
+
 // TestCopyFollowsCompaction: over four compaction periods in compressed
 // time (capture's one segment a second, levels of 10 s and 1 min, a
 // grace of 15 s), a copy that takes the level-0 segments every 3 s,
-// before they are compacted, then follows the primary's path: after
-// each copy its window is the primary's path object for object, whole
-// and verified, a superseded segment stays in the copy only while the
-// primary holds it or the copy's object that replaced it is within the
-// grace (so a restore from the copy that listed it still finds it), and
-// its change objects level off at the primary's count instead of
-// growing with every segment capture wrote. A point-in-time restore
-// from the copy plans the compacted objects, as from the primary.
+// before they are compacted, and one that lags (every 20 s, longer than
+// the grace: it takes compacted segments after the primary deleted what
+// they replaced) follow the primary's path: after each copy the copy's
+// window is the primary's path object for object, whole, with the
+// primary's recovery point; a segment a restore from the copy listed
+// stays for the grace after (the copy keeps the primary's promise); a
+// superseded one stays only while the primary holds it or the copy's
+// object that replaced it is within the grace, so the change objects
+// level off at the primary's count instead of growing with every
+// segment capture wrote. At the end both verify, and a point-in-time
+// restore from each plans the primary's compacted objects.
 func TestCopyFollowsCompaction(t *testing.T) {
 	const (
 		steps     = 4 * 60 // one level-0 segment each (a virtual second)
-		copyEvery = 3
 		passEvery = 5
 	)
 	pol := repository.CompactPolicy{Levels: []time.Duration{10 * time.Second, time.Minute}, Grace: 15 * time.Second}
-	primary, cp := dirRepo(t), dirRepo(t)
+	primary := dirRepo(t)
+	copies := []*follower{{name: "often", every: 3, repo: dirRepo(t)}, {name: "late", every: 20, repo: dirRepo(t)}}
 	c := &clock{t: t, now: time.Now().Add(-time.Hour).Truncate(time.Minute).Add(17 * time.Second), seen: map[string]bool{}}
 	m := jobtest.PutBackup(t, primary, t0, uploader.PutOptions{}, false)
 	c.stamp(primary)
 	lg, _ := jobtest.Logger(t)
 	next, prev := m.Revision+1, ""
-	count := func(w repository.Window) int { return len(w.Segments) + len(w.Superseded) }
 	var figures []string
 	for step := 1; step <= steps; step++ {
 		c.now = c.now.Add(time.Second)
@@ -250,47 +272,87 @@ func TestCopyFollowsCompaction(t *testing.T) {
 		if step%passEvery == 0 {
 			compactPass(t, primary, m.ID, pol, c)
 		}
-		if step%copyEvery != 0 {
-			continue
-		}
-		res, err := replica.Run(t.Context(), replica.Job{Name: "dr", From: primary, To: cp, Grace: pol.Grace, Now: func() time.Time { return c.now }}, lg)
-		if err != nil {
-			t.Fatalf("step %d: %v", step, err)
-		}
-		c.stamp(cp)
-		pw, cw := window(t, primary, m.ID), window(t, cp, m.ID)
-		if !t.Failed() { // the first step that fails says why; the figures go on
-			// Beyond the primary's objects the copy holds at most what it
-			// replaced within its grace and one copy interval: level-0
-			// segments of that long, and a compacted one per level.
-			keep := pol.Grace + copyEvery*time.Second
-			checkFollows(t, step, pw, cw, res, c.now, keep, int(keep/time.Second)+len(pol.Levels))
+		for _, f := range copies {
+			if step%f.every == 0 {
+				f.copy(t, step, primary, m.ID, pol, c, lg)
+			}
 		}
 		if step%60 == 0 {
-			figures = append(figures, fmt.Sprintf("after %d s: primary %d (path %d), copy %d (path %d)", step, count(pw), len(pw.Segments), count(cw), len(cw.Segments)))
+			figures = append(figures, fmt.Sprintf("after %d s: primary %d", step, count(window(t, primary, m.ID))))
 		}
 	}
-	t.Logf("%d level-0 segments written, copied every %d s; change segments held: %s", steps, copyEvery, strings.Join(figures, "; "))
+	t.Logf("%d level-0 segments written; change segments held %s; often (every %d s) %s; late (every %d s) %s", steps,
+		strings.Join(figures, ", "), copies[0].every, strings.Join(copies[0].figures, ", "), copies[1].every, strings.Join(copies[1].figures, ", "))
 
-	pw, cw := window(t, primary, m.ID), window(t, cp, m.ID)
-	if ch, err := cp.VerifyChanges(t.Context(), cw, nil); err != nil || ch.Problem != nil {
-		t.Errorf("verify the copy's changes: %v %v", err, ch.Problem)
-	}
+	pw := window(t, primary, m.ID)
 	want, err := restore.PlanPointInTime(t.Context(), primary, nil, restore.Target{Revision: pw.Through}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := restore.PlanPointInTime(t.Context(), cp, nil, restore.Target{Revision: pw.Through}, nil)
+	for _, f := range copies {
+		cw := window(t, f.repo, m.ID)
+		if ch, err := f.repo.VerifyChanges(t.Context(), cw, nil); err != nil || ch.Problem != nil {
+			t.Errorf("verify the changes in %s: %v %v", f.name, err, ch.Problem)
+		}
+		got, err := restore.PlanPointInTime(t.Context(), f.repo, nil, restore.Target{Revision: pw.Through}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(keys(got.Segments), keys(want.Segments)) || got.Snapshot.ID != m.ID {
+			t.Errorf("a restore from %s replays %d objects from %s, from the primary %d from %s: %s", f.name,
+				len(got.Segments), got.Snapshot.ID, len(want.Segments), want.Snapshot.ID, firstDiff(keys(got.Segments), keys(want.Segments)))
+		}
+		if len(got.Segments) == 0 || got.Segments[0].Level != len(pol.Levels) || len(got.Segments) > 20 {
+			t.Errorf("a restore from %s replays %d objects: want a few, the compacted ones first", f.name, len(got.Segments))
+		}
+	}
+}
+
+func count(w repository.Window) int { return len(w.Segments) + len(w.Superseded) }
+
+// copy runs f's copy at step and checks it (checkFollows, checkListed).
+func (f *follower) copy(t *testing.T, step int, primary *repository.Repo, gen string, pol repository.CompactPolicy, c *clock, lg *slog.Logger) {
+	t.Helper()
+	if step > f.every {
+		f.listed = append(f.listed, listing{at: c.now, keys: keys(window(t, f.repo, gen).Segments)})
+	}
+	res, err := replica.Run(t.Context(), replica.Job{Name: f.name, From: primary, To: f.repo, Grace: pol.Grace, Now: func() time.Time { return c.now }}, lg)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s at step %d: %v", f.name, step, err)
 	}
-	if !slices.Equal(keys(got.Segments), keys(want.Segments)) || got.Snapshot.ID != m.ID {
-		t.Errorf("a restore from the copy replays %d objects from %s, from the primary %d from %s: %s",
-			len(got.Segments), got.Snapshot.ID, len(want.Segments), want.Snapshot.ID, firstDiff(keys(got.Segments), keys(want.Segments)))
+	c.stamp(f.repo)
+	pw, cw := window(t, primary, gen), window(t, f.repo, gen)
+	if !t.Failed() { // the first step that fails says why; the figures go on
+		// Beyond the primary's objects the copy holds at most what it
+		// replaced within its grace and one copy interval: level-0
+		// segments of that long, and a compacted one per level.
+		keep := pol.Grace + time.Duration(f.every)*time.Second
+		checkFollows(t, f.name, step, pw, cw, res, c.now, keep, int(keep/time.Second)+len(pol.Levels))
+		f.listed = checkListed(t, f.name, step, f.listed, cw, c.now, pol.Grace)
 	}
-	if compacted := slices.IndexFunc(got.Segments, func(s repository.SegmentInfo) bool { return s.Level == len(pol.Levels) }); compacted != 0 || len(got.Segments) > 20 {
-		t.Errorf("a restore from the copy replays %d objects, from level %d: want the compacted ones first, a few", len(got.Segments), got.Segments[0].Level)
+	if step%60 == 0 {
+		f.figures = append(f.figures, fmt.Sprintf("%d (path %d)", count(cw), len(cw.Segments)))
 	}
+}
+
+// checkListed checks that every segment a listing of the copy's path
+// within the last grace named is still in the copy (cw), and returns
+// the listings still within it.
+func checkListed(t *testing.T, name string, step int, listed []listing, cw repository.Window, now time.Time, grace time.Duration) []listing {
+	t.Helper()
+	in := map[string]bool{}
+	for _, k := range keys(slices.Concat(cw.Segments, cw.Superseded)) {
+		in[k] = true
+	}
+	listed = slices.DeleteFunc(listed, func(l listing) bool { return !now.Before(l.at.Add(grace)) })
+	for _, l := range listed {
+		for _, k := range l.keys {
+			if !in[k] {
+				t.Errorf("%s at step %d: %s, on the copy's path %s ago, is gone within the grace of %s: a restore that listed it fails", name, step, path.Base(k), now.Sub(l.at), grace)
+			}
+		}
+	}
+	return listed
 }
 
 // checkFollows checks, after a copy at step, that the copy's window cw
@@ -298,14 +360,13 @@ func TestCopyFollowsCompaction(t *testing.T) {
 // same path object for object, superseded segments kept only while the
 // primary holds them or their replacement in the copy is younger than
 // grace, and so at most extra objects more than the primary.
-func checkFollows(t *testing.T, step int, pw, cw repository.Window, res *replica.Result, now time.Time, grace time.Duration, extra int) {
+func checkFollows(t *testing.T, name string, step int, pw, cw repository.Window, res *replica.Result, now time.Time, grace time.Duration, extra int) {
 	t.Helper()
-	count := func(w repository.Window) int { return len(w.Segments) + len(w.Superseded) }
 	if cw.Through != pw.Through || cw.Problem != "" || !res.ChangesPoint.Equal(pw.ThroughTime) {
-		t.Errorf("step %d: the copy's %s (%q, changes point %s), the primary's %s", step, cw.String(), cw.Problem, res.ChangesPoint, pw.String())
+		t.Errorf("%s at step %d: the copy's %s (%q, changes point %s), the primary's %s", name, step, cw.String(), cw.Problem, res.ChangesPoint, pw.String())
 	}
 	if got, want := keys(cw.Segments), keys(pw.Segments); !slices.Equal(got, want) {
-		t.Errorf("step %d: the copy's path is %d objects, the primary's %d: %s", step, len(got), len(want), firstDiff(got, want))
+		t.Errorf("%s at step %d: the copy's path is %d objects, the primary's %d: %s", name, step, len(got), len(want), firstDiff(got, want))
 	}
 	onPrimary := map[string]bool{}
 	for _, k := range keys(slices.Concat(pw.Segments, pw.Superseded)) {
@@ -314,11 +375,11 @@ func checkFollows(t *testing.T, step int, pw, cw repository.Window, res *replica
 	for _, s := range cw.Superseded {
 		by := cw.Segments[slices.IndexFunc(cw.Segments, func(p repository.SegmentInfo) bool { return p.First <= s.First && s.Last <= p.Last })]
 		if !onPrimary[s.Object.Key] && now.Sub(by.Object.ModTime) > grace {
-			t.Errorf("step %d: the copy still holds %s, gone from the primary, replaced in the copy by %s %s ago (kept %s at most)", step, s.Object.Key, by.Object.Key, now.Sub(by.Object.ModTime), grace)
+			t.Errorf("%s at step %d: the copy still holds %s, gone from the primary, replaced in the copy by %s %s ago (kept %s at most)", name, step, s.Object.Key, by.Object.Key, now.Sub(by.Object.ModTime), grace)
 		}
 	}
 	if bound := count(pw) + extra; count(cw) > bound {
-		t.Errorf("step %d: the copy holds %d change segments, the primary %d: want at most %d", step, count(cw), count(pw), bound)
+		t.Errorf("%s at step %d: the copy holds %d change segments, the primary %d: want at most %d", name, step, count(cw), count(pw), bound)
 	}
 }
 
