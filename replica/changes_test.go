@@ -143,6 +143,31 @@ func TestCopyChangesAcrossCompaction(t *testing.T) {
 			t.Errorf("the copy's window has %d segments and %d superseded, want the primary's %d and its own 6 superseded (within the grace): %s",
 				len(w.Segments), len(w.Superseded), len(pw.Segments), firstDiff(got, want))
 		}
+
+		// Past the grace the small ones go, but only after the compacted
+		// one that replaced them checks out in the copy: damaged, it is
+		// written again and they stay until the next run.
+		later := replica.Job{Name: "early", From: primary, To: early, Now: func() time.Time { return time.Now().Add(time.Hour) }}
+		c := w.Segments[slices.IndexFunc(w.Segments, func(s repository.SegmentInfo) bool { return s.Level > 0 })]
+		if err := early.Store.Delete(t.Context(), c.Object.Key); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := early.Store.Put(t.Context(), c.Object.Key, strings.NewReader("not the primary's"), uploader.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := replica.Run(t.Context(), later, lg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := check(t, early); res.Replaced != 1 || len(w.Superseded) != 6 {
+			t.Errorf("with its compacted segment damaged the copy replaced %d objects and kept %d superseded, want 1 and all 6", res.Replaced, len(w.Superseded))
+		}
+		if res, err = replica.Run(t.Context(), later, lg); err != nil {
+			t.Fatal(err)
+		}
+		if w := check(t, early); len(w.Superseded) != 0 || res.Removed < 6 {
+			t.Errorf("past the grace the copy keeps %d superseded segments (removed %d objects), want none", len(w.Superseded), res.Removed)
+		}
 	})
 	t.Run("a fresh copy", func(t *testing.T) {
 		fresh := dirRepo(t)

@@ -11,11 +11,15 @@
 // run left behind is adopted only when it checks out, and replaced
 // otherwise (no manifest names it, so it is no backup).
 //
-// Change segments are copied as the primary holds them after compaction
-// (the objects on each window's path, never superseded ones), in chain
-// order, and progress markers after the segments they vouch for, so a
-// copy holds whole windows and its recovery point is what its own
-// listing says.
+// Change segments are copied as the primary holds them after compaction:
+// the objects on each window's path, never superseded ones, in chain
+// order, each one the copy lacks, also a compacted one whose revisions
+// the copy already holds in the smaller segments it replaced (the copy's
+// window then reads the compacted one and lists the small ones as
+// superseded, as the primary's does); progress markers follow the
+// segments they vouch for. So a copy holds whole windows, its recovery
+// point is what its own listing says, and its change objects are bounded
+// by compaction as the primary's are, not by capture's run time.
 //
 // The package reads nothing but the two stores: which backups a copy
 // wants is the copy's retention policy applied to the primary's backups
@@ -23,5 +27,10 @@
 // delete. Drill reports are not copied: a copy is proven by its own
 // drills. Deleting from a copy is prune's job, per store; Run deletes
 // only superseded change objects and progress markers that the primary
-// itself no longer holds.
+// itself no longer holds, and a superseded segment only once the
+// compacted one that replaced it in the copy is older than the grace
+// (Job.Grace, capture.compaction_grace) and has been read back against
+// the primary's bytes: a restore from the copy that listed the small
+// segments still finds them, however late the copy took the compacted
+// one.
 package replica

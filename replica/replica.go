@@ -87,7 +87,9 @@ type Result struct {
 	// Bytes is how many bytes were written to the copy.
 	Bytes int64 `json:"bytes"`
 	// Removed counts superseded segments and markers removed from the
-	// copy because the primary no longer holds them.
+	// copy because the primary no longer holds them (segments also only
+	// once the compacted one that replaced them in the copy is past the
+	// Job's Grace).
 	Removed int `json:"removed"`
 	// Backups is how many intact backups the copy holds after the run.
 	Backups int `json:"backups"`

@@ -250,7 +250,7 @@ func openCopies(ctx context.Context, cfg *Config, lg *slog.Logger) ([]copyStore,
 // copyJob is the replica job that brings copy cs up to date with primary.
 func (c *Config) copyJob(primary *repository.Repo, cs copyStore) replica.Job {
 	return replica.Job{
-		Name: cs.cfg.Name, From: primary, To: cs.repo, Policy: c.copyPolicy(cs.cfg),
+		Name: cs.cfg.Name, From: primary, To: cs.repo, Policy: c.copyPolicy(cs.cfg), Grace: c.Capture.CompactionGrace,
 		Lock: replica.Lock{Mode: cs.cfg.ObjectLock.Mode, Retain: time.Duration(cs.cfg.ObjectLock.Retain), LegalHold: cs.cfg.ObjectLock.LegalHold},
 	}
 }

@@ -36,6 +36,11 @@ func TestCopiesConfig(t *testing.T) {
 		if p := c.copyPolicy(c.Copies[1]); p != nil {
 			t.Errorf("local-2 has the primary's (empty) policy, got %+v", p)
 		}
+		// A copy keeps replaced change segments as long as capture keeps
+		// them in the primary.
+		if g := c.copyJob(nil, copyStore{cfg: dr}).Grace; g != c.Capture.CompactionGrace || g != 10*time.Minute {
+			t.Errorf("dr's copy job keeps replaced segments %s, capture.compaction_grace is %s", g, c.Capture.CompactionGrace)
+		}
 		out, err := c.Redacted()
 		if err != nil || !strings.Contains(out, "name: dr") || !strings.Contains(out, "url: s3://dr-bucket/lifeboat") {
 			t.Errorf("config check shows:\n%s\n%v", out, err)

@@ -299,7 +299,7 @@ var optionTable = []optionDef{
 		Help: "spans of the compaction levels: segments are merged per closed span of each level as they age, so a window of any length is a few dozen objects (each a multiple of the one before; none: no compaction)",
 		Doc:  "compaction reads segments back: with age encryption it needs encryption.identity_file, and without one capture logs that it does not compact (generations still roll over at every scheduled snapshot, so retention.changes_within still bounds the store)"},
 	{Key: "capture.compaction_grace", Flag: "capture-compaction-grace", Default: "10m", Groups: groupCapture,
-		Help: "how long the segments a compacted one replaced stay in the store before they are deleted: a restore or log that listed them before the compaction can still read them (at least 1s)"},
+		Help: "how long the segments a compacted one replaced stay in the store before they are deleted: a restore or log that listed them before the compaction can still read them (at least 1s); each copy keeps them as long after it took the compacted one"},
 
 	{Key: "notify.webhooks", Flag: "webhook", Groups: groupNotify,
 		Help: "notification webhook URL (repeatable; a comma inside a URL is kept)",
