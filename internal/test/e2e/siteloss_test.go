@@ -110,8 +110,10 @@ func TestSiteLoss(t *testing.T) {
 
 	// The recovery, from the copy, with what was kept outside.
 	start := time.Now()
+	phases := &phaseClock{last: start}
 	newRoot := filepath.Join(dir, "newroot")
 	dr.run(t, "kit", "restore", "latest", "--to", newRoot)
+	phases.done("kit restore")
 	checkTree(t, newRoot, want)
 	r := newestRevision(t, dr)
 	if r < through {
@@ -119,9 +121,12 @@ func TestSiteLoss(t *testing.T) {
 	}
 	out := dr.run(t, restoreArgsTLS(t, filepath.Join(dir, "etcd-restored"), "--to-revision", strconv.FormatInt(r, 10),
 		"--bump-revision", strconv.Itoa(bump), "--mark-compacted")...)
+	phases.done("restore --to-revision")
 	pki := filepath.Join(newRoot, "etc/kubernetes/pki")
 	etcd2 := etcdtest.StartRestoredTLS(t, etcdBin, etcdFlags(t, out), etcdTLS(pki))
+	phases.done("etcd healthy")
 	api2 := kubetest.Start(t, apiOptions(kubeBin, newRoot, etcd2.ClientURL))
+	phases.done("kube-apiserver ready")
 	c2 := api2.Client()
 	first := v.secrets()[0]
 	got, err := c2.Get(ctx, kubetest.Secrets, first.ns, first.name)
@@ -129,7 +134,8 @@ func TestSiteLoss(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%s from the restored cluster: %v", first, err)
 	}
-	t.Logf("recovery time (kit restore to the old Secrets served): %.1fs; the whole test %.1fs", recovery.Seconds(), time.Since(begin).Seconds())
+	phases.done("first Secret read")
+	t.Logf("recovery time (kit restore to the old Secrets served): %.1fs (%s); the whole test %.1fs", recovery.Seconds(), phases, time.Since(begin).Seconds())
 	if !reflect.DeepEqual(got["data"], first.want) {
 		t.Errorf("%s after the recovery: %v, want %v", first, got["data"], first.want)
 	}
@@ -138,6 +144,20 @@ func TestSiteLoss(t *testing.T) {
 	(&site{cli: etcd2.Client(t)}).checkEncryptedAtRest(t, v)
 	checkToken(t, c2, v)
 }
+
+// phaseClock notes how long each step of the recovery took.
+type phaseClock struct {
+	last   time.Time
+	phases []string
+}
+
+func (p *phaseClock) done(what string) {
+	now := time.Now()
+	p.phases = append(p.phases, fmt.Sprintf("%s %.1fs", what, now.Sub(p.last).Seconds()))
+	p.last = now
+}
+
+func (p *phaseClock) String() string { return strings.Join(p.phases, ", ") }
 
 // stores are the primary store (lost with the site) and its copy, each
 // a versitygw of its own with its own credentials, reached through AWS
@@ -250,7 +270,8 @@ func waitCopy(t *testing.T, st *stores, agent *captureAgent, dr *lifeboat, throu
 	if r := newestRevision(t, dr); r < through {
 		t.Fatalf("the copy is recoverable through %d, want %d", r, through)
 	}
-	waitKitBackups(t, dr, 2)
+	size, keys := waitKitBackups(t, dr, 2)
+	t.Logf("the copy's newest backup: %d keys, a %d KiB database", keys, size>>10)
 }
 
 // site is the control plane that is lost: the fake root with its PKI,
@@ -503,15 +524,19 @@ func checkTree(t *testing.T, root string, want map[string]fileState) {
 }
 
 // waitKitBackups polls `lifeboat list` until n backups name a kit, all
-// the same one.
-func waitKitBackups(t *testing.T, l *lifeboat, n int) {
+// the same one, and returns the newest one's database size and keys.
+func waitKitBackups(t *testing.T, l *lifeboat, n int) (dbSize int64, keys int) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var list struct {
 			Backups []struct {
 				ID       string
-				Manifest struct{ Kit string }
+				Manifest struct {
+					Kit       string
+					DBSize    int64 `json:"db_size"`
+					TotalKeys int   `json:"total_keys"`
+				}
 			}
 		}
 		if err := json.Unmarshal([]byte(l.run(t, "list", "-o", "json")), &list); err != nil {
@@ -528,7 +553,7 @@ func waitKitBackups(t *testing.T, l *lifeboat, n int) {
 			t.Fatalf("the backups name %d kits, want one (the files did not change)", len(kits))
 		}
 		if len(list.Backups) >= n {
-			return
+			return list.Backups[0].Manifest.DBSize, list.Backups[0].Manifest.TotalKeys
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%d backups with a kit in %s after a minute, want %d", len(list.Backups), l.store, n)
