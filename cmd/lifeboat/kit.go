@@ -151,6 +151,28 @@ func openKits(ctx context.Context, cfg *Config, lg *slog.Logger) (*kitArea, erro
 	return a, nil
 }
 
+// openKit opens the kit area, resolves ref (see find) and reads the
+// identities; needIdentity makes their absence a configuration error
+// (exit 2): the kit is encrypted.
+func openKit(ctx context.Context, cfg *Config, lg *slog.Logger, ref string, needIdentity bool) (*kitArea, *kit.Manifest, []age.Identity, error) {
+	a, err := openKits(ctx, cfg, lg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	m, err := a.find(ref)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ids, err := identities(cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if needIdentity && len(ids) == 0 {
+		return nil, nil, nil, cfgErr("encryption.identity_file", "%v", kit.ErrNoIdentity)
+	}
+	return a, m, ids, nil
+}
+
 // find resolves a kit id (or prefix), a backup id, or latest: the kit of
 // the newest backup that names one, else the newest kit.
 func (a *kitArea) find(ref string) (*kit.Manifest, error) {
@@ -245,15 +267,7 @@ type shownKit struct {
 }
 
 func runKitShow(ctx context.Context, cfg *Config, lg *slog.Logger, ref, output string, out io.Writer) error {
-	a, err := openKits(ctx, cfg, lg)
-	if err != nil {
-		return err
-	}
-	m, err := a.find(ref)
-	if err != nil {
-		return err
-	}
-	ids, err := identities(cfg)
+	a, m, ids, err := openKit(ctx, cfg, lg, ref, false)
 	if err != nil {
 		return err
 	}
@@ -346,20 +360,9 @@ var errKitBad = errors.New("recovery kit failed verification")
 
 // runKitVerify checks one kit and says whether it is good.
 func runKitVerify(ctx context.Context, cfg *Config, lg *slog.Logger, ref string, out io.Writer) error {
-	a, err := openKits(ctx, cfg, lg)
+	a, m, ids, err := openKit(ctx, cfg, lg, ref, true)
 	if err != nil {
 		return err
-	}
-	m, err := a.find(ref)
-	if err != nil {
-		return err
-	}
-	ids, err := identities(cfg)
-	if err != nil {
-		return err
-	}
-	if len(ids) == 0 {
-		return cfgErr("encryption.identity_file", "%v", kit.ErrNoIdentity)
 	}
 	res, err := a.check(ctx, m, ids)
 	if err != nil {
@@ -383,20 +386,9 @@ func modeString(e kit.Entry) string {
 }
 
 func runKitRestore(ctx context.Context, cfg *Config, lg *slog.Logger, o kitRestoreOptions, out io.Writer, now time.Time) error {
-	a, err := openKits(ctx, cfg, lg)
+	a, m, ids, err := openKit(ctx, cfg, lg, o.ref, true)
 	if err != nil {
 		return err
-	}
-	m, err := a.find(o.ref)
-	if err != nil {
-		return err
-	}
-	ids, err := identities(cfg)
-	if err != nil {
-		return err
-	}
-	if len(ids) == 0 {
-		return cfgErr("encryption.identity_file", "%v", kit.ErrNoIdentity)
 	}
 	k, err := a.repo.Load(ctx, m, ids)
 	if err != nil {
