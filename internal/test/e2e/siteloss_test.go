@@ -52,7 +52,8 @@ const (
 // preset under kit.root, age), captures, and the copy store gets it all;
 // more is written after the first backup, so that only capture has it.
 //
-// Then everything is destroyed, and from the copy: `kit restore latest
+// Then everything is destroyed, and from the copy: `kit verify latest`
+// checks the kit (decrypted, every pair matching), `kit restore latest
 // --to NEWROOT` lays the PKI and encryption config back with their modes
 // and contents; `restore --to-revision R` (the newest revision the copy
 // holds) writes etcd's data dir; etcd starts with the restored
@@ -108,7 +109,11 @@ func TestSiteLoss(t *testing.T) {
 		t.Fatalf("lifeboat list of the lost primary store exits 0:\n%s%s", out, errOut)
 	}
 
-	// The recovery, from the copy, with what was kept outside.
+	// The recovery, from the copy, with what was kept outside. Step 0
+	// of the page: the copy's kit decrypts and checks.
+	if out := dr.run(t, "kit", "verify", "latest"); !strings.Contains(out, fmt.Sprintf("%d pairs match", s.tree.Pairs)) {
+		t.Fatalf("kit verify of the copy's kit:\n%s", out)
+	}
 	start := time.Now()
 	phases := &phaseClock{last: start}
 	newRoot := filepath.Join(dir, "newroot")
