@@ -68,86 +68,120 @@ func TestSiteLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real kube-apiserver, etcd binary, two versitygw and the agent")
 	}
-	bin := needLifeboat(t)
-	etcdBin := etcdtest.Current.Need(t)
-	kubeBin := kubetest.NeedBinary(t)
-	ctx := t.Context()
-	dir := t.TempDir()
-	outside := filepath.Join(dir, "outside") // what the SRE kept off the site
-	if err := os.Mkdir(outside, 0o700); err != nil {
+	x := &siteLoss{lifeboat: needLifeboat(t), etcd: etcdtest.Current.Need(t), kube: kubetest.NeedBinary(t), dir: t.TempDir(), begin: time.Now()}
+	x.runSite(t)
+	x.disaster(t)
+	c, cli := x.recoverFromCopy(t)
+	checkBack(t, c, x.vault.objects)
+	(&site{cli: cli}).checkEncryptedAtRest(t, x.vault)
+	checkToken(t, c, x.vault)
+}
+
+// siteLoss is TestSiteLoss's state from step to step.
+type siteLoss struct {
+	lifeboat, etcd, kube string // the binaries
+	dir                  string
+	begin                time.Time
+
+	outside string // what the SRE keeps off the site: the identity, the copy's credentials
+	idFile  string
+	stores  *stores
+	site    *site
+	vault   *vault
+	lb      *lifeboat // the site's
+	agent   *captureAgent
+	dr      *lifeboat // the SRE's, on the copy
+	through int64     // the revision of the last write
+	tree    map[string]fileState
+}
+
+// runSite starts the stores and the site, writes the namespace, runs the
+// agent until the backups, the kit and the captured writes are in the
+// copy, and notes the PKI's files.
+func (x *siteLoss) runSite(t *testing.T) {
+	t.Helper()
+	x.outside = filepath.Join(x.dir, "outside")
+	if err := os.Mkdir(x.outside, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	begin := time.Now()
+	x.stores = startStores(t, x.dir)
+	x.site = startSite(t, filepath.Join(x.dir, "site"), x.etcd, x.kube)
+	c := x.site.api.Client()
+	x.vault = writeVault(t, c)
+	id, idFile := kittest.Identity(t, x.outside)
+	x.idFile = idFile
+	x.lb = x.stores.siteLifeboat(t, x.lifeboat, id.Recipient().String(), idFile, x.site.etcdFlags())
+	x.agent = x.lb.capture(t, []string{x.site.etcd.ClientURL}, x.site.agentArgs()...)
+	x.agent.waitCaptured(t, currentRevision(t, x.site.cli))
+	x.vault.writeMore(t, c) // after the first backup: only capture has these
+	x.through = currentRevision(t, x.site.cli)
+	x.agent.waitCaptured(t, x.through)
+	waitKitBackups(t, x.lb, 2)
+	x.site.checkEncryptedAtRest(t, x.vault)
+	checkToken(t, c, x.vault)
+	x.dr = x.stores.copyLifeboat(t, x.lifeboat, idFile, x.outside)
+	waitCopy(t, x.stores, x.agent, x.dr, x.through)
+	x.tree = readTree(t, x.site.root, x.site.tree.Files)
+	t.Logf("site up, written, backed up and copied in %.1fs", time.Since(x.begin).Seconds())
+}
 
-	st := startStores(t, dir)
-	s := startSite(t, filepath.Join(dir, "site"), etcdBin, kubeBin)
-	c := s.api.Client()
-	v := writeVault(t, c)
-	id, idFile := kittest.Identity(t, outside)
-	lb := st.siteLifeboat(t, bin, id.Recipient().String(), idFile, s.etcdFlags())
-	agent := lb.capture(t, []string{s.etcd.ClientURL}, s.agentArgs()...)
-	agent.waitCaptured(t, currentRevision(t, s.cli))
-	v.writeMore(t, c) // after the first backup: only capture has these
-	through := currentRevision(t, s.cli)
-	agent.waitCaptured(t, through)
-	waitKitBackups(t, lb, 2)
-	s.checkEncryptedAtRest(t, v)
-	checkToken(t, c, v)
-	dr := st.copyLifeboat(t, bin, idFile, outside)
-	waitCopy(t, st, agent, dr, through)
-	want := readTree(t, s.root, s.tree.Files)
-	t.Logf("site up, written, backed up and copied in %.1fs", time.Since(begin).Seconds())
-
-	// The disaster.
-	agent.stop(t)
-	s.destroy(t)
-	st.site.Stop()
-	if err := os.RemoveAll(st.site.Dir); err != nil {
+// disaster stops every process of the site and deletes the primary
+// store, etcd's data, the PKI and the encryption config.
+func (x *siteLoss) disaster(t *testing.T) {
+	t.Helper()
+	x.agent.stop(t)
+	x.site.destroy(t)
+	x.stores.site.Stop()
+	if err := os.RemoveAll(x.stores.site.Dir); err != nil {
 		t.Fatal(err)
 	}
-	if code, out, errOut := lb.runCode(t, "list"); code == 0 {
+	if code, out, errOut := x.lb.runCode(t, "list"); code == 0 {
 		t.Fatalf("lifeboat list of the lost primary store exits 0:\n%s%s", out, errOut)
 	}
+}
 
-	// The recovery, from the copy, with what was kept outside. Step 0
-	// of the page: the copy's kit decrypts and checks.
-	if out := dr.run(t, "kit", "verify", "latest"); !strings.Contains(out, fmt.Sprintf("%d pairs match", s.tree.Pairs)) {
+// recoverFromCopy follows docs/restore.md "The site is gone" with what
+// was kept outside: kit verify, kit restore, restore to the copy's newest
+// revision, etcd and kube-apiserver on the restored PKI, until the first
+// Secret reads back decrypted; it logs the recovery time and returns a
+// client of the new kube-apiserver and of the new etcd.
+func (x *siteLoss) recoverFromCopy(t *testing.T) (*kubetest.Client, *clientv3.Client) {
+	t.Helper()
+	dr := x.dr
+	// Step 0 of the page: the copy's kit decrypts and checks.
+	if out := dr.run(t, "kit", "verify", "latest"); !strings.Contains(out, fmt.Sprintf("%d pairs match", x.site.tree.Pairs)) {
 		t.Fatalf("kit verify of the copy's kit:\n%s", out)
 	}
 	start := time.Now()
 	phases := &phaseClock{last: start}
-	newRoot := filepath.Join(dir, "newroot")
+	newRoot := filepath.Join(x.dir, "newroot")
 	dr.run(t, "kit", "restore", "latest", "--to", newRoot)
 	phases.done("kit restore")
-	checkTree(t, newRoot, want)
+	checkTree(t, newRoot, x.tree)
 	r := newestRevision(t, dr)
-	if r < through {
-		t.Fatalf("the copy is recoverable through revision %d, want %d (the last write)", r, through)
+	if r < x.through {
+		t.Fatalf("the copy is recoverable through revision %d, want %d (the last write)", r, x.through)
 	}
-	out := dr.run(t, restoreArgsTLS(t, filepath.Join(dir, "etcd-restored"), "--to-revision", strconv.FormatInt(r, 10),
+	out := dr.run(t, restoreArgsTLS(t, filepath.Join(x.dir, "etcd-restored"), "--to-revision", strconv.FormatInt(r, 10),
 		"--bump-revision", strconv.Itoa(bump), "--mark-compacted")...)
 	phases.done("restore --to-revision")
-	pki := filepath.Join(newRoot, "etc/kubernetes/pki")
-	etcd2 := etcdtest.StartRestoredTLS(t, etcdBin, etcdFlags(t, out), etcdTLS(pki))
+	etcd := etcdtest.StartRestoredTLS(t, x.etcd, etcdFlags(t, out), etcdTLS(filepath.Join(newRoot, "etc/kubernetes/pki")))
 	phases.done("etcd healthy")
-	api2 := kubetest.Start(t, apiOptions(kubeBin, newRoot, etcd2.ClientURL))
+	api := kubetest.Start(t, apiOptions(x.kube, newRoot, etcd.ClientURL))
 	phases.done("kube-apiserver ready")
-	c2 := api2.Client()
-	first := v.secrets()[0]
-	got, err := c2.Get(ctx, kubetest.Secrets, first.ns, first.name)
+	c := api.Client()
+	first := x.vault.secrets()[0]
+	got, err := c.Get(t.Context(), kubetest.Secrets, first.ns, first.name)
 	recovery := time.Since(start)
 	if err != nil {
 		t.Fatalf("%s from the restored cluster: %v", first, err)
 	}
 	phases.done("first Secret read")
-	t.Logf("recovery time (kit restore to the old Secrets served): %.1fs (%s); the whole test %.1fs", recovery.Seconds(), phases, time.Since(begin).Seconds())
+	t.Logf("recovery time (kit restore to the old Secrets served): %.1fs (%s); the whole test %.1fs", recovery.Seconds(), phases, time.Since(x.begin).Seconds())
 	if !reflect.DeepEqual(got["data"], first.want) {
 		t.Errorf("%s after the recovery: %v, want %v", first, got["data"], first.want)
 	}
-
-	checkBack(t, c2, v.objects)
-	(&site{cli: etcd2.Client(t)}).checkEncryptedAtRest(t, v)
-	checkToken(t, c2, v)
+	return c, etcd.Client(t)
 }
 
 // phaseClock notes how long each step of the recovery took.
