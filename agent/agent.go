@@ -18,7 +18,7 @@ import (
 
 	"github.com/lifeboat-dev/lifeboat/backup"
 	"github.com/lifeboat-dev/lifeboat/repository"
-	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/restore/drill"
 	"github.com/lifeboat-dev/lifeboat/retention/prune"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -55,9 +55,9 @@ type Config struct {
 	// up to a minute.
 	CaptureBackoff time.Duration
 	// DrillHistory returns the last drill of each backup (nil: the drill
-	// reports in Backups, see restore.StoreDrillHistory). The drills this
+	// reports in Backups, see drill.StoreHistory). The drills this
 	// agent ran count too.
-	DrillHistory restore.DrillHistoryFunc
+	DrillHistory drill.HistoryFunc
 	Schedules    Schedules
 	// Jitter delays each scheduled run by a random time up to this.
 	Jitter time.Duration
@@ -118,7 +118,7 @@ type Agent struct {
 	mu    sync.Mutex
 	state backupState
 	// drills are the drill records of the drills this agent ran.
-	drills map[string]restore.DrillRecord
+	drills map[string]drill.Record
 	// lastDrill is when the drill the gauges show ended.
 	lastDrill time.Time
 	stale     bool // the stale event was sent and no fresh backup seen since
@@ -214,7 +214,7 @@ func New(cfg Config, lg *slog.Logger) (*Agent, error) {
 		cfg.Registry = prometheus.NewRegistry()
 	}
 	if cfg.DrillHistory == nil {
-		cfg.DrillHistory = restore.StoreDrillHistory(cfg.Backups)
+		cfg.DrillHistory = drill.StoreHistory(cfg.Backups)
 	}
 	if cfg.Capture != nil && cfg.Snapshot == nil {
 		return nil, errors.New("agent: capture needs the snapshot job (each generation starts from a fresh snapshot)")
@@ -222,7 +222,7 @@ func New(cfg Config, lg *slog.Logger) (*Agent, error) {
 	if cfg.CaptureBackoff <= 0 {
 		cfg.CaptureBackoff = time.Second
 	}
-	a := &Agent{cfg: cfg, lg: lg, clock: cfg.Clock, reg: cfg.Registry, byName: map[string]*job{}, drills: map[string]restore.DrillRecord{}}
+	a := &Agent{cfg: cfg, lg: lg, clock: cfg.Clock, reg: cfg.Registry, byName: map[string]*job{}, drills: map[string]drill.Record{}}
 
 	type candidate struct {
 		name, spec, notifyOn string
@@ -732,7 +732,7 @@ func (a *Agent) drill(ctx context.Context) (string, error) {
 		}
 		if out.BackupID != "" {
 			a.mu.Lock()
-			a.drills[out.BackupID] = restore.DrillRecord{Passed: passed, At: now}
+			a.drills[out.BackupID] = drill.Record{Passed: passed, At: now}
 			a.mu.Unlock()
 		}
 	}
@@ -756,7 +756,7 @@ type drillRunError struct{ err error }
 func (e *drillRunError) Error() string { return "drill could not run: " + e.err.Error() }
 func (e *drillRunError) Unwrap() error { return e.err }
 
-func outcomeID(o *restore.DrillOutcome) string {
+func outcomeID(o *drill.Outcome) string {
 	if o == nil {
 		return ""
 	}
@@ -765,8 +765,8 @@ func outcomeID(o *restore.DrillOutcome) string {
 
 // drillRecords merges the store's drill history with the drills this agent
 // ran; the newer record of a backup wins.
-func (a *Agent) drillRecords(ctx context.Context) (map[string]restore.DrillRecord, error) {
-	out := map[string]restore.DrillRecord{}
+func (a *Agent) drillRecords(ctx context.Context) (map[string]drill.Record, error) {
+	out := map[string]drill.Record{}
 	if a.cfg.DrillHistory != nil {
 		h, err := a.cfg.DrillHistory(ctx)
 		if err != nil {
@@ -860,7 +860,7 @@ func (a *Agent) refresh(ctx context.Context) {
 	if j := a.byName[JobSnapshot]; j != nil && st.newest != nil {
 		a.learnSuccess(j, st.newest.CreatedAt.Add(time.Duration(st.newest.DurationSeconds*float64(time.Second))))
 	}
-	var newestDrill restore.DrillRecord
+	var newestDrill drill.Record
 	var newestPass time.Time
 	for _, r := range drills {
 		if r.At.After(newestDrill.At) {

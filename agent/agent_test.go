@@ -29,7 +29,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/internal/test/jobtest"
 	"github.com/lifeboat-dev/lifeboat/internal/test/s3test"
 	"github.com/lifeboat-dev/lifeboat/repository"
-	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/restore/drill"
 	"github.com/lifeboat-dev/lifeboat/retention/prune"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
@@ -37,7 +37,7 @@ import (
 
 // TestAgentEndToEnd runs an agent with @every 1s schedules against real
 // etcd and a directory store: it takes backups, prunes them to two (plus
-// the newest proven one), drills them with restore.Drill, and its scraped
+// the newest proven one), drills them with drill.Run, and its scraped
 // /metrics, /status and health endpoints move as they should. No
 // goroutine outlives Run.
 func TestAgentEndToEnd(t *testing.T) {
@@ -180,7 +180,7 @@ func TestMetricsLint(t *testing.T) {
 		Backups:   b,
 		Snapshot:  &backup.Job{Backups: b},
 		Prune:     &prune.Job{Backups: b},
-		Drill:     func(context.Context) (*restore.DrillOutcome, error) { return nil, errors.New("unused") },
+		Drill:     func(context.Context) (*drill.Outcome, error) { return nil, errors.New("unused") },
 		Schedules: Schedules{Snapshot: "@daily", Prune: "@daily", Drill: "@daily"},
 		Listen:    "127.0.0.1:0", Registry: reg, Version: "test",
 	}, lg)
@@ -208,7 +208,7 @@ func TestScheduleSkipsOverlap(t *testing.T) {
 	var calls atomic.Int32
 	a := start(t, Config{
 		Backups: b,
-		Drill: func(ctx context.Context) (*restore.DrillOutcome, error) {
+		Drill: func(ctx context.Context) (*drill.Outcome, error) {
 			calls.Add(1)
 			started <- struct{}{}
 			select {
@@ -216,7 +216,7 @@ func TestScheduleSkipsOverlap(t *testing.T) {
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
-			return &restore.DrillOutcome{BackupID: "20261130T120000Z-r1", Passed: true, Phases: map[string]time.Duration{"boot": time.Second}}, nil
+			return &drill.Outcome{BackupID: "20261130T120000Z-r1", Passed: true, Phases: map[string]time.Duration{"boot": time.Second}}, nil
 		},
 		Schedules: Schedules{Drill: "@every 1m"},
 		Jitter:    10 * time.Second,

@@ -8,7 +8,7 @@
 // It owns no job. The jobs are the same ones the CLI's one-shot commands
 // call: backup.Run (take, verify, encode, store, commit), prune.Run
 // (retention/prune: the policy applied to the store, orphans) and
-// restore.RunDrillJob (the drill and its report); cmd/lifeboat wires them
-// into a Config. agent imports those packages and none of them imports
+// drill.RunJob (restore/drill: the drill and its report); cmd/lifeboat
+// wires them into a Config. agent imports those packages and none of them imports
 // agent.
 package agent

@@ -3,12 +3,12 @@ package agent
 import (
 	"context"
 
-	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/restore/drill"
 )
 
 // DrillFunc runs one restore drill end to end (pick a backup, fetch,
 // decode, restore, boot, check) and reports what it found. cmd/lifeboat
-// wires it to restore.RunDrillJob; the agent only schedules it, records
+// wires it to drill.RunJob; the agent only schedules it, records
 // the outcome in metrics and /status, and notifies when it fails.
 //
 // A drill that reached a verdict returns an outcome with Passed set (a
@@ -19,4 +19,4 @@ import (
 // a verdict on any backup, and leaves the drill verdict metrics and the
 // proven backups as they were. It must stop and clean up its scratch space
 // when ctx ends.
-type DrillFunc func(ctx context.Context) (*restore.DrillOutcome, error)
+type DrillFunc func(ctx context.Context) (*drill.Outcome, error)

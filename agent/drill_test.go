@@ -15,7 +15,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/internal/test/corrupt"
 	"github.com/lifeboat-dev/lifeboat/internal/test/s3test"
 	"github.com/lifeboat-dev/lifeboat/repository"
-	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/restore/drill"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -96,14 +96,14 @@ func TestDrillRunErrorIsNoVerdict(t *testing.T) {
 			cfg.Schedules = Schedules{Drill: "@every 1s"}
 			cfg.Notify = NotifyConfig{Webhooks: []snapshot.Secret{snapshot.Secret(hook.srv.URL)}, On: []string{EventDrillFailed}, Backoff: 50 * time.Millisecond}
 			var noIdentity atomic.Bool
-			drill := restore.DrillJob{Backups: f.backups, Target: "latest"}
-			drill.Options.ScratchDir, drill.Options.Timeout, drill.Options.Version = f.scratch, 2*time.Minute, "test"
-			cfg.Drill = func(ctx context.Context) (*restore.DrillOutcome, error) {
-				j := drill
+			dj := drill.Job{Backups: f.backups, Target: "latest"}
+			dj.Options.ScratchDir, dj.Options.Timeout, dj.Options.Version = f.scratch, 2*time.Minute, "test"
+			cfg.Drill = func(ctx context.Context) (*drill.Outcome, error) {
+				j := dj
 				if !noIdentity.Load() {
 					j.Options.Identities = []age.Identity{id}
 				}
-				return restore.RunDrillJob(ctx, j, lg)
+				return drill.RunJob(ctx, j, lg)
 			}
 			a := start(t, cfg, lg)
 

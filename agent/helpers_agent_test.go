@@ -24,7 +24,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/internal/test/jobtest"
 	"github.com/lifeboat-dev/lifeboat/repository"
-	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/restore/drill"
 	"github.com/lifeboat-dev/lifeboat/retention"
 	"github.com/lifeboat-dev/lifeboat/retention/prune"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
@@ -62,11 +62,11 @@ func (f *fixture) etcdConfig() snapshot.Config {
 }
 
 // config is an agent with every job on an @every 1s schedule, the real
-// snapshot, prune (keep the last 2) and drill (restore.Drill) jobs, and
+// snapshot, prune (keep the last 2) and drill (drill.Run) jobs, and
 // HTTP on a free port. Callers adjust it.
 func (f *fixture) config(t *testing.T, lg *slog.Logger) Config {
 	t.Helper()
-	drill := restore.DrillJob{Backups: f.backups, Target: "latest", Options: restore.DrillOptions{ScratchDir: f.scratch, Timeout: 2 * time.Minute, Version: "test"}}
+	dj := drill.Job{Backups: f.backups, Target: "latest", Options: drill.Options{ScratchDir: f.scratch, Timeout: 2 * time.Minute, Version: "test"}}
 	return Config{
 		Cluster: testCluster,
 		Backups: f.backups,
@@ -75,7 +75,7 @@ func (f *fixture) config(t *testing.T, lg *slog.Logger) Config {
 			Encoding: repository.Encoding{Compression: "zstd"}, Version: "test",
 		},
 		Prune:           &prune.Job{Backups: f.backups, Policy: retention.Policy{Last: 2}, OrphanGrace: time.Hour},
-		Drill:           func(ctx context.Context) (*restore.DrillOutcome, error) { return restore.RunDrillJob(ctx, drill, lg) },
+		Drill:           func(ctx context.Context) (*drill.Outcome, error) { return drill.RunJob(ctx, dj, lg) },
 		Schedules:       Schedules{Snapshot: "@every 1s", Prune: "@every 1s", Drill: "@every 1s"},
 		RetryBackoff:    100 * time.Millisecond,
 		ShutdownTimeout: 30 * time.Second,

@@ -11,7 +11,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/internal/test/kittest"
 	"github.com/lifeboat-dev/lifeboat/kit"
 	"github.com/lifeboat-dev/lifeboat/repository"
-	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/restore/drill"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
@@ -41,9 +41,9 @@ func TestKitCertExpiryMetric(t *testing.T) {
 	cfg := f.config(t, lg)
 	cfg.Snapshot, cfg.Prune = nil, nil
 	cfg.Schedules = Schedules{Drill: "@every 1s"}
-	drill := restore.DrillJob{Backups: f.backups, Target: "latest"}
-	drill.Options.ScratchDir, drill.Options.Timeout, drill.Options.Identities = f.scratch, 2*time.Minute, []age.Identity{id}
-	cfg.Drill = func(ctx context.Context) (*restore.DrillOutcome, error) { return restore.RunDrillJob(ctx, drill, lg) }
+	dj := drill.Job{Backups: f.backups, Target: "latest"}
+	dj.Options.ScratchDir, dj.Options.Timeout, dj.Options.Identities = f.scratch, 2*time.Minute, []age.Identity{id}
+	cfg.Drill = func(ctx context.Context) (*drill.Outcome, error) { return drill.RunJob(ctx, dj, lg) }
 	a := start(t, cfg, lg)
 	want := float64(tr.EarliestExpiry.Unix())
 	waitFor(t, "the kit's certificate expiry", 2*time.Minute, func() bool {

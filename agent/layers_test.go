@@ -14,9 +14,10 @@ import (
 const module = "github.com/lifeboat-dev/lifeboat"
 
 // TestJobsDoNotImportTheDaemon: the jobs (backup, retention/prune,
-// restore) never import agent, directly or through another package, and
-// the CLI's one-shot commands reach them without it: cmd/lifeboat's
-// snapshot, prune and drill files import the job packages, not agent.
+// restore, restore/drill, capture) never import agent, directly or
+// through another package, and the CLI's one-shot commands reach them
+// without it: cmd/lifeboat's snapshot, prune and drill files import the
+// job packages, not agent.
 func TestJobsDoNotImportTheDaemon(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -25,7 +26,7 @@ func TestJobsDoNotImportTheDaemon(t *testing.T) {
 		}
 		t.Skipf("no go command to list the import graph: %v", err)
 	}
-	jobs := []string{module + "/backup", module + "/retention/prune", module + "/restore", module + "/capture"}
+	jobs := []string{module + "/backup", module + "/retention/prune", module + "/restore", module + "/restore/drill", module + "/capture"}
 	for _, pkg := range jobs {
 		out, err := exec.Command(goBin, "list", "-deps", pkg).Output()
 		if err != nil {
@@ -40,7 +41,7 @@ func TestJobsDoNotImportTheDaemon(t *testing.T) {
 	for file, want := range map[string]string{
 		"snapshotcmd.go": module + "/backup",
 		"prune.go":       module + "/retention/prune",
-		"drill.go":       module + "/restore",
+		"drill.go":       module + "/restore/drill",
 	} {
 		f, err := parser.ParseFile(token.NewFileSet(), filepath.Join("..", "cmd", "lifeboat", file), nil, parser.ImportsOnly)
 		if err != nil {
@@ -63,18 +64,21 @@ func TestJobsDoNotImportTheDaemon(t *testing.T) {
 // layers ranks the module's packages along the data flow: a package may
 // import (outside its tests) only packages of a lower rank, so a lower
 // layer never reaches a higher one and the jobs (backup, prune, restore)
-// stay independent of each other. The test harness (test servers,
+// stay independent of each other. restore/child (the child processes)
+// sits below restore, which builds its restore and replay children on
+// it; restore/drill sits above restore. The test harness (test servers,
 // fixtures, the shared store suite, the end-to-end tests and the bench
 // tool) lives under internal/test/ and nowhere else: no shipped package
 // imports it outside its _test files.
 var layers = map[string]int{
 	"verify": 0, "retention": 0, "internal/writeback": 0, "internal/syncbuf": 0, "internal/seed": 0, "internal/sysfilter": 0,
 	"snapshot": 1, "uploader": 1,
-	"repository": 2, "kit": 2,
+	"repository": 2, "kit": 2, "restore/child": 2,
 	"backup": 3, "retention/prune": 3, "restore": 3, "capture": 3, "inspect": 3,
-	"agent":        4,
-	"cmd/lifeboat": 5,
-	"deploy":       5,
+	"restore/drill": 4,
+	"agent":         5,
+	"cmd/lifeboat":  6,
+	"deploy":        6,
 }
 
 // harness is the path of the test harness: every package under it is for

@@ -7,24 +7,9 @@
 // etcdutl's snapshot restore: one member, or every member of an initial
 // cluster from a data-dir template such as /restore/{name}. It never
 // touches a non-empty directory unless told to move it aside, and it
-// undoes its own writes when a member fails.
-//
-// Drill rehearses a restore end to end in a scratch directory: fetch,
-// decode, restore, verify, boot a throwaway etcd in a child process (this
-// binary's hidden EtcdCommand, running RunEtcd, or an external etcd
-// binary) on unix sockets in the drill's private directory, check
-// revision, key count, HashKV, key prefixes and a write, and report each
-// phase's duration. Its restore step runs in a child process too (this
-// binary's hidden RestoreCommand, running RunRestore): etcdutl writes the
-// restored database and WAL without the caller's soft memory limit, and a
-// failure there comes back as the restore phase's, with its own text. A
-// crash of that etcd on the restored data is a failed verdict, never the
-// end of the caller; a child of the drill killed by a signal from outside
-// (SIGKILL from an OOM killer, an operator) is an error of the run
-// (ErrKilled), never a verdict. Restore itself (lifeboat restore) runs
-// in-process.
-// repository.Select picks the backup (latest, random or an id). StartEtcd
-// starts throwaway servers for drills and the demo.
+// undoes its own writes when a member fails. Restore itself (lifeboat
+// restore) runs in-process. repository.Select picks the backup (latest,
+// random or an id).
 //
 // Point-in-time restore: PlanPointInTime resolves a target (a revision,
 // from the store's names alone, or a time against the revisions' receive
@@ -43,32 +28,23 @@
 // --to-revision (and ls/get/diff at a point in time) lifts lifeboat's soft
 // memory limit and sets ReplayGCPercent first.
 //
-// A point-in-time drill (DrillOptions.PointInTime) replays a plan in the
-// drill's scratch directory, boots the result and compares its HashKV at
-// the target, after compacting it to the live compact revision, with the
-// live cluster's (LiveCluster; SessionLive over a snapshot.Session). Its
-// replay is split across a process boundary: the drill reads the segments
-// from the store, decrypts and decompresses them and checks their chain
-// as Replay does (from their headers: repository.ReadSegmentRaw), and
-// streams their raw form to a child process (this binary's hidden
-// ReplayCommand, running RunReplay, on its stdin), which parses them and
-// applies them to the snapshot file with Replay's checks, without a soft
-// memory limit and at ReplayGCPercent, and reports its stats and its
-// error (the in-process text, wrapping ErrReplay or
-// repository.ErrBadSegment as Replay's would). The child gets no
-// store credentials and no age identity. A crash of it (etcd's storage
-// code panics or exits on inconsistent data) is a failed replay check,
-// its being killed from outside an error of the run (ErrKilled), neither
-// the end of the caller (the agent).
-// PickTarget chooses the agent's random target in the captured window.
+// A drill (package restore/drill) runs both steps in child processes
+// instead: RestoreInChild restores one member in this binary run with
+// child.RestoreCommand (RunRestore), so that etcdutl writes the restored
+// database and WAL without the caller's soft memory limit, and a failure
+// there comes back with its own text. ReplayInChild splits a replay
+// across a process boundary: this process reads the segments from the
+// store, decrypts and decompresses them and checks their chain as Replay
+// does (from their headers: repository.ReadSegmentRaw), and streams their
+// raw form to this binary run with child.ReplayCommand (RunReplay, on its
+// stdin), which parses them and applies them to the snapshot file with
+// Replay's checks, without a soft memory limit and at ReplayGCPercent,
+// and reports its stats and its error (the in-process text, wrapping
+// ErrReplay or repository.ErrBadSegment as Replay's would). The child
+// gets no store credentials and no age identity. Starting, waiting for
+// and reading those processes is package restore/child's; what they do
+// is this package's (ChildWork).
 //
-// The drill job is here too, for the CLI's lifeboat drill and the agent's
-// scheduled drill alike: DrillAndStore runs a drill and stores its report
-// beside the backup exactly when the drill reached a verdict (never for an
-// interrupted drill or one that could not run); RunDrillJob picks the
-// backup, runs DrillAndStore and sums it up as a DrillOutcome;
-// StoreDrillHistory reads the last drill of each backup back. Writing drill
-// reports is the only write this package makes to the store.
-//
-// It does not schedule drills or export their metrics: the agent does.
+// It does not drill, schedule or export metrics: restore/drill and the
+// agent do.
 package restore

@@ -19,6 +19,7 @@ import (
 
 	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/restore/child"
 )
 
 // TestRestoreNeedsAnExplicitMember (item 17): without --initial-cluster a
@@ -69,7 +70,7 @@ func TestRestoreRefusesARunningEtcd(t *testing.T) {
 	}
 	bin := etcdtest.Current.Need(t)
 	f := fetchBackup(t, 50)
-	peer, err := restore.FreeLoopbackURL()
+	peer, err := child.FreeLoopbackURL()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestRestoreRefusesARunningEtcd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := restore.FreeLoopbackURL()
+	client, err := child.FreeLoopbackURL()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/backup"
 	"github.com/lifeboat-dev/lifeboat/capture"
 	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/restoretest"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
@@ -27,11 +28,11 @@ func TestPointInTimeWithCapture(t *testing.T) {
 	ctx := t.Context()
 	c := etcdtest.Start(t, etcdtest.Options{})
 	cli := c.Client(t)
-	id := newIdentity(t)
-	s := &pitrSource{c: c, cli: cli, repo: dirBackups(t, t.TempDir()), ids: []age.Identity{id}, recorded: map[int64]liveState{}}
-	w := &workload{t: t, cli: cli, rnd: rand.New(rand.NewPCG(21, 8)), keys: map[string]bool{}}
+	id := restoretest.NewIdentity(t)
+	s := &restoretest.PITRSource{C: c, Cli: cli, Repo: restoretest.DirRepo(t, t.TempDir()), IDs: []age.Identity{id}, Recorded: map[int64]restoretest.LiveState{}}
+	w := &restoretest.Workload{T: t, Cli: cli, Rnd: rand.New(rand.NewPCG(21, 8)), Keys: map[string]bool{}}
 	for range 10 {
-		w.step(ctx)
+		w.Step(ctx)
 	}
 	lg := slog.New(slog.DiscardHandler)
 	cfg := snapshot.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second}
@@ -43,10 +44,10 @@ func TestPointInTimeWithCapture(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- capture.Run(rctx, capture.Job{
-			Session: sess, Repo: s.repo, Encoding: ageEncoding(id), Interval: 100 * time.Millisecond,
+			Session: sess, Repo: s.Repo, Encoding: restoretest.AgeEncoding(id), Interval: 100 * time.Millisecond,
 			Token: func() (int64, bool) { return 3, true },
 			Snapshot: func(ctx context.Context) (*repository.Manifest, error) {
-				return backup.Run(ctx, backup.Job{Etcd: cfg, SpoolDir: t.TempDir(), Backups: s.repo, Encoding: ageEncoding(id), Version: "test"}, lg)
+				return backup.Run(ctx, backup.Job{Etcd: cfg, SpoolDir: t.TempDir(), Backups: s.Repo, Encoding: restoretest.AgeEncoding(id), Version: "test"}, lg)
 			},
 		}, lg)
 	}()
@@ -66,11 +67,11 @@ func TestPointInTimeWithCapture(t *testing.T) {
 	// write them once capture has its generation (its snapshot may be
 	// taken after a watch that waits for etcd to catch up).
 	for deadline := time.Now().Add(60 * time.Second); ; {
-		l, err := s.repo.List(ctx)
+		l, err := s.Repo.List(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ws, err := s.repo.Windows(ctx, l); err == nil && len(ws) > 0 && ws[len(ws)-1].Recoverable() {
+		if ws, err := s.Repo.Windows(ctx, l); err == nil && len(ws) > 0 && ws[len(ws)-1].Recoverable() {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -79,18 +80,18 @@ func TestPointInTimeWithCapture(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // polling the store against a deadline
 	}
 	for range 120 {
-		w.step(ctx)
+		w.Step(ctx)
 	}
-	cur := g0(t, cli)
+	cur := restoretest.Revision(t, cli)
 	// Wait until capture has made everything up to cur durable.
 	var win repository.Window
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		l, err := s.repo.List(ctx)
+		l, err := s.Repo.List(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ws, err := s.repo.Windows(ctx, l)
+		ws, err := s.Repo.Windows(ctx, l)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,24 +114,24 @@ func TestPointInTimeWithCapture(t *testing.T) {
 		targets = append(targets, win.From+1+rnd.Int64N(win.Through-win.From))
 	}
 	for _, r := range targets {
-		p, path := s.replayTo(t, restore.Target{Revision: r})
+		p, path := replayTo(t, s, restore.Target{Revision: r})
 		if p.Window.Generation != win.Generation {
 			t.Errorf("plan to %d in generation %s, want %s", r, p.Window.Generation, win.Generation)
 		}
-		s.checkOffline(t, path, r)
+		checkOffline(t, s, path, r)
 	}
 	// The time of the newest marker (listed again: the one vouching for
 	// Through may have come after the poll) resolves to its revision.
-	l, err := s.repo.List(ctx)
+	l, err := s.Repo.List(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws, err := s.repo.Windows(ctx, l)
+	ws, err := s.Repo.Windows(ctx, l)
 	if err != nil {
 		t.Fatal(err)
 	}
 	last := ws[len(ws)-1]
-	p, err := restore.PlanPointInTime(ctx, s.repo, l, restore.Target{Time: last.ThroughTime}, s.ids)
+	p, err := restore.PlanPointInTime(ctx, s.Repo, l, restore.Target{Time: last.ThroughTime}, s.IDs)
 	switch {
 	case err != nil:
 		t.Errorf("plan to %s: %v", last.ThroughTime, err)

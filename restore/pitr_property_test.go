@@ -22,6 +22,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/capture"
 	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/internal/test/jobtest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/restoretest"
 	"github.com/lifeboat-dev/lifeboat/internal/test/s3test"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
@@ -74,7 +75,7 @@ func TestPointInTimeProperty(t *testing.T) {
 		// first, so that its lessor does not delete keys while it is
 		// compared.
 		e.waitExpired()
-		cur := g0(t, e.cli)
+		cur := restoretest.Revision(t, e.Cli)
 		e.waitDurable(cur)
 		e.stopOK()
 		e.noGaps()
@@ -83,8 +84,8 @@ func TestPointInTimeProperty(t *testing.T) {
 			t.Fatalf("window of generation %s, want %s", ws[0].Generation, gen)
 		}
 		e.compare(ws[0], perWindow)
-		_, path := e.replayTo(t, restore.Target{Revision: cur})
-		e.checkBooted(t, path, cur)
+		_, path := replayTo(t, e.PITRSource, restore.Target{Revision: cur})
+		checkBooted(t, e.PITRSource, path, cur)
 		compared.Add(1)
 	})
 
@@ -93,7 +94,7 @@ func TestPointInTimeProperty(t *testing.T) {
 		// Each connection is also reset after 1 MiB, a member dying in
 		// the middle of a response; the catch-up after a cut is far
 		// smaller, so every new connection makes progress.
-		px := etcdtest.NewProxy(t, e.c.Members[0].ClientURL, etcdtest.ProxyOptions{CutAfter: 1 << 20})
+		px := etcdtest.NewProxy(t, e.C.Members[0].ClientURL, etcdtest.ProxyOptions{CutAfter: 1 << 20})
 		e.start([]string{px.URL}, nil, 3)
 		e.waitGeneration("")
 		for range 6 {
@@ -102,7 +103,7 @@ func TestPointInTimeProperty(t *testing.T) {
 			px.Cut()
 		}
 		e.run(steps/6, true)
-		e.waitDurable(g0(t, e.cli))
+		e.waitDurable(restoretest.Revision(t, e.Cli))
 		reconnects := e.stats.Reconnects.Load()
 		e.stopOK()
 		if px.Cuts() == 0 || reconnects == 0 {
@@ -117,8 +118,8 @@ func TestPointInTimeProperty(t *testing.T) {
 		kills := 0
 		var gen string
 		for range 3 {
-			ks := &killableStore{Store: e.repo.Store}
-			e.start(nil, &repository.Repo{Store: ks, Cluster: e.repo.Cluster}, 3)
+			ks := &killableStore{Store: e.Repo.Store}
+			e.start(nil, &repository.Repo{Store: ks, Cluster: e.Repo.Cluster}, 3)
 			if g := e.waitGeneration(""); gen == "" {
 				gen = g
 			} else if g != gen {
@@ -126,14 +127,14 @@ func TestPointInTimeProperty(t *testing.T) {
 			}
 			// Some of it stored, then more that may not be.
 			e.run(steps/8, true)
-			e.waitDurable(g0(t, e.cli))
+			e.waitDurable(restoretest.Revision(t, e.Cli))
 			e.run(steps/8, true)
 			// Killed while it holds changes it has not stored.
 			for i := 0; e.stats.BufferedBytes.Load() == 0; i++ {
 				if i > 1000 {
 					t.Fatal("capture never held unstored changes after 1000 steps")
 				}
-				e.w.step(ctx)
+				e.w.Step(ctx)
 			}
 			ks.kill()
 			e.stopKilled()
@@ -145,7 +146,7 @@ func TestPointInTimeProperty(t *testing.T) {
 		e.start(nil, nil, 3)
 		e.run(steps/4, true)
 		e.waitExpired() // before the boot, as above
-		cur := g0(t, e.cli)
+		cur := restoretest.Revision(t, e.Cli)
 		e.waitDurable(cur)
 		e.stopOK()
 		e.noGaps()
@@ -154,8 +155,8 @@ func TestPointInTimeProperty(t *testing.T) {
 			t.Fatalf("window of generation %s after %d kills, want %s continued", w.Generation, kills, gen)
 		}
 		e.compare(w, perWindow)
-		_, path := e.replayTo(t, restore.Target{Revision: cur})
-		e.checkBooted(t, path, cur)
+		_, path := replayTo(t, e.PITRSource, restore.Target{Revision: cur})
+		checkBooted(t, e.PITRSource, path, cur)
 		compared.Add(1)
 	})
 
@@ -164,7 +165,7 @@ func TestPointInTimeProperty(t *testing.T) {
 		e.start(nil, nil, 3)
 		gen := e.waitGeneration("")
 		e.run(steps/4, true)
-		e.waitDurable(g0(t, e.cli))
+		e.waitDurable(restoretest.Revision(t, e.Cli))
 		e.run(steps/4, true)
 		// The first agent loses the lock in the middle of the workload
 		// and stops writing; writes go on while no agent holds it.
@@ -179,7 +180,7 @@ func TestPointInTimeProperty(t *testing.T) {
 			if i > 2000 {
 				t.Fatal("the first agent did not stop after the lock was lost")
 			}
-			e.w.step(ctx)
+			e.w.Step(ctx)
 		}
 		e.run(10, false)
 		e.start(nil, nil, 4)
@@ -187,7 +188,7 @@ func TestPointInTimeProperty(t *testing.T) {
 			t.Fatalf("second agent writes generation %s, want %s continued", g, gen)
 		}
 		e.run(steps/2, true)
-		e.waitDurable(g0(t, e.cli))
+		e.waitDurable(restoretest.Revision(t, e.Cli))
 		e.stopOK()
 		// A handover is no gap: nothing may count or alert one.
 		if got := e.gaps(); len(got) != 0 {
@@ -198,7 +199,7 @@ func TestPointInTimeProperty(t *testing.T) {
 		// token.
 		tokens := map[int64]int{}
 		for _, si := range w.Segments {
-			s, _, err := e.repo.ReadSegment(ctx, si, e.ids)
+			s, _, err := e.Repo.ReadSegment(ctx, si, e.IDs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -212,11 +213,11 @@ func TestPointInTimeProperty(t *testing.T) {
 
 	t.Run("store stopped and restarted", func(t *testing.T) {
 		srv := s3test.Start(t)
-		e := newPropEnv(t, seed+4, &compared, s3Backups(t, srv), true)
+		e := newPropEnv(t, seed+4, &compared, restoretest.S3Repo(t, srv), true)
 		e.start(nil, nil, 3)
 		e.waitGeneration("")
 		e.run(steps/3, true)
-		e.waitDurable(g0(t, e.cli))
+		e.waitDurable(restoretest.Revision(t, e.Cli))
 		srv.Stop()
 		// No compaction while the store is down: the capture cannot make
 		// anything durable, and holds what it reads (up to its bound).
@@ -224,7 +225,7 @@ func TestPointInTimeProperty(t *testing.T) {
 		e.waitFor("a store error reported", func(s capture.Status) bool { return s.Err != nil })
 		srv.Restart(t)
 		e.run(steps/3, true)
-		e.waitDurable(g0(t, e.cli))
+		e.waitDurable(restoretest.Revision(t, e.Cli))
 		e.stopOK()
 		e.noGaps()
 		ws := e.verify(1)
@@ -241,25 +242,25 @@ func TestPointInTimeProperty(t *testing.T) {
 			t.Fatal(err)
 		}
 		gl := &refusingListener{Listener: ln}
-		px := etcdtest.NewProxy(t, e.c.Members[0].ClientURL, etcdtest.ProxyOptions{Listener: gl})
+		px := etcdtest.NewProxy(t, e.C.Members[0].ClientURL, etcdtest.ProxyOptions{Listener: gl})
 		e.start([]string{px.URL}, nil, 3)
 		gen1 := e.waitGeneration("")
 		e.run(steps/2, true)
-		e.waitDurable(g0(t, e.cli))
+		e.waitDurable(restoretest.Revision(t, e.Cli))
 		// The member becomes unreachable: the watch's connection is cut
 		// and reconnects are refused.
-		e.candidates = append(e.candidates, g0(t, e.cli)) // the sealed point
+		e.candidates = append(e.candidates, restoretest.Revision(t, e.Cli)) // the sealed point
 		gl.refuse.Store(true)
 		if px.Cut() == 0 {
 			t.Fatal("no connection to cut")
 		}
 		// Revisions the watch never received, then compacted away.
 		e.run(20, false)
-		e.compactTo(g0(t, e.cli))
+		e.compactTo(restoretest.Revision(t, e.Cli))
 		gl.refuse.Store(false)
 		gen2 := e.waitGeneration(gen1)
 		e.run(steps/2, true)
-		e.waitDurable(g0(t, e.cli))
+		e.waitDurable(restoretest.Revision(t, e.Cli))
 		e.stopOK()
 		if got := e.gaps(); len(got) != 1 || got[0] != capture.GapCompacted {
 			t.Fatalf("gaps %v: want [%s]", got, capture.GapCompacted)
@@ -277,7 +278,7 @@ func TestPointInTimeProperty(t *testing.T) {
 		e.compare(ws[0], perWindow)
 		e.compare(ws[1], perWindow)
 		// Inside the gap: refused, never restored from either side.
-		l, err := e.repo.List(ctx)
+		l, err := e.Repo.List(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -286,7 +287,7 @@ func TestPointInTimeProperty(t *testing.T) {
 			gap = append(gap, ws[0].Through+1+e.rnd.Int64N(ws[1].From-ws[0].Through-1))
 		}
 		for _, r := range gap {
-			p, err := restore.PlanPointInTime(ctx, e.repo, l, restore.Target{Revision: r}, e.ids)
+			p, err := restore.PlanPointInTime(ctx, e.Repo, l, restore.Target{Revision: r}, e.IDs)
 			var oe *restore.OutsideWindowsError
 			if !errors.As(err, &oe) || !strings.Contains(err.Error(), "in a gap") {
 				t.Errorf("plan to %d in the gap %d-%d: %v (plan %+v), want an OutsideWindowsError in a gap", r, ws[0].Through+1, ws[1].From-1, err, p)
@@ -299,9 +300,9 @@ func TestPointInTimeProperty(t *testing.T) {
 // workload (pitrSource, workload), the real capture job writing to a
 // store, and the source states of the revisions a compaction took away.
 type propEnv struct {
-	*pitrSource
+	*restoretest.PITRSource
 	t        *testing.T
-	w        *workload
+	w        *restoretest.Workload
 	rnd      *rand.Rand // targets
 	enc      repository.Encoding
 	cfg      snapshot.Config // the member itself (snapshots, and capture unless told otherwise)
@@ -325,19 +326,19 @@ func newPropEnv(t *testing.T, seed uint64, compared *atomic.Int64, repo *reposit
 	t.Helper()
 	c := etcdtest.Start(t, etcdtest.Options{})
 	cli := c.Client(t)
-	id := newIdentity(t)
+	id := restoretest.NewIdentity(t)
 	if repo == nil {
-		repo = dirBackups(t, t.TempDir())
+		repo = restoretest.DirRepo(t, t.TempDir())
 	}
 	enc := repository.Encoding{Compression: "zstd"}
 	if encrypt {
-		enc = ageEncoding(id)
+		enc = restoretest.AgeEncoding(id)
 	}
 	e := &propEnv{
-		pitrSource: &pitrSource{c: c, cli: cli, repo: repo, ids: []age.Identity{id}, recorded: map[int64]liveState{}},
+		PITRSource: &restoretest.PITRSource{C: c, Cli: cli, Repo: repo, IDs: []age.Identity{id}, Recorded: map[int64]restoretest.LiveState{}},
 		t:          t,
-		w: &workload{t: t, cli: cli, rnd: rand.New(rand.NewPCG(seed, 1)), keys: map[string]bool{},
-			valueMin: 1 << 10, valueMax: 4 << 10, expiring: true},
+		w: &restoretest.Workload{T: t, Cli: cli, Rnd: rand.New(rand.NewPCG(seed, 1)), Keys: map[string]bool{},
+			ValueMin: 1 << 10, ValueMax: 4 << 10, Expiring: true},
 		rnd:      rand.New(rand.NewPCG(seed, 2)),
 		enc:      enc,
 		cfg:      snapshot.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second},
@@ -346,7 +347,7 @@ func newPropEnv(t *testing.T, seed uint64, compared *atomic.Int64, repo *reposit
 	}
 	// Before the first snapshot: keys, leases.
 	for range 20 {
-		e.w.step(t.Context())
+		e.w.Step(t.Context())
 	}
 	t.Cleanup(func() { _ = e.stop() })
 	return e
@@ -361,7 +362,7 @@ func (e *propEnv) start(endpoints []string, repo *repository.Repo, token int64) 
 		t.Fatal("capture already running")
 	}
 	if repo == nil {
-		repo = e.repo
+		repo = e.Repo
 	}
 	cfg := e.cfg
 	if endpoints != nil {
@@ -516,13 +517,13 @@ func (e *propEnv) durable() int64 {
 func (e *propEnv) run(n int, compact bool) {
 	ctx := e.t.Context()
 	for range n {
-		e.w.step(ctx)
+		e.w.Step(ctx)
 		if e.rnd.IntN(3) == 0 {
-			e.candidates = append(e.candidates, g0(e.t, e.cli))
+			e.candidates = append(e.candidates, restoretest.Revision(e.t, e.Cli))
 		}
 		if compact && e.rnd.IntN(25) == 0 {
-			if d := e.durable(); d > e.compact {
-				e.compactTo(e.compact + 1 + e.rnd.Int64N(d-e.compact))
+			if d := e.durable(); d > e.Compact {
+				e.compactTo(e.Compact + 1 + e.rnd.Int64N(d-e.Compact))
 			}
 		}
 	}
@@ -534,14 +535,14 @@ func (e *propEnv) compactTo(rev int64) {
 	t := e.t
 	t.Helper()
 	for _, r := range e.candidates {
-		if _, ok := e.recorded[r]; !ok && r >= e.compact && r < rev {
-			e.record(t, r)
+		if _, ok := e.Recorded[r]; !ok && r >= e.Compact && r < rev {
+			e.Record(t, r)
 		}
 	}
-	if _, err := e.cli.Compact(t.Context(), rev); err != nil {
+	if _, err := e.Cli.Compact(t.Context(), rev); err != nil {
 		t.Fatalf("compact to %d: %v", rev, err)
 	}
-	e.compact = rev
+	e.Compact = rev
 }
 
 // waitExpired waits until etcd has revoked every lease workload.expiring
@@ -551,7 +552,7 @@ func (e *propEnv) waitExpired() {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		g, err := e.cli.Get(t.Context(), "/registry/events/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		g, err := e.Cli.Get(t.Context(), "/registry/events/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -568,11 +569,11 @@ func (e *propEnv) waitExpired() {
 func (e *propEnv) windows() []repository.Window {
 	t := e.t
 	t.Helper()
-	l, err := e.repo.List(t.Context())
+	l, err := e.Repo.List(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws, err := e.repo.Windows(t.Context(), l)
+	ws, err := e.Repo.Windows(t.Context(), l)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -604,7 +605,7 @@ func (e *propEnv) verify(n int) []repository.Window {
 	t.Helper()
 	ws := e.windows()
 	for _, w := range ws {
-		c, err := e.repo.VerifyChanges(t.Context(), w, e.ids)
+		c, err := e.Repo.VerifyChanges(t.Context(), w, e.IDs)
 		if err != nil {
 			t.Fatalf("verify generation %s: %v", w.Generation, err)
 		}
@@ -629,8 +630,8 @@ func (e *propEnv) verify(n int) []repository.Window {
 // still holds.
 func (e *propEnv) targets(w repository.Window, n int) []int64 {
 	known := func(r int64) bool {
-		_, ok := e.recorded[r]
-		return r >= e.compact || ok
+		_, ok := e.Recorded[r]
+		return r >= e.Compact || ok
 	}
 	set := map[int64]bool{}
 	for _, r := range []int64{w.From, w.From + 1, w.Through} {
@@ -639,8 +640,8 @@ func (e *propEnv) targets(w repository.Window, n int) []int64 {
 		}
 	}
 	var old []int64
-	for r := range e.recorded {
-		if w.Contains(r) && r < e.compact {
+	for r := range e.Recorded {
+		if w.Contains(r) && r < e.Compact {
 			old = append(old, r)
 		}
 	}
@@ -648,7 +649,7 @@ func (e *propEnv) targets(w repository.Window, n int) []int64 {
 	e.rnd.Shuffle(len(old), func(i, j int) { old[i], old[j] = old[j], old[i] })
 	// Half of them compacted away on the source (all when the whole
 	// window is), half still live.
-	lo := max(w.From, e.compact)
+	lo := max(w.From, e.Compact)
 	recorded := n
 	if lo <= w.Through {
 		recorded = n / 2
@@ -682,14 +683,14 @@ func (e *propEnv) compare(w repository.Window, n int) {
 	t.Helper()
 	rs := e.targets(w, n)
 	if len(rs) < min(n, int(w.Through-w.From+1))/2 {
-		t.Errorf("only %d known targets %v in window %d-%d (compacted to %d)", len(rs), rs, w.From, w.Through, e.compact)
+		t.Errorf("only %d known targets %v in window %d-%d (compacted to %d)", len(rs), rs, w.From, w.Through, e.Compact)
 	}
 	for _, r := range rs {
-		p, path := e.replayTo(t, restore.Target{Revision: r})
+		p, path := replayTo(t, e.PITRSource, restore.Target{Revision: r})
 		if p.Revision != r || p.Window.Generation != w.Generation {
 			t.Errorf("plan to %d: revision %d in generation %s, want %s", r, p.Revision, p.Window.Generation, w.Generation)
 		}
-		e.checkOffline(t, path, r)
+		checkOffline(t, e.PITRSource, path, r)
 		e.compared.Add(1)
 	}
 	t.Logf("generation %s: %d points in time in %d-%d compared (%v)", w.Generation, len(rs), w.From, w.Through, rs)
@@ -794,12 +795,12 @@ func TestPointInTimeHandoverBeforeFirstSegment(t *testing.T) {
 		if i > 2000 {
 			t.Fatal("the first agent did not stop after the lock was lost")
 		}
-		e.w.step(t.Context())
+		e.w.Step(t.Context())
 	}
 	e.start(nil, nil, 4)
 	g := e.waitGeneration("")
 	e.run(20, false)
-	e.waitDurable(g0(t, e.cli))
+	e.waitDurable(restoretest.Revision(t, e.Cli))
 	e.stopOK()
 	if g != gen {
 		t.Fatalf("second agent writes generation %s, want %s (the first agent's, with nothing stored yet) continued", g, gen)

@@ -80,7 +80,7 @@ func (s ReplayStats) Rate() float64 {
 //
 // Replay runs in this process, with its memory settings: a one-shot
 // command lifts lifeboat's soft memory limit first. A drill replays in a
-// child process instead (replayInChild).
+// child process instead (ReplayInChild).
 func Replay(ctx context.Context, dbPath string, p *PointInTimePlan, repo *repository.Repo, ids []age.Identity, lg *slog.Logger) (ReplayStats, error) {
 	return replay(ctx, dbPath, p, repo, ids, lg, false, func(ctx context.Context, job replayJob, segs iter.Seq2[checkedSegment, error]) (ReplayStats, error) {
 		return applySegments(ctx, job, segs, zap.NewNop())

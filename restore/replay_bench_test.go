@@ -2,10 +2,8 @@ package restore_test
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -17,6 +15,7 @@ import (
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
 	"go.uber.org/zap"
 
+	"github.com/lifeboat-dev/lifeboat/internal/test/restoretest"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/uploader"
@@ -138,7 +137,7 @@ func BenchmarkReplay(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
 			db := filepath.Join(dir, "ceiling.db")
-			copyFile(b, base, db)
+			restoretest.CopyFile(b, base, db)
 			b.StartTimer()
 			c0, start := cpuSeconds(b), time.Now()
 			be := backend.NewDefaultBackend(zap.NewNop(), db)
@@ -178,25 +177,6 @@ func cpuSeconds(b testing.TB) float64 {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
-func copyFile(b testing.TB, src, dst string) {
-	b.Helper()
-	in, err := os.Open(src)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		b.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		b.Fatal(err)
-	}
-}
-
 func uploaderDir(dir string) (*uploader.Dir, error) {
 	return uploader.NewDir(filepath.Join(dir, "store"))
 }
@@ -210,7 +190,7 @@ func benchReplay(b *testing.B, base, db string, p *restore.PointInTimePlan, repo
 	var total, cpu float64
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		copyFile(b, base, db)
+		restoretest.CopyFile(b, base, db)
 		b.StartTimer()
 		c0 := cpuSeconds(b)
 		stats, err := restore.Replay(b.Context(), db, p, repo, nil, slog.New(slog.DiscardHandler))

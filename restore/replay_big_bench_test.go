@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
 	"go.uber.org/zap"
 
+	"github.com/lifeboat-dev/lifeboat/internal/test/restoretest"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
 )
@@ -56,7 +57,7 @@ func BenchmarkReplayBigBase(b *testing.B) {
 	live := map[string]state{}
 	var keys []string
 	db := filepath.Join(dir, "replay.db")
-	copyFile(b, base, db)
+	restoretest.CopyFile(b, base, db)
 	t0 := time.Now()
 	be := backend.NewDefaultBackend(zap.NewNop(), db)
 	kv := mvcc.NewStore(zap.NewNop(), be, nil, mvcc.StoreConfig{})

@@ -19,6 +19,7 @@ import (
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
 	"go.uber.org/zap"
 
+	"github.com/lifeboat-dev/lifeboat/internal/test/restoretest"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
 )
@@ -69,7 +70,7 @@ func BenchmarkReplayKube(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
 			db := filepath.Join(d.dir, "mvcc.db")
-			copyFile(b, d.base, db)
+			restoretest.CopyFile(b, d.base, db)
 			// The revisions in memory, read while the clock is
 			// stopped (and dropped after each run: the live heap
 			// is the store's, as in lifeboat's run).

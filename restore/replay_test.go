@@ -18,6 +18,7 @@ import (
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
 	"go.uber.org/zap"
 
+	"github.com/lifeboat-dev/lifeboat/internal/test/restoretest"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/uploader"
@@ -41,7 +42,7 @@ func offlinePlan(t *testing.T, revs []repository.Revision, leases []repository.L
 	}
 	kv.Close()
 	be.Close()
-	repo := dirBackups(t, filepath.Join(dir, "store"))
+	repo := restoretest.DirRepo(t, filepath.Join(dir, "store"))
 	id := repository.NewID(time.Now(), 3)
 	last := revs[len(revs)-1].Revision
 	seg := &repository.Segment{SegmentHeader: repository.SegmentHeader{
@@ -117,7 +118,7 @@ func TestReplayLeaseTTLUnknown(t *testing.T) {
 // TestReplayRefusesDivergence: changes that do not land as recorded fail
 // with ErrReplay, in this process (Replay, as lifeboat restore
 // --to-revision replays) and in a drill's replay child process
-// (ReplayInChild, this test binary as restore.ReplayCommand) alike: the
+// (ReplayInChild, this test binary as child.ReplayCommand) alike: the
 // child's error comes back with the in-process text and still wraps
 // ErrReplay, and consistent changes give the same stats both ways.
 func TestReplayRefusesDivergence(t *testing.T) {
@@ -257,7 +258,7 @@ func TestReplayChildCrash(t *testing.T) {
 }
 
 func TestPlanWithoutCapture(t *testing.T) {
-	repo := dirBackups(t, t.TempDir())
+	repo := restoretest.DirRepo(t, t.TempDir())
 	_, err := restore.PlanPointInTime(t.Context(), repo, nil, restore.Target{Revision: 5}, nil)
 	var oe *restore.OutsideWindowsError
 	if !errors.As(err, &oe) || !strings.Contains(err.Error(), "needs capture") || !strings.Contains(err.Error(), "no recoverable window") {

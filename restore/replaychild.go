@@ -20,23 +20,8 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/lifeboat-dev/lifeboat/repository"
+	"github.com/lifeboat-dev/lifeboat/restore/child"
 )
-
-// ReplayCommand is the hidden first argument that makes this program
-// apply a point-in-time replay's changes to a snapshot file (RunReplay)
-// instead of its usual work. A drill replays in such a child process
-// (replayInChild): etcd's mvcc code then runs without the daemon's soft
-// memory limit (its live heap, etcd's key index of the whole keyspace, is
-// far above it, and under it the GC runs without end), and a panic or
-// fatal exit of that code on inconsistent data ends the child, never the
-// agent. cmd/lifeboat registers it as a hidden command; a test binary
-// that drills dispatches it in TestMain (ChildMain).
-//
-// The child gets no store, no credentials and no age identity: the
-// parent reads the segments from the store, decrypts and decompresses
-// them and checks their chain, and streams their raw form to the child's
-// stdin.
-const ReplayCommand = "__replay"
 
 // ReplayGCPercent is the Go GC target of a replay: the replay makes
 // short-lived copies of every value, and at Go's default (100) the GC
@@ -89,7 +74,7 @@ var replayErrorKinds = []struct {
 	{replayErrorPrefix, nil},
 }
 
-// replayErrorLines is replayErrorKinds for stepChild.wait.
+// replayErrorLines is replayErrorKinds for child.Process.Wait.
 var replayErrorLines = func() map[string]error {
 	m := map[string]error{}
 	for _, k := range replayErrorKinds {
@@ -125,16 +110,16 @@ func RunReplay(ctx context.Context, args []string, in io.Reader, out io.Writer) 
 	debug.SetGCPercent(res.GCPercent)
 	err := func() error {
 		if len(args) > 0 {
-			return fmt.Errorf("%s: unexpected arguments %q", ReplayCommand, args)
+			return fmt.Errorf("%s: unexpected arguments %q", child.ReplayCommand, args)
 		}
 		br := bufio.NewReaderSize(in, 256<<10)
 		line, err := br.ReadBytes('\n')
 		if err != nil {
-			return fmt.Errorf("%s: read the job: %w", ReplayCommand, err)
+			return fmt.Errorf("%s: read the job: %w", child.ReplayCommand, err)
 		}
 		var job replayJob
 		if err := json.Unmarshal(line, &job); err != nil {
-			return fmt.Errorf("%s: read the job: %w", ReplayCommand, err)
+			return fmt.Errorf("%s: read the job: %w", child.ReplayCommand, err)
 		}
 		// etcd's own errors (and its fatal or panic lines, which the
 		// parent names when the child crashes), as JSON.
@@ -149,7 +134,7 @@ func RunReplay(ctx context.Context, args []string, in io.Reader, out io.Writer) 
 	if err != nil {
 		for _, k := range replayErrorKinds {
 			if k.kind == nil || errors.Is(err, k.kind) {
-				fmt.Fprintln(out, k.prefix+oneLine(err))
+				child.WriteErrorLine(out, k.prefix, err)
 				break
 			}
 		}
@@ -162,7 +147,9 @@ func RunReplay(ctx context.Context, args []string, in io.Reader, out io.Writer) 
 func readReplayStream(br *bufio.Reader) iter.Seq2[checkedSegment, error] {
 	bufs := newSegBuffers()
 	return func(yield func(checkedSegment, error) bool) {
-		fail := func(err error) { yield(checkedSegment{}, fmt.Errorf("%s: read the changes: %w", ReplayCommand, err)) }
+		fail := func(err error) {
+			yield(checkedSegment{}, fmt.Errorf("%s: read the changes: %w", child.ReplayCommand, err))
+		}
 		for {
 			tag, err := br.ReadByte()
 			if err == io.EOF {
@@ -220,8 +207,8 @@ func readReplayStream(br *bufio.Reader) iter.Seq2[checkedSegment, error] {
 	}
 }
 
-// replayInChild is Replay with the changes applied in a child process of
-// this program (ReplayCommand): this process reads the segments from the
+// ReplayInChild is Replay with the changes applied in a child process of
+// this program (child.ReplayCommand): this process reads the segments from the
 // store with ids, decodes them and checks their chain as Replay does (from
 // their headers: it does not parse their records, which keeps its own
 // work and garbage small under the soft memory limit), and streams the
@@ -230,10 +217,10 @@ func readReplayStream(br *bufio.Reader) iter.Seq2[checkedSegment, error] {
 // text comes back as it is (wrapping ErrReplay or
 // repository.ErrBadSegment when the child's did). A child that
 // crashes (etcd's storage code panicked or exited) or is killed is a
-// *childCrash, with the end of its output (wrapping ErrKilled when it was
+// *child.Crash, with the end of its output (wrapping ErrKilled when it was
 // killed from outside). The child runs without a soft
 // memory limit at ReplayGCPercent, whatever this process's settings.
-func replayInChild(ctx context.Context, dbPath string, p *PointInTimePlan, repo *repository.Repo, ids []age.Identity, lg *slog.Logger) (ReplayStats, error) {
+func ReplayInChild(ctx context.Context, dbPath string, p *PointInTimePlan, repo *repository.Repo, ids []age.Identity, lg *slog.Logger) (ReplayStats, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
@@ -242,7 +229,7 @@ func replayInChild(ctx context.Context, dbPath string, p *PointInTimePlan, repo 
 	})
 }
 
-// applyInChild is the applyFunc of replayInChild.
+// applyInChild is the applyFunc of ReplayInChild.
 func applyInChild(ctx context.Context, job replayJob, segs iter.Seq2[checkedSegment, error], lg *slog.Logger) (ReplayStats, error) {
 	st := ReplayStats{From: job.From, To: job.From}
 	db, err := filepath.Abs(job.DB)
@@ -250,25 +237,25 @@ func applyInChild(ctx context.Context, job replayJob, segs iter.Seq2[checkedSegm
 		return st, fmt.Errorf("replay: snapshot file %s: %w", job.DB, err)
 	}
 	job.DB = db // the child may run in another directory
-	c, err := startStep(ctx, "replay", []string{ReplayCommand}, true)
+	c, err := child.Start(ctx, "replay", []string{child.ReplayCommand}, true)
 	if err != nil {
 		return st, fmt.Errorf("replay: %w", err)
 	}
-	srcErr, sendErr := sendReplay(c.stdin, job, segs)
+	srcErr, sendErr := sendReplay(c.Stdin, job, segs)
 	// Closed without the end tag when the source failed: the child then
 	// fails too, after reporting what it applied.
-	c.stdin.Close()
-	err = c.wait(ctx, replayErrorLines)
+	c.Stdin.Close()
+	err = c.Wait(ctx, replayErrorLines)
 	var res replayResult
 	found := false
-	for _, line := range strings.Split(c.output(), "\n") {
+	for _, line := range strings.Split(c.Output(), "\n") {
 		if r, ok := strings.CutPrefix(line, replayResultPrefix); ok {
 			found = json.Unmarshal([]byte(r), &res) == nil
 		}
 	}
 	if found {
 		st = res.Stats
-		lg.Debug("replay process ended", "pid", c.cmd.Process.Pid, "gc_percent", res.GCPercent, "memory_limit_bytes", res.MemoryLimit)
+		lg.Debug("replay process ended", "pid", c.Pid(), "gc_percent", res.GCPercent, "memory_limit_bytes", res.MemoryLimit)
 	}
 	switch {
 	case err != nil && !errors.Is(err, errReplayStopped):

@@ -21,23 +21,25 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/restoretest"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/restore/child"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
 // fetched is a backup fetched into a local raw snapshot file.
 type fetched struct {
-	src  *source
+	src  *restoretest.Source
 	m    *repository.Manifest
 	path string
 }
 
 func fetchBackup(t *testing.T, objects int) *fetched {
 	t.Helper()
-	src := startSource(t, objects)
-	b := dirBackups(t, t.TempDir())
-	m := src.backup(t, b, repository.Encoding{Compression: "zstd"})
+	src := restoretest.StartSource(t, objects)
+	b := restoretest.DirRepo(t, t.TempDir())
+	m := src.Backup(t, b, repository.Encoding{Compression: "zstd"})
 	path := filepath.Join(t.TempDir(), "snapshot.db")
 	res, err := repository.Fetch(t.Context(), b, m, path, repository.FetchOptions{})
 	if err != nil {
@@ -54,7 +56,7 @@ func TestRestoreThreeMembers(t *testing.T) {
 		t.Skip("real etcd")
 	}
 	f := fetchBackup(t, 500)
-	srcHash, err := f.src.c.Client(t).HashKV(t.Context(), f.src.c.Endpoints()[0], f.m.Revision)
+	srcHash, err := f.src.C.Client(t).HashKV(t.Context(), f.src.C.Endpoints()[0], f.m.Revision)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +68,7 @@ func TestRestoreThreeMembers(t *testing.T) {
 			}
 			var parts []string
 			for i := range 3 {
-				u, err := restore.FreeLoopbackURL()
+				u, err := child.FreeLoopbackURL()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -165,7 +167,7 @@ func waitHashKV(ctx context.Context, t *testing.T, cli *clientv3.Client, ep stri
 // it (the binary) or their embed equivalent, and returns its client URL.
 func startMember(t *testing.T, bin string, m restore.RestoredMember) string {
 	t.Helper()
-	client, err := restore.FreeLoopbackURL()
+	client, err := child.FreeLoopbackURL()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +360,7 @@ func TestEtcdFlags(t *testing.T) {
 }
 
 func TestSelect(t *testing.T) {
-	b := dirBackups(t, t.TempDir())
+	b := restoretest.DirRepo(t, t.TempDir())
 	ctx := t.Context()
 	if _, err := repository.Select(ctx, b, "random", rand.IntN); !errors.Is(err, repository.ErrNoBackups) {
 		t.Errorf("Select(random) on an empty store: %v", err)

@@ -7,17 +7,9 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-)
 
-// RestoreCommand is the hidden first argument that makes this program
-// restore one member's data directory from a snapshot file (RunRestore)
-// instead of its usual work. A drill restores in such a child process
-// (restoreInChild), so that etcdutl's writing of the restored bbolt
-// database and WAL runs without lifeboat's soft memory limit, like the
-// throwaway etcd that boots the result. cmd/lifeboat registers it as a
-// hidden command; a test binary that drills dispatches it in TestMain
-// (ChildMain).
-const RestoreCommand = "__restore"
+	"github.com/lifeboat-dev/lifeboat/restore/child"
+)
 
 // restoreErrorPrefix starts the one line of the child's stderr that
 // carries Restore's error, so that the parent returns its exact text
@@ -28,12 +20,12 @@ const restoreErrorPrefix = "lifeboat-restore-error: "
 // single member described by args (--snapshot, --data-dir, --name,
 // --peer-url, --initial-cluster-token, --skip-hash-check,
 // --bump-revision, --mark-compacted) with Restore; --no-sync first makes
-// the process's fsync-like calls no-ops (skipSyncs), for a drill's
+// the process's fsync-like calls no-ops (child.SkipSyncsIf), for a drill's
 // throwaway copy. On failure it writes
 // the error to stderr on one line that the parent reads back, and
 // returns it.
 func RunRestore(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet(RestoreCommand, flag.ContinueOnError)
+	fs := flag.NewFlagSet(child.RestoreCommand, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o RestoreOptions
 	var peer string
@@ -45,37 +37,37 @@ func RunRestore(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.BoolVar(&o.SkipHashCheck, "skip-hash-check", false, "skip etcdutl's hash check")
 	fs.Uint64Var(&o.RevisionBump, "bump-revision", 0, "revision bump")
 	fs.BoolVar(&o.MarkCompacted, "mark-compacted", false, "mark compacted")
-	noSync := noSyncFlag(fs)
+	noSync := child.NoSyncFlag(fs)
 	err := fs.Parse(args)
 	if err == nil && fs.NArg() > 0 {
 		err = fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if err != nil {
-		err = fmt.Errorf("%s: %w", RestoreCommand, err)
+		err = fmt.Errorf("%s: %w", child.RestoreCommand, err)
 	} else {
 		if peer != "" {
 			o.PeerURLs = []string{peer}
 		}
-		skipSyncsIf(*noSync, stderr, "restore")
+		child.SkipSyncsIf(*noSync, stderr, "restore")
 		_, err = Restore(ctx, o)
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, restoreErrorPrefix+oneLine(err))
+		child.WriteErrorLine(stderr, restoreErrorPrefix, err)
 	}
 	return err
 }
 
-// restoreInChild runs Restore(ctx, o) for the single member o names
+// RestoreInChild runs Restore(ctx, o) for the single member o names
 // (Name, DataDir, PeerURLs[0], InitialClusterToken, SkipHashCheck,
 // RevisionBump, MarkCompacted; nothing else) in a child process of this
-// program (RestoreCommand, see child) and returns Restore's error with its
-// own text, or a *childCrash. The child runs with the Go runtime's
+// program (child.RestoreCommand, see child) and returns Restore's error with its
+// own text, or a *child.Crash. The child runs with the Go runtime's
 // defaults, as etcdutl run by hand; its memory is the restore's own
 // (bbolt maps the database; the copy and the WAL are written through the
 // page cache) and ends with it. It is for a drill's throwaway copy: the
-// child skips every sync (--no-sync, skipSyncs), so the restored gigabyte
+// child skips every sync (--no-sync, child.SkipSyncsIf), so the restored gigabyte
 // is not forced to disk minutes before it is deleted.
-func restoreInChild(ctx context.Context, o RestoreOptions) error {
+func RestoreInChild(ctx context.Context, o RestoreOptions) error {
 	if len(o.PeerURLs) != 1 || o.Name == "" || o.InitialCluster != "" || o.WALDir != "" || o.Force {
 		return errors.New("restore in a child process: one member with one peer URL only")
 	}
@@ -83,16 +75,16 @@ func restoreInChild(ctx context.Context, o RestoreOptions) error {
 	if err != nil {
 		return err
 	}
-	c, err := startStep(ctx, "restore", args, false)
+	c, err := child.Start(ctx, "restore", args, false)
 	if err != nil {
 		return err
 	}
 	// Without its error line it crashed (etcdutl panics on some damaged
-	// databases): a *childCrash, which took only the child down.
-	return c.wait(ctx, map[string]error{restoreErrorPrefix: nil})
+	// databases): a *child.Crash, which took only the child down.
+	return c.Wait(ctx, map[string]error{restoreErrorPrefix: nil})
 }
 
-// restoreChildArgs is the child's command line for restoreInChild.
+// restoreChildArgs is the child's command line for RestoreInChild.
 func restoreChildArgs(o RestoreOptions) ([]string, error) {
 	snap, err := filepath.Abs(o.SnapshotPath)
 	if err != nil {
@@ -102,7 +94,7 @@ func restoreChildArgs(o RestoreOptions) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("data directory %s: %w", o.DataDir, err)
 	}
-	args := []string{RestoreCommand,
+	args := []string{child.RestoreCommand,
 		"--snapshot", snap, "--data-dir", dir, "--name", o.Name,
 		"--peer-url", o.PeerURLs[0], "--initial-cluster-token", o.InitialClusterToken,
 		"--bump-revision", fmt.Sprint(o.RevisionBump), "--no-sync",
@@ -115,3 +107,8 @@ func restoreChildArgs(o RestoreOptions) ([]string, error) {
 	}
 	return args, nil
 }
+
+// ChildWork is the work of the restore and replay children (RunRestore,
+// RunReplay), for child.Main: the hidden commands' dispatch is the child
+// package's, what they do is this package's.
+func ChildWork() child.Work { return child.Work{Restore: RunRestore, Replay: RunReplay} }

@@ -5,14 +5,16 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/restore/child"
 )
 
 // TestRestoreInChild: a drill's restore runs in a child process of this
-// binary (restore.RestoreCommand, dispatched by TestMain), and a failure
+// binary (child.RestoreCommand, dispatched by TestMain), and a failure
 // there comes back with exactly the text the same restore fails with in
 // this process: etcdutl's error on a snapshot that is no database, and
 // Restore's own refusal of a data directory in use.
@@ -28,7 +30,7 @@ func TestRestoreInChild(t *testing.T) {
 	}
 	opts := func(snap, dataDir string) restore.RestoreOptions {
 		return restore.RestoreOptions{
-			SnapshotPath: snap, DataDir: dataDir, Name: "m", PeerURLs: []string{restore.SocketPeerURL},
+			SnapshotPath: snap, DataDir: dataDir, Name: "m", PeerURLs: []string{child.SocketPeerURL},
 			InitialClusterToken: "t", SkipHashCheck: true,
 		}
 	}
@@ -67,10 +69,24 @@ func TestRestoreInChild(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		err := restore.RestoreInChild(ctx, restore.RestoreOptions{
-			SnapshotPath: garbage, DataDir: filepath.Join(dir, "cancelled"), Name: "m", PeerURLs: []string{restore.SocketPeerURL},
+			SnapshotPath: garbage, DataDir: filepath.Join(dir, "cancelled"), Name: "m", PeerURLs: []string{child.SocketPeerURL},
 		})
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("err = %v, want context.Canceled", err)
 		}
 	})
+}
+
+// TestRestoreChildSkipsSyncs: the drill's restore child is told to skip
+// its syncs (the copy is deleted after the drill).
+func TestRestoreChildSkipsSyncs(t *testing.T) {
+	args, err := restore.RestoreChildArgs(restore.RestoreOptions{
+		SnapshotPath: "s.db", DataDir: "d", Name: "m", PeerURLs: []string{child.SocketPeerURL}, InitialClusterToken: "t",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(args, "--no-sync") {
+		t.Fatalf("restore child's arguments %q lack --no-sync", args)
+	}
 }

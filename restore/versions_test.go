@@ -13,8 +13,10 @@ import (
 
 	"github.com/lifeboat-dev/lifeboat/backup"
 	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/restoretest"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/restore/child"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/verify"
 )
@@ -129,7 +131,7 @@ func TestVersions(t *testing.T) {
 			if minor, _ := verify.HashKVRules(ms.Version); minor != v.Minor || v.Name != v.Minor && ms.Version != v.Name {
 				t.Fatalf("%s is etcd %s, want %s", bin, ms.Version, v.Name)
 			}
-			b := dirBackups(t, t.TempDir())
+			b := restoretest.DirRepo(t, t.TempDir())
 			for _, stage := range versionStages {
 				stage.write(t, cli)
 				m, err := backup.Run(ctx, backup.Job{
@@ -198,7 +200,7 @@ func checkVersionBackup(t *testing.T, v etcdtest.Version, bin, version string, s
 func bootRestored(t *testing.T, stage, raw, bin, version string, st verify.Status) {
 	t.Helper()
 	ctx := t.Context()
-	peer, err := restore.FreeLoopbackURL()
+	peer, err := child.FreeLoopbackURL()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +210,7 @@ func bootRestored(t *testing.T, stage, raw, bin, version string, st verify.Statu
 	}); err != nil {
 		t.Fatalf("%s: restore: %v", stage, err)
 	}
-	srv, err := restore.StartEtcd(ctx, restore.EtcdOptions{DataDir: dataDir, Name: "restored", PeerURL: peer, Binary: bin})
+	srv, err := child.StartEtcd(ctx, child.EtcdOptions{DataDir: dataDir, Name: "restored", PeerURL: peer, Binary: bin})
 	if err != nil {
 		t.Fatalf("%s: %s on the restored data dir: %v", stage, bin, err)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/agent"
 	"github.com/lifeboat-dev/lifeboat/capture"
 	"github.com/lifeboat-dev/lifeboat/repository"
-	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/restore/drill"
 	"github.com/lifeboat-dev/lifeboat/retention/prune"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 )
@@ -155,10 +155,10 @@ func agentConfig(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptio
 	if pruning {
 		acfg.Prune = &prune.Job{Backups: backups, Policy: policy, OrphanGrace: time.Duration(cfg.Retention.OrphanGrace)}
 	}
-	drill := restore.DrillJob{
+	dj := drill.Job{
 		Backups: backups,
 		Target:  s.DrillTarget,
-		Options: restore.DrillOptions{
+		Options: drill.Options{
 			Identities:    ids,
 			ScratchDir:    cfg.Drill.ScratchDir,
 			EtcdBinary:    cfg.Drill.EtcdBinary,
@@ -169,17 +169,17 @@ func agentConfig(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptio
 	}
 	if cfg.Capture.Enabled {
 		// With capture on, each drill proves a point in time against the
-		// live cluster (restore.DrillJob.Live).
+		// live cluster (drill.Job.Live).
 		ec := etcdConfig(cfg)
-		drill.Live = func(ctx context.Context) (restore.LiveCluster, func(), error) {
+		dj.Live = func(ctx context.Context) (drill.LiveCluster, func(), error) {
 			sess, err := snapshot.Dial(ctx, ec, lg)
 			if err != nil {
 				return nil, nil, err
 			}
-			return restore.SessionLive(sess), func() { sess.Close() }, nil
+			return drill.SessionLive(sess), func() { sess.Close() }, nil
 		}
 	}
-	acfg.Drill = func(ctx context.Context) (*restore.DrillOutcome, error) { return restore.RunDrillJob(ctx, drill, lg) }
+	acfg.Drill = func(ctx context.Context) (*drill.Outcome, error) { return drill.RunJob(ctx, dj, lg) }
 	if cfg.Agent.Lock {
 		cc, err := etcdConfig(cfg).ClientConfig()
 		if err != nil {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/lifeboat-dev/lifeboat/agent"
 	"github.com/lifeboat-dev/lifeboat/repository"
-	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/restore/drill"
 	"github.com/lifeboat-dev/lifeboat/retention"
 	"github.com/lifeboat-dev/lifeboat/retention/prune"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
@@ -366,7 +366,7 @@ func (c *Config) Validate() error {
 		return cfgErr("drill.timeout", "must be positive")
 	}
 	for _, p := range c.Drill.CheckPrefixes {
-		if err := restore.ValidateCheckPrefix(p); err != nil {
+		if err := drill.ValidateCheckPrefix(p); err != nil {
 			return &ConfigError{Key: "drill.check_prefixes", Err: err}
 		}
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/lifeboat-dev/lifeboat/internal/seed"
 	"github.com/lifeboat-dev/lifeboat/repository"
-	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/restore/child"
 )
 
 type demoOptions struct {
@@ -130,7 +130,7 @@ func playDemo(ctx context.Context, a *app, cfg *Config, o demoOptions) (*demoRun
 	d := &demoRun{a: a, out: a.stdout, cfg: cfg, lg: a.logger(cfg), o: o, tmp: tmp}
 
 	d.stepf("starting an embedded etcd in %s", tmp)
-	srv, err := restore.StartEtcd(ctx, restore.EtcdOptions{DataDir: filepath.Join(tmp, "etcd"), Name: "demo"})
+	srv, err := child.StartEtcd(ctx, child.EtcdOptions{DataDir: filepath.Join(tmp, "etcd"), Name: "demo"})
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}

@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lifeboat-dev/lifeboat/internal/seed"
-	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/restore/child"
 )
 
 // The point-in-time part of the demo: with capture running, a namespace
@@ -289,8 +289,8 @@ func (d *demoRun) restoreBefore(ctx context.Context) error {
 	p := &d.pitr
 	dir := filepath.Join(d.tmp, "restored")
 	d.stepf("restoring revision %d, just before the deletion (lifeboat restore --to-revision %d --data-dir %s --name %s --initial-advertise-peer-urls %s)",
-		p.Target, p.Target, dir, demoRestoredName, restore.SocketPeerURL)
-	o := restoreOptions{toRevision: p.Target, dataDir: dir, name: demoRestoredName, peerURLs: []string{restore.SocketPeerURL}}
+		p.Target, p.Target, dir, demoRestoredName, child.SocketPeerURL)
+	o := restoreOptions{toRevision: p.Target, dataDir: dir, name: demoRestoredName, peerURLs: []string{child.SocketPeerURL}}
 	if err := runRestore(ctx, d.a, d.cfg, d.lg, o, time.Now()); err != nil {
 		return err
 	}
@@ -303,7 +303,7 @@ func (d *demoRun) restoreBefore(ctx context.Context) error {
 func (d *demoRun) bootRestored(ctx context.Context, dir string) error {
 	p := &d.pitr
 	fmt.Fprintf(d.out, "    booting a throwaway etcd on %s, as drills do, and reading namespace %s back\n", dir, demoNamespace)
-	srv, err := restore.StartEtcd(ctx, restore.EtcdOptions{DataDir: dir, Name: demoRestoredName, SocketDir: filepath.Join(d.tmp, "sock"), NoSync: true})
+	srv, err := child.StartEtcd(ctx, child.EtcdOptions{DataDir: dir, Name: demoRestoredName, SocketDir: filepath.Join(d.tmp, "sock"), NoSync: true})
 	if err != nil {
 		return fmt.Errorf("demo: boot the restored data dir: %w", err)
 	}

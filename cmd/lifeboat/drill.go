@@ -16,6 +16,7 @@ import (
 
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/restore/drill"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 )
 
@@ -104,7 +105,7 @@ func runDrill(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o drill
 	}
 	var (
 		m  *repository.Manifest
-		pt *restore.PointInTimeOptions
+		pt *drill.PointInTimeOptions
 	)
 	if pitr {
 		l, err := backups.List(ctx)
@@ -121,7 +122,7 @@ func runDrill(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o drill
 			return nil, fmt.Errorf("point-in-time drill: the live cluster: %w", err)
 		}
 		defer sess.Close()
-		pt = &restore.PointInTimeOptions{Plan: plan, Live: restore.SessionLive(sess)}
+		pt = &drill.PointInTimeOptions{Plan: plan, Live: drill.SessionLive(sess)}
 		m = plan.Snapshot
 	} else if m, err = selectBackup(ctx, backups, o.ref, "", time.Now()); err != nil {
 		return nil, err
@@ -134,7 +135,7 @@ func runDrill(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o drill
 	}
 	p := newProgress(a.stderr, lg, "download", m.ObjectSize)
 	// The agent's drill job stores its reports by the same rule.
-	d, err := restore.DrillAndStore(ctx, restore.DrillOptions{
+	d, err := drill.RunAndStore(ctx, drill.Options{
 		Backups: backups, Manifest: m, Identities: ids,
 		ScratchDir: cfg.Drill.ScratchDir, EtcdBinary: cfg.Drill.EtcdBinary, CheckPrefixes: cfg.Drill.CheckPrefixes,
 		Timeout: cfg.Drill.Timeout, Progress: p.update, Logger: lg, Version: Version, PointInTime: pt,
@@ -173,7 +174,7 @@ func runDrill(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o drill
 	if perr != nil {
 		perr = fmt.Errorf("store the drill report: %w", perr)
 	}
-	if errors.Is(err, restore.ErrDrillFailed) {
+	if errors.Is(err, drill.ErrFailed) {
 		return rep, errors.Join(fmt.Errorf("backup %s: %w", m.ID, err), perr)
 	}
 	return rep, perr

@@ -59,7 +59,7 @@ func setMemoryLimit(bufferBytes int64) {
 // the GC runs without end and saves no memory (onto the 1 GiB bench base,
 // 4 438 revisions/s with a 48 MiB limit vs 16 276 without; see
 // docs/benchmarks.md). The daemon keeps its limit: its drills replay in a
-// child process (restore.ReplayCommand) that runs without it. It also lets
+// child process (child.ReplayCommand) that runs without it. It also lets
 // the heap grow to restore.ReplayGCPercent before a collection (unless
 // GOGC is set).
 func liftMemoryLimit() {

@@ -21,6 +21,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/internal/writeback"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/restore/drill"
 )
 
 type restoreOptions struct {
@@ -393,7 +394,7 @@ func runRestoreDryRun(ctx context.Context, a *app, cfg *Config, lg *slog.Logger,
 		}
 	}
 	p := newProgress(a.stderr, lg, "download", m.ObjectSize)
-	rep, err := restore.Drill(ctx, restore.DrillOptions{
+	rep, err := drill.Run(ctx, drill.Options{
 		Backups: backups, Manifest: m, Identities: ids,
 		ScratchDir: cfg.Drill.ScratchDir, EtcdBinary: cfg.Drill.EtcdBinary, CheckPrefixes: cfg.Drill.CheckPrefixes,
 		Timeout: cfg.Drill.Timeout, RevisionBump: o.bumpRevision, MarkCompacted: o.markCompacted,

@@ -3,7 +3,7 @@
 // every thread (and inherited by children). lifeboat uses it for the
 // drill's child processes, whose data is deleted after the drill: their
 // fsync-like calls return success without writing anything out
-// (restore.skipSyncs). Tests use it to refuse a call as a systemd
+// (child.SkipSyncsIf). Tests use it to refuse a call as a systemd
 // SystemCallFilter would. A filter cannot be removed again; it can only
 // restrict the process further.
 package sysfilter

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package child
+
+import (
+	"syscall"
+)
+
+func childAttr() *syscall.SysProcAttr { return nil }
