@@ -19,7 +19,7 @@ GOTEST_FLAGS ?= -timeout 30m
 
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build test test-scripts test-short lint bench tools clean demo deploy-check image kube-apiserver FORCE
+.PHONY: all build test test-scripts test-short lint bench bench-cpu tools clean demo deploy-check image kube-apiserver FORCE
 
 all: build
 
@@ -149,6 +149,11 @@ test-short:
 bench: tools build
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	./scripts/bench.sh
+
+# issue 24's paired runs (CPU, peak RSS, wall) against etcdctl and a
+# user's own drill; wall ratios need a quiet machine.
+bench-cpu: tools build
+	./scripts/bench-cpu.sh
 
 demo: build
 	$(BIN)/lifeboat demo

@@ -146,13 +146,73 @@ func Run(ctx context.Context, job Job, lg *slog.Logger) (*repository.Manifest, e
 	}
 }
 
-// runOnce is one attempt of Run, from one member.
+// runOnce is one attempt of Run, from one member, in five steps: take the
+// snapshot into the spool (the store's upload and the encoder already
+// following it), verify the spool, wait for the encoder, let the store
+// commit the object once everything passed, and commit the backup with its
+// manifest.
 func runOnce(parent context.Context, sess *snapshot.Session, job Job, lg *slog.Logger) (*repository.Manifest, error) {
-	now := job.Now
-	if now == nil {
-		now = time.Now
+	a, err := begin(parent, sess, job, lg)
+	if err != nil {
+		return nil, err
 	}
-	start := now()
+	defer a.end()
+	info, err := a.take()
+	if err != nil {
+		return a.fail(err)
+	}
+	c := a.verify(info)
+	if err := a.encode(c); err != nil {
+		return a.fail(err)
+	}
+	st, hk, err := a.store(c, info)
+	if err != nil {
+		return nil, err
+	}
+	return a.commit(info, st, hk)
+}
+
+// attempt is the state of one runOnce: its id and object key, the spool
+// file, the store's upload behind its gate and the encoder that feeds it.
+type attempt struct {
+	parent context.Context
+	ctx    context.Context // canceled by the first part to fail, with its error as the cause
+	cancel context.CancelCauseFunc
+	sess   *snapshot.Session
+	job    Job
+	lg     *slog.Logger
+	now    func() time.Time
+	start  time.Time
+
+	members []snapshot.MemberStatus
+	id, key string
+
+	spoolFile *os.File
+	spool     string // its /proc/self/fd path, for the verifier
+	rmOnce    sync.Once
+	rmDone    chan struct{}
+	liveWG    sync.WaitGroup // the live HashKV
+	putWG     sync.WaitGroup // the store's Put
+	pw        *io.PipeWriter
+	gate      *gate
+	opts      uploader.PutOptions
+	obj       uploader.ObjectInfo
+	putErr    error
+	enc       io.WriteCloser
+	fed       *crcWriter
+	prog      *spoolProgress
+	tailDone  chan error
+	first     *firstWrite
+	received  time.Time // when the checks started
+}
+
+// begin names the attempt's backup and creates its spool file.
+func begin(parent context.Context, sess *snapshot.Session, job Job, lg *slog.Logger) (*attempt, error) {
+	a := &attempt{parent: parent, sess: sess, job: job, lg: lg, now: job.Now, rmDone: make(chan struct{})}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	a.start = a.now()
 	// The id needs a revision before the first byte arrives (the object's
 	// key contains it): the highest revision the members report now. The
 	// manifest records the snapshot's exact revision.
@@ -160,239 +220,306 @@ func runOnce(parent context.Context, sess *snapshot.Session, job Job, lg *slog.L
 	if err != nil {
 		return nil, err
 	}
+	a.members = members
 	var rev int64
 	for _, m := range members {
 		if m.Err == nil && m.Revision > rev {
 			rev = m.Revision
 		}
 	}
-	id := repository.NewID(start, rev)
-	key := job.Backups.ObjectKey(id, job.Encoding)
+	a.id = repository.NewID(a.start, rev)
+	a.key = job.Backups.ObjectKey(a.id, job.Encoding)
 	// Ids have a resolution of one second: never let a second backup of
 	// the same revision in the same second overwrite the first one.
-	for _, k := range []string{job.Backups.ManifestKey(id), key} {
+	for _, k := range []string{job.Backups.ManifestKey(a.id), a.key} {
 		if _, err := job.Backups.Store.Stat(parent, k); err == nil {
-			return nil, &ExistsError{ID: id}
+			return nil, &ExistsError{ID: a.id}
 		} else if !errors.Is(err, uploader.ErrNotFound) {
-			return nil, fmt.Errorf("check store for backup %s: %w", id, err)
+			return nil, fmt.Errorf("check store for backup %s: %w", a.id, err)
 		}
 	}
 	// The spool file has no name in the spool dir: a process killed
 	// mid-snapshot (SIGKILL, the OOM killer) leaves nothing behind. The
 	// verifier opens it again by its /proc/self/fd path.
-	spoolFile, err := snapshot.CreateSpool(job.SpoolDir)
-	if err != nil {
+	if a.spoolFile, err = snapshot.CreateSpool(job.SpoolDir); err != nil {
 		return nil, err
 	}
-	spool := snapshot.SpoolPath(spoolFile)
-	// Freeing a large file takes a while (the kernel drops its cached
-	// pages at the last close): once nothing reads the spool any more it
-	// is closed in the background, overlapping the end of the upload.
-	// It is shrunk in steps first (writeback.Shrink): freed at once, a
-	// 400 MB spool stalled the WAL writes of the etcd members on the same
-	// disk for 60–90 ms. Run returns only when it is gone, on every path.
-	var (
-		rmOnce sync.Once
-		rmDone = make(chan struct{})
-	)
-	removeSpool := func() {
-		rmOnce.Do(func() {
-			go func() {
-				_ = writeback.Shrink(spoolFile) // best effort: Close frees it anyway
-				_ = spoolFile.Close()           // read-only from here on: nothing to lose
-				close(rmDone)
-			}()
-		})
-	}
-	defer func() {
-		removeSpool()
-		<-rmDone
-	}()
+	a.spool = snapshot.SpoolPath(a.spoolFile)
+	a.ctx, a.cancel = context.WithCancelCause(parent)
+	return a, nil
+}
 
-	// The first part to fail cancels the others with its error as the
-	// cause: that is the error the backup fails with (see firstCause).
-	ctx, cancel := context.WithCancelCause(parent)
-	defer cancel(nil)
-	firstCause := func(err error) error {
-		if parent.Err() == nil && ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
-		return err
-	}
+// removeSpool frees the spool file in the background once nothing reads
+// it any more, overlapping the end of the upload: freeing a large file
+// takes a while (the kernel drops its cached pages at the last close). It
+// is shrunk in steps first (writeback.Shrink): freed at once, a 400 MB
+// spool stalled the WAL writes of the etcd members on the same disk for
+// 60–90 ms.
+func (a *attempt) removeSpool() {
+	a.rmOnce.Do(func() {
+		go func() {
+			_ = writeback.Shrink(a.spoolFile) // best effort: Close frees it anyway
+			_ = a.spoolFile.Close()           // read-only from here on: nothing to lose
+			close(a.rmDone)
+		}()
+	})
+}
 
+// end returns once the spool file is gone and the live HashKV has
+// returned (failures cancel the attempt's context first), on every path.
+func (a *attempt) end() {
+	a.cancel(nil)
+	a.liveWG.Wait()
+	a.removeSpool()
+	<-a.rmDone
+}
+
+// firstCause is the error the backup fails with: the cause of the first
+// part to fail, not the steps stopped after it.
+func (a *attempt) firstCause(err error) error {
+	if a.parent.Err() == nil && a.ctx.Err() != nil {
+		return context.Cause(a.ctx)
+	}
+	return err
+}
+
+// fail ends the attempt with err's first cause: the store's Put is failed
+// and aborts.
+func (a *attempt) fail(err error) (*repository.Manifest, error) {
+	a.cancel(err)
+	err = a.firstCause(err)
+	if a.gate != nil {
+		a.gate.decide(err)
+		a.pw.CloseWithError(err)
+		a.putWG.Wait()
+	}
+	return nil, err
+}
+
+// take streams the snapshot from etcd into the spool file. Before the
+// first byte, the store's Put starts, reading behind a gate that holds its
+// end until the verdict, and the encoder starts following the spool file
+// into it.
+func (a *attempt) take() (snapshot.Info, error) {
+	a.startPut()
+	if err := a.startEncoder(); err != nil {
+		return snapshot.Info{}, err
+	}
+	// The time the first bytes arrive is the snapshot's revision time
+	// (Manifest.RevisionAt): etcd fixes the revision before it sends any.
+	a.first = &firstWrite{w: a.prog, now: a.now}
+	info, err := a.sess.TakeFile(a.ctx, a.spoolFile, a.first, a.job.Options)
+	if err != nil {
+		a.cancel(err)
+		<-a.tailDone
+		return info, err
+	}
+	a.prog.finish(info.Size)
+	a.lg.Info("snapshot received", "endpoint", info.Endpoint, "member", info.MemberName, "bytes", info.Size, "sha256", info.SHA256)
+	return info, nil
+}
+
+// startPut starts the store's Put of the object, reading from a pipe the
+// encoder writes, behind the gate.
+func (a *attempt) startPut() {
 	pr, pw := io.Pipe()
-	gate := newGate(pr)
-	opts := uploader.PutOptions{ContentType: "application/octet-stream", LockMode: job.LockMode, LegalHold: job.LegalHold}
-	if job.LockMode != "" {
-		opts.RetainUntil = start.Add(job.LockRetain).UTC().Truncate(time.Second)
+	a.pw, a.gate = pw, newGate(pr)
+	a.opts = uploader.PutOptions{ContentType: "application/octet-stream", LockMode: a.job.LockMode, LegalHold: a.job.LegalHold}
+	if a.job.LockMode != "" {
+		a.opts.RetainUntil = a.start.Add(a.job.LockRetain).UTC().Truncate(time.Second)
 	}
-	var (
-		wg     sync.WaitGroup
-		obj    uploader.ObjectInfo
-		putErr error
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		obj, putErr = job.Backups.Store.Put(ctx, key, gate, opts)
-		if putErr != nil {
+	a.putWG.Go(func() {
+		a.obj, a.putErr = a.job.Backups.Store.Put(a.ctx, a.key, a.gate, a.opts)
+		if a.putErr != nil {
 			// A no-op when another part failed first and canceled ctx.
-			cancel(fmt.Errorf("store backup %s: %w", id, putErr))
+			a.cancel(fmt.Errorf("store backup %s: %w", a.id, a.putErr))
 		}
 		// Unblock the writer if Put stopped reading early.
-		pr.CloseWithError(fmt.Errorf("store stopped reading: %w", putErr))
-	}()
-	fail := func(err error) (*repository.Manifest, error) {
-		cancel(err)
-		err = firstCause(err)
-		gate.decide(err)
-		pw.CloseWithError(err)
-		wg.Wait()
-		return nil, err
-	}
+		pr.CloseWithError(fmt.Errorf("store stopped reading: %w", a.putErr))
+	})
+}
 
-	enc, err := repository.NewEncoder(pw, job.Encoding)
+// startEncoder starts the goroutine that follows the spool file into the
+// encoder. The spool file is the buffer between etcd and the store: the
+// stream is written at disk-cache speed (a slow stream holds etcd's read
+// transaction open longer, and stalls writes that need to grow the
+// database), while this goroutine feeds the encoder and the store at
+// their own pace, overlapping verification.
+func (a *attempt) startEncoder() error {
+	enc, err := repository.NewEncoder(a.pw, a.job.Encoding)
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	// The spool file is the buffer between etcd and the store: the stream
-	// is written at disk-cache speed (a slow stream holds etcd's read
-	// transaction open longer, and stalls writes that need to grow the
-	// database), while a second goroutine follows the file and feeds the
-	// encoder and the store at their own pace, overlapping verification.
-	prog := newSpoolProgress()
+	a.enc = enc
+	a.prog = newSpoolProgress()
 	// fed checksums what the encoder is given, to compare with what the
 	// verifier read (see spoolCRC).
-	fed := &crcWriter{w: enc}
-	tailDone := make(chan error, 1)
+	a.fed = &crcWriter{w: enc}
+	a.tailDone = make(chan error, 1)
 	go func() {
 		// Compression runs on its own thread at a lower priority; the
 		// thread is never unlocked, so it ends with this goroutine.
 		runtime.LockOSThread()
-		lowerPriority(lg)
-		err := tailSpool(ctx, spoolFile, prog, fed)
+		lowerPriority(a.lg)
+		err := tailSpool(a.ctx, a.spoolFile, a.prog, a.fed)
 		if err != nil {
 			// No point streaming on when the store is gone.
-			cancel(fmt.Errorf("encode snapshot: %w", err))
+			a.cancel(fmt.Errorf("encode snapshot: %w", err))
 		}
-		tailDone <- err
+		a.tailDone <- err
 	}()
-	// The time the first bytes arrive is the snapshot's revision time
-	// (Manifest.RevisionAt): etcd fixes the revision before it sends any.
-	first := &firstWrite{w: prog, now: now}
-	info, err := sess.TakeFile(ctx, spoolFile, first, job.Options)
-	if err != nil {
-		cancel(err)
-		<-tailDone
-		return fail(err)
-	}
-	prog.finish(info.Size)
-	lg.Info("snapshot received", "endpoint", info.Endpoint, "member", info.MemberName, "bytes", info.Size, "sha256", info.SHA256)
+	return nil
+}
 
-	// The file check and the live member's HashKV run side by side: the
-	// snapshot's revision is read first (a few pages), then etcd hashes
-	// its store at that revision while File reads the whole spool.
-	type verified struct {
-		st  verify.Status
-		err error
-	}
-	verifyDone := make(chan verified, 1)
+// checks are the verification of the spool file, running side by side:
+// verify.File, the crc pass and the live member's HashKV.
+type checks struct {
+	file     chan verified
+	crc      chan checksum
+	live     chan live
+	revRead  chan struct{}
+	member   snapshot.MemberStatus
+	same     string
+	deferred string
+
+	fileResult verified // received by encode
+	crcResult  checksum
+}
+
+type verified struct {
+	st  verify.Status
+	err error
+}
+
+type checksum struct {
+	crc uint32
+	err error
+}
+
+type live struct {
+	rev     int64
+	hash    uint32
+	compact int64
+	err     error
+}
+
+// verify starts the checks of the spool file. The file check and the live
+// member's HashKV run side by side: the snapshot's revision is read first
+// (a few pages), then etcd hashes its store at that revision while File
+// reads the whole spool. Beside File, while the file is hot in the page
+// cache, one sequential pass checksums the spool file: the bytes File
+// checks.
+func (a *attempt) verify(info snapshot.Info) *checks {
+	c := &checks{file: make(chan verified, 1), crc: make(chan checksum, 1), live: make(chan live, 1), revRead: make(chan struct{})}
 	go func() {
-		st, err := verify.File(ctx, spool)
-		verifyDone <- verified{st, err}
+		st, err := verify.File(a.ctx, a.spool)
+		c.file <- verified{st, err}
 	}()
-	// Beside File, while the file is hot in the page cache, one
-	// sequential pass checksums the spool file: the bytes File checks.
-	type checksum struct {
-		crc uint32
-		err error
-	}
-	crcDone := make(chan checksum, 1)
 	go func() {
-		crc, err := spoolCRC(ctx, spoolFile, info.Size)
-		crcDone <- checksum{crc, err}
+		crc, err := spoolCRC(a.ctx, a.spoolFile, info.Size)
+		c.crc <- checksum{crc, err}
 	}()
-	type live struct {
-		rev     int64
-		hash    uint32
-		compact int64
-		err     error
-	}
 	// HashKV is asked of another member than the snapshot's when one can
 	// answer: only that detects members that diverged.
-	hm, same := snapshot.HashKVMember(members, info.Endpoint)
-	deferred := hashKVDeferred(job.LiveHashKV, hm, same)
-	revRead := make(chan struct{})
-	liveDone := make(chan live, 1)
-	var liveWG sync.WaitGroup
-	defer liveWG.Wait() // failures cancel ctx first
-	liveWG.Go(func() {
-		rev, err := verify.Revision(ctx, spool)
-		close(revRead)
+	c.member, c.same = snapshot.HashKVMember(a.members, info.Endpoint)
+	c.deferred = hashKVDeferred(a.job.LiveHashKV, c.member, c.same)
+	a.liveWG.Go(func() {
+		rev, err := verify.Revision(a.ctx, a.spool)
+		close(c.revRead)
 		if err != nil {
-			liveDone <- live{rev: -1, err: err} // File reports the damage
+			c.live <- live{rev: -1, err: err} // File reports the damage
 			return
 		}
-		if deferred != "" {
-			liveDone <- live{rev: rev}
+		if c.deferred != "" {
+			c.live <- live{rev: rev}
 			return
 		}
-		h, c, err := sess.HashKV(ctx, hm.Endpoint, rev)
-		liveDone <- live{rev, h, c, err}
+		h, cr, err := a.sess.HashKV(a.ctx, c.member.Endpoint, rev)
+		c.live <- live{rev, h, cr, err}
 	})
-	received := now()
-	tailErr := <-tailDone
+	a.received = a.now()
+	return c
+}
+
+// encode waits for the encoder to have every byte of the spool file and
+// for the checks to be done reading it, then frees the spool file. The
+// encoder's error comes first.
+func (a *attempt) encode(c *checks) error {
+	tailErr := <-a.tailDone
 	if tailErr == nil {
-		tailErr = enc.Close()
+		tailErr = a.enc.Close()
 	}
-	lg.Debug("spool encoded", "after_stream", now().Sub(received), "err", tailErr)
-	v := <-verifyDone
-	lg.Debug("spool checked", "after_stream", now().Sub(received), "err", v.err)
-	sum := <-crcDone
-	<-revRead
-	removeSpool() // every reader of the spool is done
+	a.lg.Debug("spool encoded", "after_stream", a.now().Sub(a.received), "err", tailErr)
+	c.fileResult = <-c.file
+	a.lg.Debug("spool checked", "after_stream", a.now().Sub(a.received), "err", c.fileResult.err)
+	c.crcResult = <-c.crc
+	<-c.revRead
+	a.removeSpool() // every reader of the spool is done
 	if tailErr != nil {
-		return fail(fmt.Errorf("encode snapshot: %w", tailErr))
+		return fmt.Errorf("encode snapshot: %w", tailErr)
 	}
-	pw.Close() // the store now has every byte but waits at the gate
-	st, err := v.st, v.err
+	a.pw.Close() // the store now has every byte but waits at the gate
+	return nil
+}
+
+// store decides the gate with the checks' verdict: when every check
+// passed the store commits the object.
+func (a *attempt) store(c *checks, info snapshot.Info) (verify.Status, liveHashKV, error) {
+	st, hk, err := a.verdict(c, info)
 	if err != nil {
-		return fail(fmt.Errorf("%w: %w", ErrVerify, err))
+		_, err = a.fail(err)
+		return st, hk, err
+	}
+	a.lg.Info("snapshot verified", "revision", st.Revision, "total_keys", st.TotalKeys, "hash_kv", hk.status,
+		"hash_kv_endpoint", c.member.Endpoint, "hash_kv_same_member", c.same)
+	a.gate.decide(nil)
+	a.putWG.Wait()
+	a.lg.Debug("object stored", "after_stream", a.now().Sub(a.received), "err", a.putErr)
+	if a.putErr != nil {
+		return st, hk, fmt.Errorf("store backup %s: %w", a.id, a.putErr)
+	}
+	return st, hk, nil
+}
+
+// verdict is the checks' outcome, in order: the file, its revision, the
+// fed bytes against the verified ones, the live HashKV.
+func (a *attempt) verdict(c *checks, info snapshot.Info) (verify.Status, liveHashKV, error) {
+	v, sum := c.fileResult, c.crcResult
+	st := v.st
+	if v.err != nil {
+		return st, liveHashKV{}, fmt.Errorf("%w: %w", ErrVerify, v.err)
 	}
 	if st.Revision < 1 {
-		return fail(fmt.Errorf("%w (its snapshot holds no revision and no key): nothing to back up until the first write", ErrEmptyCluster))
+		return st, liveHashKV{}, fmt.Errorf("%w (its snapshot holds no revision and no key): nothing to back up until the first write", ErrEmptyCluster)
 	}
 	if sum.err != nil {
-		return fail(fmt.Errorf("%w: %w", ErrVerify, sum.err))
+		return st, liveHashKV{}, fmt.Errorf("%w: %w", ErrVerify, sum.err)
 	}
-	if sum.crc != fed.crc || info.Size != fed.n {
-		return fail(fmt.Errorf("%w: the bytes fed to the encoder are not the verified bytes (crc32c %08x of %d bytes encoded, %08x of %d bytes in the spool file); nothing was stored; retry, and suspect memory or a bug in lifeboat if it happens again",
-			ErrVerify, fed.crc, fed.n, sum.crc, info.Size))
+	if sum.crc != a.fed.crc || info.Size != a.fed.n {
+		return st, liveHashKV{}, fmt.Errorf("%w: the bytes fed to the encoder are not the verified bytes (crc32c %08x of %d bytes encoded, %08x of %d bytes in the spool file); nothing was stored; retry, and suspect memory or a bug in lifeboat if it happens again",
+			ErrVerify, a.fed.crc, a.fed.n, sum.crc, info.Size)
 	}
-	lh := <-liveDone
-	lg.Debug("live hashkv", "after_stream", now().Sub(received), "revision", lh.rev, "err", lh.err)
-	if lh.rev != st.Revision && deferred == "" {
+	lh := <-c.live
+	a.lg.Debug("live hashkv", "after_stream", a.now().Sub(a.received), "revision", lh.rev, "err", lh.err)
+	if lh.rev != st.Revision && c.deferred == "" {
 		// Only a file that changed under us gets here; ask again at the
 		// revision File read.
 		lh.rev = st.Revision
-		lh.hash, lh.compact, lh.err = sess.HashKV(ctx, hm.Endpoint, st.Revision)
+		lh.hash, lh.compact, lh.err = a.sess.HashKV(a.ctx, c.member.Endpoint, st.Revision)
 	}
-	hk := liveHashKV{member: hm, same: same, deferred: deferred, hash: lh.hash, compact: lh.compact, err: lh.err}
-	if err := hk.compare(st, lg); err != nil {
-		return fail(fmt.Errorf("%w: %w", ErrVerify, err))
+	hk := liveHashKV{member: c.member, same: c.same, deferred: c.deferred, hash: lh.hash, compact: lh.compact, err: lh.err}
+	if err := hk.compare(st, a.lg); err != nil {
+		return st, hk, fmt.Errorf("%w: %w", ErrVerify, err)
 	}
-	lg.Info("snapshot verified", "revision", st.Revision, "total_keys", st.TotalKeys, "hash_kv", hk.status,
-		"hash_kv_endpoint", hm.Endpoint, "hash_kv_same_member", same)
+	return st, hk, nil
+}
 
-	gate.decide(nil)
-	wg.Wait()
-	lg.Debug("object stored", "after_stream", now().Sub(received), "err", putErr)
-	if putErr != nil {
-		return nil, fmt.Errorf("store backup %s: %w", id, putErr)
-	}
+// commit writes the manifest that makes the stored object a backup.
+func (a *attempt) commit(info snapshot.Info, st verify.Status, hk liveHashKV) (*repository.Manifest, error) {
+	job := a.job
 	m := &repository.Manifest{
 		Format:          repository.ManifestFormat,
-		ID:              id,
+		ID:              a.id,
 		Cluster:         job.Backups.Cluster,
 		EtcdClusterID:   fmt.Sprintf("%x", info.ClusterID),
 		EtcdMemberID:    fmt.Sprintf("%x", info.MemberID),
@@ -400,8 +527,8 @@ func runOnce(parent context.Context, sess *snapshot.Session, job Job, lg *slog.L
 		Endpoint:        info.Endpoint,
 		EtcdVersion:     info.EtcdVersion,
 		StorageVersion:  st.StorageVersion,
-		CreatedAt:       start.UTC(),
-		RevisionAt:      first.time().UTC(),
+		CreatedAt:       a.start.UTC(),
+		RevisionAt:      a.first.time().UTC(),
 		Revision:        st.Revision,
 		CompactRevision: st.CompactRevision,
 		TotalKeys:       st.TotalKeys,
@@ -409,9 +536,9 @@ func runOnce(parent context.Context, sess *snapshot.Session, job Job, lg *slog.L
 		SnapshotSHA256:  info.SHA256,
 		BoltHash:        st.BoltHash,
 		HashKV:          st.HashKV,
-		Object:          key,
-		ObjectSize:      obj.Size,
-		ObjectSHA256:    obj.SHA256,
+		Object:          a.key,
+		ObjectSize:      a.obj.Size,
+		ObjectSHA256:    a.obj.SHA256,
 		Compression:     job.Encoding.CompressionName(),
 		Encryption:      job.Encoding.EncryptionName(),
 		Recipients:      job.Encoding.RecipientKeys,
@@ -422,16 +549,16 @@ func runOnce(parent context.Context, sess *snapshot.Session, job Job, lg *slog.L
 	}
 	hk.record(m)
 	if job.LockMode != "" {
-		t := opts.RetainUntil
+		t := a.opts.RetainUntil
 		m.RetainUntil = &t
 	}
-	m.DurationSeconds = now().Sub(start).Seconds()
-	if err := job.Backups.PutManifest(ctx, m); err != nil {
+	m.DurationSeconds = a.now().Sub(a.start).Seconds()
+	if err := job.Backups.PutManifest(a.ctx, m); err != nil {
 		// The object stays as an orphan for prune to collect; the
 		// backup does not exist.
-		return nil, fmt.Errorf("commit backup %s: %w", id, err)
+		return nil, fmt.Errorf("commit backup %s: %w", a.id, err)
 	}
-	lg.Info("backup stored", "backup_id", id, "object", key, "bytes", obj.Size, "seconds", strconv.FormatFloat(m.DurationSeconds, 'f', 2, 64))
+	a.lg.Info("backup stored", "backup_id", a.id, "object", a.key, "bytes", a.obj.Size, "seconds", strconv.FormatFloat(m.DurationSeconds, 'f', 2, 64))
 	return m, nil
 }
 

@@ -78,6 +78,20 @@ func UnifiedDiff(aName, bName string, a, b []byte) string {
 	if len(al) > 4000 || len(bl) > 4000 {
 		return fmt.Sprintf("--- %s\n+++ %s\n(objects of %d and %d lines: too long to diff here)\n", aName, bName, len(al), len(bl))
 	}
+	return hunks(aName, bName, diffOps(al, bl))
+}
+
+// diffOp is one line of a diff: kept, removed or added.
+type diffOp struct {
+	kind byte // ' ', '-', '+'
+	line string
+	ai   int // line numbers (1-based) after this op
+	bi   int
+}
+
+// diffOps is the edit script from al to bl along their longest common
+// subsequence.
+func diffOps(al, bl []string) []diffOp {
 	n, m := len(al), len(bl)
 	lcs := make([][]int32, n+1)
 	for i := range lcs {
@@ -92,27 +106,27 @@ func UnifiedDiff(aName, bName string, a, b []byte) string {
 			}
 		}
 	}
-	type op struct {
-		kind byte // ' ', '-', '+'
-		line string
-		ai   int // line numbers (1-based) after this op
-		bi   int
-	}
-	var ops []op
+	var ops []diffOp
 	i, j := 0, 0
 	for i < n || j < m {
 		switch {
 		case i < n && j < m && al[i] == bl[j]:
-			ops = append(ops, op{' ', al[i], i, j})
+			ops = append(ops, diffOp{' ', al[i], i, j})
 			i, j = i+1, j+1
 		case j < m && (i == n || lcs[i][j+1] >= lcs[i+1][j]):
-			ops = append(ops, op{'+', bl[j], i, j})
+			ops = append(ops, diffOp{'+', bl[j], i, j})
 			j++
 		default:
-			ops = append(ops, op{'-', al[i], i, j})
+			ops = append(ops, diffOp{'-', al[i], i, j})
 			i++
 		}
 	}
+	return ops
+}
+
+// hunks is the unified diff of ops (3 lines of context), empty when
+// nothing changed.
+func hunks(aName, bName string, ops []diffOp) string {
 	const ctx = 3
 	var out strings.Builder
 	for k := 0; k < len(ops); {

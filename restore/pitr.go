@@ -129,13 +129,8 @@ var ErrTarget = errors.New("invalid point-in-time target")
 // to find one time). A target outside every recoverable window is an
 // *OutsideWindowsError.
 func PlanPointInTime(ctx context.Context, repo *repository.Repo, l *repository.Listing, t Target, ids []age.Identity) (*PointInTimePlan, error) {
-	switch {
-	case t.Revision != 0 && !t.Time.IsZero():
-		return nil, fmt.Errorf("%w: give a revision or a time, not both", ErrTarget)
-	case t.Revision == 0 && t.Time.IsZero():
-		return nil, fmt.Errorf("%w: give a revision or a time", ErrTarget)
-	case t.Revision < 0:
-		return nil, fmt.Errorf("%w: revision %d: revisions start at 1", ErrTarget, t.Revision)
+	if err := t.check(); err != nil {
+		return nil, err
 	}
 	if l == nil {
 		var err error
@@ -152,95 +147,136 @@ func PlanPointInTime(ctx context.Context, repo *repository.Repo, l *repository.L
 		return nil, err
 	}
 	p := &PointInTimePlan{Target: t, Window: *w, Revision: t.Revision}
-
-	// A time target: the progress markers (names only) bound the revision
-	// it resolves to: a marker at or before the time vouches that every
-	// revision through its Through was received by then, one after the
-	// time that none after its Through was. Only the segments between
-	// the two are read, for the revisions' receive times. A revision
-	// target reads nothing here. The chain of what is replayed is checked
-	// by Replay, as it reads each applied segment.
-	vouched := w.ThroughTime
-	links := map[string]repository.ChainLink{}
+	// A revision target reads nothing here; a time target reads the
+	// segments its markers bound it to (resolveTime). The chain of what
+	// is replayed is checked by Replay, as it reads each applied segment.
+	vouched, links := w.ThroughTime, map[string]repository.ChainLink{}
 	if !t.Time.IsZero() {
-		if t.Time.Before(w.FromTime) {
-			return nil, &OutsideWindowsError{Target: t, Why: "before the window's snapshot", Windows: windows}
-		}
-		lo, hi, bounded := w.From, w.Through, false
-		for _, mk := range w.Markers {
-			switch {
-			case mk.Through < w.From || mk.Through > w.Through:
-				// not about the window's unbroken run
-			case !mk.At.After(t.Time):
-				lo = max(lo, mk.Through)
-			case mk.Through <= hi:
-				hi, bounded = mk.Through, true
-			}
-		}
-		lo = min(lo, hi)
-		p.Revision = lo
-		resolved := lo == hi && bounded
-		for _, si := range w.Segments {
-			if resolved || si.First > hi {
-				break
-			}
-			if si.Last <= lo {
-				continue
-			}
-			seg, hash, err := repo.ReadSegment(ctx, si, ids)
-			if err != nil {
-				return nil, fmt.Errorf("read the changes of generation %s: %w", w.Generation, err)
-			}
-			p.Checked++
-			links[si.Object.Key] = repository.ChainLink{Key: si.Object.Key, Header: seg.SegmentHeader, Hash: hash}
-			for _, r := range seg.Revisions {
-				if r.Revision <= lo {
-					continue
-				}
-				if r.Received.After(t.Time) || r.Revision > hi {
-					resolved = true
-					break
-				}
-				p.Revision = r.Revision
-			}
-			if n := len(seg.Revisions); n > 0 && seg.Revisions[n-1].Received.After(vouched) {
-				vouched = seg.Revisions[n-1].Received
-			}
-		}
-		resolved = resolved || (bounded && p.Revision == hi)
-		if !resolved && t.Time.After(vouched) {
-			where := "after the captured-through point"
-			if newer := newerRecoverable(windows, w); newer {
-				where = "in a gap between generations"
-			}
-			return nil, &OutsideWindowsError{Target: t, Why: fmt.Sprintf("%s: generation %s holds revisions up to %d, vouched for until %s",
-				where, w.Generation, w.Through, vouched.UTC().Format(time.RFC3339Nano)), Windows: windows}
+		if vouched, err = resolveTime(ctx, repo, p, windows, w, ids, links); err != nil {
+			return nil, err
 		}
 	}
+	p.Snapshot = startSnapshot(l, w, p.Revision, vouched)
+	if err := p.addSegments(links); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
 
-	// Start from the newest snapshot of this history at or before the
-	// target: taken from the same cluster while the generation was
-	// watching it (so it is a state of this chain, not of a cluster
-	// restored later with the same ID).
+// check refuses a target that is not one revision or one time.
+func (t Target) check() error {
+	switch {
+	case t.Revision != 0 && !t.Time.IsZero():
+		return fmt.Errorf("%w: give a revision or a time, not both", ErrTarget)
+	case t.Revision == 0 && t.Time.IsZero():
+		return fmt.Errorf("%w: give a revision or a time", ErrTarget)
+	case t.Revision < 0:
+		return fmt.Errorf("%w: revision %d: revisions start at 1", ErrTarget, t.Revision)
+	}
+	return nil
+}
+
+// resolveTime resolves the plan's time target in window w (one of
+// windows) to p.Revision: the progress markers (names only) bound the
+// revision it resolves to: a marker at or before the time vouches that
+// every revision through its Through was received by then, one after the
+// time that none after its Through was. Only the segments between the
+// two are read, for the revisions' receive times (counted in p.Checked,
+// their chain links kept in links). It returns the time through which
+// the window is vouched for, or an *OutsideWindowsError when the time is
+// past it or before the window.
+func resolveTime(ctx context.Context, repo *repository.Repo, p *PointInTimePlan, windows []repository.Window, w *repository.Window, ids []age.Identity, links map[string]repository.ChainLink) (time.Time, error) {
+	t := p.Target
+	vouched := w.ThroughTime
+	if t.Time.Before(w.FromTime) {
+		return vouched, &OutsideWindowsError{Target: t, Why: "before the window's snapshot", Windows: windows}
+	}
+	lo, hi, bounded := w.From, w.Through, false
+	for _, mk := range w.Markers {
+		switch {
+		case mk.Through < w.From || mk.Through > w.Through:
+			// not about the window's unbroken run
+		case !mk.At.After(t.Time):
+			lo = max(lo, mk.Through)
+		case mk.Through <= hi:
+			hi, bounded = mk.Through, true
+		}
+	}
+	lo = min(lo, hi)
+	p.Revision = lo
+	resolved := lo == hi && bounded
+	for _, si := range w.Segments {
+		if resolved || si.First > hi {
+			break
+		}
+		if si.Last <= lo {
+			continue
+		}
+		seg, hash, err := repo.ReadSegment(ctx, si, ids)
+		if err != nil {
+			return vouched, fmt.Errorf("read the changes of generation %s: %w", w.Generation, err)
+		}
+		p.Checked++
+		links[si.Object.Key] = repository.ChainLink{Key: si.Object.Key, Header: seg.SegmentHeader, Hash: hash}
+		for _, r := range seg.Revisions {
+			if r.Revision <= lo {
+				continue
+			}
+			if r.Received.After(t.Time) || r.Revision > hi {
+				resolved = true
+				break
+			}
+			p.Revision = r.Revision
+		}
+		if n := len(seg.Revisions); n > 0 && seg.Revisions[n-1].Received.After(vouched) {
+			vouched = seg.Revisions[n-1].Received
+		}
+	}
+	resolved = resolved || (bounded && p.Revision == hi)
+	if !resolved && t.Time.After(vouched) {
+		where := "after the captured-through point"
+		if newer := newerRecoverable(windows, w); newer {
+			where = "in a gap between generations"
+		}
+		return vouched, &OutsideWindowsError{Target: t, Why: fmt.Sprintf("%s: generation %s holds revisions up to %d, vouched for until %s",
+			where, w.Generation, w.Through, vouched.UTC().Format(time.RFC3339Nano)), Windows: windows}
+	}
+	return vouched, nil
+}
+
+// startSnapshot is the snapshot a plan to revision rev in window w
+// starts from: the newest snapshot of this history at or before the
+// target, taken from the same cluster while the generation was watching
+// it (so it is a state of this chain, not of a cluster restored later
+// with the same ID), before vouched and any sealing marker.
+func startSnapshot(l *repository.Listing, w *repository.Window, rev int64, vouched time.Time) *repository.Manifest {
 	end := vouched
 	for _, m := range w.Markers {
 		if m.Sealed && m.At.Before(end) {
 			end = m.At
 		}
 	}
-	p.Snapshot = w.Anchor
+	snap := w.Anchor
 	for _, e := range l.Backups {
 		m := e.Manifest
 		if e.State != repository.StateOK || m.EtcdClusterID != w.Anchor.EtcdClusterID {
 			continue
 		}
-		if m.Revision < w.From || m.Revision > p.Revision || m.CreatedAt.Before(w.Anchor.CreatedAt) || m.CreatedAt.After(end) {
+		if m.Revision < w.From || m.Revision > rev || m.CreatedAt.Before(w.Anchor.CreatedAt) || m.CreatedAt.After(end) {
 			continue
 		}
-		if m.Revision > p.Snapshot.Revision {
-			p.Snapshot = m
+		if m.Revision > snap.Revision {
+			snap = m
 		}
 	}
+	return snap
+}
+
+// addSegments adds to the plan the window's segments after its snapshot
+// through its revision, with the chain links resolveTime read (links),
+// and refuses a window whose segments stop before the revision.
+func (p *PointInTimePlan) addSegments(links map[string]repository.ChainLink) error {
+	w := &p.Window
 	for _, si := range w.Segments {
 		if si.First > p.Revision {
 			break
@@ -254,9 +290,9 @@ func PlanPointInTime(ctx context.Context, repo *repository.Repo, l *repository.L
 	if p.Revisions > 0 && (len(p.Segments) == 0 || p.Segments[len(p.Segments)-1].Last < p.Revision) {
 		// Windows ends the window at the last stored segment: this is a
 		// store that changed while we read it.
-		return nil, fmt.Errorf("plan the restore to %s: the segments of generation %s stop before revision %d: list again", t, w.Generation, p.Revision)
+		return fmt.Errorf("plan the restore to %s: the segments of generation %s stop before revision %d: list again", p.Target, w.Generation, p.Revision)
 	}
-	return p, nil
+	return nil
 }
 
 // pickWindow returns the newest recoverable window that can hold t, or

@@ -176,43 +176,70 @@ func parseInitialCluster(s string) ([]member, error) {
 
 func expand(tmpl, name string) string { return strings.ReplaceAll(tmpl, NamePlaceholder, name) }
 
+// badOptions is an ErrOptions error with what is wrong.
+func badOptions(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrOptions, fmt.Sprintf(format, a...))
+}
+
+// plan checks the options and resolves the members they select, with
+// their directories.
 func (o RestoreOptions) plan() (*plan, error) {
-	bad := func(format string, a ...any) (*plan, error) {
-		return nil, fmt.Errorf("%w: %s", ErrOptions, fmt.Sprintf(format, a...))
-	}
 	if o.SnapshotPath == "" {
-		return bad("no snapshot file")
+		return nil, badOptions("no snapshot file")
 	}
 	if o.MarkCompacted && o.RevisionBump == 0 {
-		return bad("--mark-compacted needs --bump-revision")
+		return nil, badOptions("--mark-compacted needs --bump-revision")
 	}
 	p := &plan{token: o.InitialClusterToken}
 	if p.token == "" {
 		p.token = DefaultToken
 	}
-	ic := o.InitialCluster
-	if ic == "" {
-		// etcd's defaults (member "default" at http://localhost:2380) are
-		// never what a restored member had: its name and peer URL are
-		// written into the restored member list, and a member started
-		// with other ones refuses to start or cannot be reached by peers.
-		if o.Name == "" {
-			return bad("--name is required without --initial-cluster: the member's etcd --name (the one it had, e.g. the node name on kubeadm) is written into the restored data; give --name NAME --initial-advertise-peer-urls URL for a single-member cluster, or --initial-cluster name=peerURL,...")
-		}
-		if len(o.PeerURLs) == 0 {
-			return bad("give --initial-cluster name=peerURL,... (every member of the restored cluster) or, for a single-member cluster, --initial-advertise-peer-urls URL: the peer URLs are written into the restored data, and etcd's default http://localhost:2380 cannot be reached by other members")
-		}
-		var parts []string
-		for _, u := range o.PeerURLs {
-			parts = append(parts, o.Name+"="+u)
-		}
-		ic = strings.Join(parts, ",")
+	ic, err := o.initialCluster()
+	if err != nil {
+		return nil, err
 	}
 	members, err := parseInitialCluster(ic)
 	if err != nil {
 		return nil, err
 	}
 	p.cluster = ic
+	chosen, err := o.choose(members, ic)
+	if err != nil {
+		return nil, err
+	}
+	if p.members, err = o.restoredMembers(chosen, ic, p.token); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// initialCluster is the restored cluster's member list: InitialCluster,
+// or the single member Name at PeerURLs.
+func (o RestoreOptions) initialCluster() (string, error) {
+	if o.InitialCluster != "" {
+		return o.InitialCluster, nil
+	}
+	// etcd's defaults (member "default" at http://localhost:2380) are
+	// never what a restored member had: its name and peer URL are
+	// written into the restored member list, and a member started
+	// with other ones refuses to start or cannot be reached by peers.
+	if o.Name == "" {
+		return "", badOptions("--name is required without --initial-cluster: the member's etcd --name (the one it had, e.g. the node name on kubeadm) is written into the restored data; give --name NAME --initial-advertise-peer-urls URL for a single-member cluster, or --initial-cluster name=peerURL,...")
+	}
+	if len(o.PeerURLs) == 0 {
+		return "", badOptions("give --initial-cluster name=peerURL,... (every member of the restored cluster) or, for a single-member cluster, --initial-advertise-peer-urls URL: the peer URLs are written into the restored data, and etcd's default http://localhost:2380 cannot be reached by other members")
+	}
+	var parts []string
+	for _, u := range o.PeerURLs {
+		parts = append(parts, o.Name+"="+u)
+	}
+	return strings.Join(parts, ","), nil
+}
+
+// choose picks the members of the initial cluster ic to restore: the one
+// Name names, or all of them with a data-dir template (or when there is
+// one).
+func (o RestoreOptions) choose(members []member, ic string) ([]member, error) {
 	template := strings.Contains(o.DataDir, NamePlaceholder)
 	var chosen []member
 	switch {
@@ -223,28 +250,35 @@ func (o RestoreOptions) plan() (*plan, error) {
 			}
 		}
 		if len(chosen) == 0 {
-			return bad("--name %q is not a member of --initial-cluster %q", o.Name, ic)
+			return nil, badOptions("--name %q is not a member of --initial-cluster %q", o.Name, ic)
 		}
 	case template || len(members) == 1:
 		chosen = members
 	default:
-		return bad("--initial-cluster names %d members: give --name to restore one, or a --data-dir template with %s to restore all", len(members), NamePlaceholder)
+		return nil, badOptions("--initial-cluster names %d members: give --name to restore one, or a --data-dir template with %s to restore all", len(members), NamePlaceholder)
 	}
 	if len(o.PeerURLs) > 0 && o.InitialCluster != "" {
 		if len(chosen) != 1 || strings.Join(chosen[0].peers, ",") != strings.Join(o.PeerURLs, ",") {
-			return bad("--initial-advertise-peer-urls %s do not match --initial-cluster %q", strings.Join(o.PeerURLs, ","), ic)
+			return nil, badOptions("--initial-advertise-peer-urls %s do not match --initial-cluster %q", strings.Join(o.PeerURLs, ","), ic)
 		}
 	}
 	if len(chosen) > 1 && o.WALDir != "" && !strings.Contains(o.WALDir, NamePlaceholder) {
-		return bad("--wal-dir must contain %s when restoring several members", NamePlaceholder)
+		return nil, badOptions("--wal-dir must contain %s when restoring several members", NamePlaceholder)
 	}
+	return chosen, nil
+}
+
+// restoredMembers expands the chosen members' data and WAL directories,
+// refusing two members on one directory.
+func (o RestoreOptions) restoredMembers(chosen []member, ic, token string) ([]RestoredMember, error) {
+	var out []RestoredMember
 	seen := map[string]string{}
 	for _, m := range chosen {
 		dataDir := o.DataDir
 		if dataDir == "" {
 			dataDir = NamePlaceholder + ".etcd"
 		}
-		rm := RestoredMember{Name: m.name, DataDir: filepath.Clean(expand(dataDir, m.name)), PeerURLs: m.peers, InitialCluster: ic, Token: p.token}
+		rm := RestoredMember{Name: m.name, DataDir: filepath.Clean(expand(dataDir, m.name)), PeerURLs: m.peers, InitialCluster: ic, Token: token}
 		if o.WALDir != "" {
 			rm.WALDir = filepath.Clean(expand(o.WALDir, m.name))
 		}
@@ -253,13 +287,13 @@ func (o RestoreOptions) plan() (*plan, error) {
 				continue
 			}
 			if other, ok := seen[d]; ok {
-				return bad("members %s and %s would both use %s", other, m.name, d)
+				return nil, badOptions("members %s and %s would both use %s", other, m.name, d)
 			}
 			seen[d] = m.name
 		}
-		p.members = append(p.members, rm)
+		out = append(out, rm)
 	}
-	return p, nil
+	return out, nil
 }
 
 // PlannedMember is a member Restore would write, with what it would find.
@@ -353,12 +387,49 @@ func Restore(ctx context.Context, o RestoreOptions) (*RestoreResult, error) {
 		now = time.Now
 	}
 	// Check every target first: refuse before changing anything.
-	type target struct {
-		dir           string
-		exists, empty bool
+	targets, err := checkTargets(p.members, o.Force)
+	if err != nil {
+		return nil, err
 	}
-	targets := make([][2]target, len(p.members))
-	for i, m := range p.members {
+	var undo undoList
+	res := &RestoreResult{}
+	stamp := now().UTC().Format("20060102T150405Z")
+	for i := range p.members {
+		m := p.members[i]
+		if err := ctx.Err(); err != nil {
+			undo.rollback()
+			return nil, err
+		}
+		if err := undo.clear(&m, targets[i], stamp); err != nil {
+			undo.rollback()
+			return nil, fmt.Errorf("member %s: %w", m.Name, err)
+		}
+		start := now()
+		if err := restoreMember(o, p, m); err != nil {
+			undo.rollback()
+			return nil, err
+		}
+		m.Seconds = now().Sub(start).Seconds()
+		res.Members = append(res.Members, m)
+		if o.OnMember != nil {
+			o.OnMember(m)
+		}
+	}
+	return res, nil
+}
+
+// target is a member's data or WAL directory as Restore found it.
+type target struct {
+	dir           string
+	exists, empty bool
+}
+
+// checkTargets checks every member's directories (data, WAL) before
+// anything is written: a member an etcd still runs on is refused, and a
+// non-empty directory unless force.
+func checkTargets(members []RestoredMember, force bool) ([][2]target, error) {
+	targets := make([][2]target, len(members))
+	for i, m := range members {
 		if err := checkNotInUse(m); err != nil {
 			return nil, err
 		}
@@ -370,96 +441,90 @@ func Restore(ctx context.Context, o RestoreOptions) (*RestoreResult, error) {
 			if err != nil {
 				return nil, err
 			}
-			if exists && !empty && !o.Force {
+			if exists && !empty && !force {
 				return nil, fmt.Errorf("member %s: %s: %w (use --force to move it aside)", m.Name, d, ErrDataDirNotEmpty)
 			}
 			targets[i][j] = target{dir: d, exists: exists, empty: empty}
 		}
 	}
+	return targets, nil
+}
 
-	var undo []func()
-	rollback := func() {
-		for i := len(undo) - 1; i >= 0; i-- {
-			undo[i]()
+// undoList is what Restore undoes, last first, when a member fails.
+type undoList []func()
+
+func (u undoList) rollback() {
+	for i := len(u) - 1; i >= 0; i-- {
+		u[i]()
+	}
+}
+
+// clear readies member m's directories (ts: data, WAL) for etcdutl,
+// moving a non-empty one aside (recorded in m), and records how to undo
+// that and the restore's writes.
+func (u *undoList) clear(m *RestoredMember, ts [2]target, stamp string) error {
+	for j, t := range ts {
+		if t.dir == "" {
+			continue
+		}
+		dir := t.dir
+		switch {
+		case t.exists && !t.empty:
+			aside, err := moveAside(dir, stamp)
+			if err != nil {
+				return err
+			}
+			if j == 0 {
+				m.MovedAside = aside
+			} else {
+				m.MovedAsideWAL = aside
+			}
+			*u = append(*u, func() { os.RemoveAll(dir); os.Rename(aside, dir) })
+		case t.exists && j == 1:
+			// etcdutl refuses an existing WAL dir, even an empty one.
+			if err := os.Remove(dir); err != nil {
+				return err
+			}
+			*u = append(*u, func() { os.RemoveAll(dir); os.Mkdir(dir, 0o700) })
+		case t.exists:
+			*u = append(*u, func() { emptyDir(dir) })
+		default:
+			*u = append(*u, func() { os.RemoveAll(dir) })
 		}
 	}
-	res := &RestoreResult{}
-	stamp := now().UTC().Format("20060102T150405Z")
-	for i := range p.members {
-		m := p.members[i]
-		if err := ctx.Err(); err != nil {
-			rollback()
-			return nil, err
+	return nil
+}
+
+// restoreMember restores the snapshot into member m's directories with
+// etcdutl, then hands them to o.Owner.
+func restoreMember(o RestoreOptions, p *plan, m RestoredMember) error {
+	err := snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
+		SnapshotPath:        o.SnapshotPath,
+		Name:                m.Name,
+		OutputDataDir:       m.DataDir,
+		OutputWALDir:        m.WALDir,
+		PeerURLs:            m.PeerURLs,
+		InitialCluster:      p.cluster,
+		InitialClusterToken: p.token,
+		SkipHashCheck:       o.SkipHashCheck,
+		RevisionBump:        o.RevisionBump,
+		MarkCompacted:       o.MarkCompacted,
+	})
+	if err != nil {
+		return fmt.Errorf("restore member %s into %s: %w", m.Name, m.DataDir, err)
+	}
+	if o.Owner == nil {
+		return nil
+	}
+	for _, d := range []string{m.DataDir, m.WALDir} {
+		if d == "" {
+			continue
 		}
-		for j, t := range targets[i] {
-			if t.dir == "" {
-				continue
-			}
-			switch {
-			case t.exists && !t.empty:
-				aside, err := moveAside(t.dir, stamp)
-				if err != nil {
-					rollback()
-					return nil, fmt.Errorf("member %s: %w", m.Name, err)
-				}
-				if j == 0 {
-					m.MovedAside = aside
-				} else {
-					m.MovedAsideWAL = aside
-				}
-				dir := t.dir
-				undo = append(undo, func() { os.RemoveAll(dir); os.Rename(aside, dir) })
-			case t.exists && j == 1:
-				// etcdutl refuses an existing WAL dir, even an empty one.
-				if err := os.Remove(t.dir); err != nil {
-					rollback()
-					return nil, fmt.Errorf("member %s: %w", m.Name, err)
-				}
-				dir := t.dir
-				undo = append(undo, func() { os.RemoveAll(dir); os.Mkdir(dir, 0o700) })
-			case t.exists:
-				dir := t.dir
-				undo = append(undo, func() { emptyDir(dir) })
-			default:
-				dir := t.dir
-				undo = append(undo, func() { os.RemoveAll(dir) })
-			}
-		}
-		start := now()
-		err := snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
-			SnapshotPath:        o.SnapshotPath,
-			Name:                m.Name,
-			OutputDataDir:       m.DataDir,
-			OutputWALDir:        m.WALDir,
-			PeerURLs:            m.PeerURLs,
-			InitialCluster:      p.cluster,
-			InitialClusterToken: p.token,
-			SkipHashCheck:       o.SkipHashCheck,
-			RevisionBump:        o.RevisionBump,
-			MarkCompacted:       o.MarkCompacted,
-		})
-		if err != nil {
-			rollback()
-			return nil, fmt.Errorf("restore member %s into %s: %w", m.Name, m.DataDir, err)
-		}
-		if o.Owner != nil {
-			for _, d := range []string{m.DataDir, m.WALDir} {
-				if d == "" {
-					continue
-				}
-				if err := chownTree(d, *o.Owner); err != nil {
-					rollback()
-					return nil, fmt.Errorf("member %s: %w", m.Name, err)
-				}
-			}
-		}
-		m.Seconds = now().Sub(start).Seconds()
-		res.Members = append(res.Members, m)
-		if o.OnMember != nil {
-			o.OnMember(m)
+		if err := chownTree(d, *o.Owner); err != nil {
+			return fmt.Errorf("member %s: %w", m.Name, err)
 		}
 	}
-	return res, nil
+	return nil
 }
 
 // checkNotInUse refuses a member whose data dir an etcd still runs on.

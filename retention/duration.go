@@ -48,62 +48,11 @@ func ParseDuration(s string) (time.Duration, error) {
 	}
 	var total uint64
 	for s != "" {
-		if c := s[0]; c != '.' && (c < '0' || c > '9') {
-			return 0, fmt.Errorf("invalid duration %q: want a number before each unit", orig)
+		v, rest, err := durationTerm(s, orig)
+		if err != nil {
+			return 0, err
 		}
-		v, rest, ok := leadingInt(s)
-		if !ok {
-			return 0, fmt.Errorf("invalid duration %q: out of range", orig)
-		}
-		pre := len(rest) != len(s)
 		s = rest
-
-		var frac uint64
-		var digits int
-		post := false
-		if s != "" && s[0] == '.' {
-			s = s[1:]
-			n := len(s)
-			frac, digits, s = leadingFraction(s)
-			post = n != len(s)
-		}
-		if !pre && !post {
-			return 0, fmt.Errorf("invalid duration %q: want digits around the decimal point", orig)
-		}
-
-		i := 0
-		for i < len(s) && s[i] != '.' && (s[i] < '0' || s[i] > '9') {
-			i++
-		}
-		if i == 0 {
-			return 0, fmt.Errorf("invalid duration %q: missing unit (ns, us, ms, s, m, h, d, w or y)", orig)
-		}
-		u := s[:i]
-		s = s[i:]
-		unit, ok := durationUnits[u]
-		if !ok {
-			return 0, fmt.Errorf("invalid duration %q: unknown unit %q (want ns, us, ms, s, m, h, d, w or y)", orig, u)
-		}
-		if v > 1<<63/unit {
-			return 0, fmt.Errorf("invalid duration %q: out of range", orig)
-		}
-		v *= unit
-		if frac > 0 {
-			scale := pow10(digits)
-			if unit >= uint64(day) {
-				// frac < scale, so frac*unit/scale < unit and fits.
-				hi, lo := bits.Mul64(frac, unit)
-				q, _ := bits.Div64(hi, lo, scale)
-				v += q
-			} else {
-				// The same arithmetic as time.ParseDuration, so both agree
-				// to the nanosecond on the units they share.
-				v += uint64(float64(frac) * (float64(unit) / float64(scale)))
-			}
-			if v > 1<<63 {
-				return 0, fmt.Errorf("invalid duration %q: out of range", orig)
-			}
-		}
 		total += v
 		if total > 1<<63 {
 			return 0, fmt.Errorf("invalid duration %q: out of range", orig)
@@ -116,6 +65,68 @@ func ParseDuration(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("invalid duration %q: out of range", orig)
 	}
 	return time.Duration(total), nil
+}
+
+// durationTerm parses the first number and unit of s (a part of the
+// duration orig, for errors) and returns its nanoseconds and the rest.
+func durationTerm(s, orig string) (uint64, string, error) {
+	if c := s[0]; c != '.' && (c < '0' || c > '9') {
+		return 0, "", fmt.Errorf("invalid duration %q: want a number before each unit", orig)
+	}
+	v, rest, ok := leadingInt(s)
+	if !ok {
+		return 0, "", fmt.Errorf("invalid duration %q: out of range", orig)
+	}
+	pre := len(rest) != len(s)
+	s = rest
+
+	var frac uint64
+	var digits int
+	post := false
+	if s != "" && s[0] == '.' {
+		s = s[1:]
+		n := len(s)
+		frac, digits, s = leadingFraction(s)
+		post = n != len(s)
+	}
+	if !pre && !post {
+		return 0, "", fmt.Errorf("invalid duration %q: want digits around the decimal point", orig)
+	}
+
+	i := 0
+	for i < len(s) && s[i] != '.' && (s[i] < '0' || s[i] > '9') {
+		i++
+	}
+	if i == 0 {
+		return 0, "", fmt.Errorf("invalid duration %q: missing unit (ns, us, ms, s, m, h, d, w or y)", orig)
+	}
+	u := s[:i]
+	s = s[i:]
+	unit, ok := durationUnits[u]
+	if !ok {
+		return 0, "", fmt.Errorf("invalid duration %q: unknown unit %q (want ns, us, ms, s, m, h, d, w or y)", orig, u)
+	}
+	if v > 1<<63/unit {
+		return 0, "", fmt.Errorf("invalid duration %q: out of range", orig)
+	}
+	v *= unit
+	if frac > 0 {
+		scale := pow10(digits)
+		if unit >= uint64(day) {
+			// frac < scale, so frac*unit/scale < unit and fits.
+			hi, lo := bits.Mul64(frac, unit)
+			q, _ := bits.Div64(hi, lo, scale)
+			v += q
+		} else {
+			// The same arithmetic as time.ParseDuration, so both agree
+			// to the nanosecond on the units they share.
+			v += uint64(float64(frac) * (float64(unit) / float64(scale)))
+		}
+		if v > 1<<63 {
+			return 0, "", fmt.Errorf("invalid duration %q: out of range", orig)
+		}
+	}
+	return v, s, nil
 }
 
 // leadingInt consumes leading digits; ok is false when they exceed 1<<63.

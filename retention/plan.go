@@ -74,15 +74,26 @@ func Plan(backups []Backup, p Policy, now time.Time) ([]Decision, error) {
 
 	order := sortNewestFirst(backups)
 	marks := make([]uint16, len(order))
+	markLast(marks, p)
+	markCalendar(marks, backups, order, p, loc)
+	markWithin(marks, backups, order, p, now)
+	markGuarantees(marks, backups, order)
+	return decide(backups, order, marks, p, loc), nil
+}
 
-	// keep-last.
-	for i := range order {
+// markLast marks the newest p.Last backups (keep-last).
+func markLast(marks []uint16, p Policy) {
+	for i := range marks {
 		if p.Last != Unlimited && i >= p.Last {
 			break
 		}
 		marks[i] |= keepLast
 	}
+}
 
+// markCalendar marks the newest backup of each of the newest hourly,
+// daily, weekly, monthly and yearly buckets (in loc) each rule keeps.
+func markCalendar(marks []uint16, backups []Backup, order []entry, p Policy, loc *time.Location) {
 	// Calendar rules, one pass. A rule stops looking once it has its N
 	// buckets, and the pass stops when every rule has.
 	rules := [...]bucketRule{
@@ -125,7 +136,10 @@ func Plan(backups []Backup, p Policy, now time.Time) ([]Decision, error) {
 			marks[i] |= r.bit
 		}
 	}
+}
 
+// markWithin marks the backups newer than p.Within before now.
+func markWithin(marks []uint16, backups []Backup, order []entry, p Policy, now time.Time) {
 	// keep-within: the order is newest first, so stop at the first old one.
 	if p.Within > 0 {
 		// Round(0) drops a monotonic reading: compare wall clocks, as
@@ -138,8 +152,12 @@ func Plan(backups []Backup, p Policy, now time.Time) ([]Decision, error) {
 			marks[i] |= keepWithin
 		}
 	}
+}
 
-	// The guarantees.
+// markGuarantees marks what every policy keeps: the newest backup, the
+// newest proven one (and those of unknown verdict newer than it), the
+// locked ones and the anchors of retained change windows.
+func markGuarantees(marks []uint16, backups []Backup, order []entry) {
 	if len(order) > 0 {
 		marks[0] |= keepNewest
 	}
@@ -165,8 +183,6 @@ func Plan(backups []Backup, p Policy, now time.Time) ([]Decision, error) {
 			marks[i] |= keepAnchor
 		}
 	}
-
-	return decide(backups, order, marks, p, loc), nil
 }
 
 // entry is a backup's sort key; sorting these small values is cheaper than

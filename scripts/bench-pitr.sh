@@ -46,11 +46,9 @@ record() { # record NAME LOAD_BEFORE JSON
 kill "$etcd_pid" 2>/dev/null || true; wait "$etcd_pid" 2>/dev/null || true
 
 pvport=$(free_port)
-rm -rf "$PDIR"; mkdir -p "$PDIR/vgw/data" "$PDIR/vgw/versions"
-"$BIN/versitygw" --port "127.0.0.1:$pvport" --access bench --secret bench-secret --health /health \
-  posix --versioning-dir "$PDIR/vgw/versions" "$PDIR/vgw/data" >"$PDIR/vgw.log" 2>&1 &
-pvgw_pid=$!
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$pvport/health" >/dev/null && break; sleep 0.1; done
+rm -rf "$PDIR"
+start_versitygw "$PDIR" "$pvport"
+pvgw_pid=$vgw_pid; vgw_pid=""
 export AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench-secret AWS_REGION=us-east-1
 [ -f "$DIR/age.key" ] || "$BIN/age-keygen" -o "$DIR/age.key" 2>/dev/null
 precipient=$(grep -m1 -o 'age1[0-9a-z]*' "$DIR/age.key")

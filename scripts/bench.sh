@@ -31,16 +31,12 @@ go build -o "$BIN/benchtool" ./internal/test/benchtool
 go build -o "$BIN/age-keygen" filippo.io/age/cmd/age-keygen
 go build -o "$BIN/etcdutl" go.etcd.io/etcd/etcdutl/v3
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+. scripts/bench-lib.sh
 cport=$(free_port); pport=$(free_port)
 ep=http://127.0.0.1:$cport
 fresh=0
 [ -f "$DIR/seeded-$OBJECTS" ] || { rm -rf "$DIR/etcd"; fresh=1; }
-"$BIN/etcd" --name bench --data-dir "$DIR/etcd" --quota-backend-bytes $((8<<30)) \
-  --listen-client-urls "$ep" --advertise-client-urls "$ep" \
-  --listen-peer-urls "http://127.0.0.1:$pport" --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
-  --initial-cluster "bench=http://127.0.0.1:$pport" --log-level error >"$DIR/etcd.log" 2>&1 &
-etcd_pid=$!
+start_bench_etcd "$DIR/etcd" "$cport" "$pport" "$DIR/etcd.log"
 vgw_pid=""
 trap 'kill $etcd_pid $vgw_pid 2>/dev/null; wait $etcd_pid 2>/dev/null || true' EXIT
 for _ in $(seq 150); do "$BIN/etcdctl" --endpoints "$ep" endpoint health >/dev/null 2>&1 && break; sleep 0.2; done
@@ -95,11 +91,7 @@ rm -rf "$DIR/store"/* "$DIR/etcdctl.db"
 
 # S3: versitygw on loopback, encryption on.
 vport=$(free_port)
-rm -rf "$DIR/vgw"; mkdir -p "$DIR/vgw/data" "$DIR/vgw/versions"
-"$BIN/versitygw" --port "127.0.0.1:$vport" --access bench --secret bench-secret --health /health \
-  posix --versioning-dir "$DIR/vgw/versions" "$DIR/vgw/data" >"$DIR/vgw.log" 2>&1 &
-vgw_pid=$!
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$vport/health" >/dev/null && break; sleep 0.1; done
+start_versitygw "$DIR" "$vport"
 export AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench-secret AWS_REGION=us-east-1
 "$BIN/age-keygen" -o "$DIR/age.key" 2>/dev/null || true
 recipient=$(grep -m1 -o 'age1[0-9a-z]*' "$DIR/age.key")

@@ -35,12 +35,17 @@ import (
 
 // Defaults and limits of S3Config.
 const (
-	// DefaultS3PartSize keeps a Put's buffers, (Concurrency+2) × PartSize,
-	// at 48 MiB; 8 MiB parts still allow objects of 78 GiB.
-	DefaultS3PartSize    = 8 << 20
+	// DefaultS3PartSize and DefaultS3Concurrency keep a Put's buffers,
+	// (Concurrency+2) × PartSize, at 25 MiB: the peak RSS of a backup to S3
+	// with age is 84 MiB instead of 104 MiB with 8 MiB parts, 4 at once
+	// (issue 24, docs/benchmarks.md). Three parts in flight outrun the
+	// encoder's output (zstd on one thread makes 50–80 MB/s of object); 5
+	// MiB parts, S3's minimum, still allow objects of 48 GiB, six times
+	// etcd's largest database.
+	DefaultS3PartSize    = 5 << 20
 	MinS3PartSize        = 5 << 20 // S3's minimum for every part but the last
 	MaxS3PartSize        = 5 << 30 // S3's maximum part size
-	DefaultS3Concurrency = 4
+	DefaultS3Concurrency = 3
 	DefaultS3MaxAttempts = 8
 	DefaultS3MaxBackoff  = 20 * time.Second
 	DefaultS3ReadTimeout = 2 * time.Minute
@@ -78,9 +83,9 @@ type S3Config struct {
 	// default.
 	StorageClass string
 	// PartSize is the multipart part size in bytes, between 5 MiB and 5 GiB
-	// (default 8 MiB). Objects smaller than one part go up in one PutObject.
+	// (default 5 MiB). Objects smaller than one part go up in one PutObject.
 	PartSize int64
-	// Concurrency is the number of parts uploaded at once (default 4). A Put
+	// Concurrency is the number of parts uploaded at once (default 3). A Put
 	// holds at most (Concurrency+2) × PartSize bytes of buffers.
 	Concurrency int
 	// CreateBucket creates the bucket when it does not exist; otherwise a
@@ -417,7 +422,7 @@ func (s *S3) createBucket(ctx context.Context) error {
 
 // Put uploads r to key; see Store. The returned ObjectInfo carries the
 // sha256 of the bytes read from r and the Object Lock state the server
-// reports.
+// reports. Three steps: the request, the upload, the confirmation.
 func (s *S3) Put(ctx context.Context, key string, r io.Reader, opts PutOptions) (ObjectInfo, error) {
 	full := s.prefix + key
 	if err := validKey(key); err != nil {
@@ -428,6 +433,27 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, opts PutOptions) 
 	}
 	body := &putReader{ctx: ctx, r: r, sha: sha256.New(), crc: crc32.NewIEEE()}
 	token := randomToken()
+	in, err := s.uploadInput(ctx, full, body, token, opts)
+	if err != nil {
+		return ObjectInfo{}, fmt.Errorf("upload %s: %w", s.name(full), err)
+	}
+	versionID, etag, err := s.upload(ctx, full, in, token, opts)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	s.lg.Debug("upload completed", "object", s.name(full), "bytes", body.n)
+	if body.err != nil {
+		// Cannot happen: the transfer manager stops at the first error.
+		return ObjectInfo{}, fmt.Errorf("upload %s: %w", s.name(full), body.err)
+	}
+	return s.confirm(ctx, key, full, body, token, versionID, etag)
+}
+
+// uploadInput is the transfer manager's request for one Put: a CRC32 of
+// the whole object, create-only, the put token, and the Object Lock
+// settings (refused before anything is sent when the bucket has no Object
+// Lock).
+func (s *S3) uploadInput(ctx context.Context, full string, body io.Reader, token string, opts PutOptions) (*transfermanager.UploadObjectInput, error) {
 	in := &transfermanager.UploadObjectInput{
 		Bucket:            aws.String(s.cfg.Bucket),
 		Key:               aws.String(full),
@@ -452,12 +478,11 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, opts PutOptions) 
 	if s.cfg.SSEKMSKeyID != "" {
 		in.SSEKMSKeyID = aws.String(s.cfg.SSEKMSKeyID)
 	}
-	locked := opts.LockMode != "" || opts.LegalHold
-	if locked {
+	if opts.LockMode != "" || opts.LegalHold {
 		// Refuse before sending anything: some servers store the object
 		// and only then reject the lock headers.
 		if err := s.checkObjectLock(ctx); err != nil {
-			return ObjectInfo{}, fmt.Errorf("upload %s: %w", s.name(full), err)
+			return nil, err
 		}
 	}
 	if opts.LockMode != "" {
@@ -467,49 +492,52 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, opts PutOptions) 
 	if opts.LegalHold {
 		in.ObjectLockLegalHoldStatus = tmtypes.ObjectLockLegalHoldStatusOn
 	}
+	return in, nil
+}
 
+// upload runs the transfer manager and returns the new object's version
+// and ETag. A failed multipart upload is aborted; an upload that met an
+// existing key succeeded only when that key holds this Put's own object
+// (its token: a retried request found what its first attempt created).
+func (s *S3) upload(ctx context.Context, full string, in *transfermanager.UploadObjectInput, token string, opts PutOptions) (versionID, etag *string, err error) {
 	uc := &uploadClient{S3APIClient: s.client}
 	out, err := transfermanager.New(uc, s.tmOpts).UploadObject(ctx, in)
 	if uc.maybeOrphans {
 		s.abortOrphans(ctx, full, uc.uploadID)
 	}
-	var versionID, etag *string
 	if out != nil {
 		versionID, etag = out.VersionID, out.ETag
 	}
-	if err != nil {
-		var mpe transfermanager.MultipartUploadError
-		if errors.As(err, &mpe) {
-			// The transfer manager aborts failed uploads itself; make sure,
-			// since an upload left behind is invisible storage that is paid
-			// for.
-			s.abortUpload(ctx, full, mpe.UploadID())
-		}
-		if locked && isLockUnsupported(err) {
-			return ObjectInfo{}, fmt.Errorf("upload %s: %w: %w", s.name(full), s.errNoLock(), err)
-		}
-		if isStatus(err, 501) {
-			return ObjectInfo{}, fmt.Errorf("upload %s: the S3 server does not support conditional writes (If-None-Match: *), which lifeboat needs so that no object is ever overwritten (use a server that supports them, e.g. AWS S3, versitygw): %w", s.name(full), err)
-		}
-		if !isStatus(err, 412) && !isStatus(err, 409) {
-			return ObjectInfo{}, fmt.Errorf("upload %s: %w", s.name(full), err)
-		}
-		// The key exists. It is this Put's own object only when a
-		// retried request found what its first attempt created (the
-		// response was lost): the token says so.
-		head, herr := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(full)})
-		if herr != nil || head.Metadata[putTokenKey] != token {
-			return ObjectInfo{}, fmt.Errorf("upload %s: %w (another writer created it, or is creating it; objects are never replaced: delete it first, or use another key): %w", s.name(full), ErrExists, err)
-		}
-		versionID, etag = head.VersionId, head.ETag
+	if err == nil {
+		return versionID, etag, nil
 	}
-	s.lg.Debug("upload completed", "object", s.name(full), "bytes", body.n)
-	if body.err != nil {
-		// Cannot happen: the transfer manager stops at the first error.
-		return ObjectInfo{}, fmt.Errorf("upload %s: %w", s.name(full), body.err)
+	var mpe transfermanager.MultipartUploadError
+	if errors.As(err, &mpe) {
+		// The transfer manager aborts failed uploads itself; make sure,
+		// since an upload left behind is invisible storage that is paid
+		// for.
+		s.abortUpload(ctx, full, mpe.UploadID())
 	}
+	if (opts.LockMode != "" || opts.LegalHold) && isLockUnsupported(err) {
+		return nil, nil, fmt.Errorf("upload %s: %w: %w", s.name(full), s.errNoLock(), err)
+	}
+	if isStatus(err, 501) {
+		return nil, nil, fmt.Errorf("upload %s: the S3 server does not support conditional writes (If-None-Match: *), which lifeboat needs so that no object is ever overwritten (use a server that supports them, e.g. AWS S3, versitygw): %w", s.name(full), err)
+	}
+	if !isStatus(err, 412) && !isStatus(err, 409) {
+		return nil, nil, fmt.Errorf("upload %s: %w", s.name(full), err)
+	}
+	head, herr := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(full)})
+	if herr != nil || head.Metadata[putTokenKey] != token {
+		return nil, nil, fmt.Errorf("upload %s: %w (another writer created it, or is creating it; objects are never replaced: delete it first, or use another key): %w", s.name(full), ErrExists, err)
+	}
+	return head.VersionId, head.ETag, nil
+}
 
-	in2 := &s3.HeadObjectInput{
+// confirm reads back the stored object's metadata (HEAD, with its
+// checksum): this Put's token, the size and the CRC32 of the bytes sent.
+func (s *S3) confirm(ctx context.Context, key, full string, body *putReader, token string, versionID, etag *string) (ObjectInfo, error) {
+	in := &s3.HeadObjectInput{
 		Bucket:       aws.String(s.cfg.Bucket),
 		Key:          aws.String(full),
 		VersionId:    versionID,
@@ -517,10 +545,10 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, opts PutOptions) 
 	}
 	if versionID == nil {
 		// Without versions, make sure it is this upload that is checked.
-		in2.IfMatch = etag
+		in.IfMatch = etag
 	}
 	sha := hex.EncodeToString(body.sha.Sum(nil))
-	head, err := s.client.HeadObject(ctx, in2)
+	head, err := s.client.HeadObject(ctx, in)
 	if err != nil {
 		// A 412 here means the object was deleted and created anew since:
 		// this Put's object is gone, which is no success.

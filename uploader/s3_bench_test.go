@@ -4,15 +4,13 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"runtime/metrics"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/lifeboat-dev/lifeboat/internal/test/jobtest"
 	"github.com/lifeboat-dev/lifeboat/internal/test/s3test"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -32,7 +30,7 @@ func BenchmarkS3Put(b *testing.B) {
 	})
 
 	runtime.GC()
-	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) // reset VmHWM
+	jobtest.ClearHWM()
 	stop := sampleHeap()
 	b.SetBytes(size)
 	b.ResetTimer()
@@ -50,7 +48,7 @@ func BenchmarkS3Put(b *testing.B) {
 	b.StopTimer()
 	peakHeap := stop()
 	b.ReportMetric(float64(peakHeap)/(1<<20), "peak-heap-MiB")
-	if hwm, err := vmHWM(); err == nil {
+	if hwm, err := jobtest.VmHWM(); err == nil {
 		b.ReportMetric(float64(hwm)/(1<<20), "VmHWM-MiB")
 	}
 }
@@ -82,21 +80,6 @@ func sampleHeap() func() uint64 {
 		wg.Wait()
 		return peak
 	}
-}
-
-// vmHWM reads the process's peak resident set size.
-func vmHWM() (int64, error) {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no VmHWM in /proc/self/status")
 }
 
 // newEtcdLikeReader returns n bytes of text shaped like Kubernetes objects in

@@ -316,7 +316,7 @@ func TestS3ConfigValidate(t *testing.T) {
 
 func TestS3ConfigDefaults(t *testing.T) {
 	got := uploader.S3Config{Bucket: "b", Prefix: "/p/"}.WithDefaults()
-	want := uploader.S3Config{Bucket: "b", Prefix: "p", PartSize: 8 << 20, Concurrency: 4, MaxAttempts: 8,
+	want := uploader.S3Config{Bucket: "b", Prefix: "p", PartSize: 5 << 20, Concurrency: 3, MaxAttempts: 8,
 		MaxBackoff: 20 * time.Second, ReadTimeout: 2 * time.Minute}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("WithDefaults (-want +got):\n%s", diff)

@@ -12,10 +12,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"filippo.io/age"
 	"github.com/spf13/cobra"
 
 	"github.com/lifeboat-dev/lifeboat/repository"
-	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/restore/drill"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 )
@@ -99,34 +99,11 @@ func runDrill(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o drill
 	if err != nil {
 		return nil, err
 	}
-	target, pitr, err := restoreOptions{toRevision: o.toRevision, toTime: o.toTime}.target()
+	m, pt, closeLive, err := drillSource(ctx, cfg, lg, backups, ids, o)
 	if err != nil {
 		return nil, err
 	}
-	var (
-		m  *repository.Manifest
-		pt *drill.PointInTimeOptions
-	)
-	if pitr {
-		l, err := backups.List(ctx)
-		if err != nil {
-			return nil, err
-		}
-		plan, err := restore.PlanPointInTime(ctx, backups, l, target, ids)
-		if err != nil {
-			return nil, fmt.Errorf("point-in-time drill: %w: nothing was drilled", err)
-		}
-		liftMemoryLimit()
-		sess, err := snapshot.Dial(ctx, etcdConfig(cfg), lg)
-		if err != nil {
-			return nil, fmt.Errorf("point-in-time drill: the live cluster: %w", err)
-		}
-		defer sess.Close()
-		pt = &drill.PointInTimeOptions{Plan: plan, Live: drill.SessionLive(sess)}
-		m = plan.Snapshot
-	} else if m, err = selectBackup(ctx, backups, o.ref, "", time.Now()); err != nil {
-		return nil, err
-	}
+	defer closeLive()
 	if o.output == "table" {
 		fmt.Fprintf(out, "drilling backup %s (revision %d, %d keys, %s) in %s\n", m.ID, m.Revision, m.TotalKeys, humanBytes(m.DBSize), cfg.Drill.ScratchDir)
 		if pt != nil {
@@ -141,6 +118,37 @@ func runDrill(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o drill
 		Timeout: cfg.Drill.Timeout, Progress: p.update, Logger: lg, Version: Version, PointInTime: pt,
 	})
 	p.done()
+	return drillResult(out, backups, m, o, d, err)
+}
+
+// drillSource is the backup to drill: the one --backup selects, or, for
+// a point in time, the plan's snapshot with the plan and a session to the
+// live cluster (closed by closeLive), lifeboat's soft memory limit lifted
+// for the replay.
+func drillSource(ctx context.Context, cfg *Config, lg *slog.Logger, backups *repository.Repo, ids []age.Identity, o drillOptions) (_ *repository.Manifest, _ *drill.PointInTimeOptions, closeLive func(), _ error) {
+	target, pitr, err := restoreOptions{toRevision: o.toRevision, toTime: o.toTime}.target()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if !pitr {
+		m, err := selectBackup(ctx, backups, o.ref, "", time.Now())
+		return m, nil, func() {}, err
+	}
+	plan, err := planPointInTime(ctx, backups, ids, target, "drill", "drilled")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	sess, err := snapshot.Dial(ctx, etcdConfig(cfg), lg)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("point-in-time drill: the live cluster: %w", err)
+	}
+	return plan.Snapshot, &drill.PointInTimeOptions{Plan: plan, Live: drill.SessionLive(sess)}, func() { sess.Close() }, nil
+}
+
+// drillResult prints the drill d of backup m (its error err) as
+// --output says and returns the command's report and error: a verdict
+// with the report stored, or an error of the run with none stored.
+func drillResult(out io.Writer, backups *repository.Repo, m *repository.Manifest, o drillOptions, d drill.Stored, err error) (*repository.DrillReport, error) {
 	rep := d.Report
 	if rep == nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"os"
 	"runtime/debug"
 	"testing"
@@ -35,6 +36,40 @@ func TestMemoryLimitByCommand(t *testing.T) {
 			runCLI(t, nil, append(tc.args, store...)...) // fails: nothing listens; the limit is set before
 			if got := debug.SetMemoryLimit(-1); got != tc.want {
 				t.Errorf("soft memory limit %d MiB, want %d MiB", got>>20, tc.want>>20)
+			}
+		})
+	}
+}
+
+// TestUploadBuffersCapture: a daemon that captures adds capture's bound
+// (capture.max_buffer_bytes and two segments being encoded) to the
+// upload's part buffers, so that its soft memory limit does not fall
+// below what its bounded buffers may hold at a burst of writes (with the
+// 25 MiB of part buffers alone the limit would be 57 MiB, under capture's
+// 48 MiB plus the runtime).
+func TestUploadBuffersCapture(t *testing.T) {
+	parts := int64(uploader.DefaultS3Concurrency+2) * uploader.DefaultS3PartSize
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		uploads bool
+		want    int64
+	}{
+		{"read-only command", map[string]string{"LIFEBOAT_CAPTURE_ENABLED": "true"}, false, 0},
+		{"s3, no capture", nil, true, parts},
+		{"s3, capture", map[string]string{"LIFEBOAT_CAPTURE_ENABLED": "true"}, true, parts + 32<<20 + 2*(8<<20)},
+		{"s3, capture, own bounds", map[string]string{"LIFEBOAT_CAPTURE_ENABLED": "true",
+			"LIFEBOAT_CAPTURE_MAX_BUFFER_BYTES": "64MiB", "LIFEBOAT_CAPTURE_MAX_SEGMENT_BYTES": "4MiB"}, true, parts + 64<<20 + 2*(4<<20)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{"LIFEBOAT_STORE_URL": "s3://bucket/etcd", "LIFEBOAT_STORE_S3_REGION": "us-east-1"}
+			maps.Copy(env, tc.env)
+			cfg, err := LoadConfig("", func(k string) string { return env[k] }, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := uploadBuffers(cfg, tc.uploads); got != tc.want {
+				t.Errorf("uploadBuffers = %d MiB, want %d MiB", got>>20, tc.want>>20)
 			}
 		})
 	}

@@ -175,13 +175,9 @@ func selectBackup(ctx context.Context, b *repository.Repo, ref, before string, n
 
 func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o restoreOptions, now time.Time) error {
 	out := a.stdout
-	var owner *restore.Owner
-	if o.owner != "" {
-		ow, err := restore.ParseOwner(o.owner)
-		if err != nil {
-			return usagef("--owner: %w", err)
-		}
-		owner = &ow
+	owner, err := o.parseOwner()
+	if err != nil {
+		return err
 	}
 	backups, err := openBackups(ctx, cfg, lg)
 	if err != nil {
@@ -191,26 +187,11 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 	if err != nil {
 		return err
 	}
-	target, pitr, err := o.target()
+	m, plan, release, err := restoreSource(ctx, backups, ids, o, now)
 	if err != nil {
 		return err
 	}
-	var plan *restore.PointInTimePlan
-	var m *repository.Manifest
-	if pitr {
-		l, err := backups.List(ctx)
-		if err != nil {
-			return err
-		}
-		if plan, err = restore.PlanPointInTime(ctx, backups, l, target, ids); err != nil {
-			return fmt.Errorf("point-in-time restore: %w: nothing was changed", err)
-		}
-		defer repository.Hold(plan.Keys(backups)...)()
-		m = plan.Snapshot
-		liftMemoryLimit()
-	} else if m, err = selectBackup(ctx, backups, o.ref, o.before, now); err != nil {
-		return err
-	}
+	defer release()
 	ropts := restore.RestoreOptions{
 		DataDir: o.dataDir, WALDir: o.walDir, Name: o.name, InitialCluster: o.cluster,
 		InitialClusterToken: o.token, PeerURLs: o.peerURLs,
@@ -226,59 +207,26 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 	if plan != nil {
 		printPlan(out, plan)
 	}
-
-	var planned []restore.PlannedMember
-	if o.dataDir != "" {
-		planned, err = restore.Plan(ropts)
-		if errors.Is(err, restore.ErrDataDirInUse) {
-			return err
-		}
-		if err != nil {
-			return usageError{err}
-		}
-		var refused []string
-		for _, p := range planned {
-			for _, d := range p.NonEmpty {
-				if !o.force {
-					refused = append(refused, d)
-				}
-			}
-		}
-		if len(refused) > 0 && !o.dryRun {
-			return fmt.Errorf("%s: %w: nothing was changed (use --force to move it aside)", strings.Join(refused, ", "), restore.ErrDataDirNotEmpty)
-		}
+	planned, err := planRestore(ropts, o)
+	if err != nil {
+		return err
 	}
-
 	if o.dryRun && plan == nil {
 		return runRestoreDryRun(ctx, a, cfg, lg, o, backups, ids, m, planned)
 	}
-
-	spoolDir := cfg.Snapshot.SpoolDir
-	if err := os.MkdirAll(spoolDir, 0o700); err != nil {
-		return fmt.Errorf("spool directory %s: %w", spoolDir, err)
+	spool, err := fetchVerified(ctx, a, cfg, lg, backups, ids, m)
+	if spool != "" {
+		defer writeback.Remove(spool) // in steps: other members may share the disk
 	}
-	spool := filepath.Join(spoolDir, fmt.Sprintf("lifeboat-restore-%s-%d.db", m.ID, os.Getpid()))
-	defer writeback.Remove(spool) // in steps: other members may share the disk
-	p := newProgress(a.stderr, lg, "download", m.ObjectSize)
-	start := time.Now()
-	_, err = repository.Fetch(ctx, backups, m, spool, repository.FetchOptions{Identities: ids, Progress: p.update})
-	p.done()
 	if err != nil {
-		return fmt.Errorf("fetch backup %s: %w", m.ID, err)
+		return err
 	}
-	if _, err := repository.CheckFile(ctx, spool, m); err != nil {
-		return fmt.Errorf("backup %s failed verification, nothing was restored: %w", m.ID, err)
-	}
-	fmt.Fprintf(out, "fetched and verified in %.1fs: object sha256, etcd's sha256 trailer, bbolt check, revision, keys and hashes match the manifest\n", time.Since(start).Seconds())
 	if plan != nil {
-		st, err := restore.Replay(ctx, spool, plan, backups, ids, lg)
-		if err != nil {
-			return fmt.Errorf("point-in-time restore to revision %d: %w: nothing was restored", plan.Revision, err)
+		if err := replayPlan(ctx, out, spool, plan, backups, ids, lg); err != nil {
+			return err
 		}
-		fmt.Fprintf(out, "replayed %d revisions (%d operations, %d segments, %d leases recreated) onto snapshot %s in %.1fs (%.0f revisions/s): the database is at revision %d\n",
-			st.Revisions, st.Ops, st.Segments, st.Leases, m.ID, st.Seconds, st.Rate(), st.To)
 		// The replayed file is no longer the snapshot its trailer hashed
-		// (checked above): etcdutl must not check it again.
+		// (checked by fetchVerified): etcdutl must not check it again.
 		ropts.SkipHashCheck = true
 		if o.dryRun {
 			fmt.Fprintln(out, "dry run: the point in time replays; no data dir was written and the result was not booted")
@@ -292,8 +240,124 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 			return nil
 		}
 	}
-
 	ropts.SnapshotPath = spool
+	return restoreMembers(ctx, out, ropts, m, o)
+}
+
+// parseOwner is --owner's owner (nil: none).
+func (o restoreOptions) parseOwner() (*restore.Owner, error) {
+	if o.owner == "" {
+		return nil, nil
+	}
+	ow, err := restore.ParseOwner(o.owner)
+	if err != nil {
+		return nil, usagef("--owner: %w", err)
+	}
+	return &ow, nil
+}
+
+// restoreSource is the backup to restore: the one --backup or --before
+// selects, or, for a point in time, the plan's snapshot with the plan
+// (its objects held until release, and lifeboat's soft memory limit
+// lifted for the replay).
+func restoreSource(ctx context.Context, backups *repository.Repo, ids []age.Identity, o restoreOptions, now time.Time) (*repository.Manifest, *restore.PointInTimePlan, func(), error) {
+	target, pitr, err := o.target()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if !pitr {
+		m, err := selectBackup(ctx, backups, o.ref, o.before, now)
+		return m, nil, func() {}, err
+	}
+	plan, err := planPointInTime(ctx, backups, ids, target, "restore", "changed")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return plan.Snapshot, plan, repository.Hold(plan.Keys(backups)...), nil
+}
+
+// planPointInTime lists the store and plans a point-in-time what
+// (restore, drill) to target (a failure there: "nothing was" done), and
+// lifts lifeboat's soft memory limit for the replay.
+func planPointInTime(ctx context.Context, backups *repository.Repo, ids []age.Identity, target restore.Target, what, done string) (*restore.PointInTimePlan, error) {
+	l, err := backups.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := restore.PlanPointInTime(ctx, backups, l, target, ids)
+	if err != nil {
+		return nil, fmt.Errorf("point-in-time %s: %w: nothing was %s", what, err, done)
+	}
+	liftMemoryLimit()
+	return plan, nil
+}
+
+// planRestore plans the members of a restore into --data-dir (none
+// without it) and refuses non-empty directories without --force, unless
+// it is a dry run, which reports them.
+func planRestore(ropts restore.RestoreOptions, o restoreOptions) ([]restore.PlannedMember, error) {
+	if o.dataDir == "" {
+		return nil, nil
+	}
+	planned, err := restore.Plan(ropts)
+	if errors.Is(err, restore.ErrDataDirInUse) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, usageError{err}
+	}
+	var refused []string
+	for _, p := range planned {
+		for _, d := range p.NonEmpty {
+			if !o.force {
+				refused = append(refused, d)
+			}
+		}
+	}
+	if len(refused) > 0 && !o.dryRun {
+		return nil, fmt.Errorf("%s: %w: nothing was changed (use --force to move it aside)", strings.Join(refused, ", "), restore.ErrDataDirNotEmpty)
+	}
+	return planned, nil
+}
+
+// fetchVerified fetches backup m into the spool directory and verifies
+// it against its manifest, and returns the file, also with an error once
+// it was named: the caller removes it.
+func fetchVerified(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, backups *repository.Repo, ids []age.Identity, m *repository.Manifest) (string, error) {
+	spoolDir := cfg.Snapshot.SpoolDir
+	if err := os.MkdirAll(spoolDir, 0o700); err != nil {
+		return "", fmt.Errorf("spool directory %s: %w", spoolDir, err)
+	}
+	spool := filepath.Join(spoolDir, fmt.Sprintf("lifeboat-restore-%s-%d.db", m.ID, os.Getpid()))
+	p := newProgress(a.stderr, lg, "download", m.ObjectSize)
+	start := time.Now()
+	_, err := repository.Fetch(ctx, backups, m, spool, repository.FetchOptions{Identities: ids, Progress: p.update})
+	p.done()
+	if err != nil {
+		return spool, fmt.Errorf("fetch backup %s: %w", m.ID, err)
+	}
+	if _, err := repository.CheckFile(ctx, spool, m); err != nil {
+		return spool, fmt.Errorf("backup %s failed verification, nothing was restored: %w", m.ID, err)
+	}
+	fmt.Fprintf(a.stdout, "fetched and verified in %.1fs: object sha256, etcd's sha256 trailer, bbolt check, revision, keys and hashes match the manifest\n", time.Since(start).Seconds())
+	return spool, nil
+}
+
+// replayPlan replays the point-in-time plan onto the fetched snapshot
+// spool and says what it applied.
+func replayPlan(ctx context.Context, out io.Writer, spool string, plan *restore.PointInTimePlan, backups *repository.Repo, ids []age.Identity, lg *slog.Logger) error {
+	st, err := restore.Replay(ctx, spool, plan, backups, ids, lg)
+	if err != nil {
+		return fmt.Errorf("point-in-time restore to revision %d: %w: nothing was restored", plan.Revision, err)
+	}
+	fmt.Fprintf(out, "replayed %d revisions (%d operations, %d segments, %d leases recreated) onto snapshot %s in %.1fs (%.0f revisions/s): the database is at revision %d\n",
+		st.Revisions, st.Ops, st.Segments, st.Leases, plan.Snapshot.ID, st.Seconds, st.Rate(), st.To)
+	return nil
+}
+
+// restoreMembers restores the members of ropts from backup m's file,
+// saying each, and prints how to start them.
+func restoreMembers(ctx context.Context, out io.Writer, ropts restore.RestoreOptions, m *repository.Manifest, o restoreOptions) error {
 	ropts.OnMember = func(rm restore.RestoredMember) {
 		fmt.Fprintf(out, "restored member %s into %s (%.1fs)\n", rm.Name, rm.DataDir, rm.Seconds)
 		if rm.MovedAside != "" {

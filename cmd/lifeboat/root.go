@@ -43,13 +43,27 @@ func (a *app) loadConfig(uploads bool) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	setMemoryLimit(uploadBuffers(cfg, uploads))
+	return cfg, nil
+}
+
+// uploadBuffers is what a command that stores (uploads) holds in bounded
+// buffers on top of the runtime's headroom: the S3 upload's part buffers,
+// and, in a daemon that captures, capture's bound (its buffered changes
+// and a segment being encoded, up to two of them).
+func uploadBuffers(cfg *Config, uploads bool) int64 {
+	if !uploads {
+		return 0
+	}
 	var buffers int64
-	if u, err := uploader.ParseStoreURL(cfg.Store.URL); err == nil && u.Scheme == "s3" && uploads {
+	if u, err := uploader.ParseStoreURL(cfg.Store.URL); err == nil && u.Scheme == "s3" {
 		s3 := cfg.s3Config(u).WithDefaults()
 		buffers = int64(s3.Concurrency+2) * s3.PartSize
 	}
-	setMemoryLimit(buffers)
-	return cfg, nil
+	if cfg.Capture.Enabled {
+		buffers += cfg.Capture.MaxBufferBytes + 2*cfg.Capture.MaxSegmentBytes
+	}
+	return buffers
 }
 
 func (a *app) logger(c *Config) *slog.Logger {

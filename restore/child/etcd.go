@@ -252,8 +252,40 @@ type childSpec struct {
 	dial         func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
+// startChild starts the server o and c describe in a child process and
+// waits until it serves clients.
 func startChild(ctx context.Context, o EtcdOptions, c childSpec) (*Etcd, error) {
-	args := []string{
+	bin, kind, args, err := etcdCommand(o, c)
+	if err != nil {
+		return nil, err
+	}
+	// Not CommandContext: the server must outlive ctx until Close.
+	cmd := exec.Command(bin, args...)
+	cmd.Env = childEnv(os.Environ())
+	cmd.Dir = c.dir
+	out := &syncbuf.Buffer{Max: 1 << 20} // etcd logs for the whole drill
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = childAttr()
+	tr := &http.Transport{DialContext: c.dial, DisableKeepAlives: true}
+	s := &Etcd{
+		cmd: cmd, exited: make(chan struct{}), out: out,
+		hc: &http.Client{Timeout: time.Second, Transport: tr}, health: c.health,
+		ClientURL: c.clientURL, PeerURL: o.PeerURL, Name: o.Name, SocketDir: c.dir, Kind: kind,
+	}
+	if err := s.start(); err != nil {
+		return nil, fmt.Errorf("start etcd %s: %w", bin, err)
+	}
+	if err := s.waitReady(ctx, o); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// etcdCommand is the executable, the description for reports and the
+// arguments of the server o and c describe: this program with
+// EtcdCommand (and --no-sync with o.NoSync), or o.Binary.
+func etcdCommand(o EtcdOptions, c childSpec) (bin, kind string, args []string, _ error) {
+	args = []string{
 		"--name", o.Name,
 		"--data-dir", o.DataDir,
 		"--listen-client-urls", c.listenClient,
@@ -272,71 +304,67 @@ func startChild(ctx context.Context, o EtcdOptions, c childSpec) (*Etcd, error) 
 	if o.DataDir != "" {
 		abs, err := filepath.Abs(o.DataDir)
 		if err != nil {
-			return nil, fmt.Errorf("data directory %s: %w", o.DataDir, err)
+			return "", "", nil, fmt.Errorf("data directory %s: %w", o.DataDir, err)
 		}
 		args[3] = abs // the child may run in another directory
 	}
-	bin, kind := o.Binary, o.Binary
-	if bin == "" {
-		self, err := selfExecutable()
-		if err != nil {
-			return nil, err
-		}
-		bin, kind = self, "etcd "+version.Version+" (lifeboat "+EtcdCommand+")"
-		args = append([]string{EtcdCommand}, args...)
-		if o.NoSync {
-			args = append(args, "--no-sync")
-		}
+	if o.Binary != "" {
+		return o.Binary, o.Binary, args, nil
 	}
-	// Not CommandContext: the server must outlive ctx until Close.
-	cmd := exec.Command(bin, args...)
-	cmd.Env = childEnv(os.Environ())
-	cmd.Dir = c.dir
-	out := &syncbuf.Buffer{Max: 1 << 20} // etcd logs for the whole drill
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = childAttr()
-	tr := &http.Transport{DialContext: c.dial, DisableKeepAlives: true}
-	s := &Etcd{
-		cmd: cmd, exited: make(chan struct{}), out: out,
-		hc: &http.Client{Timeout: time.Second, Transport: tr}, health: c.health,
-		ClientURL: c.clientURL, PeerURL: o.PeerURL, Name: o.Name, SocketDir: c.dir, Kind: kind,
+	self, err := selfExecutable()
+	if err != nil {
+		return "", "", nil, err
 	}
+	args = append([]string{EtcdCommand}, args...)
+	if o.NoSync {
+		args = append(args, "--no-sync")
+	}
+	return self, "etcd " + version.Version + " (lifeboat " + EtcdCommand + ")", args, nil
+}
+
+// start starts the server's process and a goroutine that waits for it
+// (s.exited), on an OS thread of its own: Pdeathsig fires when the
+// thread that started the child ends, so the goroutine keeps its thread
+// until the child has exited.
+func (s *Etcd) start() error {
 	started := make(chan error, 1)
 	go func() {
-		// Pdeathsig fires when the thread that started the child ends:
-		// keep this goroutine on its thread until the child has exited.
 		runtime.LockOSThread()
 		s.oom = oomKills()
-		err := cmd.Start()
+		err := s.cmd.Start()
 		started <- err
 		if err == nil {
 			if onStart != nil {
-				onStart(cmd)
+				onStart(s.cmd)
 			}
-			s.waitErr = cmd.Wait()
+			s.waitErr = s.cmd.Wait()
 		}
 		close(s.exited)
 	}()
-	if err := <-started; err != nil {
-		return nil, fmt.Errorf("start etcd %s: %w", bin, err)
-	}
+	return <-started
+}
+
+// waitReady waits until the server serves clients, it exits (an error
+// wrapping ErrEtcdExited), o.ReadyTimeout passes or ctx ends (then it is
+// stopped).
+func (s *Etcd) waitReady(ctx context.Context, o EtcdOptions) error {
 	deadline := time.NewTimer(o.ReadyTimeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		if s.healthy(ctx) {
-			return s, nil
+			return nil
 		}
 		select {
 		case <-s.exited:
-			return nil, fmt.Errorf("etcd on %s: %w", o.DataDir, s.exitError())
+			return fmt.Errorf("etcd on %s: %w", o.DataDir, s.exitError())
 		case <-deadline.C:
 			s.Close()
-			return nil, fmt.Errorf("etcd on %s not ready after %s: %s", o.DataDir, o.ReadyTimeout, lastLines(out.String(), 5))
+			return fmt.Errorf("etcd on %s not ready after %s: %s", o.DataDir, o.ReadyTimeout, lastLines(s.out.String(), 5))
 		case <-ctx.Done():
 			s.Close()
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-tick.C:
 		}
 	}

@@ -291,67 +291,18 @@ func (p *pruner) plan(ctx context.Context) (*Plan, error) {
 	}
 	plan := &Plan{Now: p.now, Unreadable: l.Unreadable}
 
-	// Ids that are, or may be, backups: their objects and drill reports
-	// are never orphans.
-	known := map[string]bool{}
-	for _, u := range l.Unreadable {
-		known[idOf(u.Key)] = true
-	}
-	// How many manifests name each data object: one shared by two
-	// manifests (a hand-made copy) must not go with the first.
-	claims := map[string]int{}
-	var ok []repository.Entry
-	for _, e := range l.Backups {
-		known[e.Manifest.ID] = true
-		claims[e.Manifest.Object]++
-		if e.State == repository.StateOK {
-			ok = append(ok, e)
-		} else {
-			plan.Broken = append(plan.Broken, e)
-		}
-	}
-
-	in := make([]retention.Backup, len(ok))
-	byID := make(map[string]repository.Entry, len(ok))
-	for i, e := range ok {
-		m := e.Manifest
-		in[i] = retention.Backup{
-			ID:           m.ID,
-			Time:         m.CreatedAt,
-			Size:         e.Object.Size,
-			DrillPassed:  p.job.DrillPassed[m.ID] && !p.job.DrillUnknown[m.ID],
-			DrillUnknown: p.job.DrillUnknown[m.ID],
-			Locked:       Locked(m, p.now) || e.Object.Locked(p.now),
-		}
-		byID[m.ID] = e
-	}
+	known, claims, ok := sortEntries(l, plan)
+	in, byID := p.retentionInput(ok)
 	windows, err := p.b.Windows(ctx, l)
 	if err != nil {
 		return nil, fmt.Errorf("prune: %w", err)
 	}
-	var gens []retention.Generation
-	for _, w := range windows {
-		if w.Anchor != nil {
-			gens = append(gens, retention.Generation{ID: w.Generation, End: w.ThroughTime})
-		}
-	}
-	decisions, genDecisions, err := retention.PlanChanges(in, gens, p.job.Policy, p.now)
+	decisions, genDecisions, err := retention.PlanChanges(in, generations(windows), p.job.Policy, p.now)
 	if err != nil {
 		return nil, fmt.Errorf("prune: %w", err)
 	}
-	plan.Backups = make([]PlannedBackup, len(decisions))
-	for i, d := range decisions {
-		pb := PlannedBackup{Decision: d, Entry: byID[d.Backup.ID], Action: ActionKeep}
-		switch {
-		case d.Keep && len(d.Reasons) == 1 && d.Reasons[0] == "locked":
-			pb.Action = ActionLocked
-		case !d.Keep:
-			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("prune: %w", err)
-			}
-			pb.Action, pb.Problem = p.checkDelete(ctx, pb.Entry, claims)
-		}
-		plan.Backups[i] = pb
+	if err := p.planBackups(ctx, plan, decisions, byID, claims); err != nil {
+		return nil, err
 	}
 	p.planGenerations(ctx, plan, windows, genDecisions, known)
 
@@ -373,6 +324,81 @@ func (p *pruner) plan(ctx context.Context) (*Plan, error) {
 		p.fail(err)
 	}
 	return plan, nil
+}
+
+// sortEntries sorts the listing's backups: the ok ones, returned, and
+// the broken ones, in plan.Broken. It returns the ids that are, or may
+// be, backups (known: their objects and drill reports are never
+// orphans), and how many manifests name each data object (claims: one
+// shared by two manifests, a hand-made copy, must not go with the first).
+func sortEntries(l *repository.Listing, plan *Plan) (known map[string]bool, claims map[string]int, ok []repository.Entry) {
+	known = map[string]bool{}
+	for _, u := range l.Unreadable {
+		known[idOf(u.Key)] = true
+	}
+	claims = map[string]int{}
+	for _, e := range l.Backups {
+		known[e.Manifest.ID] = true
+		claims[e.Manifest.Object]++
+		if e.State == repository.StateOK {
+			ok = append(ok, e)
+		} else {
+			plan.Broken = append(plan.Broken, e)
+		}
+	}
+	return known, claims, ok
+}
+
+// retentionInput is the ok backups as the policy sees them, and the
+// entries by id.
+func (p *pruner) retentionInput(ok []repository.Entry) ([]retention.Backup, map[string]repository.Entry) {
+	in := make([]retention.Backup, len(ok))
+	byID := make(map[string]repository.Entry, len(ok))
+	for i, e := range ok {
+		m := e.Manifest
+		in[i] = retention.Backup{
+			ID:           m.ID,
+			Time:         m.CreatedAt,
+			Size:         e.Object.Size,
+			DrillPassed:  p.job.DrillPassed[m.ID] && !p.job.DrillUnknown[m.ID],
+			DrillUnknown: p.job.DrillUnknown[m.ID],
+			Locked:       Locked(m, p.now) || e.Object.Locked(p.now),
+		}
+		byID[m.ID] = e
+	}
+	return in, byID
+}
+
+// generations is the change windows with an anchor, as the policy sees
+// them.
+func generations(windows []repository.Window) []retention.Generation {
+	var gens []retention.Generation
+	for _, w := range windows {
+		if w.Anchor != nil {
+			gens = append(gens, retention.Generation{ID: w.Generation, End: w.ThroughTime})
+		}
+	}
+	return gens
+}
+
+// planBackups turns the policy's decisions into the plan's backups and
+// their actions: kept, locked, or deleted when checkDelete allows it.
+func (p *pruner) planBackups(ctx context.Context, plan *Plan, decisions []retention.Decision, byID map[string]repository.Entry, claims map[string]int) error {
+	plan.Backups = make([]PlannedBackup, len(decisions))
+	for i, d := range decisions {
+		pb := PlannedBackup{Decision: d, Entry: byID[d.Backup.ID], Action: ActionKeep}
+		switch {
+		case d.Keep && len(d.Reasons) == 1 && d.Reasons[0] == "locked":
+			pb.Action = ActionLocked
+		case !d.Keep:
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("prune: %w", err)
+			}
+			pb.Action, pb.Problem = p.checkDelete(ctx, pb.Entry, claims)
+		}
+		plan.Backups[i] = pb
+	}
+	return nil
 }
 
 // checkDelete decides whether backup e, which no rule keeps, can be
