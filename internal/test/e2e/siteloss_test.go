@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
@@ -33,6 +31,9 @@ const (
 	// siteSnapshotEvery is the agent's snapshot schedule: a backup (and
 	// its kit) every few seconds besides capture's anchor.
 	siteSnapshotEvery = 3 * time.Second
+	// siteCopyEvery is agent.copy_interval: how soon captured changes
+	// reach the copy.
+	siteCopyEvery = time.Second
 )
 
 // TestSiteLoss is issue 22's proof: the whole site is lost (the primary
@@ -49,8 +50,9 @@ const (
 // rest. It writes a namespace with Secrets, ConfigMaps and a
 // ServiceAccount, and a token of that account is issued (TokenRequest).
 // `lifeboat agent` backs up on a short schedule with the kit (the kubeadm
-// preset under kit.root, age), captures, and the copy store gets it all;
-// more is written after the first backup, so that only capture has it.
+// preset under kit.root, age), captures, and copies everything to a copy
+// store (copies:, its own versitygw and credentials); more is written
+// after the first backup, so that only capture has it.
 //
 // Then everything is destroyed, and from the copy: `kit verify latest`
 // checks the kit (decrypted, every pair matching), `kit restore latest
@@ -111,6 +113,8 @@ func (x *siteLoss) runSite(t *testing.T) {
 	id, idFile := kittest.Identity(t, x.outside)
 	x.idFile = idFile
 	x.lb = x.stores.siteLifeboat(t, x.lifeboat, id.Recipient().String(), idFile, x.site.etcdFlags())
+	x.lb.agentConfig = x.stores.copiesConfig()
+	needCopies(t, x.lb)
 	x.agent = x.lb.capture(t, []string{x.site.etcd.ClientURL}, x.site.agentArgs()...)
 	x.agent.waitCaptured(t, currentRevision(t, x.site.cli))
 	x.vault.writeMore(t, c) // after the first backup: only capture has these
@@ -120,7 +124,7 @@ func (x *siteLoss) runSite(t *testing.T) {
 	x.site.checkEncryptedAtRest(t, x.vault)
 	checkToken(t, c, x.vault)
 	x.dr = x.stores.copyLifeboat(t, x.lifeboat, idFile, x.outside)
-	waitCopy(t, x.stores, x.agent, x.dr, x.through)
+	waitCopy(t, x.dr, x.agent, x.through)
 	x.tree = readTree(t, x.site.root, x.site.tree.Files)
 	t.Logf("site up, written, backed up and copied in %.1fs", time.Since(x.begin).Seconds())
 }
@@ -267,48 +271,39 @@ func (st *stores) copyLifeboat(t *testing.T, bin, idFile, outside string) *lifeb
 	}
 }
 
-// waitCopy waits until the copy holds a backup with its kit and is
-// recoverable through revision through.
-//
-// COPY: until copies land on main this fills the copy the simplest
-// honest way: once the agent has stopped writing (it is stopped here),
-// every object of the primary bucket is copied to the copy bucket as it
-// is, byte for byte. With copies, the agent's `copies:` config does it
-// while running, and this only waits.
-func waitCopy(t *testing.T, st *stores, agent *captureAgent, dr *lifeboat, through int64) {
+// copiesConfig is the agent's copies: section, a copy named dr in the
+// copy store, reached with its own profile.
+func (st *stores) copiesConfig() string {
+	return fmt.Sprintf(`copies:
+  - name: %s
+    url: s3://%s/lb
+    s3:
+      endpoint: %q
+      region: %q
+      path_style: true
+      profile: %s
+`, copyProfile, copyBucket, st.copy.Endpoint, st.copy.Region, copyProfile)
+}
+
+// needCopies fails the test (never skips it) when lifeboat does not take
+// the copies: section: without copies there is nothing to restore from.
+func needCopies(t *testing.T, l *lifeboat) {
 	t.Helper()
-	agent.stop(t)
-	ctx := t.Context()
-	from, to := st.site.Client(t), st.copy.Client(t)
-	var token *string
-	for {
-		page, err := from.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(siteBucket), ContinuationToken: token})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range page.Contents {
-			obj, err := from.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(siteBucket), Key: o.Key})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var b bytes.Buffer
-			_, err = b.ReadFrom(obj.Body)
-			obj.Body.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := to.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(copyBucket), Key: o.Key, Body: bytes.NewReader(b.Bytes())}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if page.NextContinuationToken == nil {
-			break
-		}
-		token = page.NextContinuationToken
+	f := filepath.Join(t.TempDir(), "copies.yaml")
+	if err := os.WriteFile(f, []byte(fmt.Sprintf("store:\n  url: %q\n%s", l.store, l.agentConfig)), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	if r := newestRevision(t, dr); r < through {
-		t.Fatalf("the copy is recoverable through %d, want %d", r, through)
+	if code, out, errOut := l.runCode(t, "config", "check", "--config", f); code != 0 {
+		t.Fatalf("lifeboat refuses the agent's copies: section (exit %d): the site-loss test needs the agent to copy to a second store (issue 22's copies)\n%s%s", code, out, errOut)
 	}
+}
+
+// waitCopy waits until the agent's copy holds a backup with its kit (two
+// of them) and is recoverable through revision through, reading the copy
+// as the SRE will, with its credentials only.
+func waitCopy(t *testing.T, dr *lifeboat, agent *captureAgent, through int64) {
+	t.Helper()
+	agent.waitCapturedIn(t, dr, through)
 	size, keys := waitKitBackups(t, dr, 2)
 	t.Logf("the copy's newest backup: %d keys, a %d KiB database", keys, size>>10)
 }
@@ -346,9 +341,11 @@ func (s *site) etcdFlags() []string {
 }
 
 // agentArgs are the agent's flags beyond capture's: the kit of the
-// kubeadm preset under the fake root, and a short snapshot schedule.
+// kubeadm preset under the fake root, a short snapshot schedule and copy
+// interval.
 func (s *site) agentArgs() []string {
-	return []string{"--kit-path", "kubeadm", "--kit-root", s.root, "--snapshot-schedule", "@every " + siteSnapshotEvery.String()}
+	return []string{"--kit-path", "kubeadm", "--kit-root", s.root, "--snapshot-schedule", "@every " + siteSnapshotEvery.String(),
+		"--copy-interval", siteCopyEvery.String()}
 }
 
 // etcdTLS is how kubeadm's etcd serves with the certificates under pki:
