@@ -88,6 +88,8 @@ type Status struct {
 	Stale        bool           `json:"stale"`
 	// Capture is the capture job's state (absent when capture is off).
 	Capture *CaptureStatus `json:"capture,omitempty"`
+	// Copies are the copy stores' states (absent without copies).
+	Copies []CopyStatus `json:"copies,omitempty"`
 }
 
 // DrillProblem is a backup whose last drill report cannot be read.
@@ -164,6 +166,7 @@ func (a *Agent) Status(ctx context.Context) Status {
 	st.NewestProvenBackup = summary(bs.newestProven, now)
 	st.DrillUnknown = bs.drillUnknown
 	st.Capture = a.captureStatus(now)
+	st.Copies = a.copyStatus()
 
 	st.Leader.IsLeader = a.leaderCtx(ctx, 0) != nil
 	if a.lock != nil {

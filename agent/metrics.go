@@ -108,118 +108,66 @@ type metrics struct {
 // series of every enabled job so that they exist (at 0) from the first
 // scrape.
 func newMetrics(reg prometheus.Registerer, jobs []string, version string) (*metrics, error) {
+	var b metricSet
 	m := &metrics{
-		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "lifeboat_job_last_success_timestamp_seconds",
-			Help: "When a job last succeeded (Unix time; 0: not since start and not known from the store).",
-		}, []string{JobLabel}),
-		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "lifeboat_job_runs_total",
-			Help: "Job runs by result: success, failure, or skipped (the previous run was still going).",
-		}, []string{JobLabel, "result"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "lifeboat_job_duration_seconds",
-			Help:    "How long job runs took (retries of a snapshot included).",
-			Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600},
-		}, []string{JobLabel}),
-		snapSize: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "lifeboat_snapshot_size_bytes",
-			Help: "Size of the last snapshot this agent stored: raw (the etcd database) or stored (after compression and encryption).",
-		}, []string{"kind"}),
-		snapRevision: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "lifeboat_snapshot_revision",
-			Help: "etcd revision of the last snapshot this agent stored.",
-		}),
-		hashKVErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "lifeboat_snapshot_hashkv_errors_total",
-			Help: "Stored backups whose live HashKV comparison failed with an error (not a mismatch, which fails the backup; not a compaction past the revision).",
-		}),
-		backups: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "lifeboat_backups",
-			Help: "Backups in the store by state: ok, locked (ok and under Object Lock or legal hold), broken (data object missing or wrong, or manifest unreadable).",
-		}, []string{"state"}),
-		newest: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "lifeboat_backup_newest_timestamp_seconds",
-			Help: "Creation time of the newest backup whose data object is present (Unix time; 0: none).",
-		}),
-		newestProven: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "lifeboat_backup_newest_proven_timestamp_seconds",
-			Help: "Creation time of the newest backup whose last drill passed (Unix time; 0: none).",
-		}),
-		drillResult: newOptionalGauge("lifeboat_drill_last_result",
+		lastSuccess: b.gaugeVec("lifeboat_job_last_success_timestamp_seconds",
+			"When a job last succeeded (Unix time; 0: not since start and not known from the store).", JobLabel),
+		runs: b.counterVec("lifeboat_job_runs_total",
+			"Job runs by result: success, failure, or skipped (the previous run was still going).", JobLabel, "result"),
+		duration: b.histogramVec("lifeboat_job_duration_seconds", []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600},
+			"How long job runs took (retries of a snapshot included).", JobLabel),
+		snapSize: b.gaugeVec("lifeboat_snapshot_size_bytes",
+			"Size of the last snapshot this agent stored: raw (the etcd database) or stored (after compression and encryption).", "kind"),
+		snapRevision: b.gauge("lifeboat_snapshot_revision",
+			"etcd revision of the last snapshot this agent stored."),
+		hashKVErrors: b.counter("lifeboat_snapshot_hashkv_errors_total",
+			"Stored backups whose live HashKV comparison failed with an error (not a mismatch, which fails the backup; not a compaction past the revision)."),
+		backups: b.gaugeVec("lifeboat_backups",
+			"Backups in the store by state: ok, locked (ok and under Object Lock or legal hold), broken (data object missing or wrong, or manifest unreadable).", "state"),
+		newest: b.gauge("lifeboat_backup_newest_timestamp_seconds",
+			"Creation time of the newest backup whose data object is present (Unix time; 0: none)."),
+		newestProven: b.gauge("lifeboat_backup_newest_proven_timestamp_seconds",
+			"Creation time of the newest backup whose last drill passed (Unix time; 0: none)."),
+		drillResult: b.optional("lifeboat_drill_last_result",
 			"Verdict of the last drill: 1 passed, 0 failed (absent until a drill is known)."),
-		drillTime: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "lifeboat_drill_last_timestamp_seconds",
-			Help: "When the last drill ended, whatever its verdict (Unix time; 0: none known).",
-		}),
-		drillPhase: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "lifeboat_drill_phase_duration_seconds",
-			Help: "Duration of each phase of the last drill this agent ran: fetch, decode, restore, verify, boot, checks.",
-		}, []string{"phase"}),
-		drillRecover: newOptionalGauge("lifeboat_drill_recovery_seconds",
+		drillTime: b.gauge("lifeboat_drill_last_timestamp_seconds",
+			"When the last drill ended, whatever its verdict (Unix time; 0: none known)."),
+		drillPhase: b.gaugeVec("lifeboat_drill_phase_duration_seconds",
+			"Duration of each phase of the last drill this agent ran: fetch, decode, restore, verify, boot, checks.", "phase"),
+		drillRecover: b.optional("lifeboat_drill_recovery_seconds",
 			"Time the last drill this agent ran took from fetching the backup to a healthy restored member (absent until then)."),
-		drillErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "lifeboat_drill_errors_total",
-			Help: "Drill runs that ended without a verdict on a backup (store unreachable, download failed, no space, no identity, timeout): errors of the run, not of the backup.",
-		}),
-		drillErrTime: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "lifeboat_drill_last_error_timestamp_seconds",
-			Help: "When a drill run last ended without a verdict (Unix time; 0: not since start).",
-		}),
-		kitExpiry: newOptionalGauge("lifeboat_kit_cert_expiry_timestamp_seconds",
+		drillErrors: b.counter("lifeboat_drill_errors_total",
+			"Drill runs that ended without a verdict on a backup (store unreachable, download failed, no space, no identity, timeout): errors of the run, not of the backup."),
+		drillErrTime: b.gauge("lifeboat_drill_last_error_timestamp_seconds",
+			"When a drill run last ended without a verdict (Unix time; 0: not since start)."),
+		kitExpiry: b.optional("lifeboat_kit_cert_expiry_timestamp_seconds",
 			"Earliest expiry of the certificates in the recovery kit of the newest backup drilled (Unix time; absent until a drill checked a kit)."),
-		deleted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "lifeboat_retention_deleted_total",
-			Help: "Backups deleted by the retention policy.",
-		}),
-		uploadBytes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "lifeboat_upload_bytes_total",
-			Help: "Bytes handed to the store by snapshot jobs (data objects and manifests, failed uploads included).",
-		}),
-		leader: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "lifeboat_leader",
-			Help: "1 when this agent holds the cluster's lock and runs the scheduled jobs (always 1 without a lock).",
-		}),
-		storeUp: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "lifeboat_store_up",
-			Help: "1 when the last request to the backup store (listing or readiness check) succeeded.",
-		}),
-		notifies: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "lifeboat_notifications_total",
-			Help: "Webhook notifications by result: sent, failed (after retries) or dropped (queue full).",
-		}, []string{"result"}),
-		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "lifeboat_build_info",
-			Help: "Always 1; the version label is lifeboat's version.",
-		}, []string{"version"}),
-		captureEnabled: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "lifeboat_capture_enabled",
-			Help: "1 when this agent is configured to capture changes (capture.enabled), 0 otherwise.",
-		}),
-		captureUp: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "lifeboat_capture_up",
-			Help: "1 while this agent's capture job watches and writes change segments; 0 when it does not (standby, starting, taking its snapshot, restarting after an error, disabled).",
-		}),
-		captureRevision: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "lifeboat_capture_revision",
-			Help: "Durable captured-through etcd revision of this agent's capture: every revision up to it is in stored change segments (0: none yet).",
-		}),
-		captureRecovery: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "lifeboat_capture_recovery_point_timestamp_seconds",
-			Help: "The recovery point of this agent's capture: the latest time a point-in-time restore can reach (Unix time; 0: none yet).",
-		}),
-		captureGaps: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "lifeboat_capture_gaps_total",
-			Help: "Capture generations sealed by a break of continuity, by reason: compacted, cluster_id, revision_backwards, broken_chain (a lost leader lock is none). After each one the capture starts a new generation from a fresh snapshot.",
-		}, []string{"reason"}),
-		captureWindows: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "lifeboat_capture_window_problems",
-			Help: "Capture windows (generations) in the store whose window ends before its stored segments or is not recoverable (a fork by a second writer, missing revisions, no anchor snapshot), as the agent's last listing of the store saw them; 0 without capture.",
-		}),
-		captureRestarts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "lifeboat_capture_restarts_total",
-			Help: "Times the capture job ended while this agent still led and was started again (after a backoff).",
-		}),
+		deleted: b.counter("lifeboat_retention_deleted_total",
+			"Backups deleted by the retention policy."),
+		uploadBytes: b.counter("lifeboat_upload_bytes_total",
+			"Bytes handed to the store by snapshot jobs (data objects and manifests, failed uploads included)."),
+		leader: b.gauge("lifeboat_leader",
+			"1 when this agent holds the cluster's lock and runs the scheduled jobs (always 1 without a lock)."),
+		storeUp: b.gauge("lifeboat_store_up",
+			"1 when the last request to the backup store (listing or readiness check) succeeded."),
+		notifies: b.counterVec("lifeboat_notifications_total",
+			"Webhook notifications by result: sent, failed (after retries) or dropped (queue full).", "result"),
+		buildInfo: b.gaugeVec("lifeboat_build_info",
+			"Always 1; the version label is lifeboat's version.", "version"),
+		captureEnabled: b.gauge("lifeboat_capture_enabled",
+			"1 when this agent is configured to capture changes (capture.enabled), 0 otherwise."),
+		captureUp: b.gauge("lifeboat_capture_up",
+			"1 while this agent's capture job watches and writes change segments; 0 when it does not (standby, starting, taking its snapshot, restarting after an error, disabled)."),
+		captureRevision: b.gauge("lifeboat_capture_revision",
+			"Durable captured-through etcd revision of this agent's capture: every revision up to it is in stored change segments (0: none yet)."),
+		captureRecovery: b.gauge("lifeboat_capture_recovery_point_timestamp_seconds",
+			"The recovery point of this agent's capture: the latest time a point-in-time restore can reach (Unix time; 0: none yet)."),
+		captureGaps: b.counterVec("lifeboat_capture_gaps_total",
+			"Capture generations sealed by a break of continuity, by reason: compacted, cluster_id, revision_backwards, broken_chain (a lost leader lock is none). After each one the capture starts a new generation from a fresh snapshot.", "reason"),
+		captureWindows: b.gauge("lifeboat_capture_window_problems",
+			"Capture windows (generations) in the store whose window ends before its stored segments or is not recoverable (a fork by a second writer, missing revisions, no anchor snapshot), as the agent's last listing of the store saw them; 0 without capture."),
+		captureRestarts: b.counter("lifeboat_capture_restarts_total",
+			"Times the capture job ended while this agent still led and was started again (after a backoff)."),
 	}
 	m.captureLag = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "lifeboat_capture_lag_seconds",
@@ -239,19 +187,20 @@ func newMetrics(reg prometheus.Registerer, jobs []string, version string) (*metr
 		counter("lifeboat_capture_compacted_segments_total", "Compacted change segments stored by this agent's capture.", &m.captureStats.Compacted),
 		counter("lifeboat_capture_compaction_errors_total", "Compaction passes of this agent's capture that failed (retried at the next pass; the segments stay as they were).", &m.captureStats.CompactErrors),
 	}
-	for _, c := range captureCounters {
+	b = append(b, m.captureLag)
+	b = append(b, captureCounters...)
+	for _, c := range b {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
 	}
-	for _, c := range []prometheus.Collector{m.lastSuccess, m.runs, m.duration, m.snapSize, m.snapRevision,
-		m.hashKVErrors, m.backups, m.newest, m.newestProven, m.drillResult, m.drillTime, m.drillPhase, m.drillRecover,
-		m.drillErrors, m.drillErrTime, m.kitExpiry, m.deleted, m.uploadBytes, m.leader, m.storeUp, m.notifies, m.buildInfo,
-		m.captureEnabled, m.captureUp, m.captureRevision, m.captureRecovery, m.captureLag, m.captureGaps, m.captureRestarts, m.captureWindows} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register metrics: %w", err)
-		}
-	}
+	m.initSeries(jobs, version)
+	return m, nil
+}
+
+// initSeries creates the series of every enabled job and every fixed
+// label value, so that they exist (at 0) from the first scrape.
+func (m *metrics) initSeries(jobs []string, version string) {
 	for _, j := range jobs {
 		m.lastSuccess.WithLabelValues(j)
 		m.duration.WithLabelValues(j)
@@ -278,7 +227,48 @@ func newMetrics(reg prometheus.Registerer, jobs []string, version string) (*metr
 		m.captureGaps.WithLabelValues(string(r))
 	}
 	m.buildInfo.WithLabelValues(version).Set(1)
-	return m, nil
+}
+
+// metricSet builds metrics and keeps each one, for newMetrics to
+// register them all: one line a metric.
+type metricSet []prometheus.Collector
+
+func (b *metricSet) keep(c prometheus.Collector) { *b = append(*b, c) }
+
+func (b *metricSet) gauge(name, help string) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	b.keep(g)
+	return g
+}
+
+func (b *metricSet) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+	b.keep(g)
+	return g
+}
+
+func (b *metricSet) counter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	b.keep(c)
+	return c
+}
+
+func (b *metricSet) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	b.keep(c)
+	return c
+}
+
+func (b *metricSet) histogramVec(name string, buckets []float64, help string, labels ...string) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+	b.keep(h)
+	return h
+}
+
+func (b *metricSet) optional(name, help string) *optionalGauge {
+	g := newOptionalGauge(name, help)
+	b.keep(g)
+	return g
 }
 
 // optionalGauge is a gauge without labels that is not exported until it

@@ -74,7 +74,18 @@ var lifeboatMetrics = []string{
 	"lifeboat_capture_rollovers_total",
 	"lifeboat_capture_compacted_segments_total",
 	"lifeboat_capture_compaction_errors_total",
+	"lifeboat_copy_last_success_timestamp_seconds",
+	"lifeboat_copy_failures_total",
+	"lifeboat_copy_recovery_point_timestamp_seconds",
+	"lifeboat_copy_bytes_total",
+	"lifeboat_copy_drill_last_timestamp_seconds",
+	"lifeboat_copy_drill_last_result",
 }
+
+// afterCopyDrill are the metrics absent until a copy was drilled (a
+// verdict, not a default): TestAgentExportsMetrics's one cycle drills
+// the primary.
+var afterCopyDrill = []string{"lifeboat_copy_drill_last_result"}
 
 // otherMetrics come from Prometheus (up) or from the Go and process
 // collectors of the daemon (agent --once leaves those out).

@@ -125,6 +125,13 @@ func leafSchema(t *testing.T, o configOption) map[string]any {
 	case "size":
 		// Bytes, or a string with a unit: 8MiB.
 		s = map[string]any{"type": []string{"integer", "string"}, "pattern": `^[0-9]+(\.[0-9]+)?\s*([KMGT]i?B?|B)?$`}
+	case "stores":
+		// copies: a list of stores, each with its own keys (lifeboat's
+		// config check refuses unknown ones, naming them).
+		s = map[string]any{"type": "array", "items": map[string]any{"type": "object", "required": []string{"name", "url"},
+			"properties": map[string]any{"name": map[string]any{"type": "string", "pattern": `^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`}, "url": map[string]any{"type": "string"},
+				"s3": map[string]any{"type": "object"}, "object_lock": map[string]any{"type": "object"}, "retention": map[string]any{"type": "object"}},
+			"additionalProperties": false}}
 	case "duration":
 		// 30s, 1h30m, 14d, 2w (retention.ParseDuration); 0 is off.
 		s = map[string]any{"type": []string{"string", "integer"}, "pattern": `^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h|d|w))+)$`}

@@ -180,6 +180,9 @@ func agentConfig(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptio
 		}
 	}
 	acfg.Drill = func(ctx context.Context) (*drill.Outcome, error) { return drill.RunJob(ctx, dj, lg) }
+	if err := agentCopies(ctx, &acfg, cfg, dj, lg); err != nil {
+		return none, err
+	}
 	if cfg.Agent.Lock {
 		cc, err := etcdConfig(cfg).ClientConfig()
 		if err != nil {
@@ -200,6 +203,32 @@ func agentConfig(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptio
 		lg.Info("agent.textfile and agent.pushgateway apply to agent --once; the daemon serves /metrics")
 	}
 	return acfg, nil
+}
+
+// agentCopies gives the agent its copies: each one's copy job, its own
+// prune (when the agent prunes) and a drill of it (written to it).
+func agentCopies(ctx context.Context, acfg *agent.Config, cfg *Config, drillJob drill.Job, lg *slog.Logger) error {
+	copies, err := openCopies(ctx, cfg, lg)
+	if err != nil {
+		return err
+	}
+	acfg.CopyInterval, acfg.DrillStore = cfg.Agent.CopyInterval, cfg.Drill.Store
+	for _, cs := range copies {
+		c := agent.Copy{Name: cs.cfg.Name, Job: cfg.copyJob(acfg.Backups, cs)}
+		if acfg.Prune != nil {
+			policy, err := cfg.copyRetention(cs.cfg).Policy()
+			if err != nil {
+				return &ConfigError{Key: "copies", Err: fmt.Errorf("copy %s: %w", cs.cfg.Name, err)}
+			}
+			c.Prune = &prune.Job{Backups: cs.repo, Policy: policy, OrphanGrace: time.Duration(cfg.Retention.OrphanGrace)}
+		}
+		dj := drillJob
+		dj.Backups = cs.repo
+		dlg := lg.With("store", cs.cfg.Name)
+		c.Drill = func(ctx context.Context) (*drill.Outcome, error) { return drill.RunJob(ctx, dj, dlg) }
+		acfg.Copies = append(acfg.Copies, c)
+	}
+	return nil
 }
 
 // captureFunc returns the agent's capture job: each run dials its own etcd

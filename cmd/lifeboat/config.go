@@ -27,6 +27,7 @@ type Config struct {
 	Etcd       EtcdConfig
 	Snapshot   SnapshotConfig
 	Store      StoreConfig
+	Copies     []CopyConfig `yaml:"copies"`
 	Encryption EncryptionConfig
 	Retention  RetentionConfig
 	Drill      DrillConfig
@@ -97,6 +98,9 @@ type DrillConfig struct {
 	EtcdBinary    string        `yaml:"etcd_binary"`
 	CheckPrefixes []string      `yaml:"check_prefixes"`
 	Timeout       time.Duration `yaml:"timeout"`
+	// Store is the store the agent's scheduled drill proves: primary, a
+	// copy's name, or alternate (primary and copies in turn).
+	Store string `yaml:"store"`
 }
 
 // ScheduleConfig holds cron schedules (robfig/cron: five fields with
@@ -121,6 +125,7 @@ type AgentConfig struct {
 	Pushgateway     snapshot.Secret `yaml:"pushgateway"`
 	Textfile        string          `yaml:"textfile"`
 	ShutdownTimeout time.Duration   `yaml:"shutdown_timeout"`
+	CopyInterval    time.Duration   `yaml:"copy_interval"`
 }
 
 // NotifyConfig configures webhook notifications.
@@ -268,8 +273,29 @@ func cfgErr(key string, format string, a ...any) error {
 	return &ConfigError{Key: key, Err: fmt.Errorf(format, a...)}
 }
 
-// Validate checks values; the error names the key that is wrong.
+// Validate checks values; the error names the key that is wrong. The
+// steps run in the file's order of keys; the first error is returned.
 func (c *Config) Validate() error {
+	var store uploader.StoreURL
+	for _, step := range []func() error{
+		c.validateNames, c.validateEtcd, c.validateSnapshot,
+		func() (err error) { store, err = c.parseStore(); return err },
+		c.validateRetention, c.validateDrill, c.validateSchedule, c.validateAgent, c.validateNotify,
+		c.Capture.validate,
+		func() error { return c.Kit.validate(c.Encryption) },
+		func() error { return c.validateStore(store) },
+		func() error { return c.validateCopies(store) },
+		c.validateDrillStore,
+	} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateNames names the cluster and sets up logging.
+func (c *Config) validateNames() error {
 	if c.Cluster == "" || strings.ContainsAny(c.Cluster, "/\\ ") || strings.HasPrefix(c.Cluster, ".") {
 		return cfgErr("cluster", "%q is not a valid cluster name (letters, digits, - _ ., no slashes)", c.Cluster)
 	}
@@ -283,6 +309,11 @@ func (c *Config) Validate() error {
 	default:
 		return cfgErr("log.format", "%q is not one of auto, text, json", c.Log.Format)
 	}
+	return nil
+}
+
+// validateEtcd checks how to reach etcd.
+func (c *Config) validateEtcd() error {
 	if len(c.Etcd.Endpoints) == 0 {
 		return cfgErr("etcd.endpoints", "empty: give at least one client URL")
 	}
@@ -315,6 +346,11 @@ func (c *Config) Validate() error {
 	if err := etcdConfig(c).Validate(); err != nil {
 		return &ConfigError{Key: "etcd", Err: err}
 	}
+	return nil
+}
+
+// validateSnapshot checks taking snapshots (and the inspect cache's bound).
+func (c *Config) validateSnapshot() error {
 	if c.Snapshot.SpoolDir == "" {
 		return cfgErr("snapshot.spool_dir", "empty")
 	}
@@ -333,13 +369,11 @@ func (c *Config) Validate() error {
 	if err := snapshot.ValidateLiveHashKV(c.Snapshot.LiveHashKV); err != nil {
 		return cfgErr("snapshot.live_hashkv", "%v", err)
 	}
-	store, err := uploader.ParseStoreURL(c.Store.URL)
-	if err != nil {
-		return &ConfigError{Key: "store.url", Err: err}
-	}
-	if err := repository.ValidateCompression(c.Store.Compression); err != nil {
-		return &ConfigError{Key: "store.compression", Err: err}
-	}
+	return nil
+}
+
+// validateRetention checks the retention policy's keys.
+func (c *Config) validateRetention() error {
 	if _, err := time.LoadLocation(c.Retention.TimeZone); err != nil {
 		return cfgErr("retention.time_zone", "%q is not a known time zone (like UTC or Europe/Berlin)", c.Retention.TimeZone)
 	}
@@ -359,6 +393,11 @@ func (c *Config) Validate() error {
 	if c.Retention.OrphanGrace < 0 {
 		return cfgErr("retention.orphan_grace", "must not be negative")
 	}
+	return nil
+}
+
+// validateDrill checks the drill keys.
+func (c *Config) validateDrill() error {
 	if c.Drill.ScratchDir == "" {
 		return cfgErr("drill.scratch_dir", "empty")
 	}
@@ -370,6 +409,11 @@ func (c *Config) Validate() error {
 			return &ConfigError{Key: "drill.check_prefixes", Err: err}
 		}
 	}
+	return nil
+}
+
+// validateSchedule checks the schedules.
+func (c *Config) validateSchedule() error {
 	for key, spec := range map[string]string{"schedule.snapshot": c.Schedule.Snapshot, "schedule.prune": c.Schedule.Prune, "schedule.drill": c.Schedule.Drill} {
 		if spec == "" {
 			continue
@@ -384,6 +428,11 @@ func (c *Config) Validate() error {
 	if c.Schedule.DrillTarget != "latest" && c.Schedule.DrillTarget != "random" {
 		return cfgErr("schedule.drill_target", "%q is not latest or random", c.Schedule.DrillTarget)
 	}
+	return nil
+}
+
+// validateAgent checks the daemon's keys, and the orphan grace against the longest snapshot.
+func (c *Config) validateAgent() error {
 	if _, _, err := net.SplitHostPort(c.Agent.Listen); err != nil && c.Agent.Listen != "" {
 		return cfgErr("agent.listen", "%q is not host:port", c.Agent.Listen)
 	}
@@ -408,9 +457,17 @@ func (c *Config) Validate() error {
 	if c.Agent.ShutdownTimeout <= 0 {
 		return cfgErr("agent.shutdown_timeout", "must be positive")
 	}
+	if c.Agent.CopyInterval < time.Second {
+		return cfgErr("agent.copy_interval", "%s: must be at least 1s", c.Agent.CopyInterval)
+	}
 	if p := c.Agent.Pushgateway.Reveal(); p != "" && !strings.HasPrefix(p, "http://") && !strings.HasPrefix(p, "https://") {
 		return cfgErr("agent.pushgateway", "must be an http(s) URL")
 	}
+	return nil
+}
+
+// validateNotify checks the notifications.
+func (c *Config) validateNotify() error {
 	for i, w := range c.Notify.Webhooks {
 		if err := agent.ValidateWebhook(w); err != nil {
 			return cfgErr("notify.webhooks", "entry %d %w", i+1, err)
@@ -424,24 +481,25 @@ func (c *Config) Validate() error {
 	if c.Notify.Timeout <= 0 {
 		return cfgErr("notify.timeout", "must be positive")
 	}
-	if err := c.Capture.validate(); err != nil {
+	return nil
+}
+
+// parseStore parses store.url and checks store.compression.
+func (c *Config) parseStore() (uploader.StoreURL, error) {
+	store, err := uploader.ParseStoreURL(c.Store.URL)
+	if err != nil {
+		return store, &ConfigError{Key: "store.url", Err: err}
+	}
+	if err := repository.ValidateCompression(c.Store.Compression); err != nil {
+		return store, &ConfigError{Key: "store.compression", Err: err}
+	}
+	return store, nil
+}
+
+// validateStore checks the primary store's Object Lock and S3 settings.
+func (c *Config) validateStore(store uploader.StoreURL) error {
+	if err := validateLock("store.object_lock", c.Store.ObjectLock, store); err != nil {
 		return err
-	}
-	if err := c.Kit.validate(c.Encryption); err != nil {
-		return err
-	}
-	if m := c.Store.ObjectLock.Mode; m != "" {
-		if err := uploader.ValidateLockMode(m); err != nil {
-			return &ConfigError{Key: "store.object_lock.mode", Err: err}
-		}
-		if c.Store.ObjectLock.Retain <= 0 {
-			return cfgErr("store.object_lock.retain", "must be set (e.g. 30d) when store.object_lock.mode is set")
-		}
-	} else if c.Store.ObjectLock.Retain != 0 {
-		return cfgErr("store.object_lock.mode", "must be set (GOVERNANCE or COMPLIANCE) when store.object_lock.retain is set")
-	}
-	if store.Scheme == "file" && (c.Store.ObjectLock.Mode != "" || c.Store.ObjectLock.LegalHold) {
-		return cfgErr("store.object_lock.mode", "Object Lock needs an s3:// store")
 	}
 	if store.Scheme == "s3" {
 		if err := c.s3Config(store).Validate(); err != nil {
@@ -451,9 +509,47 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// validateLock checks an object_lock block (key) of a store at u.
+func validateLock(key string, l ObjectLockConfig, u uploader.StoreURL) error {
+	if m := l.Mode; m != "" {
+		if err := uploader.ValidateLockMode(m); err != nil {
+			return &ConfigError{Key: key + ".mode", Err: err}
+		}
+		if l.Retain <= 0 {
+			return cfgErr(key+".retain", "must be set (e.g. 30d) when %s.mode is set", key)
+		}
+	} else if l.Retain != 0 {
+		return cfgErr(key+".mode", "must be set (GOVERNANCE or COMPLIANCE) when %s.retain is set", key)
+	}
+	if u.Scheme == "file" && (l.Mode != "" || l.LegalHold) {
+		return cfgErr(key+".mode", "Object Lock needs an s3:// store")
+	}
+	return nil
+}
+
+// validateDrillStore checks drill.store: primary, alternate or a copy's name.
+func (c *Config) validateDrillStore() error {
+	switch c.Drill.Store {
+	case storePrimary, storeAlternate:
+		return nil
+	}
+	var names []string
+	for _, cc := range c.Copies {
+		if cc.Name == c.Drill.Store {
+			return nil
+		}
+		names = append(names, cc.Name)
+	}
+	return cfgErr("drill.store", "%q is not primary, alternate or the name of a copy (copies: %s)", c.Drill.Store, strings.Join(append(names, "none")[:max(1, len(names))], ", "))
+}
+
 // s3Config builds the S3 store's configuration for an s3:// store URL.
 func (c *Config) s3Config(u uploader.StoreURL) uploader.S3Config {
-	s := c.Store.S3
+	return s3Config(u, c.Store.S3)
+}
+
+// s3Config builds an S3 store's configuration from its URL and settings.
+func s3Config(u uploader.StoreURL, s S3StoreConfig) uploader.S3Config {
 	return uploader.S3Config{
 		Bucket: u.Bucket, Prefix: u.Prefix,
 		Endpoint: s.Endpoint, Region: s.Region, PathStyle: s.PathStyle,

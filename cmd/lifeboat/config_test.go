@@ -256,6 +256,11 @@ func FuzzLoadConfig(f *testing.F) {
 		"etcd:\n  endpoints: [127.0.0.1:2379]\n  member: 10.0.0.1:2379\n",
 		"log: &l {level: debug}\nagent:\n  <<: *l\n",
 		"notify:\n  webhooks: [\"https://h/x?a=1,2\"]\n",
+		"copies:\n  - {name: dr, url: s3://dr/x, s3: {part_size: 8MiB}, object_lock: {mode: GOVERNANCE, retain: 30d}, retention: {keep_last: 3}}\n",
+		"copies:\n  - name: a\n    url: file:///a\n    s3:\n      s3: {x: 1}\n",
+		"copies: [{name: a, url: file:///a}, {name: a}]\ndrill: {store: alternate}\n",
+		"copies: {name: a}\n",
+		"copies:\n  - [1, 2]\n",
 	}
 	for _, s := range seeds {
 		f.Add(s)

@@ -82,6 +82,12 @@ func prepareNode(n *yaml.Node, prefix string, leaves map[string]option, depth in
 			key = prefix + "." + key
 		}
 		if o, ok := leaves[key]; ok {
+			if key == "copies" {
+				if err := checkCopyKeys(v); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := prepareLeaf(v, o); err != nil {
 				return err
 			}
@@ -200,6 +206,7 @@ func LoadConfig(path string, getenv func(string) string, flags map[string]string
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
+	fileStore := c.Store.URL
 	opts := options(&c)
 	for _, o := range opts {
 		for _, name := range o.envNames() {
@@ -232,6 +239,9 @@ func LoadConfig(path string, getenv func(string) string, flags map[string]string
 		}
 	}
 	c.normalize()
+	if c.Store.URL != fileStore {
+		c.storeIsCopy()
+	}
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}

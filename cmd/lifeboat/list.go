@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -53,6 +54,9 @@ type listedBackup struct {
 	// stands in for it).
 	DrillState string `json:"drill_state"`
 	DrillError string `json:"drill_error,omitempty"`
+	// Stores are the stores holding the backup intact, "primary" first
+	// then copies by name; absent when no copies are configured.
+	Stores []string `json:"stores,omitempty"`
 }
 
 type listOutput struct {
@@ -139,10 +143,11 @@ func runList(ctx context.Context, cfg *Config, lg *slog.Logger, o listOptions, o
 		return fmt.Errorf("list capture windows: %w", err)
 	}
 	windows := windowRows(ws)
+	stores := storesOf(ctx, cfg, l, lg)
 	if o.output == "json" {
 		res := listOutput{Store: backups.Store.String(), Cluster: cfg.Cluster, Backups: []listedBackup{}, Orphans: []string{}, Unreadable: []string{}, Windows: windows}
 		for _, e := range l.Backups {
-			lb := listedBackup{ID: e.Manifest.ID, State: e.State, Problem: e.Problem, Manifest: e.Manifest}
+			lb := listedBackup{ID: e.Manifest.ID, State: e.State, Problem: e.Problem, Manifest: e.Manifest, Stores: stores[e.Manifest.ID]}
 			d := drills[e.Manifest.ID]
 			lb.DrillState = d.State()
 			if d != nil {
@@ -167,7 +172,11 @@ func runList(ctx context.Context, cfg *Config, lg *slog.Logger, o listOptions, o
 		fmt.Fprintf(out, "no backups of cluster %q in %s\n", cfg.Cluster, backups.Store)
 	} else {
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tAGE\tREVISION\tKEYS\tDB SIZE\tSTORED\tENCRYPTED\tSTATE\tLAST DRILL")
+		head := "ID\tAGE\tREVISION\tKEYS\tDB SIZE\tSTORED\tENCRYPTED\tSTATE\tLAST DRILL"
+		if stores != nil {
+			head += "\tSTORES"
+		}
+		fmt.Fprintln(tw, head)
 		for _, e := range l.Backups {
 			m := e.Manifest
 			state := e.State
@@ -178,7 +187,11 @@ func runList(ctx context.Context, cfg *Config, lg *slog.Logger, o listOptions, o
 			if m.Encryption != "none" {
 				enc = m.Encryption
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", m.ID, humanAge(now.Sub(m.CreatedAt)), m.Revision, m.TotalKeys, humanBytes(m.DBSize), humanBytes(m.ObjectSize), enc, state, drillVerdict(drills[m.ID], now))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s", m.ID, humanAge(now.Sub(m.CreatedAt)), m.Revision, m.TotalKeys, humanBytes(m.DBSize), humanBytes(m.ObjectSize), enc, state, drillVerdict(drills[m.ID], now))
+			if stores != nil {
+				fmt.Fprintf(tw, "\t%s", strings.Join(stores[m.ID], ","))
+			}
+			fmt.Fprintln(tw)
 		}
 		tw.Flush()
 	}
@@ -204,6 +217,40 @@ func runList(ctx context.Context, cfg *Config, lg *slog.Logger, o listOptions, o
 		tw.Flush()
 	}
 	return nil
+}
+
+// storesOf lists every configured copy and says, per backup of the
+// primary listing l, which stores hold it intact ("primary" first). nil
+// without copies. A copy that cannot be listed is logged and left out:
+// list still shows the primary.
+func storesOf(ctx context.Context, cfg *Config, l *repository.Listing, lg *slog.Logger) map[string][]string {
+	if len(cfg.Copies) == 0 {
+		return nil
+	}
+	out := map[string][]string{}
+	for _, e := range l.Backups {
+		if e.State == repository.StateOK {
+			out[e.Manifest.ID] = []string{storePrimary}
+		}
+	}
+	copies, err := openCopies(ctx, cfg, lg)
+	if err != nil {
+		lg.Warn("list: cannot open the copies; STORES shows the primary only", "err", err)
+		return out
+	}
+	for _, cs := range copies {
+		cl, err := cs.repo.List(ctx)
+		if err != nil {
+			lg.Warn("list: cannot list a copy; STORES leaves it out", "store", cs.cfg.Name, "err", err)
+			continue
+		}
+		for _, e := range cl.Backups {
+			if e.State == repository.StateOK {
+				out[e.Manifest.ID] = append(out[e.Manifest.ID], cs.cfg.Name)
+			}
+		}
+	}
+	return out
 }
 
 // drillVerdict renders a backup's last drill: "passed 2h ago (5.1s)",

@@ -38,6 +38,7 @@ const (
 	groupNotify                         // webhook notifications
 	groupInspect                        // ls, get and diff: the local cache, Kubernetes encryption at rest
 	groupKit                            // the recovery kit: files outside etcd a restore on new hosts needs
+	groupCopies                         // further stores that hold copies of the backups
 	groupAll        group = 1<<iota - 1 // every group above
 )
 
@@ -64,6 +65,7 @@ var groupNames = []struct {
 	{groupNotify, "notify", "Notifications", ""},
 	{groupInspect, "inspect", "Inspect", "`ls`, `get` and `diff`. See [Looking inside backups](inspect.md)."},
 	{groupKit, "kit", "Recovery kit", "The files outside etcd that a restore on new hosts needs, stored encrypted with every backup. See [The recovery kit](kit.md)."},
+	{groupCopies, "copies", "Copies", "Further stores, each a complete store, that the agent and `lifeboat copy` keep in step with the primary. See [Copies](copies.md)."},
 }
 
 // sharedGroups say where the cluster, the store and the scratch space
@@ -86,13 +88,14 @@ var commandKeys = map[string][]string{
 // the environment; its flags are the keys that change what it does.
 var commandGroups = map[string]group{
 	"snapshot": groupEtcd | groupStore | groupUpload | groupEncryption | groupSpool | groupSnapshot | groupKit,
-	"list":     groupStore,
+	"list":     groupStore | groupCopies,
+	"copy":     groupStore | groupCopies | groupRetention,
 	"log":      groupStore | groupEncryption,
 	"verify":   groupStore | groupEncryption | groupSpool,
 	"fetch":    groupStore | groupEncryption | groupSpool,
 	"restore":  groupStore | groupEncryption | groupSpool | groupDrill,
 	"drill":    groupStore | groupUpload | groupEncryption | groupSpool | groupDrill,
-	"prune":    groupStore | groupRetention,
+	"prune":    groupStore | groupRetention | groupCopies,
 	"ls":       groupStore | groupEncryption | groupInspect,
 	"get":      groupStore | groupEncryption | groupInspect,
 	"diff":     groupStore | groupEncryption | groupInspect,
@@ -203,6 +206,10 @@ var optionTable = []optionDef{
 	{Key: "store.object_lock.legal_hold", Flag: "object-lock-legal-hold", Groups: groupUpload,
 		Help: "put a legal hold on each data object"},
 
+	{Key: "copies", Flag: "copy", Groups: groupCopies,
+		Help: "a further store (file:///path or s3://bucket/prefix) that holds copies of the backups; repeatable",
+		Doc:  "in the file, a list of stores, each `name` (required: lower-case letters, digits, hyphens; the label in metrics, logs, `list` and `drill.store`), `url`, and optionally `s3` (the keys of store.s3; absent: the primary's), `object_lock` (the keys of store.object_lock; absent: none) and `retention` (the keys of retention; absent: the primary's policy). A flag or LIFEBOAT_COPIES (comma-separated) names them copy1, copy2, … with the primary's S3 settings and policy, and replaces the file's list"},
+
 	{Key: "encryption.recipients", Flag: "recipient", Groups: groupEncryption,
 		Help: "age recipient (age1…) to encrypt backups to; repeatable"},
 	{Key: "encryption.recipients_file", Flag: "recipients-file", Groups: groupEncryption,
@@ -241,6 +248,9 @@ var optionTable = []optionDef{
 		Help: "a key prefix that must hold keys after restore (repeatable), e.g. /registry/namespaces/"},
 	{Key: "drill.timeout", Flag: "drill-timeout", Default: "15m", Groups: groupDrill,
 		Help: "bound of one drill"},
+	{Key: "drill.store", Flag: "drill-store", Default: "primary", Groups: groupDrill,
+		Help: "the store the agent's scheduled drill proves: primary, a copy's name, or alternate (the primary and each copy in turn)",
+		Doc:  "the report is written to the store drilled; `lifeboat drill --store URL` drills any store by hand"},
 
 	{Key: "schedule.snapshot", Flag: "snapshot-schedule", Default: "@every 1h", Groups: groupSchedule,
 		Help: "cron schedule of snapshots (5 fields with optional seconds, @every 30m, @daily, CRON_TZ=…; empty disables)"},
@@ -271,6 +281,8 @@ var optionTable = []optionDef{
 		Help: "agent --once: write metrics to this file for node_exporter"},
 	{Key: "agent.shutdown_timeout", Flag: "shutdown-timeout", Default: "30s", Groups: groupAgent,
 		Help: "bound of a graceful shutdown"},
+	{Key: "agent.copy_interval", Flag: "copy-interval", Default: "1m", Groups: groupAgent | groupCopies,
+		Help: "how often the agent catches its copies up besides after every backup: change segments reach the copies within about this (failures are retried with backoff up to it)"},
 
 	{Key: "capture.enabled", Flag: "capture", Env: []string{"LIFEBOAT_CAPTURE"}, Default: "false", Groups: groupCapture,
 		Help: "capture every change between snapshots for point-in-time restore (the daemon only; agent --once refuses it)"},
@@ -340,6 +352,8 @@ func typeName(t reflect.Type) string {
 		return "duration"
 	case t.Kind() == reflect.Int64:
 		return "size"
+	case t == reflect.TypeOf([]CopyConfig(nil)):
+		return "stores"
 	case t.Kind() == reflect.Slice:
 		return "strings"
 	}
@@ -422,6 +436,9 @@ func (o option) set(s string) error {
 			parts = append(parts, snapshot.Secret(p))
 		}
 		f.Set(reflect.ValueOf(parts))
+		return nil
+	case []CopyConfig:
+		f.Set(reflect.ValueOf(parseCopies(s)))
 		return nil
 	case []string:
 		var parts []string

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -149,6 +150,23 @@ type pruneOutput struct {
 // with --dry-run, would do). Errors with single backups are printed with
 // the rest and make it return an error (exit 1) at the end.
 func runPrune(ctx context.Context, cfg *Config, lg *slog.Logger, o pruneOptions, out io.Writer, now time.Time) error {
+	err := pruneStore(ctx, cfg, lg, o, out, now)
+	// Each copy by its own policy, with its own drill reports: its newest
+	// proven backup is kept in it. With -o json, one object per store.
+	for _, cc := range cfg.Copies {
+		if o.output == "table" {
+			fmt.Fprintf(out, "\ncopy %s (%s):\n", cc.Name, cc.URL)
+		}
+		if cerr := pruneStore(ctx, cfg.copyConfig(cc), lg.With("store", cc.Name), o, out, now); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("copy %s: %w", cc.Name, cerr))
+		}
+	}
+	return err
+}
+
+// pruneStore prunes the store cfg names (the primary, or a copy by its
+// copyConfig).
+func pruneStore(ctx context.Context, cfg *Config, lg *slog.Logger, o pruneOptions, out io.Writer, now time.Time) error {
 	policy, err := cfg.Retention.Policy()
 	if err != nil {
 		return err

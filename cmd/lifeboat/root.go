@@ -55,15 +55,28 @@ func uploadBuffers(cfg *Config, uploads bool) int64 {
 	if !uploads {
 		return 0
 	}
-	var buffers int64
-	if u, err := uploader.ParseStoreURL(cfg.Store.URL); err == nil && u.Scheme == "s3" {
-		s3 := cfg.s3Config(u).WithDefaults()
-		buffers = int64(s3.Concurrency+2) * s3.PartSize
+	buffers := storeBuffers(cfg.Store.URL, cfg.Store.S3)
+	// A copy uploads after the backup it copies has committed: the
+	// largest one's buffers, not their sum (the heap's headroom covers
+	// a copy that overlaps the next backup; the GC works harder then).
+	for _, cc := range cfg.Copies {
+		buffers = max(buffers, storeBuffers(cc.URL, cfg.copyS3(cc)))
 	}
 	if cfg.Capture.Enabled {
 		buffers += cfg.Capture.MaxBufferBytes + 2*cfg.Capture.MaxSegmentBytes
 	}
 	return buffers
+}
+
+// storeBuffers is what one upload to the store at url holds in part
+// buffers: (concurrency+2) × part size on S3, nothing for a directory.
+func storeBuffers(url string, s S3StoreConfig) int64 {
+	u, err := uploader.ParseStoreURL(url)
+	if err != nil || u.Scheme != "s3" {
+		return 0
+	}
+	c := s3Config(u, s).WithDefaults()
+	return int64(c.Concurrency+2) * c.PartSize
 }
 
 func (a *app) logger(c *Config) *slog.Logger {
@@ -96,6 +109,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newVerifyCmd(a),
 		newDemoCmd(a),
 		newPruneCmd(a),
+		newCopyCmd(a),
 		newRestoreCmd(a),
 		newFetchCmd(a),
 		newLsCmd(a),

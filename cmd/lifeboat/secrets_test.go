@@ -52,7 +52,7 @@ var (
 		"store.object_lock.mode": true,
 		"encryption.recipients":  true, "encryption.recipients_file": true, "encryption.identity_file": true,
 		"retention.time_zone": true,
-		"drill.scratch_dir":   true, "drill.etcd_binary": true, "drill.check_prefixes": true,
+		"drill.scratch_dir":   true, "drill.etcd_binary": true, "drill.check_prefixes": true, "drill.store": true, // a copy's name (copies[].url are checked by TestCopiesConfig: credentials refused, never echoed)
 		"schedule.snapshot": true, "schedule.prune": true, "schedule.drill": true, "schedule.drill_target": true,
 		"agent.listen": true, "agent.textfile": true,
 		"notify.on":         true,

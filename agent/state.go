@@ -1,0 +1,183 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/lifeboat-dev/lifeboat/repository"
+	"github.com/lifeboat-dev/lifeboat/restore/drill"
+	"github.com/lifeboat-dev/lifeboat/retention/prune"
+)
+
+// backupState is what the last listing of the store showed.
+type backupState struct {
+	listed       bool
+	at           time.Time
+	err          string
+	ok, broken   int
+	locked       int
+	newest       *repository.Manifest
+	newestProven *repository.Manifest
+	// drillUnknown are the listed backups whose last drill's verdict
+	// cannot be read.
+	drillUnknown []DrillProblem
+}
+
+// refreshLoop refreshes the backup gauges every RefreshInterval.
+func (a *Agent) refreshLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.clock.After(a.cfg.RefreshInterval):
+			a.refresh(ctx)
+		}
+	}
+}
+
+// refresh lists the store and updates the backup gauges, the last-success
+// times it can learn from the store, and the stale state.
+func (a *Agent) refresh(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	now := a.clock.Now()
+	l, err := a.cfg.Backups.List(ctx)
+	if err != nil && ctx.Err() != nil {
+		return // cut short (shutdown): nothing learnt, nothing changes
+	}
+	if err != nil {
+		a.m.storeUp.Set(0)
+		a.mu.Lock()
+		a.state.err = err.Error()
+		a.mu.Unlock()
+		if ctx.Err() == nil {
+			a.lg.Warn("cannot list backups", "err", err)
+		}
+		return
+	}
+	a.m.storeUp.Set(1)
+	a.refreshWindows(ctx, l)
+	drills, derr := a.drillRecords(ctx)
+	if derr != nil && ctx.Err() != nil {
+		return // cut short: an unread drill history is not "nothing proven"
+	}
+	if derr != nil {
+		a.lg.Warn("cannot read the drill history; proven backups unknown", "err", derr)
+	}
+	st := backupState{listed: true, at: now, broken: len(l.Unreadable)}
+	for _, e := range l.Backups {
+		if e.State != repository.StateOK {
+			st.broken++
+			continue
+		}
+		if prune.Locked(e.Manifest, now) {
+			st.locked++
+		} else {
+			st.ok++
+		}
+		if st.newest == nil {
+			st.newest = e.Manifest
+		}
+		r := drills[e.Manifest.ID]
+		if st.newestProven == nil && r.Passed && !r.Unknown {
+			st.newestProven = e.Manifest
+		}
+		if r.Unknown {
+			st.drillUnknown = append(st.drillUnknown, DrillProblem{BackupID: e.Manifest.ID, Error: r.Err})
+		}
+	}
+	a.m.backups.WithLabelValues(stateOK).Set(float64(st.ok))
+	a.m.backups.WithLabelValues(stateLocked).Set(float64(st.locked))
+	a.m.backups.WithLabelValues(stateBroken).Set(float64(st.broken))
+	a.m.newest.Set(unixOrZero(st.newest))
+	a.m.newestProven.Set(unixOrZero(st.newestProven))
+
+	// What the store proves about the last successes (another agent's,
+	// or before a restart): never move a gauge backwards.
+	if j := a.byName[JobSnapshot]; j != nil && st.newest != nil {
+		a.learnSuccess(j, st.newest.CreatedAt.Add(time.Duration(st.newest.DurationSeconds*float64(time.Second))))
+	}
+	var newestDrill drill.Record
+	var newestPass time.Time
+	for _, r := range drills {
+		if r.At.After(newestDrill.At) {
+			newestDrill = r
+		}
+		if r.Passed && r.At.After(newestPass) {
+			newestPass = r.At
+		}
+	}
+	if j := a.byName[JobDrill]; j != nil && !newestPass.IsZero() {
+		a.learnSuccess(j, newestPass)
+	}
+	a.mu.Lock()
+	a.state = st
+	if newestDrill.At.After(a.lastDrill) {
+		a.lastDrill = newestDrill.At
+		a.m.drillTime.Set(unixSeconds(newestDrill.At))
+		if newestDrill.Unknown {
+			// No verdict is known: never an older one instead.
+			a.m.drillResult.Unset()
+		} else {
+			a.m.drillResult.Set(b2f(newestDrill.Passed))
+		}
+	}
+	a.mu.Unlock()
+	a.checkStale(now, st)
+}
+
+func (a *Agent) learnSuccess(j *job, t time.Time) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if t.After(j.success) {
+		j.success = t
+		a.m.lastSuccess.WithLabelValues(j.name).Set(unixSeconds(t))
+	}
+}
+
+// checkStale sends the stale event when the newest backup is older than
+// StaleAfter (or there is none and the agent has been up that long): once,
+// until a fresh backup appears. Only the leader sends it.
+func (a *Agent) checkStale(now time.Time, st backupState) {
+	if a.cfg.StaleAfter <= 0 || a.leaderCtx(context.Background(), 0) == nil {
+		return
+	}
+	var stale bool
+	var msg, id string
+	if st.newest == nil {
+		stale = now.Sub(a.start) >= a.cfg.StaleAfter
+		msg = fmt.Sprintf("no backup in the store after %s", a.cfg.StaleAfter)
+	} else {
+		age := now.Sub(st.newest.CreatedAt)
+		stale = age > a.cfg.StaleAfter
+		id = st.newest.ID
+		msg = fmt.Sprintf("the newest backup %s is %s old (stale after %s)", id, age.Truncate(time.Second), a.cfg.StaleAfter)
+	}
+	a.mu.Lock()
+	send := stale && !a.stale
+	a.stale = stale
+	a.mu.Unlock()
+	if send {
+		a.lg.Warn("backups are stale", "backup_id", id, "err", msg)
+		a.notif.notify(event{kind: EventStale, backupID: id, err: msg, at: now})
+	}
+}
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+func unixOrZero(m *repository.Manifest) float64 {
+	if m == nil {
+		return 0
+	}
+	return unixSeconds(m.CreatedAt)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func round(d time.Duration) string { return fmt.Sprintf("%.2f", d.Seconds()) }

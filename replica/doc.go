@@ -1,0 +1,27 @@
+// Package replica keeps copies: further stores, each a complete store of
+// its own, that hold the backups, recovery kits and change windows the
+// primary store committed.
+//
+// A copy is written by the same commit rule as the primary: a backup's
+// data object is streamed across, read back from the copy and checked
+// against its manifest's size and sha256; the recovery kit the manifest
+// names follows (kit object, then kit manifest); the backup's manifest is
+// written last, conditionally. So a copy killed at any moment lists
+// nothing half-copied, and the next Run completes it: an object a killed
+// run left behind is adopted only when it checks out, and replaced
+// otherwise (no manifest names it, so it is no backup).
+//
+// Change segments are copied as the primary holds them after compaction
+// (the objects on each window's path, never superseded ones), in chain
+// order, and progress markers after the segments they vouch for, so a
+// copy holds whole windows and its recovery point is what its own
+// listing says.
+//
+// The package reads nothing but the two stores: which backups a copy
+// wants is the copy's retention policy applied to the primary's backups
+// (package retention), so a copy never receives what its prune would
+// delete. Drill reports are not copied: a copy is proven by its own
+// drills. Deleting from a copy is prune's job, per store; Run deletes
+// only superseded change objects and progress markers that the primary
+// itself no longer holds.
+package replica

@@ -1,0 +1,326 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/lifeboat-dev/lifeboat/kit"
+	"github.com/lifeboat-dev/lifeboat/repository"
+	"github.com/lifeboat-dev/lifeboat/retention"
+	"github.com/lifeboat-dev/lifeboat/uploader"
+)
+
+// Job is one copy's catch-up: what From (the primary) holds and To (the
+// copy) wants and lacks is copied.
+type Job struct {
+	// Name is the copy's name, for logs and metrics (never its URL).
+	Name string
+	// From is the primary store's repository, To the copy's (one cluster).
+	From, To *repository.Repo
+	// Policy is the copy's retention policy: a backup (or a generation's
+	// changes) is copied only when the policy would keep it. nil, or a
+	// policy that keeps nothing (no retention configured), copies every
+	// committed backup and every recoverable window.
+	Policy *retention.Policy
+	// Lock is the copy's Object Lock for data objects and manifests.
+	Lock Lock
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// DryRun plans without writing anything.
+	DryRun bool
+}
+
+// Lock requests Object Lock retention on what a Job writes to its copy.
+type Lock struct {
+	Mode      string // "", GOVERNANCE or COMPLIANCE
+	Retain    time.Duration
+	LegalHold bool
+}
+
+func (l Lock) options(now time.Time) uploader.PutOptions {
+	o := uploader.PutOptions{LegalHold: l.LegalHold}
+	if l.Mode != "" {
+		o.LockMode, o.RetainUntil = l.Mode, now.Add(l.Retain).UTC()
+	}
+	return o
+}
+
+// Kinds of Planned items.
+const (
+	KindBackup  = "backup"
+	KindKit     = "kit"
+	KindSegment = "segment"
+	KindMarker  = "marker"
+)
+
+// Planned is one object set a run copies (or, with DryRun, would copy):
+// a backup (data object and manifest), a kit, a segment or a marker.
+type Planned struct {
+	Kind string `json:"kind"`
+	// ID is the backup's or kit's id, or the segment's or marker's
+	// generation.
+	ID string `json:"id"`
+	// Key is the object copied (a backup's data object).
+	Key  string `json:"key"`
+	Size int64  `json:"size"`
+}
+
+// Result is what a run did and the copy's state after it.
+type Result struct {
+	Name string `json:"name"`
+	// Copied lists what was copied (or would be, with DryRun), in order.
+	Copied []Planned `json:"copied"`
+	// Adopted counts objects a killed run left in the copy that checked
+	// out and were kept; Replaced those that did not and were written
+	// again.
+	Adopted  int `json:"adopted"`
+	Replaced int `json:"replaced"`
+	// Bytes is how many bytes were written to the copy.
+	Bytes int64 `json:"bytes"`
+	// Removed counts superseded segments and markers removed from the
+	// copy because the primary no longer holds them.
+	Removed int `json:"removed"`
+	// Backups is how many intact backups the copy holds after the run.
+	Backups int `json:"backups"`
+	// RecoveryPoint is the newest revision time the copy restores to from
+	// a backup alone; ChangesPoint the newest one with its change windows
+	// (RecoveryPoint when it has none). Zero when the copy holds no
+	// backup, and not measured with DryRun.
+	RecoveryPoint time.Time `json:"recovery_point,omitzero"`
+	ChangesPoint  time.Time `json:"changes_point,omitzero"`
+}
+
+// Run brings job.To up to date with job.From. It stops at the first
+// error, leaving everything copied so far committed and nothing
+// half-copied listed; running it again continues. The Result is non-nil
+// also with an error (what was copied until then).
+func Run(ctx context.Context, job Job, lg *slog.Logger) (*Result, error) {
+	if job.Now == nil {
+		job.Now = time.Now
+	}
+	r := &runner{job: job, lg: lg.With("store", job.Name), res: &Result{Name: job.Name}, plannedKit: map[string]bool{}}
+	err := r.run(ctx)
+	if err != nil {
+		err = fmt.Errorf("copy %s: %w", job.Name, err)
+	}
+	return r.res, err
+}
+
+type runner struct {
+	job Job
+	lg  *slog.Logger
+	res *Result
+	now time.Time
+	// plannedKit are the kits a dry run already lists.
+	plannedKit map[string]bool
+}
+
+func (r *runner) run(ctx context.Context) error {
+	r.now = r.job.Now()
+	from, err := r.job.From.List(ctx)
+	if err != nil {
+		return fmt.Errorf("list the primary %s: %w", r.job.From.Store, err)
+	}
+	windows, err := r.job.From.Windows(ctx, from)
+	if err != nil {
+		return fmt.Errorf("list the primary's changes: %w", err)
+	}
+	to, err := r.job.To.List(ctx)
+	if err != nil {
+		return fmt.Errorf("list the copy %s: %w", r.job.To.Store, err)
+	}
+	wantB, wantG, err := r.wanted(from, windows)
+	if err != nil {
+		return err
+	}
+	has := map[string]bool{}
+	for _, e := range to.Backups {
+		has[e.Manifest.ID] = true
+	}
+	if err := r.repair(ctx, from, to); err != nil {
+		return err
+	}
+	for _, e := range from.Backups {
+		if !wantB[e.Manifest.ID] || has[e.Manifest.ID] {
+			continue
+		}
+		if err := r.copyBackup(ctx, e.Manifest); err != nil {
+			return err
+		}
+		has[e.Manifest.ID] = true
+	}
+	if err := r.copyChanges(ctx, windows, wantG, has); err != nil {
+		return err
+	}
+	if r.job.DryRun {
+		return nil
+	}
+	return r.measure(ctx)
+}
+
+// wanted applies the copy's policy to the primary's intact backups and
+// recoverable windows: the backups and generations the copy should hold.
+func (r *runner) wanted(l *repository.Listing, windows []repository.Window) (backups, gens map[string]bool, err error) {
+	backups, gens = map[string]bool{}, map[string]bool{}
+	var bs []retention.Backup
+	for _, e := range l.Backups {
+		if e.State == repository.StateOK {
+			bs = append(bs, retention.Backup{ID: e.Manifest.ID, Time: e.Manifest.CreatedAt, Size: e.Manifest.ObjectSize})
+		}
+	}
+	var gs []retention.Generation
+	for _, w := range windows {
+		if w.Recoverable() {
+			gs = append(gs, retention.Generation{ID: w.Generation, End: w.ThroughTime})
+		}
+	}
+	p := r.job.Policy
+	if p == nil || p.Validate() != nil {
+		for _, b := range bs {
+			backups[b.ID] = true
+		}
+		for _, g := range gs {
+			gens[g.ID] = true
+		}
+		return backups, gens, nil
+	}
+	ds, gds, err := retention.PlanChanges(bs, gs, *p, r.now)
+	if err != nil {
+		return nil, nil, fmt.Errorf("plan with the copy's retention: %w", err)
+	}
+	for _, d := range ds {
+		backups[d.Backup.ID] = d.Keep
+	}
+	for _, g := range gds {
+		gens[g.Generation.ID] = g.Keep
+	}
+	return backups, gens, nil
+}
+
+// copyBackup copies one committed backup: its data object (checked in
+// the copy), its kit, then its manifest, the copy's commit point.
+func (r *runner) copyBackup(ctx context.Context, m *repository.Manifest) error {
+	r.res.Copied = append(r.res.Copied, Planned{Kind: KindBackup, ID: m.ID, Key: m.Object, Size: m.ObjectSize})
+	if r.job.DryRun {
+		if m.Kit != "" && !r.plannedKit[m.Kit] && !r.hasKit(ctx, m.Kit) {
+			r.plannedKit[m.Kit] = true
+			key := kit.Repo{Store: r.job.To.Store, Cluster: r.job.To.Cluster}.ManifestKey(m.Kit)
+			r.res.Copied = append(r.res.Copied, Planned{Kind: KindKit, ID: m.Kit, Key: key})
+		}
+		return nil
+	}
+	opts := r.job.Lock.options(r.now)
+	if err := r.object(ctx, m.Object, want{size: m.ObjectSize, sha256: m.ObjectSHA256}, opts); err != nil {
+		return fmt.Errorf("backup %s: %w", m.ID, err)
+	}
+	if m.Kit != "" {
+		if err := r.copyKit(ctx, m.Kit); err != nil {
+			return fmt.Errorf("backup %s: %w", m.ID, err)
+		}
+	}
+	c := *m
+	c.LockMode, c.RetainUntil, c.LegalHold = opts.LockMode, nil, opts.LegalHold
+	if opts.LockMode != "" {
+		c.RetainUntil = &opts.RetainUntil
+	}
+	err := r.job.To.PutManifest(ctx, &c)
+	if errors.Is(err, uploader.ErrExists) {
+		// Committed meanwhile (another run): fine if it names the same object.
+		got, gerr := r.job.To.Manifest(ctx, m.ID)
+		if gerr != nil || got.ObjectSHA256 != m.ObjectSHA256 {
+			return fmt.Errorf("backup %s: the copy already holds a different manifest for it: %w", m.ID, err)
+		}
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("backup %s: %w", m.ID, err)
+	}
+	r.lg.Info("copy: backup committed", "backup_id", m.ID, "bytes", m.ObjectSize)
+	return nil
+}
+
+// repair copies the data object again of each backup the copy committed
+// whose object is gone (deleted by hand, lost by the store) while the
+// primary holds it intact with the same bytes: the manifest already
+// names it, the object lands whole and checked. An object of the wrong
+// size is left for verify and prune to report: it may be evidence.
+func (r *runner) repair(ctx context.Context, from, to *repository.Listing) error {
+	primary := map[string]*repository.Manifest{}
+	for _, e := range from.Backups {
+		if e.State == repository.StateOK {
+			primary[e.Manifest.ID] = e.Manifest
+		}
+	}
+	for _, e := range to.Backups {
+		m, ok := primary[e.Manifest.ID]
+		if e.State != repository.StateBroken || e.Object.Key != "" || !ok || m.ObjectSHA256 != e.Manifest.ObjectSHA256 || m.Object != e.Manifest.Object {
+			continue
+		}
+		r.res.Copied = append(r.res.Copied, Planned{Kind: KindBackup, ID: m.ID, Key: m.Object, Size: m.ObjectSize})
+		if r.job.DryRun {
+			continue
+		}
+		if err := r.object(ctx, m.Object, want{size: m.ObjectSize, sha256: m.ObjectSHA256}, r.job.Lock.options(r.now)); err != nil {
+			return fmt.Errorf("repair backup %s: %w", m.ID, err)
+		}
+		r.lg.Warn("copy: the copy's data object of a committed backup was missing; copied again", "backup_id", m.ID)
+	}
+	return nil
+}
+
+func (r *runner) hasKit(ctx context.Context, id string) bool {
+	_, err := r.job.To.Store.Stat(ctx, kit.Repo{Store: r.job.To.Store, Cluster: r.job.To.Cluster}.ManifestKey(id))
+	return err == nil
+}
+
+// copyKit copies kit id unless the copy has it: object, then manifest.
+func (r *runner) copyKit(ctx context.Context, id string) error {
+	if r.hasKit(ctx, id) {
+		return nil
+	}
+	src := kit.Repo{Store: r.job.From.Store, Cluster: r.job.From.Cluster}
+	km, err := src.Manifest(ctx, id)
+	if err != nil {
+		return fmt.Errorf("its recovery kit in the primary: %w", err)
+	}
+	if err := r.object(ctx, km.Object, want{size: km.ObjectSize, sha256: km.ObjectSHA256}, uploader.PutOptions{}); err != nil {
+		return fmt.Errorf("recovery kit %s: %w", id, err)
+	}
+	key := src.ManifestKey(id)
+	if err := r.small(ctx, key, uploader.PutOptions{ContentType: "application/json"}); err != nil {
+		return fmt.Errorf("recovery kit %s: %w", id, err)
+	}
+	r.res.Copied = append(r.res.Copied, Planned{Kind: KindKit, ID: id, Key: km.Object, Size: km.ObjectSize})
+	return nil
+}
+
+// measure lists the copy: its intact backups and its recovery points.
+func (r *runner) measure(ctx context.Context) error {
+	l, err := r.job.To.List(ctx)
+	if err != nil {
+		return fmt.Errorf("list the copy %s: %w", r.job.To.Store, err)
+	}
+	for _, e := range l.Backups {
+		if e.State != repository.StateOK {
+			continue
+		}
+		r.res.Backups++
+		if t := e.Manifest.RevisionTime(); t.After(r.res.RecoveryPoint) {
+			r.res.RecoveryPoint = t
+		}
+	}
+	r.res.ChangesPoint = r.res.RecoveryPoint
+	ws, err := r.job.To.Windows(ctx, l)
+	if err != nil {
+		return fmt.Errorf("list the copy's changes: %w", err)
+	}
+	for _, w := range ws {
+		if w.Recoverable() && w.ThroughTime.After(r.res.ChangesPoint) {
+			r.res.ChangesPoint = w.ThroughTime
+		}
+	}
+	return nil
+}
