@@ -19,6 +19,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/lifeboat-dev/lifeboat/kit"
 )
 
 func TestMain(m *testing.M) {
@@ -574,6 +576,57 @@ func TestSystemdWiring(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^u lifeboat `).Match(sysusers) {
 		t.Error("lifeboat.sysusers does not create the user lifeboat")
+	}
+}
+
+// TestSystemdKit: the units keep what the recovery kit reads (kubeadm's PKI
+// and kube-apiserver manifest, k3s's server files) read-only, and the
+// kit's drop-in grants the one capability that reads kubeadm's 0600 keys,
+// nothing more, with the same read-only paths. (check.sh scores each
+// service with the drop-in applied.)
+func TestSystemdKit(t *testing.T) {
+	covered := func(paths []string, p string) bool {
+		for _, field := range paths {
+			for _, rp := range strings.Fields(field) {
+				rp = strings.TrimPrefix(rp, "-")
+				if p == rp || strings.HasPrefix(p, rp+"/") {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	kitPaths := []string{kit.KubeadmPKI, kit.KubeadmAPIServer, kit.K3sServer + "/token", kit.K3sServer + "/tls"}
+	for _, unit := range []string{"lifeboat.service", "lifeboat-once.service", "lifeboat-kit.conf"} {
+		u := unitFile(t, filepath.Join("systemd", unit))
+		for _, p := range kitPaths {
+			if !covered(u["ReadOnlyPaths"], p) {
+				t.Errorf("%s: ReadOnlyPaths=%q does not cover %s, which the kit reads", unit, u["ReadOnlyPaths"], p)
+			}
+		}
+		for _, k := range []string{"ReadWritePaths", "BindPaths"} {
+			for _, p := range kitPaths {
+				if covered(u[k], p) {
+					t.Errorf("%s: %s=%q makes %s writable", unit, k, u[k], p)
+				}
+			}
+		}
+	}
+	d := unitFile(t, "systemd/lifeboat-kit.conf")
+	for _, k := range []string{"AmbientCapabilities", "CapabilityBoundingSet"} {
+		if got := d[k]; !slices.Equal(got, []string{"CAP_DAC_READ_SEARCH"}) {
+			t.Errorf("lifeboat-kit.conf: %s=%q, want only CAP_DAC_READ_SEARCH (reads any file, writes none)", k, got)
+		}
+	}
+	for k := range d {
+		if !slices.Contains([]string{"AmbientCapabilities", "CapabilityBoundingSet", "ReadOnlyPaths"}, k) {
+			t.Errorf("lifeboat-kit.conf sets %s: the drop-in only grants reading the kit's files", k)
+		}
+	}
+	for _, unit := range []string{"lifeboat.service", "lifeboat-once.service"} {
+		if got := unitFile(t, filepath.Join("systemd", unit))["CapabilityBoundingSet"]; !slices.Equal(got, []string{""}) {
+			t.Errorf("%s: CapabilityBoundingSet=%q, want none without the drop-in", unit, got)
+		}
 	}
 }
 

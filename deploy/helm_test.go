@@ -20,6 +20,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/kit"
 )
 
 // helmBinary is HELM_BIN or .bin/helm (make tools installs it); under
@@ -53,15 +54,30 @@ type chartCase struct {
 	mode   string
 	kinds  []string // the kinds it must render, sorted
 	podSec string   // the Pod Security level its pods need
+	// etcdHostPath: the etcd client certificate is kubeadm's, by hostPath.
+	etcdHostPath bool
+	// kitHostPaths are the host paths the recovery kit reads
+	// (config.kit.paths), each mounted read-only below /host.
+	kitHostPaths []string
 }
+
+// testRecipient is an age recipient for the kit's cases (a kit needs one).
+const testRecipient = "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p"
 
 var chartCases = []chartCase{
 	{name: "cronjob", files: []string{"ci/cronjob-values.yaml"}, mode: "cronjob", podSec: "restricted",
 		kinds: []string{"ConfigMap", "ConfigMap", "CronJob", "CronJob", "PrometheusRule", "ServiceAccount"}},
 	{name: "deployment", files: []string{"ci/deployment-values.yaml"}, mode: "deployment", podSec: "restricted",
 		kinds: []string{"ConfigMap", "ConfigMap", "ConfigMap", "Deployment", "PodDisruptionBudget", "PrometheusRule", "Role", "RoleBinding", "Service", "ServiceAccount", "ServiceMonitor"}},
-	{name: "kubeadm", files: []string{"ci/kubeadm-values.yaml"}, mode: "cronjob", podSec: "privileged",
+	{name: "kubeadm", files: []string{"ci/kubeadm-values.yaml"}, mode: "cronjob", podSec: "privileged", etcdHostPath: true,
 		kinds: []string{"ConfigMap", "CronJob", "CronJob", "ServiceAccount"}},
+	{name: "kit-kubeadm", files: []string{"ci/kit-values.yaml"}, mode: "deployment", podSec: "privileged", etcdHostPath: true,
+		kinds:        []string{"ConfigMap", "Deployment", "Service", "ServiceAccount"},
+		kitHostPaths: []string{kit.KubeadmPKI, kit.KubeadmAPIServer, "/etc/kubernetes/enc/encryption-config.yaml"}},
+	{name: "kit-k3s", files: []string{"ci/cronjob-values.yaml"}, mode: "cronjob", podSec: "privileged",
+		set:          []string{"config.kit.paths={k3s,/etc/rancher/k3s/config.yaml}", "config.encryption.recipients={" + testRecipient + "}"},
+		kinds:        []string{"ConfigMap", "ConfigMap", "CronJob", "CronJob", "PrometheusRule", "ServiceAccount"},
+		kitHostPaths: []string{kit.K3sServer + "/token", kit.K3sServer + "/tls", kit.K3sServer + "/cred", "/etc/rancher/k3s/config.yaml"}},
 	{name: "deployment-minimal", mode: "deployment", podSec: "restricted",
 		set:   []string{"mode=deployment", "config.store.url=s3://etcd-bucket/p", "config.etcd.endpoints={http://etcd:2379}", "serviceAccount.create=false", "image.digest=sha256:" + strings.Repeat("ab", 32)},
 		kinds: []string{"ConfigMap", "Deployment", "Service"}},
@@ -255,6 +271,9 @@ func checkChartConfig(t *testing.T, bin, idFile string, c chartCase, data any, e
 	if got, want := dig(cfg, "capture", "enabled") == true, c.mode == "deployment" && c.name == "deployment"; got != want {
 		t.Errorf("capture.enabled %v, want %v", got, want)
 	}
+	if root, want := dig(cfg, "kit", "root"), len(c.kitHostPaths) > 0; want != (root == "/host") || !want && root != nil {
+		t.Errorf("kit.root %v, want /host exactly when the kit has paths (%v)", root, c.kitHostPaths)
+	}
 	f := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(f, []byte(s), 0o600); err != nil {
 		t.Fatal(err)
@@ -334,14 +353,8 @@ func checkChartPod(t *testing.T, name string, c chartCase, ps map[string]any) {
 		if dig(psc, "runAsUser") != 0 {
 			t.Errorf("%s: pod securityContext %v, want root to read kubeadm's PKI", name, psc)
 		}
-		var hostPath any
-		for _, v := range ps["volumes"].([]any) {
-			if dig(v, "name") == "etcd-client" {
-				hostPath = dig(v, "hostPath", "path")
-			}
-		}
-		if hostPath != "/etc/kubernetes/pki/etcd" {
-			t.Errorf("%s: etcd-client volume hostPath %v", name, hostPath)
+		if hostPath := hostPaths(ps)["etcd-client"]; c.etcdHostPath != (hostPath == "/etc/kubernetes/pki/etcd") {
+			t.Errorf("%s: etcd-client volume hostPath %q, want kubeadm's: %v", name, hostPath, c.etcdHostPath)
 		}
 		if dig(ps, "nodeSelector", "node-role.kubernetes.io/control-plane") != "" {
 			t.Errorf("%s: not on control-plane nodes: nodeSelector %v", name, ps["nodeSelector"])
@@ -358,6 +371,44 @@ func checkChartPod(t *testing.T, name string, c chartCase, ps map[string]any) {
 		if !mounts[p] {
 			t.Errorf("%s: nothing mounted at %s (mounts %v)", name, p, mounts)
 		}
+	}
+	checkKitMounts(t, name, c, ctr, ps)
+}
+
+// hostPaths are the host paths of a pod's hostPath volumes, by volume.
+func hostPaths(ps map[string]any) map[string]string {
+	out := map[string]string{}
+	for _, v := range ps["volumes"].([]any) {
+		if p, ok := dig(v, "hostPath", "path").(string); ok {
+			out[fmt.Sprint(dig(v, "name"))] = p
+		}
+	}
+	return out
+}
+
+// checkKitMounts: each host path of the kit is a hostPath volume mounted
+// read-only at the same path below /host (kit.root), and the pod mounts
+// no other host path than those and kubeadm's etcd PKI.
+func checkKitMounts(t *testing.T, name string, c chartCase, ctr, ps map[string]any) {
+	t.Helper()
+	hp := hostPaths(ps)
+	delete(hp, "etcd-client")
+	var got []string
+	for _, m := range ctr["volumeMounts"].([]any) {
+		host, ok := hp[fmt.Sprint(dig(m, "name"))]
+		if !ok {
+			continue
+		}
+		got = append(got, host)
+		if at := dig(m, "mountPath"); at != "/host"+host || dig(m, "readOnly") != true {
+			t.Errorf("%s: host path %s mounted at %v (read-only %v), want read-only at /host%s", name, host, at, dig(m, "readOnly"), host)
+		}
+	}
+	if len(got) != len(hp) {
+		t.Errorf("%s: hostPath volumes %v, mounted %v", name, hp, got)
+	}
+	if !slices.Equal(got, c.kitHostPaths) {
+		t.Errorf("%s: kit host paths %v, want %v", name, got, c.kitHostPaths)
 	}
 }
 
@@ -387,6 +438,8 @@ func TestChartSchemaRefuses(t *testing.T) {
 		{"no store", []string{"config.store.url="}, "config.store.url: required"},
 		{"no endpoints", []string{"config.etcd.endpoints=null"}, "config.etcd.endpoints: required"},
 		{"both etcd credentials", []string{"credentials.etcd.kubeadm.enabled=true"}, "not both"},
+		{"kit root in config", []string{"config.kit.paths={kubeadm}", "config.kit.root=/", "config.encryption.recipients={" + testRecipient + "}"}, "config.kit.root: set by the chart"},
+		{"relative kit encryption config", []string{"kit.encryptionConfig=enc.yaml"}, "kit/encryptionConfig"},
 		{"pdb with cronjob", []string{"podDisruptionBudget.enabled=true"}, "podDisruptionBudget.enabled: needs mode: deployment"},
 	}
 	for _, tt := range tests {

@@ -46,7 +46,7 @@ func TestCollectPresets(t *testing.T) {
 		{"kubeadm", kit.PresetKubeadm, func(t *testing.T, root string) kittest.Tree {
 			return kittest.Kubeadm(t, root, now, now.Add(200*24*time.Hour))
 		}, []string{
-			"/etc/kubernetes/pki/apiserver", "/etc/kubernetes/pki/ca", "/etc/kubernetes/pki/etcd/ca",
+			"/etc/kubernetes/pki/apiserver", "/etc/kubernetes/pki/apiserver-etcd-client", "/etc/kubernetes/pki/ca", "/etc/kubernetes/pki/etcd/ca",
 			"/etc/kubernetes/pki/etcd/healthcheck-client", "/etc/kubernetes/pki/etcd/peer", "/etc/kubernetes/pki/etcd/server",
 			"/etc/kubernetes/pki/front-proxy-ca", "/etc/kubernetes/pki/front-proxy-client", "/etc/kubernetes/pki/sa",
 		}},
@@ -236,7 +236,7 @@ func TestStore(t *testing.T) {
 				t.Fatalf("second Put of the same kit: stored %v, id %s, created %v, %v", again.Stored, again.Manifest.ID, again.Manifest.CreatedAt, err)
 			}
 			m := first.Manifest
-			if len(m.Certificates) != 8 || m.Recipients[0] != id.Recipient().String() {
+			if len(m.Certificates) != 9 || m.Recipients[0] != id.Recipient().String() {
 				t.Errorf("manifest: %d certificates, recipients %v", len(m.Certificates), m.Recipients)
 			}
 			got, err := r.Load(ctx, m, []age.Identity{id})

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"filippo.io/age"
 	"github.com/spf13/cobra"
 
 	"github.com/lifeboat-dev/lifeboat/kit"
@@ -60,6 +61,25 @@ with every backup. See docs/kit.md.`,
 		},
 	}
 	addOutputFlag(show, &showOut, "table or json")
+	verify := &cobra.Command{
+		Use:   "verify [KIT|BACKUP|latest]",
+		Short: "Check a kit: decrypt it, its content against its id, every certificate and key parses, pairs match; exit 1 on failure",
+		Long: `Fetches the kit, checks the object's size and sha256 against its manifest,
+decrypts it (--identity-file), checks the archive's sha256 against the kit's
+id, parses every certificate and key and checks that each certificate (or
+public key) matches the private key beside it (ca.crt and ca.key, sa.pub and
+sa.key): what a drill checks of a backup's kit. latest (the default) is the
+kit of the newest backup that names one. Exit 1 when any check fails, 2
+without an identity.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			return runKitVerify(cmd.Context(), cfg, a.logger(cfg), refArg(args), a.stdout)
+		},
+	}
 	var ro kitRestoreOptions
 	rest := &cobra.Command{
 		Use:   "restore [KIT|BACKUP|latest] --to DIR",
@@ -86,7 +106,7 @@ a backup id gives that backup's kit.`,
 	rest.Flags().StringVar(&ro.to, "to", "", "directory the files go below, at their original paths (/ for in place)")
 	rest.Flags().BoolVar(&ro.dryRun, "dry-run", false, "list what would be written; write nothing")
 	rest.Flags().BoolVar(&ro.force, "force", false, "move what is in the way aside to <path>.lifeboat-old-<time> instead of refusing")
-	c.AddCommand(list, show, rest)
+	c.AddCommand(list, show, verify, rest)
 	return c
 }
 
@@ -129,6 +149,28 @@ func openKits(ctx context.Context, cfg *Config, lg *slog.Logger) (*kitArea, erro
 		}
 	}
 	return a, nil
+}
+
+// openKit opens the kit area, resolves ref (see find) and reads the
+// identities; needIdentity makes their absence a configuration error
+// (exit 2): the kit is encrypted.
+func openKit(ctx context.Context, cfg *Config, lg *slog.Logger, ref string, needIdentity bool) (*kitArea, *kit.Manifest, []age.Identity, error) {
+	a, err := openKits(ctx, cfg, lg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	m, err := a.find(ref)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ids, err := identities(cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if needIdentity && len(ids) == 0 {
+		return nil, nil, nil, cfgErr("encryption.identity_file", "%v", kit.ErrNoIdentity)
+	}
+	return a, m, ids, nil
 }
 
 // find resolves a kit id (or prefix), a backup id, or latest: the kit of
@@ -225,30 +267,16 @@ type shownKit struct {
 }
 
 func runKitShow(ctx context.Context, cfg *Config, lg *slog.Logger, ref, output string, out io.Writer) error {
-	a, err := openKits(ctx, cfg, lg)
-	if err != nil {
-		return err
-	}
-	m, err := a.find(ref)
-	if err != nil {
-		return err
-	}
-	ids, err := identities(cfg)
+	a, m, ids, err := openKit(ctx, cfg, lg, ref, false)
 	if err != nil {
 		return err
 	}
 	s := shownKit{listedKit: listedKit{Manifest: m, Backups: append([]string{}, a.namedBy[m.ID]...)}}
 	var checkErr error
 	if len(ids) > 0 {
-		k, err := a.repo.Load(ctx, m, ids)
-		if err == nil {
-			var res kit.CheckResult
-			res, err = k.Check()
-			s.Check = &res
-		}
-		checkErr = err
-		if err != nil {
-			s.CheckError = err.Error()
+		s.Check, checkErr = a.check(ctx, m, ids)
+		if checkErr != nil {
+			s.CheckError = checkErr.Error()
 		}
 	}
 	if output == "json" {
@@ -299,13 +327,51 @@ func runKitShow(ctx context.Context, cfg *Config, lg *slog.Logger, ref, output s
 	case checkErr != nil:
 		fmt.Fprintf(out, "  check FAILED: %v\n", checkErr)
 	default:
-		fmt.Fprintf(out, "  checked     decrypted; %d files, %d certificates and %d keys parse; %d pairs match (%s)\n",
-			s.Check.Files, s.Check.Certificates, s.Check.Keys, len(s.Check.Pairs), strings.Join(s.Check.Pairs, ", "))
-		if !s.Check.EarliestExpiry.IsZero() {
-			fmt.Fprintf(out, "  first expiry %s (%s)\n", s.Check.EarliestExpiry.Format(time.RFC3339), s.Check.EarliestPath)
-		}
+		printKitCheck(out, s.Check)
 	}
 	return checkErr
+}
+
+// check fetches, decrypts and parses the kit m describes (its object
+// against the manifest, its content against its id) and checks its
+// certificates and keys, as a drill does. The result is nil when the kit
+// could not be read.
+func (a *kitArea) check(ctx context.Context, m *kit.Manifest, ids []age.Identity) (*kit.CheckResult, error) {
+	k, err := a.repo.Load(ctx, m, ids)
+	if err != nil {
+		return nil, err
+	}
+	res, err := k.Check()
+	return &res, err
+}
+
+// printKitCheck prints what a successful check found.
+func printKitCheck(out io.Writer, res *kit.CheckResult) {
+	fmt.Fprintf(out, "  checked     decrypted; %d files, %d certificates and %d keys parse; %d pairs match (%s)\n",
+		res.Files, res.Certificates, res.Keys, len(res.Pairs), strings.Join(res.Pairs, ", "))
+	if !res.EarliestExpiry.IsZero() {
+		fmt.Fprintf(out, "  first expiry %s (%s)\n", res.EarliestExpiry.Format(time.RFC3339), res.EarliestPath)
+	}
+}
+
+// errKitBad is returned (exit 1) when kit verify found the kit damaged,
+// undecryptable or with certificates and keys that fail the check.
+var errKitBad = errors.New("recovery kit failed verification")
+
+// runKitVerify checks one kit and says whether it is good.
+func runKitVerify(ctx context.Context, cfg *Config, lg *slog.Logger, ref string, out io.Writer) error {
+	a, m, ids, err := openKit(ctx, cfg, lg, ref, true)
+	if err != nil {
+		return err
+	}
+	res, err := a.check(ctx, m, ids)
+	if err != nil {
+		fmt.Fprintf(out, "kit %s FAILED: %v\n", m.ID, err)
+		return fmt.Errorf("%w: %w", errKitBad, err)
+	}
+	fmt.Fprintf(out, "kit %s is good (%s, named by %d backups)\n", m.ID, m.Object, len(a.namedBy[m.ID]))
+	printKitCheck(out, res)
+	return nil
 }
 
 func modeString(e kit.Entry) string {
@@ -320,20 +386,9 @@ func modeString(e kit.Entry) string {
 }
 
 func runKitRestore(ctx context.Context, cfg *Config, lg *slog.Logger, o kitRestoreOptions, out io.Writer, now time.Time) error {
-	a, err := openKits(ctx, cfg, lg)
+	a, m, ids, err := openKit(ctx, cfg, lg, o.ref, true)
 	if err != nil {
 		return err
-	}
-	m, err := a.find(o.ref)
-	if err != nil {
-		return err
-	}
-	ids, err := identities(cfg)
-	if err != nil {
-		return err
-	}
-	if len(ids) == 0 {
-		return cfgErr("encryption.identity_file", "%v", kit.ErrNoIdentity)
 	}
 	k, err := a.repo.Load(ctx, m, ids)
 	if err != nil {

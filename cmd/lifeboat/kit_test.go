@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,7 +50,7 @@ func TestKitCommands(t *testing.T) {
 	kitID := kits[0].ID
 
 	code, out, errOut = cli("kit", "show", "latest", "--identity-file", idFile)
-	if code != 0 || !strings.Contains(out, "kit "+kitID) || !strings.Contains(out, "9 pairs match") || !strings.Contains(out, "/etc/kubernetes/pki/apiserver.crt") {
+	if code != 0 || !strings.Contains(out, "kit "+kitID) || !strings.Contains(out, fmt.Sprintf("%d pairs match", tr.Pairs)) || !strings.Contains(out, "/etc/kubernetes/pki/apiserver.crt") {
 		t.Fatalf("kit show exit %d\n%s\n%s", code, out, errOut)
 	}
 	if code, out, errOut = cli("kit", "show", kitID[:12], "--identity-file", otherFile); code != 1 || !strings.Contains(out+errOut, "cannot decrypt") {
@@ -104,6 +105,90 @@ func TestKitCommands(t *testing.T) {
 			code, out, errOut := cli(tc.args...)
 			if code != tc.code || !strings.Contains(errOut, tc.want) {
 				t.Errorf("exit %d, want %d saying %q\n%s\n%s", code, tc.code, tc.want, out, errOut)
+			}
+		})
+	}
+}
+
+// TestKitVerify: `kit verify` passes a good kit (exit 0, its pairs and
+// first expiry) and fails (exit 1, naming what is wrong) a kit object
+// with one byte changed, a kit whose certificate does not match the key
+// beside it, and a wrong identity; without an identity it is a usage
+// error (exit 2).
+func TestKitVerify(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	seedCluster(t, c, 20)
+	dir := t.TempDir()
+	now := time.Now()
+	id, idFile := kittest.Identity(t, dir)
+	_, otherFile := kittest.Identity(t, t.TempDir())
+	// Two clusters in one store: a good kit and one with a mismatched pair.
+	good, mismatched := filepath.Join(dir, "good"), filepath.Join(dir, "mismatched")
+	tr := kittest.Kubeadm(t, good, now, now.Add(40*24*time.Hour))
+	kittest.Kubeadm(t, mismatched, now, now.Add(40*24*time.Hour))
+	other, err := os.ReadFile(filepath.Join(mismatched, "etc/kubernetes/pki/front-proxy-ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mismatched, "etc/kubernetes/pki/ca.key"), other, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	storeDir := filepath.Join(dir, "store")
+	cli := func(cluster string, args ...string) (int, string, string) {
+		t.Helper()
+		return runCLI(t, nil, append(args, "--store", "file://"+storeDir, "--cluster", cluster, "--log-format", "json")...)
+	}
+	for cluster, root := range map[string]string{"good": good, "mismatched": mismatched} {
+		if code, out, errOut := cli(cluster, "snapshot", "--endpoints", strings.Join(c.Endpoints(), ","), "--spool-dir", filepath.Join(dir, "spool"),
+			"--kit-path", "kubeadm", "--kit-root", root, "--recipient", id.Recipient().String()); code != 0 {
+			t.Fatalf("snapshot of %s: exit %d\n%s\n%s", cluster, code, out, errOut)
+		}
+	}
+
+	code, out, errOut := cli("good", "kit", "verify", "--identity-file", idFile)
+	if code != 0 || !strings.Contains(out, " is good") || !strings.Contains(out, fmt.Sprintf("%d pairs match", tr.Pairs)) ||
+		!strings.Contains(out, "first expiry "+tr.EarliestExpiry.Format(time.RFC3339)) {
+		t.Fatalf("kit verify of a good kit: exit %d\n%s\n%s", code, out, errOut)
+	}
+	objects, err := filepath.Glob(filepath.Join(storeDir, "good", "kits", "*.tar.zst.age"))
+	if err != nil || len(objects) != 1 {
+		t.Fatalf("kit objects of cluster good: %v, %v", objects, err)
+	}
+
+	for _, tc := range []struct {
+		name    string
+		cluster string
+		args    []string
+		damage  func(t *testing.T)
+		code    int
+		want    string
+	}{
+		{name: "wrong identity", cluster: "good", args: []string{"--identity-file", otherFile}, code: 1, want: "cannot decrypt"},
+		{name: "no identity", cluster: "good", code: 2, want: "an age identity is needed"},
+		{name: "mismatched pair", cluster: "mismatched", args: []string{"--identity-file", idFile}, code: 1,
+			want: "/etc/kubernetes/pki/ca.*: the certificate (or public key) does not match the private key beside it"},
+		{name: "unknown kit", cluster: "good", args: []string{"deadbeefdeadbeef", "--identity-file", idFile}, code: 1, want: "not found"},
+		{name: "corrupted object", cluster: "good", args: []string{"--identity-file", idFile}, damage: func(t *testing.T) {
+			b, err := os.ReadFile(objects[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			b[len(b)/2] ^= 0x01
+			if err := os.WriteFile(objects[0], b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, code: 1, want: "its manifest says"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.damage != nil {
+				tc.damage(t)
+			}
+			code, out, errOut := cli(tc.cluster, append([]string{"kit", "verify"}, tc.args...)...)
+			if code != tc.code || !strings.Contains(out+errOut, tc.want) {
+				t.Errorf("exit %d, want %d saying %q\n%s\n%s", code, tc.code, tc.want, out, errOut)
+			}
+			if code == 1 && !strings.Contains(errOut, "recovery kit failed verification") && tc.name != "unknown kit" {
+				t.Errorf("stderr does not say the kit failed verification:\n%s", errOut)
 			}
 		})
 	}

@@ -106,6 +106,7 @@ var commandGroups = map[string]group{
 	// The kit's subcommands, by parent and name (see newRootCmd's bind).
 	"kit list":    groupStore,
 	"kit show":    groupStore | groupEncryption,
+	"kit verify":  groupStore | groupEncryption,
 	"kit restore": groupStore | groupEncryption,
 }
 

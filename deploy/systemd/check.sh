@@ -40,6 +40,14 @@ for f in "$here"/*.service "$here"/*.timer; do
 	sed "s#/usr/local/bin/lifeboat#$bin#g" "$f" >"$tmp/$name"
 	units+=("$tmp/$name")
 done
+# Each service with the kit's drop-in (lifeboat-kit.conf) applied, as
+# systemd merges it: its [Service] lines after the unit's own (a unit named
+# <service>-kit.service). The drop-in must keep the score under the limit too.
+for f in "$here"/*.service; do
+	name=$(basename "$f" .service)-kit.service
+	{ sed "s#/usr/local/bin/lifeboat#$bin#g" "$f"; echo; sed -n '/^\[Service\]/,$p' "$here/lifeboat-kit.conf"; } >"$tmp/$name"
+	units+=("$tmp/$name")
+done
 
 fail=0
 # verify exits 0 even for unknown keys and unparsable values: any output

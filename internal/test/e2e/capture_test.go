@@ -68,7 +68,7 @@ agent:
 capture:
   enabled: true
   interval: %s
-`, eps, q(filepath.Join(dir, "spool")), q(l.store), q(listen), captureInterval)
+`, eps, q(filepath.Join(dir, "spool")), q(l.store), q(listen), captureInterval) + l.agentConfig
 	path := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -119,14 +119,21 @@ func (a *captureAgent) kill() {
 // exiting, fails the test.
 func (a *captureAgent) waitCaptured(t *testing.T, rev int64) window {
 	t.Helper()
+	return a.waitCapturedIn(t, a.lb, rev)
+}
+
+// waitCapturedIn is waitCaptured polling l's store: a copy the agent
+// keeps, read as l's flags say.
+func (a *captureAgent) waitCapturedIn(t *testing.T, l *lifeboat, rev int64) window {
+	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		ws := a.lb.windows(t)
+		ws := l.windows(t)
 		if n := len(ws); n > 0 && ws[n-1].Recoverable && ws[n-1].Problem == "" && ws[n-1].Through >= rev {
 			return ws[n-1]
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("capture not durable through revision %d in a minute: windows %+v\nagent:\n%s", rev, ws, a.stderr.String())
+			t.Fatalf("capture not durable through revision %d in %s in a minute: windows %+v\nagent:\n%s", rev, l.store, ws, a.stderr.String())
 		}
 		select {
 		case <-a.exited:

@@ -50,6 +50,9 @@ type lifeboat struct {
 	// agent's too): the S3 credentials, which only the AWS SDK's chain
 	// reads.
 	env []string
+	// agentConfig is appended to the agent's config file: what its flags
+	// cannot say (copies:).
+	agentConfig string
 }
 
 func newLifeboat(t *testing.T) *lifeboat {

@@ -2,6 +2,7 @@ package etcdtest
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/version"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -23,7 +25,8 @@ import (
 // child process on loopback: a server of another etcd version than the one
 // in go.mod (the version tests build them, see scripts/build-etcd.sh).
 type Process struct {
-	// ClientURL is where clients reach it (http://127.0.0.1:PORT).
+	// ClientURL is where clients reach it (http://127.0.0.1:PORT, https://
+	// with TLS).
 	ClientURL string
 	// DataDir is its data directory, under t.TempDir.
 	DataDir string
@@ -34,6 +37,58 @@ type Process struct {
 	exited chan struct{}
 	err    error // of cmd.Wait, once exited is closed
 	out    *syncbuf.Buffer
+	tls    *tls.Config // a client's, with TLS
+}
+
+// TLS is how an etcd started from a binary serves its clients (and,
+// optionally, its peers) over TLS, with certificates the test made (a
+// kubeadm-like PKI, internal/test/kittest): etcd's flags --cert-file,
+// --key-file, --trusted-ca-file and --client-cert-auth.
+type TLS struct {
+	// CAFile is the CA that signed every certificate below; clients and
+	// peers must present a certificate it signed.
+	CAFile string
+	// CertFile and KeyFile are the certificate etcd serves clients with.
+	CertFile, KeyFile string
+	// PeerCertFile and PeerKeyFile, when set, are the certificate etcd
+	// serves its peer URL with (https, --peer-client-cert-auth).
+	PeerCertFile, PeerKeyFile string
+	// ClientCertFile and ClientKeyFile are the client certificate the
+	// readiness check and Client present.
+	ClientCertFile, ClientKeyFile string
+}
+
+// args are etcd's flags for t; peer says whether the peer URLs are https.
+func (t *TLS) args(peer bool) []string {
+	if t == nil {
+		return nil
+	}
+	a := []string{"--cert-file", t.CertFile, "--key-file", t.KeyFile, "--trusted-ca-file", t.CAFile, "--client-cert-auth"}
+	if peer {
+		a = append(a, "--peer-cert-file", t.PeerCertFile, "--peer-key-file", t.PeerKeyFile,
+			"--peer-trusted-ca-file", t.CAFile, "--peer-client-cert-auth")
+	}
+	return a
+}
+
+// scheme is the scheme of URLs served with t.
+func (t *TLS) scheme(peer bool) string {
+	if t == nil || (peer && t.PeerCertFile == "") {
+		return "http"
+	}
+	return "https"
+}
+
+// clientConfig is a client's TLS configuration for a server of t.
+func (t *TLS) clientConfig() (*tls.Config, error) {
+	if t == nil {
+		return nil, nil
+	}
+	c, err := (transport.TLSInfo{CertFile: t.ClientCertFile, KeyFile: t.ClientKeyFile, TrustedCAFile: t.CAFile}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("etcd client TLS: %w", err)
+	}
+	return c, nil
 }
 
 // FindBinary returns the etcd binary named by the environment variable env
@@ -84,8 +139,15 @@ func NeedBinary(t testing.TB, env, name string) string {
 // is stopped at test cleanup.
 func StartBinary(t testing.TB, binary string) *Process {
 	t.Helper()
+	return StartBinaryTLS(t, binary, nil)
+}
+
+// StartBinaryTLS is StartBinary serving clients (and peers, when
+// tl.PeerCertFile is set) over TLS as tl says; nil is plain http.
+func StartBinaryTLS(t testing.TB, binary string, tl *TLS) *Process {
+	t.Helper()
 	// A fresh data dir per attempt: a failed start may have bootstrapped one.
-	return startRetried(t, func(ctx context.Context) (*Process, error) { return startBinary(ctx, binary, t.TempDir()) })
+	return startRetried(t, func(ctx context.Context) (*Process, error) { return startBinary(ctx, binary, t.TempDir(), tl) })
 }
 
 // startRetried runs start until it succeeds or fails for another reason
@@ -111,14 +173,14 @@ func startRetried(t testing.TB, start func(context.Context) (*Process, error)) *
 	return nil
 }
 
-func startBinary(ctx context.Context, binary, dir string) (*Process, error) {
+func startBinary(ctx context.Context, binary, dir string, tl *TLS) (*Process, error) {
 	ports, err := freePorts(2)
 	if err != nil {
 		return nil, err
 	}
-	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	return launch(ctx, binary, filepath.Join(dir, "data"), client,
+	client := fmt.Sprintf("%s://127.0.0.1:%d", tl.scheme(false), ports[0])
+	peer := fmt.Sprintf("%s://127.0.0.1:%d", tl.scheme(true), ports[1])
+	args := append(tl.args(tl.scheme(true) == "https"),
 		"--name", "m0",
 		"--data-dir", filepath.Join(dir, "data"),
 		"--listen-client-urls", client,
@@ -130,12 +192,17 @@ func startBinary(ctx context.Context, binary, dir string) (*Process, error) {
 		"--unsafe-no-fsync",
 		"--log-level", "error",
 	)
+	return launch(ctx, binary, filepath.Join(dir, "data"), client, tl, args...)
 }
 
 // launch starts binary with args (its data in dataDir, serving clients at
-// client) and waits until it is ready.
-func launch(ctx context.Context, binary, dataDir, client string, args ...string) (*Process, error) {
-	p := &Process{ClientURL: client, DataDir: dataDir, Binary: binary, exited: make(chan struct{}), out: &syncbuf.Buffer{Max: 1 << 20}}
+// client, over TLS as tl says) and waits until it is ready.
+func launch(ctx context.Context, binary, dataDir, client string, tl *TLS, args ...string) (*Process, error) {
+	tc, err := tl.clientConfig()
+	if err != nil {
+		return nil, err
+	}
+	p := &Process{ClientURL: client, DataDir: dataDir, Binary: binary, exited: make(chan struct{}), out: &syncbuf.Buffer{Max: 1 << 20}, tls: tc}
 	p.cmd = exec.Command(binary, args...)
 	// etcd reads every flag from ETCD_<FLAG> too: only the flags count.
 	for _, kv := range os.Environ() {
@@ -157,6 +224,10 @@ func launch(ctx context.Context, binary, dataDir, client string, args ...string)
 // waitReady polls /health, then a read, until ctx ends or etcd exits.
 func (p *Process) waitReady(ctx context.Context) error {
 	hc := &http.Client{Timeout: time.Second}
+	if p.tls != nil {
+		hc.Transport = &http.Transport{TLSClientConfig: p.tls.Clone()}
+		defer hc.CloseIdleConnections()
+	}
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.ClientURL+"/health", nil)
 		if err != nil {
@@ -181,7 +252,11 @@ func (p *Process) waitReady(ctx context.Context) error {
 // ClientConfig returns a client configuration for the server with a 5 s
 // DialTimeout.
 func (p *Process) ClientConfig() clientv3.Config {
-	return clientv3.Config{Endpoints: []string{p.ClientURL}, DialTimeout: dialTimeout, Logger: zap.NewNop()}
+	cfg := clientv3.Config{Endpoints: []string{p.ClientURL}, DialTimeout: dialTimeout, Logger: zap.NewNop()}
+	if p.tls != nil {
+		cfg.TLS = p.tls.Clone()
+	}
+	return cfg
 }
 
 // Client returns a client built from ClientConfig; it is closed at test

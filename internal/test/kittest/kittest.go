@@ -39,12 +39,17 @@ type Tree struct {
 	Files []string
 	// EarliestExpiry is the soonest NotAfter among its certificates.
 	EarliestExpiry time.Time
+	// Pairs is how many certificates (or public keys) it holds with the
+	// private key beside them (ca.crt and ca.key, sa.pub and sa.key).
+	Pairs int
 }
 
 // Kubeadm writes a kubeadm-like tree below root: /etc/kubernetes/pki with
 // the cluster CA, apiserver certificate, service-account key pair,
-// front-proxy CA and client, and etcd's CA, server and peer certificates
-// (ECDSA and RSA keys mixed, as kubeadm makes them); the kube-apiserver
+// front-proxy CA and client, etcd's CA, server, peer and healthcheck-client
+// certificates, and the apiserver's etcd client certificate (ECDSA and RSA
+// keys mixed, as kubeadm makes them), each leaf valid for 127.0.0.1 so that
+// etcd and kube-apiserver can serve with them; the kube-apiserver
 // static pod manifest naming EncryptionConfig with
 // --encryption-provider-config; and that aescbc config. notAfter is the
 // apiserver certificate's expiry (the earliest); the CAs get ten years
@@ -98,6 +103,10 @@ func Kubeadm(t testing.TB, root string, now, notAfter time.Time) Tree {
 		write(pki+"/etcd/"+n+".crt", 0o644, c.certPEM)
 		write(pki+"/etcd/"+n+".key", 0o600, c.keyPEM)
 	}
+	ec := newCert(t, "kube-apiserver-etcd-client", eca, caUntil.Add(-3*time.Hour), false, false)
+	write(pki+"/apiserver-etcd-client.crt", 0o644, ec.certPEM)
+	write(pki+"/apiserver-etcd-client.key", 0o600, ec.keyPEM)
+	tr.Pairs = 10
 	secret := make([]byte, 32)
 	_, _ = rand.Read(secret)
 	write(EncryptionConfig, 0o600, []byte(`apiVersion: apiserver.config.k8s.io/v1

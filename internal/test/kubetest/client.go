@@ -32,6 +32,8 @@ var (
 	Secrets     = Resource{APIVersion: "v1", Plural: "secrets", Namespaced: true}
 	Deployments = Resource{APIVersion: "apps/v1", Plural: "deployments", Namespaced: true}
 	CRDs        = Resource{APIVersion: "apiextensions.k8s.io/v1", Plural: "customresourcedefinitions"}
+	// ServiceAccounts are namespaced; TokenRequest issues their tokens.
+	ServiceAccounts = Resource{APIVersion: "v1", Plural: "serviceaccounts", Namespaced: true}
 )
 
 // Path returns the API path of the object name in namespace ns, or of the
@@ -297,6 +299,55 @@ func (c *Client) Poll(ctx context.Context, done func() (bool, error)) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// TokenRequest issues a token of the service account ns/name valid for
+// ttl (the TokenRequest API, as the kubelet asks for a pod's token): a
+// JWT the server signs with its service-account signing key, stored
+// nowhere.
+func (c *Client) TokenRequest(ctx context.Context, ns, name string, ttl time.Duration) (string, error) {
+	req := Object{"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+		"spec": Object{"expirationSeconds": int64(ttl / time.Second)}}
+	var got struct {
+		Status struct{ Token string }
+	}
+	if err := c.Do(ctx, http.MethodPost, ServiceAccounts.Path(ns, name)+"/token", nil, req, &got); err != nil {
+		return "", err
+	}
+	if got.Status.Token == "" {
+		return "", fmt.Errorf("token request for %s/%s: no token in the answer", ns, name)
+	}
+	return got.Status.Token, nil
+}
+
+// WithToken returns a client of the same server that authenticates with
+// token instead.
+func (c *Client) WithToken(token string) *Client {
+	cc := *c
+	cc.Token = token
+	return &cc
+}
+
+// WhoAmI returns the user name the server authenticates c's token as (a
+// SelfSubjectReview); a token it does not accept is a 401 StatusError.
+func (c *Client) WhoAmI(ctx context.Context) (string, error) {
+	var got struct {
+		Status struct {
+			UserInfo struct{ Username string }
+		}
+	}
+	req := Object{"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+	if err := c.Do(ctx, http.MethodPost, "/apis/authentication.k8s.io/v1/selfsubjectreviews", nil, req, &got); err != nil {
+		return "", err
+	}
+	return got.Status.UserInfo.Username, nil
+}
+
+// IsUnauthorized reports whether err is a 401 of the API server (a token
+// it does not accept).
+func IsUnauthorized(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && se.Code == http.StatusUnauthorized
 }
 
 // Name returns obj's metadata.name.

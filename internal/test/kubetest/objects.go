@@ -18,6 +18,11 @@ func NewSecret(ns, name string, data map[string][]byte) Object {
 	return Object{"apiVersion": "v1", "kind": "Secret", "metadata": meta(ns, name), "type": "Opaque", "data": data}
 }
 
+// NewServiceAccount returns a ServiceAccount ns/name.
+func NewServiceAccount(ns, name string) Object {
+	return Object{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(ns, name)}
+}
+
 // NewDeployment returns a Deployment ns/name of replicas pods of one
 // container running image (nothing runs it: there is no scheduler).
 func NewDeployment(ns, name, image string, replicas int) Object {

@@ -80,6 +80,19 @@ type Options struct {
 	// (YAML) for encryption at rest (--encryption-provider-config);
 	// AESCBCConfig makes one.
 	EncryptionConfig string
+	// EncryptionConfigFile, when not empty, is a file holding one (a
+	// kubeadm-like tree's, internal/test/kittest); not with
+	// EncryptionConfig.
+	EncryptionConfigFile string
+	// ServingCertFile and ServingKeyFile, when set, are the certificate
+	// and key the server serves with (a kubeadm PKI's apiserver.crt and
+	// .key) instead of a generated self-signed pair, and ServingCAFile the
+	// CA that signed them (its ca.crt), which clients then trust.
+	ServingCertFile, ServingKeyFile, ServingCAFile string
+	// ServiceAccountKeyFile and ServiceAccountSigningKeyFile, when set,
+	// are the service-account key pair (sa.pub and sa.key) instead of a
+	// generated one: tokens signed before a restore stay valid after it.
+	ServiceAccountKeyFile, ServiceAccountSigningKeyFile string
 	// ServiceClusterIPRange is --service-cluster-ip-range; "" is
 	// 10.96.0.0/24 (only a configuration value: nothing is routed).
 	ServiceClusterIPRange string
@@ -93,7 +106,8 @@ type Server struct {
 	URL string
 	// Token is the bearer token of its one user, a member of system:masters.
 	Token string
-	// CAFile holds the certificate the server presents (PEM).
+	// CAFile holds the certificate the server presents (PEM), or the CA
+	// that signed it (Options.ServingCAFile).
 	CAFile string
 	// Binary is the executable it runs.
 	Binary string
@@ -158,7 +172,10 @@ func start(ctx context.Context, tmp string, opts Options) (*Server, error) {
 		out:    &syncbuf.Buffer{Max: 4 << 20},
 	}
 	servingKey := filepath.Join(dir, "serving.key")
-	if err := writeServingCert(s.CAFile, servingKey); err != nil {
+	servingCert := s.CAFile
+	if opts.ServingCertFile != "" {
+		servingCert, servingKey, s.CAFile = opts.ServingCertFile, opts.ServingKeyFile, opts.ServingCAFile
+	} else if err := writeServingCert(s.CAFile, servingKey); err != nil {
 		return nil, err
 	}
 	pool := x509.NewCertPool()
@@ -168,9 +185,12 @@ func start(ctx context.Context, tmp string, opts Options) (*Server, error) {
 	}
 	pool.AppendCertsFromPEM(certPEM)
 	s.tls = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	saPub, saKey := filepath.Join(dir, "sa.pub"), filepath.Join(dir, "sa.key")
-	if err := writeKeyPair(saPub, saKey); err != nil {
-		return nil, err
+	saPub, saKey := opts.ServiceAccountKeyFile, opts.ServiceAccountSigningKeyFile
+	if saPub == "" {
+		saPub, saKey = filepath.Join(dir, "sa.pub"), filepath.Join(dir, "sa.key")
+		if err := writeKeyPair(saPub, saKey); err != nil {
+			return nil, err
+		}
 	}
 	tokens := filepath.Join(dir, "tokens.csv")
 	if err := os.WriteFile(tokens, []byte(s.Token+`,kubetest,kubetest-uid,"system:masters"`+"\n"), 0o600); err != nil {
@@ -185,7 +205,7 @@ func start(ctx context.Context, tmp string, opts Options) (*Server, error) {
 		"--bind-address", "127.0.0.1",
 		"--advertise-address", "127.0.0.1",
 		"--secure-port", fmt.Sprint(port),
-		"--tls-cert-file", s.CAFile,
+		"--tls-cert-file", servingCert,
 		"--tls-private-key-file", servingKey,
 		"--cert-dir", filepath.Join(dir, "certs"),
 		// The lease reconciler refuses a loopback advertise address.
@@ -204,7 +224,9 @@ func start(ctx context.Context, tmp string, opts Options) (*Server, error) {
 	if opts.EtcdCertFile != "" {
 		args = append(args, "--etcd-certfile", opts.EtcdCertFile, "--etcd-keyfile", opts.EtcdKeyFile)
 	}
-	if opts.EncryptionConfig != "" {
+	if opts.EncryptionConfigFile != "" {
+		args = append(args, "--encryption-provider-config", opts.EncryptionConfigFile)
+	} else if opts.EncryptionConfig != "" {
 		f := filepath.Join(dir, "encryption.yaml")
 		if err := os.WriteFile(f, []byte(opts.EncryptionConfig), 0o600); err != nil {
 			return nil, fmt.Errorf("write encryption config: %w", err)

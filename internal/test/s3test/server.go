@@ -35,6 +35,10 @@ type Server struct {
 	SecretKey string
 	// Region is the region to sign requests for.
 	Region string
+	// Dir holds everything the server stores: its buckets and objects
+	// (data/) and their versions (versions/). Removing it after Stop
+	// loses the store, as a deleted bucket or a lost region does.
+	Dir string
 
 	bin      string
 	args     []string
@@ -116,6 +120,7 @@ func start(t testing.TB, bin string) (*Server, error) {
 		AccessKey: "lifeboat-test-access",
 		SecretKey: "lifeboat-test-secret-" + strconv.Itoa(port),
 		Region:    "us-east-1",
+		Dir:       dir,
 		exited:    make(chan struct{}),
 		output:    &syncbuf.Buffer{},
 	}

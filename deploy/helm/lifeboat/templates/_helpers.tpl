@@ -74,6 +74,33 @@ app.kubernetes.io/part-of: lifeboat
 {{- if not ((.Values.config.store | default dict).url) }}
 {{- fail "config.store.url: required (s3://BUCKET/PREFIX)" }}
 {{- end }}
+{{- if hasKey (.Values.config.kit | default dict) "root" }}
+{{- fail "config.kit.root: set by the chart (/host, where it mounts the host's files of config.kit.paths); leave it out" }}
+{{- end }}
+{{- end }}
+
+{{/* The host files and directories the recovery kit reads (config.kit.paths),
+as a list of {path, type}: what the presets read, and explicit paths as they
+are. Empty without kit paths. */}}
+{{- define "lifeboat.kitHostPaths" -}}
+{{- $out := list }}
+{{- range ((.Values.config.kit | default dict).paths | default list) }}
+{{- if eq . "kubeadm" }}
+{{- $out = append $out (dict "path" "/etc/kubernetes/pki" "type" "Directory") }}
+{{- /* The preset reads the manifest for --encryption-provider-config. */}}
+{{- $out = append $out (dict "path" "/etc/kubernetes/manifests/kube-apiserver.yaml" "type" "File") }}
+{{- with $.Values.kit.encryptionConfig }}
+{{- $out = append $out (dict "path" . "type" "File") }}
+{{- end }}
+{{- else if eq . "k3s" }}
+{{- $out = append $out (dict "path" "/var/lib/rancher/k3s/server/token" "type" "File") }}
+{{- $out = append $out (dict "path" "/var/lib/rancher/k3s/server/tls" "type" "Directory") }}
+{{- $out = append $out (dict "path" "/var/lib/rancher/k3s/server/cred" "type" "Directory") }}
+{{- else }}
+{{- $out = append $out (dict "path" . "type" "") }}
+{{- end }}
+{{- end }}
+{{- toYaml (dict "paths" $out) }}
 {{- end }}
 
 {{/* The directories and credential files the pods mount, and where. */}}
@@ -83,6 +110,7 @@ etcd: /etc/lifeboat/etcd
 age: /etc/lifeboat/age
 spool: /var/lib/lifeboat/spool
 scratch: /var/lib/lifeboat/scratch
+kitRoot: /host
 {{- end }}
 
 {{/* config.yaml: the values' config with what the chart mounts. */}}
@@ -98,6 +126,9 @@ scratch: /var/lib/lifeboat/scratch
 {{- end }}
 {{- if $c.age.existingSecret }}
 {{- $_ := set $managed "encryption" (dict "identity_file" (printf "%s/%s" $p.age $c.age.key)) }}
+{{- end }}
+{{- if ((.Values.config.kit | default dict).paths) }}
+{{- $_ := set $managed "kit" (dict "root" $p.kitRoot) }}
 {{- end }}
 {{- if eq .Values.mode "deployment" }}
 {{- $_ := set $managed "agent" (dict "listen" (printf "0.0.0.0:%v" .Values.service.port)) }}
@@ -117,6 +148,9 @@ scratch: /var/lib/lifeboat/scratch
 {{- $v := $root.Values }}
 {{- $p := include "lifeboat.paths" $root | fromYaml }}
 {{- $kubeadm := $v.credentials.etcd.kubeadm.enabled }}
+{{- $kitPaths := (include "lifeboat.kitHostPaths" $root | fromYaml).paths }}
+{{- /* Files of the host, 0600 root: kubeadm's etcd PKI, the kit's files. */}}
+{{- $hostFiles := or $kubeadm (not (empty $kitPaths)) }}
 {{- with $v.imagePullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
@@ -132,8 +166,8 @@ priorityClassName: {{ . }}
 restartPolicy: Never
 {{- end }}
 securityContext:
-  {{- if $kubeadm }}
-  {{- /* kubeadm's etcd keys are 0600 root: read them as root, nothing more. */}}
+  {{- if $hostFiles }}
+  {{- /* kubeadm's keys are 0600 root: read them as root, nothing more. */}}
   {{- toYaml (mergeOverwrite (omit (deepCopy $v.podSecurityContext) "fsGroup") (dict "runAsNonRoot" false "runAsUser" 0 "runAsGroup" 0)) | nindent 2 }}
   {{- else }}
   {{- toYaml $v.podSecurityContext | nindent 2 }}
@@ -141,14 +175,14 @@ securityContext:
 {{- if $v.nodeSelector }}
 nodeSelector:
   {{- toYaml $v.nodeSelector | nindent 2 }}
-{{- else if $kubeadm }}
+{{- else if $hostFiles }}
 nodeSelector:
   node-role.kubernetes.io/control-plane: ""
 {{- end }}
 {{- if $v.tolerations }}
 tolerations:
   {{- toYaml $v.tolerations | nindent 2 }}
-{{- else if $kubeadm }}
+{{- else if $hostFiles }}
 tolerations:
   - key: node-role.kubernetes.io/control-plane
     operator: Exists
@@ -198,7 +232,7 @@ containers:
     resources:
       {{- toYaml .resources | nindent 6 }}
     securityContext:
-      {{- if $kubeadm }}
+      {{- if $hostFiles }}
       {{- toYaml (mergeOverwrite (deepCopy $v.containerSecurityContext) (dict "runAsNonRoot" false)) | nindent 6 }}
       {{- else }}
       {{- toYaml $v.containerSecurityContext | nindent 6 }}
@@ -215,6 +249,11 @@ containers:
       {{- if $v.credentials.age.existingSecret }}
       - name: age
         mountPath: {{ $p.age }}
+        readOnly: true
+      {{- end }}
+      {{- range $i, $hp := $kitPaths }}
+      - name: kit-{{ $i }}
+        mountPath: {{ printf "%s%s" $p.kitRoot $hp.path }}
         readOnly: true
       {{- end }}
       - name: spool
@@ -246,6 +285,14 @@ volumes:
     secret:
       secretName: {{ . }}
       defaultMode: 0400
+  {{- end }}
+  {{- range $i, $hp := $kitPaths }}
+  - name: kit-{{ $i }}
+    hostPath:
+      path: {{ $hp.path }}
+      {{- with $hp.type }}
+      type: {{ . }}
+      {{- end }}
   {{- end }}
   - name: spool
     emptyDir:
