@@ -105,26 +105,27 @@ type copyMetrics struct {
 	drillResult   *prometheus.GaugeVec
 }
 
+// copyMetricDefs are the copies' metrics, one row a metric (see
+// metricDef).
+var copyMetricDefs = []metricDef[copyMetrics]{
+	{field: func(m *copyMetrics) any { return &m.lastSuccess }, name: "lifeboat_copy_last_success_timestamp_seconds", labels: []string{"store"},
+		help: "When a copy last caught up with the primary without error (Unix time; 0: not since start)."},
+	{field: func(m *copyMetrics) any { return &m.failures }, name: "lifeboat_copy_failures_total", labels: []string{"store"},
+		help: "Copy runs that failed (retried with backoff)."},
+	{field: func(m *copyMetrics) any { return &m.recoveryPoint }, name: "lifeboat_copy_recovery_point_timestamp_seconds", labels: []string{"store", "kind"},
+		help: "The newest point a copy alone restores to (Unix time): kind backup from its newest backup, kind changes with its change windows (0: none yet)."},
+	{field: func(m *copyMetrics) any { return &m.bytes }, name: "lifeboat_copy_bytes_total", labels: []string{"store"},
+		help: "Bytes written to a copy."},
+	{field: func(m *copyMetrics) any { return &m.drillTime }, name: "lifeboat_copy_drill_last_timestamp_seconds", labels: []string{"store"},
+		help: "When the last drill of a copy ended, whatever its verdict (Unix time; 0: none by this agent). The primary's drills are lifeboat_drill_*."},
+	{field: func(m *copyMetrics) any { return &m.drillResult }, name: "lifeboat_copy_drill_last_result", labels: []string{"store"},
+		help: "Verdict of the last drill of a copy by this agent: 1 passed, 0 failed (absent until one ran)."},
+}
+
 func newCopyMetrics(reg prometheus.Registerer, copies []Copy) (*copyMetrics, error) {
-	var b metricSet
-	m := &copyMetrics{
-		lastSuccess: b.gaugeVec("lifeboat_copy_last_success_timestamp_seconds",
-			"When a copy last caught up with the primary without error (Unix time; 0: not since start).", "store"),
-		failures: b.counterVec("lifeboat_copy_failures_total",
-			"Copy runs that failed (retried with backoff).", "store"),
-		recoveryPoint: b.gaugeVec("lifeboat_copy_recovery_point_timestamp_seconds",
-			"The newest point a copy alone restores to (Unix time): kind backup from its newest backup, kind changes with its change windows (0: none yet).", "store", "kind"),
-		bytes: b.counterVec("lifeboat_copy_bytes_total",
-			"Bytes written to a copy.", "store"),
-		drillTime: b.gaugeVec("lifeboat_copy_drill_last_timestamp_seconds",
-			"When the last drill of a copy ended, whatever its verdict (Unix time; 0: none by this agent). The primary's drills are lifeboat_drill_*.", "store"),
-		drillResult: b.gaugeVec("lifeboat_copy_drill_last_result",
-			"Verdict of the last drill of a copy by this agent: 1 passed, 0 failed (absent until one ran).", "store"),
-	}
-	for _, c := range b {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register metrics: %w", err)
-		}
+	m := &copyMetrics{}
+	if err := registerMetrics(reg, m, copyMetricDefs); err != nil {
+		return nil, err
 	}
 	for _, c := range copies {
 		m.lastSuccess.WithLabelValues(c.Name)

@@ -104,98 +104,98 @@ type metrics struct {
 	kitExpiryFrom string
 }
 
+// agentMetrics are the agent's metrics, one row a metric: the field of
+// metrics it fills (whose type says what kind of metric it is), its name,
+// its labels and its help. newMetrics makes and registers them in this
+// order.
+var agentMetrics = []metricDef[metrics]{
+	{field: func(m *metrics) any { return &m.lastSuccess }, name: "lifeboat_job_last_success_timestamp_seconds", labels: []string{JobLabel},
+		help: "When a job last succeeded (Unix time; 0: not since start and not known from the store)."},
+	{field: func(m *metrics) any { return &m.runs }, name: "lifeboat_job_runs_total", labels: []string{JobLabel, "result"},
+		help: "Job runs by result: success, failure, or skipped (the previous run was still going)."},
+	{field: func(m *metrics) any { return &m.duration }, name: "lifeboat_job_duration_seconds", labels: []string{JobLabel}, buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600},
+		help: "How long job runs took (retries of a snapshot included)."},
+	{field: func(m *metrics) any { return &m.snapSize }, name: "lifeboat_snapshot_size_bytes", labels: []string{"kind"},
+		help: "Size of the last snapshot this agent stored: raw (the etcd database) or stored (after compression and encryption)."},
+	{field: func(m *metrics) any { return &m.snapRevision }, name: "lifeboat_snapshot_revision",
+		help: "etcd revision of the last snapshot this agent stored."},
+	{field: func(m *metrics) any { return &m.hashKVErrors }, name: "lifeboat_snapshot_hashkv_errors_total",
+		help: "Stored backups whose live HashKV comparison failed with an error (not a mismatch, which fails the backup; not a compaction past the revision)."},
+	{field: func(m *metrics) any { return &m.backups }, name: "lifeboat_backups", labels: []string{"state"},
+		help: "Backups in the store by state: ok, locked (ok and under Object Lock or legal hold), broken (data object missing or wrong, or manifest unreadable)."},
+	{field: func(m *metrics) any { return &m.newest }, name: "lifeboat_backup_newest_timestamp_seconds",
+		help: "Creation time of the newest backup whose data object is present (Unix time; 0: none)."},
+	{field: func(m *metrics) any { return &m.newestProven }, name: "lifeboat_backup_newest_proven_timestamp_seconds",
+		help: "Creation time of the newest backup whose last drill passed (Unix time; 0: none)."},
+	{field: func(m *metrics) any { return &m.drillResult }, name: "lifeboat_drill_last_result",
+		help: "Verdict of the last drill: 1 passed, 0 failed (absent until a drill is known)."},
+	{field: func(m *metrics) any { return &m.drillTime }, name: "lifeboat_drill_last_timestamp_seconds",
+		help: "When the last drill ended, whatever its verdict (Unix time; 0: none known)."},
+	{field: func(m *metrics) any { return &m.drillPhase }, name: "lifeboat_drill_phase_duration_seconds", labels: []string{"phase"},
+		help: "Duration of each phase of the last drill this agent ran: fetch, decode, restore, verify, boot, checks."},
+	{field: func(m *metrics) any { return &m.drillRecover }, name: "lifeboat_drill_recovery_seconds",
+		help: "Time the last drill this agent ran took from fetching the backup to a healthy restored member (absent until then)."},
+	{field: func(m *metrics) any { return &m.drillErrors }, name: "lifeboat_drill_errors_total",
+		help: "Drill runs that ended without a verdict on a backup (store unreachable, download failed, no space, no identity, timeout): errors of the run, not of the backup."},
+	{field: func(m *metrics) any { return &m.drillErrTime }, name: "lifeboat_drill_last_error_timestamp_seconds",
+		help: "When a drill run last ended without a verdict (Unix time; 0: not since start)."},
+	{field: func(m *metrics) any { return &m.kitExpiry }, name: "lifeboat_kit_cert_expiry_timestamp_seconds",
+		help: "Earliest expiry of the certificates in the recovery kit of the newest backup drilled (Unix time; absent until a drill checked a kit)."},
+	{field: func(m *metrics) any { return &m.deleted }, name: "lifeboat_retention_deleted_total",
+		help: "Backups deleted by the retention policy."},
+	{field: func(m *metrics) any { return &m.uploadBytes }, name: "lifeboat_upload_bytes_total",
+		help: "Bytes handed to the store by snapshot jobs (data objects and manifests, failed uploads included)."},
+	{field: func(m *metrics) any { return &m.leader }, name: "lifeboat_leader",
+		help: "1 when this agent holds the cluster's lock and runs the scheduled jobs (always 1 without a lock)."},
+	{field: func(m *metrics) any { return &m.storeUp }, name: "lifeboat_store_up",
+		help: "1 when the last request to the backup store (listing or readiness check) succeeded."},
+	{field: func(m *metrics) any { return &m.notifies }, name: "lifeboat_notifications_total", labels: []string{"result"},
+		help: "Webhook notifications by result: sent, failed (after retries) or dropped (queue full)."},
+	{field: func(m *metrics) any { return &m.buildInfo }, name: "lifeboat_build_info", labels: []string{"version"},
+		help: "Always 1; the version label is lifeboat's version."},
+	{field: func(m *metrics) any { return &m.captureEnabled }, name: "lifeboat_capture_enabled",
+		help: "1 when this agent is configured to capture changes (capture.enabled), 0 otherwise."},
+	{field: func(m *metrics) any { return &m.captureUp }, name: "lifeboat_capture_up",
+		help: "1 while this agent's capture job watches and writes change segments; 0 when it does not (standby, starting, taking its snapshot, restarting after an error, disabled)."},
+	{field: func(m *metrics) any { return &m.captureRevision }, name: "lifeboat_capture_revision",
+		help: "Durable captured-through etcd revision of this agent's capture: every revision up to it is in stored change segments (0: none yet)."},
+	{field: func(m *metrics) any { return &m.captureRecovery }, name: "lifeboat_capture_recovery_point_timestamp_seconds",
+		help: "The recovery point of this agent's capture: the latest time a point-in-time restore can reach (Unix time; 0: none yet)."},
+	{field: func(m *metrics) any { return &m.captureGaps }, name: "lifeboat_capture_gaps_total", labels: []string{"reason"},
+		help: "Capture generations sealed by a break of continuity, by reason: compacted, cluster_id, revision_backwards, broken_chain (a lost leader lock is none). After each one the capture starts a new generation from a fresh snapshot."},
+	{field: func(m *metrics) any { return &m.captureWindows }, name: "lifeboat_capture_window_problems",
+		help: "Capture windows (generations) in the store whose window ends before its stored segments or is not recoverable (a fork by a second writer, missing revisions, no anchor snapshot), as the agent's last listing of the store saw them; 0 without capture."},
+	{field: func(m *metrics) any { return &m.captureRestarts }, name: "lifeboat_capture_restarts_total",
+		help: "Times the capture job ended while this agent still led and was started again (after a backoff)."},
+	{field: func(m *metrics) any { return &m.captureLag }, name: "lifeboat_capture_lag_seconds", value: (*metrics).lagSeconds,
+		help: "Now minus the recovery point of this agent's capture, computed at scrape: how much a restore would lose now. It keeps growing while capture is stopped or stuck; before this agent's first durable point it is the time since it began capturing (a lower bound). NaN when this agent does not capture (disabled or standby)."},
+	{field: func(m *metrics) any { return &m.captureStats.Rollovers }, name: "lifeboat_capture_rollovers_total",
+		help: "Capture generations rolled over to a scheduled snapshot (not a gap: the windows overlap)."},
+	{field: func(m *metrics) any { return &m.captureStats.Compacted }, name: "lifeboat_capture_compacted_segments_total",
+		help: "Compacted change segments stored by this agent's capture."},
+	{field: func(m *metrics) any { return &m.captureStats.CompactErrors }, name: "lifeboat_capture_compaction_errors_total",
+		help: "Compaction passes of this agent's capture that failed (retried at the next pass; the segments stay as they were)."},
+}
+
 // newMetrics creates the metrics, registers them with reg and creates the
 // series of every enabled job so that they exist (at 0) from the first
 // scrape.
 func newMetrics(reg prometheus.Registerer, jobs []string, version string) (*metrics, error) {
-	var b metricSet
-	m := &metrics{
-		lastSuccess: b.gaugeVec("lifeboat_job_last_success_timestamp_seconds",
-			"When a job last succeeded (Unix time; 0: not since start and not known from the store).", JobLabel),
-		runs: b.counterVec("lifeboat_job_runs_total",
-			"Job runs by result: success, failure, or skipped (the previous run was still going).", JobLabel, "result"),
-		duration: b.histogramVec("lifeboat_job_duration_seconds", []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600},
-			"How long job runs took (retries of a snapshot included).", JobLabel),
-		snapSize: b.gaugeVec("lifeboat_snapshot_size_bytes",
-			"Size of the last snapshot this agent stored: raw (the etcd database) or stored (after compression and encryption).", "kind"),
-		snapRevision: b.gauge("lifeboat_snapshot_revision",
-			"etcd revision of the last snapshot this agent stored."),
-		hashKVErrors: b.counter("lifeboat_snapshot_hashkv_errors_total",
-			"Stored backups whose live HashKV comparison failed with an error (not a mismatch, which fails the backup; not a compaction past the revision)."),
-		backups: b.gaugeVec("lifeboat_backups",
-			"Backups in the store by state: ok, locked (ok and under Object Lock or legal hold), broken (data object missing or wrong, or manifest unreadable).", "state"),
-		newest: b.gauge("lifeboat_backup_newest_timestamp_seconds",
-			"Creation time of the newest backup whose data object is present (Unix time; 0: none)."),
-		newestProven: b.gauge("lifeboat_backup_newest_proven_timestamp_seconds",
-			"Creation time of the newest backup whose last drill passed (Unix time; 0: none)."),
-		drillResult: b.optional("lifeboat_drill_last_result",
-			"Verdict of the last drill: 1 passed, 0 failed (absent until a drill is known)."),
-		drillTime: b.gauge("lifeboat_drill_last_timestamp_seconds",
-			"When the last drill ended, whatever its verdict (Unix time; 0: none known)."),
-		drillPhase: b.gaugeVec("lifeboat_drill_phase_duration_seconds",
-			"Duration of each phase of the last drill this agent ran: fetch, decode, restore, verify, boot, checks.", "phase"),
-		drillRecover: b.optional("lifeboat_drill_recovery_seconds",
-			"Time the last drill this agent ran took from fetching the backup to a healthy restored member (absent until then)."),
-		drillErrors: b.counter("lifeboat_drill_errors_total",
-			"Drill runs that ended without a verdict on a backup (store unreachable, download failed, no space, no identity, timeout): errors of the run, not of the backup."),
-		drillErrTime: b.gauge("lifeboat_drill_last_error_timestamp_seconds",
-			"When a drill run last ended without a verdict (Unix time; 0: not since start)."),
-		kitExpiry: b.optional("lifeboat_kit_cert_expiry_timestamp_seconds",
-			"Earliest expiry of the certificates in the recovery kit of the newest backup drilled (Unix time; absent until a drill checked a kit)."),
-		deleted: b.counter("lifeboat_retention_deleted_total",
-			"Backups deleted by the retention policy."),
-		uploadBytes: b.counter("lifeboat_upload_bytes_total",
-			"Bytes handed to the store by snapshot jobs (data objects and manifests, failed uploads included)."),
-		leader: b.gauge("lifeboat_leader",
-			"1 when this agent holds the cluster's lock and runs the scheduled jobs (always 1 without a lock)."),
-		storeUp: b.gauge("lifeboat_store_up",
-			"1 when the last request to the backup store (listing or readiness check) succeeded."),
-		notifies: b.counterVec("lifeboat_notifications_total",
-			"Webhook notifications by result: sent, failed (after retries) or dropped (queue full).", "result"),
-		buildInfo: b.gaugeVec("lifeboat_build_info",
-			"Always 1; the version label is lifeboat's version.", "version"),
-		captureEnabled: b.gauge("lifeboat_capture_enabled",
-			"1 when this agent is configured to capture changes (capture.enabled), 0 otherwise."),
-		captureUp: b.gauge("lifeboat_capture_up",
-			"1 while this agent's capture job watches and writes change segments; 0 when it does not (standby, starting, taking its snapshot, restarting after an error, disabled)."),
-		captureRevision: b.gauge("lifeboat_capture_revision",
-			"Durable captured-through etcd revision of this agent's capture: every revision up to it is in stored change segments (0: none yet)."),
-		captureRecovery: b.gauge("lifeboat_capture_recovery_point_timestamp_seconds",
-			"The recovery point of this agent's capture: the latest time a point-in-time restore can reach (Unix time; 0: none yet)."),
-		captureGaps: b.counterVec("lifeboat_capture_gaps_total",
-			"Capture generations sealed by a break of continuity, by reason: compacted, cluster_id, revision_backwards, broken_chain (a lost leader lock is none). After each one the capture starts a new generation from a fresh snapshot.", "reason"),
-		captureWindows: b.gauge("lifeboat_capture_window_problems",
-			"Capture windows (generations) in the store whose window ends before its stored segments or is not recoverable (a fork by a second writer, missing revisions, no anchor snapshot), as the agent's last listing of the store saw them; 0 without capture."),
-		captureRestarts: b.counter("lifeboat_capture_restarts_total",
-			"Times the capture job ended while this agent still led and was started again (after a backoff)."),
-	}
-	m.captureLag = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "lifeboat_capture_lag_seconds",
-		Help: "Now minus the recovery point of this agent's capture, computed at scrape: how much a restore would lose now. It keeps growing while capture is stopped or stuck; before this agent's first durable point it is the time since it began capturing (a lower bound). NaN when this agent does not capture (disabled or standby).",
-	}, func() float64 {
-		if f := m.lag.Load(); f != nil {
-			return (*f)()
-		}
-		return math.NaN()
-	})
-	m.captureStats = &capture.Stats{}
-	counter := func(name, help string, v *atomic.Int64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v.Load()) })
-	}
-	captureCounters := []prometheus.Collector{
-		counter("lifeboat_capture_rollovers_total", "Capture generations rolled over to a scheduled snapshot (not a gap: the windows overlap).", &m.captureStats.Rollovers),
-		counter("lifeboat_capture_compacted_segments_total", "Compacted change segments stored by this agent's capture.", &m.captureStats.Compacted),
-		counter("lifeboat_capture_compaction_errors_total", "Compaction passes of this agent's capture that failed (retried at the next pass; the segments stay as they were).", &m.captureStats.CompactErrors),
-	}
-	b = append(b, m.captureLag)
-	b = append(b, captureCounters...)
-	for _, c := range b {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register metrics: %w", err)
-		}
+	m := &metrics{captureStats: &capture.Stats{}}
+	if err := registerMetrics(reg, m, agentMetrics); err != nil {
+		return nil, err
 	}
 	m.initSeries(jobs, version)
 	return m, nil
+}
+
+// lagSeconds is lifeboat_capture_lag_seconds at scrape: NaN while no
+// capture sets the lag.
+func (m *metrics) lagSeconds() float64 {
+	if f := m.lag.Load(); f != nil {
+		return (*f)()
+	}
+	return math.NaN()
 }
 
 // initSeries creates the series of every enabled job and every fixed
@@ -229,46 +229,66 @@ func (m *metrics) initSeries(jobs []string, version string) {
 	m.buildInfo.WithLabelValues(version).Set(1)
 }
 
-// metricSet builds metrics and keeps each one, for newMetrics to
-// register them all: one line a metric.
-type metricSet []prometheus.Collector
-
-func (b *metricSet) keep(c prometheus.Collector) { *b = append(*b, c) }
-
-func (b *metricSet) gauge(name, help string) prometheus.Gauge {
-	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
-	b.keep(g)
-	return g
+// metricDef is one row of a metrics table (agentMetrics, copyMetricDefs):
+// field returns a pointer to the field of M the metric fills, and the
+// field's type says the metric's kind: a Gauge or Counter (without labels),
+// a GaugeVec, CounterVec or HistogramVec (with labels; buckets for the
+// histogram), an optionalGauge, a GaugeFunc computed at scrape by value, or
+// an atomic counter exported as a counter.
+type metricDef[M any] struct {
+	field      func(*M) any
+	name, help string
+	labels     []string
+	buckets    []float64
+	value      func(*M) float64
 }
 
-func (b *metricSet) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
-	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
-	b.keep(g)
-	return g
+// registerMetrics makes each metric of defs into its field of m and
+// registers it with reg.
+func registerMetrics[M any](reg prometheus.Registerer, m *M, defs []metricDef[M]) error {
+	for _, d := range defs {
+		c, err := d.make(m)
+		if err != nil {
+			return err
+		}
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("register metrics: %w", err)
+		}
+	}
+	return nil
 }
 
-func (b *metricSet) counter(name, help string) prometheus.Counter {
-	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
-	b.keep(c)
-	return c
-}
-
-func (b *metricSet) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
-	b.keep(c)
-	return c
-}
-
-func (b *metricSet) histogramVec(name string, buckets []float64, help string, labels ...string) *prometheus.HistogramVec {
-	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
-	b.keep(h)
-	return h
-}
-
-func (b *metricSet) optional(name, help string) *optionalGauge {
-	g := newOptionalGauge(name, help)
-	b.keep(g)
-	return g
+// make creates the metric, stores it in its field of m and returns it.
+func (d metricDef[M]) make(m *M) (prometheus.Collector, error) {
+	gauge := prometheus.GaugeOpts{Name: d.name, Help: d.help}
+	counter := prometheus.CounterOpts{Name: d.name, Help: d.help}
+	switch f := d.field(m).(type) {
+	case *prometheus.Gauge:
+		*f = prometheus.NewGauge(gauge)
+		return *f, nil
+	case **prometheus.GaugeVec:
+		*f = prometheus.NewGaugeVec(gauge, d.labels)
+		return *f, nil
+	case *prometheus.Counter:
+		*f = prometheus.NewCounter(counter)
+		return *f, nil
+	case **prometheus.CounterVec:
+		*f = prometheus.NewCounterVec(counter, d.labels)
+		return *f, nil
+	case **prometheus.HistogramVec:
+		*f = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: d.name, Help: d.help, Buckets: d.buckets}, d.labels)
+		return *f, nil
+	case **optionalGauge:
+		*f = newOptionalGauge(d.name, d.help)
+		return *f, nil
+	case *prometheus.GaugeFunc:
+		*f = prometheus.NewGaugeFunc(gauge, func() float64 { return d.value(m) })
+		return *f, nil
+	case *atomic.Int64:
+		return prometheus.NewCounterFunc(counter, func() float64 { return float64(f.Load()) }), nil
+	default:
+		return nil, fmt.Errorf("register metrics: %s: no metric for a field of type %T", d.name, f)
+	}
 }
 
 // optionalGauge is a gauge without labels that is not exported until it

@@ -43,17 +43,8 @@ func (a *Agent) refresh(ctx context.Context) {
 	defer cancel()
 	now := a.clock.Now()
 	l, err := a.cfg.Backups.List(ctx)
-	if err != nil && ctx.Err() != nil {
-		return // cut short (shutdown): nothing learnt, nothing changes
-	}
 	if err != nil {
-		a.m.storeUp.Set(0)
-		a.mu.Lock()
-		a.state.err = err.Error()
-		a.mu.Unlock()
-		if ctx.Err() == nil {
-			a.lg.Warn("cannot list backups", "err", err)
-		}
+		a.listFailed(ctx, err)
 		return
 	}
 	a.m.storeUp.Set(1)
@@ -65,6 +56,30 @@ func (a *Agent) refresh(ctx context.Context) {
 	if derr != nil {
 		a.lg.Warn("cannot read the drill history; proven backups unknown", "err", derr)
 	}
+	st := listedState(l, drills, now)
+	a.setBackupGauges(st)
+	newestDrill := a.learnSuccesses(st, drills)
+	a.setState(st, newestDrill)
+	a.checkStale(now, st)
+}
+
+// listFailed records that the store could not be listed: the store is
+// down, and status says why. A listing cut short (shutdown) learnt
+// nothing and changes nothing.
+func (a *Agent) listFailed(ctx context.Context, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	a.m.storeUp.Set(0)
+	a.mu.Lock()
+	a.state.err = err.Error()
+	a.mu.Unlock()
+	a.lg.Warn("cannot list backups", "err", err)
+}
+
+// listedState counts the listed backups by state and finds the newest, the
+// newest proven and those whose last drill's verdict cannot be read.
+func listedState(l *repository.Listing, drills map[string]drill.Record, now time.Time) backupState {
 	st := backupState{listed: true, at: now, broken: len(l.Unreadable)}
 	for _, e := range l.Backups {
 		if e.State != repository.StateOK {
@@ -87,14 +102,22 @@ func (a *Agent) refresh(ctx context.Context) {
 			st.drillUnknown = append(st.drillUnknown, DrillProblem{BackupID: e.Manifest.ID, Error: r.Err})
 		}
 	}
+	return st
+}
+
+// setBackupGauges exports the counts and the newest backups of st.
+func (a *Agent) setBackupGauges(st backupState) {
 	a.m.backups.WithLabelValues(stateOK).Set(float64(st.ok))
 	a.m.backups.WithLabelValues(stateLocked).Set(float64(st.locked))
 	a.m.backups.WithLabelValues(stateBroken).Set(float64(st.broken))
 	a.m.newest.Set(unixOrZero(st.newest))
 	a.m.newestProven.Set(unixOrZero(st.newestProven))
+}
 
-	// What the store proves about the last successes (another agent's,
-	// or before a restart): never move a gauge backwards.
+// learnSuccesses takes what the store proves about the last successes
+// (another agent's, or before a restart), never moving a gauge backwards,
+// and returns the newest drill record.
+func (a *Agent) learnSuccesses(st backupState, drills map[string]drill.Record) drill.Record {
 	if j := a.byName[JobSnapshot]; j != nil && st.newest != nil {
 		a.learnSuccess(j, st.newest.CreatedAt.Add(time.Duration(st.newest.DurationSeconds*float64(time.Second))))
 	}
@@ -111,7 +134,14 @@ func (a *Agent) refresh(ctx context.Context) {
 	if j := a.byName[JobDrill]; j != nil && !newestPass.IsZero() {
 		a.learnSuccess(j, newestPass)
 	}
+	return newestDrill
+}
+
+// setState keeps st for status and exports the newest drill when it is
+// newer than the last one known.
+func (a *Agent) setState(st backupState, newestDrill drill.Record) {
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	a.state = st
 	if newestDrill.At.After(a.lastDrill) {
 		a.lastDrill = newestDrill.At
@@ -123,8 +153,6 @@ func (a *Agent) refresh(ctx context.Context) {
 			a.m.drillResult.Set(b2f(newestDrill.Passed))
 		}
 	}
-	a.mu.Unlock()
-	a.checkStale(now, st)
 }
 
 func (a *Agent) learnSuccess(j *job, t time.Time) {

@@ -124,48 +124,86 @@ func scan(ctx context.Context, r *reader, splitMin uint64, rec Records) (Status,
 	rootVal := make([]byte, bucketHeaderSize)
 	ne.PutUint64(rootVal, r.meta.root)
 
-	var scheduled int64
+	scheduled, err := r.readMetaBucket(rootVal, &st)
+	if err != nil {
+		return Status{}, err
+	}
+	h, err := r.kvHasher(ctx, rootVal, st.CompactRevision, scheduled, splitMin)
+	if err != nil {
+		return Status{}, err
+	}
+	boltHash, err := r.walkRoot(ctx, h, rec, splitMin)
+	if err != nil {
+		return Status{}, err
+	}
+	if err := r.checkFreelist(); err != nil {
+		return Status{}, err
+	}
+	st.BoltHash = boltHash
+	// As etcd's store on this file (mvcc store.restore): etcd before
+	// 3.5.16 removes a tombstone at the compact revision, so the newest
+	// record may be older than the compaction.
+	st.Revision = max(h.revision(), st.CompactRevision, scheduled)
+	st.TotalKeys = h.liveKeys()
+	st.HashKV, st.HashKVComparable, st.HashKVReason = h.sum()
+	return st, nil
+}
+
+// readMetaBucket sets the storage version and the finished compact
+// revision of st from the meta bucket, and returns the scheduled compact
+// revision (all 0 or "" when absent).
+func (r *reader) readMetaBucket(rootVal []byte, st *Status) (scheduled int64, err error) {
 	metaVal, isBucket, err := r.lookup(rootVal, metaBucket, 0)
 	if err != nil {
-		return Status{}, fmt.Errorf("meta bucket: %w", err)
+		return 0, fmt.Errorf("meta bucket: %w", err)
 	}
-	if metaVal != nil && isBucket {
-		v, _, err := r.lookup(metaVal, storageVersionKey, 0)
-		if err != nil {
-			return Status{}, fmt.Errorf("meta bucket: %w", err)
-		}
-		// As etcdutl: the value as semver, "" when absent or not semver.
-		if sv, err := semver.NewVersion(string(v)); v != nil && err == nil {
-			st.StorageVersion = sv.String()
-		}
-		if st.CompactRevision, err = r.metaRevision(metaVal, finishedCompact); err != nil {
-			return Status{}, err
-		}
-		if scheduled, err = r.metaRevision(metaVal, scheduledCompact); err != nil {
-			return Status{}, err
-		}
+	if metaVal == nil || !isBucket {
+		return 0, nil
 	}
+	v, _, err := r.lookup(metaVal, storageVersionKey, 0)
+	if err != nil {
+		return 0, fmt.Errorf("meta bucket: %w", err)
+	}
+	// As etcdutl: the value as semver, "" when absent or not semver.
+	if sv, err := semver.NewVersion(string(v)); v != nil && err == nil {
+		st.StorageVersion = sv.String()
+	}
+	if st.CompactRevision, err = r.metaRevision(metaVal, finishedCompact); err != nil {
+		return 0, err
+	}
+	return r.metaRevision(metaVal, scheduledCompact)
+}
 
+// kvHasher makes the HashKV hasher for a file compacted to compact (with
+// a compaction to scheduled begun) and, when it needs them, reads the
+// records newer than the compact revision into it first.
+func (r *reader) kvHasher(ctx context.Context, rootVal []byte, compact, scheduled int64, splitMin uint64) (*kvHasher, error) {
 	// Kubernetes values take a page or two: expect about a key per page.
-	h := newKVHasher(st.CompactRevision, int(min(r.meta.pgid, maxKeysHint)))
-	if scheduled > st.CompactRevision {
-		h.notComparable(fmt.Sprintf("compaction to revision %d scheduled but only %d finished", scheduled, st.CompactRevision))
+	h := newKVHasher(compact, int(min(r.meta.pgid, maxKeysHint)))
+	if scheduled > compact {
+		h.notComparable(fmt.Sprintf("compaction to revision %d scheduled but only %d finished", scheduled, compact))
 	}
-	if h.needTail() {
-		keyVal, isBucket, err := r.lookup(rootVal, keyBucket, 0)
-		if err != nil {
-			return Status{}, fmt.Errorf("key bucket: %w", err)
-		}
-		if keyVal != nil && isBucket {
-			if err := h.readTail(ctx, r, keyVal, splitMin); err != nil {
-				return Status{}, err
-			}
+	if !h.needTail() {
+		return h, nil
+	}
+	keyVal, isBucket, err := r.lookup(rootVal, keyBucket, 0)
+	if err != nil {
+		return nil, fmt.Errorf("key bucket: %w", err)
+	}
+	if keyVal != nil && isBucket {
+		if err := h.readTail(ctx, r, keyVal, splitMin); err != nil {
+			return nil, err
 		}
 	}
+	return h, nil
+}
 
+// walkRoot walks every bucket of the file once, checking it, handing the
+// key bucket's records to h (and rec), and returns the bolt hash. The
+// root bucket holds only buckets: hash each name, then its records in
+// order, as etcdutl's status does (nested buckets by name only).
+func (r *reader) walkRoot(ctx context.Context, h *kvHasher, rec Records, splitMin uint64) (uint32, error) {
 	var boltHash uint32
-	// The root bucket holds only buckets: hash each name, then its records
-	// in order, as etcdutl's status does (nested buckets by name only).
 	root := func(name, v, bucketVal []byte, depth int) error {
 		if bucketVal == nil {
 			return corruptf("root entry %q is not a bucket", name)
@@ -186,19 +224,9 @@ func scan(ctx context.Context, r *reader, splitMin uint64, rec Records) (Status,
 		return err
 	}
 	if _, err := r.walkTree(r.meta.root, 0, nil, nil, root); err != nil {
-		return Status{}, err
+		return 0, err
 	}
-	if err := r.checkFreelist(); err != nil {
-		return Status{}, err
-	}
-	st.BoltHash = boltHash
-	// As etcd's store on this file (mvcc store.restore): etcd before
-	// 3.5.16 removes a tombstone at the compact revision, so the newest
-	// record may be older than the compaction.
-	st.Revision = max(h.revision(), st.CompactRevision, scheduled)
-	st.TotalKeys = h.liveKeys()
-	st.HashKV, st.HashKVComparable, st.HashKVReason = h.sum()
-	return st, nil
+	return boltHash, nil
 }
 
 // metaRevision reads a compact revision from the meta bucket, 0 if absent.

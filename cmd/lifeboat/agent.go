@@ -97,31 +97,23 @@ func runAgent(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptions,
 	return nil
 }
 
-// agentConfig turns the configuration into the agent's.
+// agentConfig turns the configuration into the agent's: the checks that
+// need the command line, the store and its encoding, the jobs, the leader
+// lock, and how the agent serves (once, or as the daemon).
 func agentConfig(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptions, getenv func(string) string) (agent.Config, error) {
 	var none agent.Config
-	if cfg.Capture.Enabled {
-		if o.once {
-			return none, &ConfigError{Key: "capture.enabled", Err: errors.New("agent --once cannot capture: capture runs continuously in the daemon " +
-				"(lifeboat agent without --once: lifeboat.service, or the Kubernetes Deployment overlay); leave capture off for CronJobs and timers")}
-		}
+	if cfg.Capture.Enabled && o.once {
+		return none, &ConfigError{Key: "capture.enabled", Err: errors.New("agent --once cannot capture: capture runs continuously in the daemon " +
+			"(lifeboat agent without --once: lifeboat.service, or the Kubernetes Deployment overlay); leave capture off for CronJobs and timers")}
 	}
-	s := cfg.Schedule
-	pruning := s.Prune != ""
+	pruning := cfg.Schedule.Prune != ""
 	policy, err := cfg.Retention.Policy()
 	if err != nil && pruning {
-		return none, &ConfigError{Key: "retention", Err: fmt.Errorf("%w (schedule.prune is %q: set retention.keep_* or an empty schedule.prune)", errors.Unwrap(err), s.Prune)}
+		return none, &ConfigError{Key: "retention", Err: fmt.Errorf("%w (schedule.prune is %q: set retention.keep_* or an empty schedule.prune)", errors.Unwrap(err), cfg.Schedule.Prune)}
 	}
-	enc, err := encodingFromConfig(cfg)
+	enc, ids, err := agentEncoding(cfg, lg)
 	if err != nil {
 		return none, err
-	}
-	ids, err := identities(cfg)
-	if err != nil {
-		return none, err
-	}
-	for _, w := range encryptionWarnings(enc, ids) {
-		lg.Warn("ENCRYPTION WARNING: " + w)
 	}
 	backups, err := openBackups(ctx, cfg, lg)
 	if err != nil {
@@ -130,7 +122,52 @@ func agentConfig(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptio
 	host, _ := os.Hostname()
 	identity := host + "/" + strconv.Itoa(os.Getpid())
 
-	acfg := agent.Config{
+	acfg := agentSchedules(cfg, backups, enc, identity)
+	if cfg.Capture.Enabled {
+		acfg.Capture = captureFunc(cfg, backups, enc, ids, lg)
+	}
+	if pruning {
+		acfg.Prune = &prune.Job{Backups: backups, Policy: policy, OrphanGrace: time.Duration(cfg.Retention.OrphanGrace)}
+	}
+	dj := agentDrillJob(cfg, backups, ids, lg)
+	acfg.Drill = func(ctx context.Context) (*drill.Outcome, error) { return drill.RunJob(ctx, dj, lg) }
+	if err := agentCopies(ctx, &acfg, cfg, dj, lg); err != nil {
+		return none, err
+	}
+	if cfg.Agent.Lock {
+		cc, err := etcdConfig(cfg).ClientConfig()
+		if err != nil {
+			return none, &ConfigError{Key: "etcd", Err: err}
+		}
+		acfg.Lock = &agent.LockConfig{Etcd: cc, TTL: cfg.Agent.LockTTL, Identity: identity}
+	}
+	agentServing(&acfg, cfg, o, getenv, lg)
+	return acfg, nil
+}
+
+// agentEncoding reads the store's encoding and the identities that decrypt
+// it, and logs what is weak about them.
+func agentEncoding(cfg *Config, lg *slog.Logger) (repository.Encoding, []age.Identity, error) {
+	enc, err := encodingFromConfig(cfg)
+	if err != nil {
+		return enc, nil, err
+	}
+	ids, err := identities(cfg)
+	if err != nil {
+		return enc, nil, err
+	}
+	for _, w := range encryptionWarnings(enc, ids) {
+		lg.Warn("ENCRYPTION WARNING: " + w)
+	}
+	return enc, ids, nil
+}
+
+// agentSchedules is the agent's configuration before its jobs: the
+// cluster, the store, the snapshot job, the schedules, the limits and the
+// webhooks.
+func agentSchedules(cfg *Config, backups *repository.Repo, enc repository.Encoding, identity string) agent.Config {
+	s := cfg.Schedule
+	return agent.Config{
 		Cluster:         cfg.Cluster,
 		Backups:         backups,
 		Snapshot:        snapshotJob(cfg, backups, enc),
@@ -149,15 +186,15 @@ func agentConfig(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptio
 		Identity: identity,
 		Version:  Version,
 	}
-	if cfg.Capture.Enabled {
-		acfg.Capture = captureFunc(cfg, backups, enc, ids, lg)
-	}
-	if pruning {
-		acfg.Prune = &prune.Job{Backups: backups, Policy: policy, OrphanGrace: time.Duration(cfg.Retention.OrphanGrace)}
-	}
+}
+
+// agentDrillJob is the scheduled drill of the store. With capture on, each
+// drill also proves a point in time against the live cluster
+// (drill.Job.Live).
+func agentDrillJob(cfg *Config, backups *repository.Repo, ids []age.Identity, lg *slog.Logger) drill.Job {
 	dj := drill.Job{
 		Backups: backups,
-		Target:  s.DrillTarget,
+		Target:  cfg.Schedule.DrillTarget,
 		Options: drill.Options{
 			Identities:    ids,
 			ScratchDir:    cfg.Drill.ScratchDir,
@@ -168,8 +205,6 @@ func agentConfig(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptio
 		},
 	}
 	if cfg.Capture.Enabled {
-		// With capture on, each drill proves a point in time against the
-		// live cluster (drill.Job.Live).
 		ec := etcdConfig(cfg)
 		dj.Live = func(ctx context.Context) (drill.LiveCluster, func(), error) {
 			sess, err := snapshot.Dial(ctx, ec, lg)
@@ -179,22 +214,17 @@ func agentConfig(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptio
 			return drill.SessionLive(sess), func() { sess.Close() }, nil
 		}
 	}
-	acfg.Drill = func(ctx context.Context) (*drill.Outcome, error) { return drill.RunJob(ctx, dj, lg) }
-	if err := agentCopies(ctx, &acfg, cfg, dj, lg); err != nil {
-		return none, err
-	}
-	if cfg.Agent.Lock {
-		cc, err := etcdConfig(cfg).ClientConfig()
-		if err != nil {
-			return none, &ConfigError{Key: "etcd", Err: err}
-		}
-		acfg.Lock = &agent.LockConfig{Etcd: cc, TTL: cfg.Agent.LockTTL, Identity: identity}
-	}
+	return dj
+}
+
+// agentServing sets how the agent serves: agent --once has no HTTP and no
+// systemd, and its metrics lack the Go and process collectors (see
+// agent.NewRegistry); the daemon listens, talks to systemd and serves
+// /metrics itself.
+func agentServing(acfg *agent.Config, cfg *Config, o agentOptions, getenv func(string) string, lg *slog.Logger) {
 	if o.once {
-		// No HTTP, no systemd; metrics without the Go and process
-		// collectors (see agent.NewRegistry).
 		acfg.Registry = prometheus.NewRegistry()
-		return acfg, nil
+		return
 	}
 	acfg.Registry = agent.NewRegistry()
 	acfg.Listen = cfg.Agent.Listen
@@ -202,7 +232,6 @@ func agentConfig(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptio
 	if cfg.Agent.Textfile != "" || cfg.Agent.Pushgateway != "" {
 		lg.Info("agent.textfile and agent.pushgateway apply to agent --once; the daemon serves /metrics")
 	}
-	return acfg, nil
 }
 
 // agentCopies gives the agent its copies: each one's copy job, its own

@@ -125,98 +125,140 @@ func (w listedWindow) state() string {
 	return s
 }
 
+// listing is what `lifeboat list` shows: the primary's backups, their
+// last drills, the capture windows and, with copies, which stores hold
+// each backup.
+type listing struct {
+	store   string
+	l       *repository.Listing
+	drills  map[string]*repository.LastDrill
+	windows []listedWindow
+	stores  map[string][]string
+}
+
 func runList(ctx context.Context, cfg *Config, lg *slog.Logger, o listOptions, out io.Writer, now time.Time) error {
-	backups, err := openBackups(ctx, cfg, lg)
+	li, err := readListing(ctx, cfg, lg)
 	if err != nil {
 		return err
 	}
+	if o.output == "json" {
+		return writeListJSON(out, cfg, li)
+	}
+	writeBackupTable(out, cfg, li, now)
+	writeListNotes(out, li)
+	writeWindowTable(out, li.windows)
+	return nil
+}
+
+// readListing reads the store: its backups, their drill reports, the
+// capture windows and the copies.
+func readListing(ctx context.Context, cfg *Config, lg *slog.Logger) (*listing, error) {
+	backups, err := openBackups(ctx, cfg, lg)
+	if err != nil {
+		return nil, err
+	}
 	l, err := backups.List(ctx)
 	if err != nil {
-		return fmt.Errorf("list backups: %w", err)
+		return nil, fmt.Errorf("list backups: %w", err)
 	}
 	drills, err := backups.LastDrills(ctx)
 	if err != nil {
-		return fmt.Errorf("list drill reports: %w", err)
+		return nil, fmt.Errorf("list drill reports: %w", err)
 	}
 	ws, err := backups.Windows(ctx, l)
 	if err != nil {
-		return fmt.Errorf("list capture windows: %w", err)
+		return nil, fmt.Errorf("list capture windows: %w", err)
 	}
-	windows := windowRows(ws)
-	stores := storesOf(ctx, cfg, l, lg)
-	if o.output == "json" {
-		res := listOutput{Store: backups.Store.String(), Cluster: cfg.Cluster, Backups: []listedBackup{}, Orphans: []string{}, Unreadable: []string{}, Windows: windows}
-		for _, e := range l.Backups {
-			lb := listedBackup{ID: e.Manifest.ID, State: e.State, Problem: e.Problem, Manifest: e.Manifest, Stores: stores[e.Manifest.ID]}
-			d := drills[e.Manifest.ID]
-			lb.DrillState = d.State()
-			if d != nil {
-				lb.LastDrill = d.DrillReport
-				if d.Err != nil {
-					lb.DrillError = d.Err.Error()
-				}
+	return &listing{store: backups.Store.String(), l: l, drills: drills, windows: windowRows(ws), stores: storesOf(ctx, cfg, l, lg)}, nil
+}
+
+// writeListJSON writes `lifeboat list -o json`.
+func writeListJSON(out io.Writer, cfg *Config, li *listing) error {
+	res := listOutput{Store: li.store, Cluster: cfg.Cluster, Backups: []listedBackup{}, Orphans: []string{}, Unreadable: []string{}, Windows: li.windows}
+	for _, e := range li.l.Backups {
+		lb := listedBackup{ID: e.Manifest.ID, State: e.State, Problem: e.Problem, Manifest: e.Manifest, Stores: li.stores[e.Manifest.ID]}
+		d := li.drills[e.Manifest.ID]
+		lb.DrillState = d.State()
+		if d != nil {
+			lb.LastDrill = d.DrillReport
+			if d.Err != nil {
+				lb.DrillError = d.Err.Error()
 			}
-			res.Backups = append(res.Backups, lb)
 		}
-		for _, o := range l.Orphans {
-			res.Orphans = append(res.Orphans, o.Key)
-		}
-		for _, o := range l.Unreadable {
-			res.Unreadable = append(res.Unreadable, o.Key)
-		}
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		res.Backups = append(res.Backups, lb)
 	}
-	if len(l.Backups) == 0 {
-		fmt.Fprintf(out, "no backups of cluster %q in %s\n", cfg.Cluster, backups.Store)
-	} else {
-		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-		head := "ID\tAGE\tREVISION\tKEYS\tDB SIZE\tSTORED\tENCRYPTED\tSTATE\tLAST DRILL"
-		if stores != nil {
-			head += "\tSTORES"
-		}
-		fmt.Fprintln(tw, head)
-		for _, e := range l.Backups {
-			m := e.Manifest
-			state := e.State
-			if e.Problem != "" {
-				state += ": " + e.Problem
-			}
-			enc := "no"
-			if m.Encryption != "none" {
-				enc = m.Encryption
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s", m.ID, humanAge(now.Sub(m.CreatedAt)), m.Revision, m.TotalKeys, humanBytes(m.DBSize), humanBytes(m.ObjectSize), enc, state, drillVerdict(drills[m.ID], now))
-			if stores != nil {
-				fmt.Fprintf(tw, "\t%s", strings.Join(stores[m.ID], ","))
-			}
-			fmt.Fprintln(tw)
-		}
-		tw.Flush()
+	for _, o := range li.l.Orphans {
+		res.Orphans = append(res.Orphans, o.Key)
 	}
-	if n := len(l.Orphans); n > 0 {
+	for _, o := range li.l.Unreadable {
+		res.Unreadable = append(res.Unreadable, o.Key)
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(res)
+}
+
+// writeBackupTable writes the table of backups, newest first, or says
+// there are none.
+func writeBackupTable(out io.Writer, cfg *Config, li *listing, now time.Time) {
+	if len(li.l.Backups) == 0 {
+		fmt.Fprintf(out, "no backups of cluster %q in %s\n", cfg.Cluster, li.store)
+		return
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	head := "ID\tAGE\tREVISION\tKEYS\tDB SIZE\tSTORED\tENCRYPTED\tSTATE\tLAST DRILL"
+	if li.stores != nil {
+		head += "\tSTORES"
+	}
+	fmt.Fprintln(tw, head)
+	for _, e := range li.l.Backups {
+		m := e.Manifest
+		state := e.State
+		if e.Problem != "" {
+			state += ": " + e.Problem
+		}
+		enc := "no"
+		if m.Encryption != "none" {
+			enc = m.Encryption
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s", m.ID, humanAge(now.Sub(m.CreatedAt)), m.Revision, m.TotalKeys, humanBytes(m.DBSize), humanBytes(m.ObjectSize), enc, state, drillVerdict(li.drills[m.ID], now))
+		if li.stores != nil {
+			fmt.Fprintf(tw, "\t%s", strings.Join(li.stores[m.ID], ","))
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+}
+
+// writeListNotes writes what is in the store but is not a backup (orphans,
+// unreadable manifests) and the drills whose last report cannot be read.
+func writeListNotes(out io.Writer, li *listing) {
+	if n := len(li.l.Orphans); n > 0 {
 		fmt.Fprintf(out, "%d data object(s) without a manifest (unfinished uploads; not backups; prune removes them)\n", n)
 	}
-	for _, u := range l.Unreadable {
+	for _, u := range li.l.Unreadable {
 		fmt.Fprintf(out, "unreadable manifest: %s\n", u.Key)
 	}
-	for _, e := range l.Backups {
-		if d := drills[e.Manifest.ID]; d.State() == repository.DrillUnknown {
+	for _, e := range li.l.Backups {
+		if d := li.drills[e.Manifest.ID]; d.State() == repository.DrillUnknown {
 			fmt.Fprintf(out, "last drill of %s unknown: %v\n", e.Manifest.ID, d.Err)
 		}
 	}
-	if len(windows) > 0 {
-		fmt.Fprintln(out, "\ncapture windows (point-in-time restore: --to-revision or --to-time inside one):")
-		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "GENERATION\tFROM\tTHROUGH\tSEGMENTS\tSTATE")
-		for _, w := range windows {
-			fmt.Fprintf(tw, "%s\t%d %s\t%d %s\t%d\t%s\n", w.Generation, w.FromRevision, w.FromTime.UTC().Format(time.RFC3339),
-				w.Through, w.ThroughTime.UTC().Format(time.RFC3339), w.Segments, w.state())
-		}
-		tw.Flush()
+}
+
+// writeWindowTable writes the capture windows, if any.
+func writeWindowTable(out io.Writer, windows []listedWindow) {
+	if len(windows) == 0 {
+		return
 	}
-	return nil
+	fmt.Fprintln(out, "\ncapture windows (point-in-time restore: --to-revision or --to-time inside one):")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "GENERATION\tFROM\tTHROUGH\tSEGMENTS\tSTATE")
+	for _, w := range windows {
+		fmt.Fprintf(tw, "%s\t%d %s\t%d %s\t%d\t%s\n", w.Generation, w.FromRevision, w.FromTime.UTC().Format(time.RFC3339),
+			w.Through, w.ThroughTime.UTC().Format(time.RFC3339), w.Segments, w.state())
+	}
+	tw.Flush()
 }
 
 // storesOf lists every configured copy and says, per backup of the

@@ -221,29 +221,31 @@ func pruneStore(ctx context.Context, cfg *Config, lg *slog.Logger, o pruneOption
 	return nil
 }
 
-// pruneReport turns the result into the printed report.
+// pruneReport turns the result into the printed report: the backups, the
+// capture generations, the other objects, the kits.
 func pruneReport(res *prune.Result, dryRun bool) pruneOutput {
-	p := res.Plan
 	rep := pruneOutput{
-		Now: p.Now, DryRun: dryRun,
+		Now: res.Plan.Now, DryRun: dryRun,
 		Backups: []prunedBackup{}, Orphans: []prunedObject{}, OrphansKept: []prunedObject{},
 		IncompleteUploads: []prunedUpload{}, Broken: []brokenBackup{}, Unreadable: []string{}, Errors: []string{},
 		Generations: []prunedGeneration{}, Markers: []prunedObject{},
 	}
-	deleted := map[string]bool{}
-	for _, id := range res.Deleted {
-		deleted[id] = true
-	}
+	reportBackups(&rep, res)
+	reportGenerations(&rep, res)
+	reportObjects(&rep, res)
+	rep.Kits = prunedKits(res)
+	return rep
+}
+
+// reportBackups adds the backups' decisions and counts to the report.
+func reportBackups(rep *pruneOutput, res *prune.Result) {
+	deleted := setOf(res.Deleted)
 	s := &rep.Summary
-	for _, pb := range p.Backups {
+	for _, pb := range res.Plan.Backups {
 		m := pb.Entry.Manifest
-		reasons := pb.Decision.Reasons
-		if reasons == nil {
-			reasons = []string{}
-		}
 		rep.Backups = append(rep.Backups, prunedBackup{
 			ID: m.ID, CreatedAt: m.CreatedAt, Size: pb.Entry.Object.Size, Action: string(pb.Action),
-			Reasons: reasons, Problem: pb.Problem, Deleted: deleted[m.ID],
+			Reasons: nonNil(pb.Decision.Reasons), Problem: pb.Problem, Deleted: deleted[m.ID],
 		})
 		s.Backups++
 		switch pb.Action {
@@ -258,19 +260,18 @@ func pruneReport(res *prune.Result, dryRun bool) pruneOutput {
 		}
 	}
 	s.Deleted = len(res.Deleted)
-	genDeleted := map[string]bool{}
-	for _, g := range res.Generations {
-		genDeleted[g] = true
-	}
-	for _, pg := range p.Generations {
+}
+
+// reportGenerations adds the capture generations' decisions and counts to
+// the report.
+func reportGenerations(rep *pruneOutput, res *prune.Result) {
+	deleted := setOf(res.Generations)
+	s := &rep.Summary
+	for _, pg := range res.Plan.Generations {
 		w := pg.Window
-		reasons := pg.Decision.Reasons
-		if reasons == nil {
-			reasons = []string{}
-		}
 		rep.Generations = append(rep.Generations, prunedGeneration{
 			Generation: w.Generation, FromRevision: w.From, Through: w.Through, ThroughTime: w.ThroughTime, Segments: len(w.Segments),
-			Action: string(pg.Action), Reasons: reasons, Problem: pg.Problem, Objects: len(pg.Delete), Deleted: genDeleted[w.Generation],
+			Action: string(pg.Action), Reasons: nonNil(pg.Decision.Reasons), Problem: pg.Problem, Objects: len(pg.Delete), Deleted: deleted[w.Generation],
 		})
 		s.Generations++
 		switch pg.Action {
@@ -281,10 +282,16 @@ func pruneReport(res *prune.Result, dryRun bool) pruneOutput {
 		}
 	}
 	s.GenerationsDeleted = len(res.Generations)
+}
+
+// reportObjects adds what is not a backup or a generation to the report:
+// superseded progress markers, orphans (removed and kept), incomplete
+// uploads, broken backups, unreadable manifests and the errors.
+func reportObjects(rep *pruneOutput, res *prune.Result) {
+	p, s := res.Plan, &rep.Summary
 	for _, o := range p.Markers {
 		rep.Markers = append(rep.Markers, prunedObject{Key: o.Key, Size: o.Size, ModTime: o.ModTime, Reason: "superseded by a newer marker of its generation"})
 	}
-	s.Markers, s.MarkersRemoved = len(p.Markers), res.MarkersRemoved
 	for _, o := range p.Orphans {
 		rep.Orphans = append(rep.Orphans, prunedObject{Key: o.Key, Size: o.Size, ModTime: o.ModTime})
 	}
@@ -303,11 +310,27 @@ func pruneReport(res *prune.Result, dryRun bool) pruneOutput {
 	for _, err := range res.Errors {
 		rep.Errors = append(rep.Errors, err.Error())
 	}
+	s.Markers, s.MarkersRemoved = len(p.Markers), res.MarkersRemoved
 	s.Orphans, s.OrphansRemoved = len(p.Orphans), res.OrphansRemoved
 	s.Uploads, s.UploadsAborted = len(p.IncompleteUploads), res.UploadsAborted
 	s.Broken, s.Unreadable, s.Errors = res.Broken, len(p.Unreadable), len(res.Errors)
-	rep.Kits = prunedKits(res)
-	return rep
+}
+
+// setOf is the set of the strings in l.
+func setOf(l []string) map[string]bool {
+	set := make(map[string]bool, len(l))
+	for _, v := range l {
+		set[v] = true
+	}
+	return set
+}
+
+// nonNil is l, or an empty list for nil (JSON [] rather than null).
+func nonNil(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
 }
 
 // decision is the DECISION column: "keep (last, daily 2026-11-29)",

@@ -151,17 +151,46 @@ func Kubernetes(ctx context.Context, cli *clientv3.Client, opts Options) (Result
 	w := &writer{cli: cli, opts: o, objs: objs, sizes: make([]int, len(objs)), live: make([]bool, len(objs))}
 	rng := rand.New(rand.NewPCG(uint64(o.Seed), 0x5eed))
 
-	creates := make([]write, o.Objects)
-	for i := range creates {
-		creates[i] = write{idx: i}
-	}
-	if err := w.run(ctx, creates); err != nil {
+	if err := w.create(ctx, 0, o.Objects); err != nil {
 		return Result{}, fmt.Errorf("create keys: %w", err)
 	}
+	if err := w.overwrite(ctx, rng.Perm(o.Objects)); err != nil {
+		return Result{}, err
+	}
+	if o.Deletes > 0 {
+		// Namespaces occupy the first indexes and are never deleted.
+		if err := w.delete(ctx, rng.Perm(o.Objects - o.Namespaces)[:o.Deletes]); err != nil {
+			return Result{}, fmt.Errorf("delete keys: %w", err)
+		}
+	}
+	var res Result
+	if o.Compact {
+		rev, err := w.compact(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		res.CompactRevision = rev
+		if err := w.create(ctx, o.Objects, nExtra); err != nil {
+			return Result{}, fmt.Errorf("write keys after compaction: %w", err)
+		}
+	}
+	return w.result(ctx, res)
+}
 
-	// Overwrite distinct keys per round so that concurrent writers never
-	// race on one key and the final values are deterministic.
-	perm := rng.Perm(o.Objects)
+// create writes the n keys from index first.
+func (w *writer) create(ctx context.Context, first, n int) error {
+	ws := make([]write, n)
+	for j := range ws {
+		ws[j] = write{idx: first + j}
+	}
+	return w.run(ctx, ws)
+}
+
+// overwrite makes opts.Overwrites updates of the keys in the order perm
+// gives. It overwrites distinct keys per round so that concurrent writers
+// never race on one key and the final values are deterministic.
+func (w *writer) overwrite(ctx context.Context, perm []int) error {
+	o := w.opts
 	for done, round := 0, 1; done < o.Overwrites; round++ {
 		n := min(o.Overwrites-done, o.Objects)
 		ws := make([]write, n)
@@ -169,43 +198,39 @@ func Kubernetes(ctx context.Context, cli *clientv3.Client, opts Options) (Result
 			ws[j] = write{idx: perm[j], version: round}
 		}
 		if err := w.run(ctx, ws); err != nil {
-			return Result{}, fmt.Errorf("overwrite keys (round %d): %w", round, err)
+			return fmt.Errorf("overwrite keys (round %d): %w", round, err)
 		}
 		done += n
 	}
+	return nil
+}
 
-	if o.Deletes > 0 {
-		// Namespaces occupy the first indexes and are never deleted.
-		victims := rng.Perm(o.Objects - o.Namespaces)[:o.Deletes]
-		ws := make([]write, len(victims))
-		for j, v := range victims {
-			ws[j] = write{idx: o.Namespaces + v, del: true}
-		}
-		if err := w.run(ctx, ws); err != nil {
-			return Result{}, fmt.Errorf("delete keys: %w", err)
-		}
+// delete deletes the keys past the namespaces at the offsets victims.
+func (w *writer) delete(ctx context.Context, victims []int) error {
+	ws := make([]write, len(victims))
+	for j, v := range victims {
+		ws[j] = write{idx: w.opts.Namespaces + v, del: true}
 	}
+	return w.run(ctx, ws)
+}
 
-	var res Result
-	if o.Compact {
-		resp, err := cli.Get(ctx, "/registry/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-		if err != nil {
-			return Result{}, fmt.Errorf("get revision before compaction: %w", err)
-		}
-		res.CompactRevision = resp.Header.Revision
-		if _, err := cli.Compact(ctx, res.CompactRevision, clientv3.WithCompactPhysical()); err != nil {
-			return Result{}, fmt.Errorf("compact at revision %d: %w", res.CompactRevision, err)
-		}
-		extra := make([]write, nExtra)
-		for j := range extra {
-			extra[j] = write{idx: o.Objects + j}
-		}
-		if err := w.run(ctx, extra); err != nil {
-			return Result{}, fmt.Errorf("write keys after compaction: %w", err)
-		}
+// compact compacts at the current revision and returns it.
+func (w *writer) compact(ctx context.Context) (int64, error) {
+	resp, err := w.cli.Get(ctx, "/registry/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("get revision before compaction: %w", err)
 	}
+	rev := resp.Header.Revision
+	if _, err := w.cli.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil {
+		return 0, fmt.Errorf("compact at revision %d: %w", rev, err)
+	}
+	return rev, nil
+}
 
-	resp, err := cli.Get(ctx, "/registry/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+// result is res with the final revision and the live keys and their
+// value bytes.
+func (w *writer) result(ctx context.Context, res Result) (Result, error) {
+	resp, err := w.cli.Get(ctx, "/registry/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		return Result{}, fmt.Errorf("get final revision: %w", err)
 	}
