@@ -27,6 +27,11 @@ func newKitCmd(a *app) *cobra.Command {
 snapshot (kit.paths: kubeadm, k3s, or files and directories), stored encrypted
 with every backup. See docs/kit.md.`,
 	}
+	c.AddCommand(newKitListCmd(a), newKitShowCmd(a), newKitVerifyCmd(a), newKitRestoreCmd(a))
+	return c
+}
+
+func newKitListCmd(a *app) *cobra.Command {
 	var listOut string
 	list := &cobra.Command{
 		Use:   "list",
@@ -44,6 +49,10 @@ with every backup. See docs/kit.md.`,
 		},
 	}
 	addOutputFlag(list, &listOut, "table or json")
+	return list
+}
+
+func newKitShowCmd(a *app) *cobra.Command {
 	var showOut string
 	show := &cobra.Command{
 		Use:   "show [KIT|BACKUP|latest]",
@@ -61,6 +70,10 @@ with every backup. See docs/kit.md.`,
 		},
 	}
 	addOutputFlag(show, &showOut, "table or json")
+	return show
+}
+
+func newKitVerifyCmd(a *app) *cobra.Command {
 	verify := &cobra.Command{
 		Use:   "verify [KIT|BACKUP|latest]",
 		Short: "Check a kit: decrypt it, its content against its id, every certificate and key parses, pairs match; exit 1 on failure",
@@ -80,6 +93,10 @@ without an identity.`,
 			return runKitVerify(cmd.Context(), cfg, a.logger(cfg), refArg(args), a.stdout)
 		},
 	}
+	return verify
+}
+
+func newKitRestoreCmd(a *app) *cobra.Command {
 	var ro kitRestoreOptions
 	rest := &cobra.Command{
 		Use:   "restore [KIT|BACKUP|latest] --to DIR",
@@ -106,8 +123,7 @@ a backup id gives that backup's kit.`,
 	rest.Flags().StringVar(&ro.to, "to", "", "directory the files go below, at their original paths (/ for in place)")
 	rest.Flags().BoolVar(&ro.dryRun, "dry-run", false, "list what would be written; write nothing")
 	rest.Flags().BoolVar(&ro.force, "force", false, "move what is in the way aside to <path>.lifeboat-old-<time> instead of refusing")
-	c.AddCommand(list, show, verify, rest)
-	return c
+	return rest
 }
 
 func refArg(args []string) string {
@@ -287,6 +303,17 @@ func runKitShow(ctx context.Context, cfg *Config, lg *slog.Logger, ref, output s
 		}
 		return checkErr
 	}
+	writeKitHeader(out, s)
+	writeKitFiles(out, s.Manifest)
+	writeKitCertificates(out, s.Manifest)
+	writeKitCheck(out, s, len(ids) > 0, checkErr)
+	return checkErr
+}
+
+// writeKitHeader prints what the manifest says of kit s and the backups
+// that name it.
+func writeKitHeader(out io.Writer, s shownKit) {
+	m := s.Manifest
 	fmt.Fprintf(out, "kit %s\n", m.ID)
 	fmt.Fprintf(out, "  created     %s\n", m.CreatedAt.UTC().Format(time.RFC3339))
 	fmt.Fprintf(out, "  paths       %s\n", strings.Join(m.Paths, ", "))
@@ -296,6 +323,10 @@ func runKitShow(ctx context.Context, cfg *Config, lg *slog.Logger, ref, output s
 		fmt.Fprintf(out, " (newest %s)", s.Backups[0])
 	}
 	fmt.Fprintln(out)
+}
+
+// writeKitFiles prints the kit's entries as a table.
+func writeKitFiles(out io.Writer, m *kit.Manifest) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  MODE\tOWNER\tSIZE\tPATH")
 	for _, f := range m.Files {
@@ -309,8 +340,12 @@ func runKitShow(ctx context.Context, cfg *Config, lg *slog.Logger, ref, output s
 		fmt.Fprintf(tw, "  %s\t%d:%d\t%d\t%s\n", modeString(f), f.UID, f.GID, f.Size, p)
 	}
 	_ = tw.Flush()
+}
+
+// writeKitCertificates prints the certificates found in the kit, if any.
+func writeKitCertificates(out io.Writer, m *kit.Manifest) {
 	if len(m.Certificates) > 0 {
-		tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  EXPIRES\tCA\tSUBJECT\tFILE")
 		for _, c := range m.Certificates {
 			ca := ""
@@ -321,15 +356,18 @@ func runKitShow(ctx context.Context, cfg *Config, lg *slog.Logger, ref, output s
 		}
 		_ = tw.Flush()
 	}
+}
+
+// writeKitCheck prints the outcome of decrypting and checking the kit.
+func writeKitCheck(out io.Writer, s shownKit, decrypted bool, checkErr error) {
 	switch {
-	case len(ids) == 0:
+	case !decrypted:
 		fmt.Fprintln(out, "  not decrypted: give --identity-file to decrypt the kit and check its certificates and keys")
 	case checkErr != nil:
 		fmt.Fprintf(out, "  check FAILED: %v\n", checkErr)
 	default:
 		printKitCheck(out, s.Check)
 	}
-	return checkErr
 }
 
 // check fetches, decrypts and parses the kit m describes (its object
