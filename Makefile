@@ -116,10 +116,12 @@ test: test-scripts tools build lint image
 	# store, member retry), the store readers, the repository's decoder,
 	# fetch stream and caches, restore's rollback, the notifier and the
 	# leader lock, capture's watch reader, flusher, compactor and pre-snapshot watch, replay's read-ahead
-	# and the repository's holds (about 4 minutes on 2 cores).
+	# and the repository's holds, the agent's copy job beside its schedules and
+# the copy engine (about 4 minutes on 2 cores).
 	$(GO) test -race $(GOTEST_FLAGS) -run 'TestFile|TestStream|TestCRC|TestSave|TestTake' ./verify ./snapshot
-	$(GO) test -race $(GOTEST_FLAGS) -run 'TestSnapshot|TestPriority|TestShutdownDuringUpload|TestNotifier|TestStaleNotification|TestTwoAgentsOneLeader|TestLockExpires|TestCaptureWithoutLock|TestCaptureFollowsTheLock' ./backup ./agent
+	$(GO) test -race $(GOTEST_FLAGS) -run 'TestSnapshot|TestPriority|TestShutdownDuringUpload|TestNotifier|TestStaleNotification|TestTwoAgentsOneLeader|TestLockExpires|TestCaptureWithoutLock|TestCaptureFollowsTheLock|TestAgentCopies' ./backup ./agent
 	$(GO) test -race $(GOTEST_FLAGS) -run 'TestDirStore|TestS3Store|TestS3ReadFaults' ./uploader
+	$(GO) test -race $(GOTEST_FLAGS) ./replica
 	$(GO) test -race $(GOTEST_FLAGS) -run 'TestOpenDetectsDamage|TestEncodingRoundTrip|TestReadAhead|TestTrailerHash|TestLastDrills|TestCache|TestListFailsOnStoreErrors|TestHold' ./repository
 	$(GO) test -race $(GOTEST_FLAGS) -run 'TestRestoreRollsBack|TestPointInTime$$|TestReplay' ./restore
 	$(GO) test -race $(GOTEST_FLAGS) -run 'TestCaptureWorkload|TestCaptureResumesAfterCut|TestCaptureBufferBounded|TestCaptureLockLost|TestHandle|TestCaptureCompacts|TestCaptureRollover|TestCaptureBornWhileCompacting' ./capture
