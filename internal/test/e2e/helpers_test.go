@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -239,4 +240,50 @@ func writeShop(t *testing.T, c *kubetest.Client, ns string) []kubeObject {
 		out = append(out, ko)
 	}
 	return out
+}
+
+// failures repeats a long test's failures at its very end. A failed soak
+// logs pages of diagnosis after its assertions (each agent's stderr,
+// the store's listing, versitygw's request log), and a CI log shown by
+// its tail would show only those: newFailures registers its Cleanup
+// first, so that it runs last, after every dump.
+type failures struct {
+	t     *testing.T
+	mu    sync.Mutex
+	lines []string
+}
+
+func newFailures(t *testing.T) *failures {
+	f := &failures{t: t}
+	t.Cleanup(func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if len(f.lines) > 0 {
+			t.Logf("%s FAILED, in short (the diagnosis is above):\n- %s", t.Name(), strings.Join(f.lines, "\n- "))
+		}
+	})
+	return f
+}
+
+func (f *failures) add(msg string) {
+	if len(msg) > 2000 {
+		msg = msg[:2000] + "…"
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lines = append(f.lines, msg)
+}
+
+// Errorf is t.Errorf, repeated at the end.
+func (f *failures) Errorf(format string, args ...any) {
+	f.t.Helper()
+	f.add(fmt.Sprintf(format, args...))
+	f.t.Errorf(format, args...)
+}
+
+// Fatalf is t.Fatalf, repeated at the end.
+func (f *failures) Fatalf(format string, args ...any) {
+	f.t.Helper()
+	f.add(fmt.Sprintf(format, args...))
+	f.t.Fatalf(format, args...)
 }
