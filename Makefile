@@ -73,6 +73,13 @@ AGE_VERSION := v1.3.2
 $(BIN)/age:
 	GOBIN=$(BIN) GOFLAGS= $(GO) install filippo.io/age/cmd/age@$(AGE_VERSION) filippo.io/age/cmd/age-keygen@$(AGE_VERSION)
 
+# s2d: the "recovering without lifeboat" path of a store with compression
+# s2 in e2e (docs/restore.md), at the version of the compress module
+# lifeboat encodes with.
+S2D_VERSION := $(shell $(GO) list -m -f '{{.Version}}' github.com/klauspost/compress 2>/dev/null)
+$(BIN)/s2d: go.mod
+	GOBIN=$(BIN) GOFLAGS= $(GO) install github.com/klauspost/compress/s2/cmd/s2d@$(S2D_VERSION)
+
 # versitygw: a real S3 server for the store tests.
 $(BIN)/versitygw:
 	GOBIN=$(BIN) $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
@@ -94,7 +101,7 @@ $(BIN)/crane:
 $(BIN)/promtool:
 	./scripts/install-promtool.sh
 
-tools: $(BIN)/etcd $(BIN)/etcd-3.5 $(BIN)/etcd-3.5.15 $(BIN)/etcd-3.6 $(BIN)/kube-apiserver $(BIN)/etcdctl $(BIN)/etcdutl $(BIN)/age $(BIN)/versitygw $(BIN)/promtool $(BIN)/helm $(BIN)/crane
+tools: $(BIN)/etcd $(BIN)/etcd-3.5 $(BIN)/etcd-3.5.15 $(BIN)/etcd-3.6 $(BIN)/kube-apiserver $(BIN)/etcdctl $(BIN)/etcdutl $(BIN)/age $(BIN)/s2d $(BIN)/versitygw $(BIN)/promtool $(BIN)/helm $(BIN)/crane
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \

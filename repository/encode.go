@@ -10,13 +10,15 @@ import (
 	"sync"
 
 	"filippo.io/age"
+	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 )
 
 // Encoding says how a snapshot is turned into a stored object: compressed
-// with zstd, then encrypted with age when recipients are set.
+// with zstd (or s2), then encrypted with age when recipients are set.
 type Encoding struct {
-	// Compression is "zstd" (default) or "none".
+	// Compression is "zstd" (default), "s2" or "none". Change segments
+	// are compressed with zstd unless it is "none" (segmentEncoding).
 	Compression string
 	// Recipients encrypt the object; empty means no encryption.
 	Recipients []age.Recipient
@@ -26,13 +28,13 @@ type Encoding struct {
 }
 
 // ValidateCompression is the one rule for a compression name (the
-// configuration checks store.compression with it): zstd or none.
+// configuration checks store.compression with it): zstd, s2 or none.
 func ValidateCompression(name string) error {
 	switch name {
-	case "zstd", "none":
+	case "zstd", "s2", "none":
 		return nil
 	}
-	return fmt.Errorf("%q is not zstd or none", name)
+	return fmt.Errorf("%q is not zstd, s2 or none", name)
 }
 
 // Validate reports whether e can encode: a known compression ("" is zstd).
@@ -45,11 +47,15 @@ func (e Encoding) Validate() error {
 	return nil
 }
 
-// Suffix returns the data object's file name suffix, e.g. ".db.zst.age".
+// Suffix returns the data object's file name suffix, e.g. ".db.zst.age"
+// (".db.s2.age" with s2).
 func (e Encoding) Suffix() string {
 	s := ".db"
-	if e.compress() {
+	switch e.CompressionName() {
+	case "zstd":
 		s += ".zst"
+	case "s2":
+		s += ".s2"
 	}
 	if len(e.Recipients) > 0 {
 		s += ".age"
@@ -61,10 +67,23 @@ func (e Encoding) compress() bool { return e.Compression != "none" }
 
 // CompressionName returns the manifest's compression value.
 func (e Encoding) CompressionName() string {
-	if e.compress() {
-		return "zstd"
+	switch {
+	case !e.compress():
+		return "none"
+	case e.Compression == "s2":
+		return "s2"
 	}
-	return "none"
+	return "zstd"
+}
+
+// segmentEncoding is e for change segments: zstd whenever e compresses.
+// A segment is a few KiB to MiB, written once a second: zstd's ratio
+// matters there and its CPU does not (s2 is for the snapshot's bulk).
+func (e Encoding) segmentEncoding() Encoding {
+	if e.compress() {
+		e.Compression = "zstd"
+	}
+	return e
 }
 
 // EncryptionName returns the manifest's encryption value.
@@ -94,13 +113,18 @@ func NewEncoder(w io.Writer, e Encoding) (io.WriteCloser, error) {
 		closers = append(closers, aw)
 		out = aw
 	}
-	if e.compress() {
+	switch e.CompressionName() {
+	case "zstd":
 		zw, err := zstd.NewWriter(out, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(encoderWindow), zstd.WithEncoderCRC(false))
 		if err != nil {
 			return nil, fmt.Errorf("zstd: %w", err)
 		}
 		closers = append(closers, zw)
 		out = zw
+	case "s2":
+		sw := s2.NewWriter(out, s2.WriterConcurrency(1))
+		closers = append(closers, sw)
+		out = sw
 	}
 	return &encoder{w: out, closers: closers}, nil
 }
@@ -142,7 +166,7 @@ var ErrDecrypt = errors.New("cannot decrypt with the given identity")
 var ErrNoIdentity = errors.New("backup is encrypted: an age identity is needed (--identity-file)")
 
 // NewDecoder returns a reader of the raw snapshot from r, an object encoded
-// as compression and encryption say ("zstd"/"none", "age"/"none").
+// as compression and encryption say ("zstd"/"s2"/"none", "age"/"none").
 func NewDecoder(r io.Reader, compression, encryption string, ids []age.Identity) (io.ReadCloser, error) {
 	in := r
 	switch encryption {
@@ -166,11 +190,14 @@ func NewDecoder(r io.Reader, compression, encryption string, ids []age.Identity)
 	switch compression {
 	case "none", "":
 		return io.NopCloser(in), nil
-	case "zstd":
+	case "zstd", "s2":
 		var ra *readAhead
 		if readAheadChunks > 0 {
 			ra = newReadAhead(in, readAheadChunk, readAheadChunks)
 			in = ra
+		}
+		if compression == "s2" {
+			return &decompressor{r: s2.NewReader(in), ra: ra}, nil
 		}
 		zr, err := zstd.NewReader(in, zstd.WithDecoderConcurrency(decoderConcurrency))
 		if err != nil {
@@ -179,7 +206,7 @@ func NewDecoder(r io.Reader, compression, encryption string, ids []age.Identity)
 			}
 			return nil, fmt.Errorf("zstd: %w", err)
 		}
-		return &zstdReadCloser{d: zr, ra: ra}, nil
+		return &decompressor{r: zr, release: zr.Close, ra: ra}, nil
 	default:
 		return nil, fmt.Errorf("unknown compression %q", compression)
 	}
@@ -196,30 +223,34 @@ var (
 	readAheadChunks = 4
 )
 
-// zstdReadCloser decompresses; Close stops the read-ahead (waiting for its
-// goroutine) and releases the decoder. Close is idempotent.
-type zstdReadCloser struct {
-	d    *zstd.Decoder
-	ra   *readAhead
-	once sync.Once
+// decompressor decompresses (zstd or s2); Close stops the read-ahead
+// (waiting for its goroutine) and releases the decoder. Close is
+// idempotent.
+type decompressor struct {
+	r       io.Reader
+	release func() // the decoder's resources; nil when it has none
+	ra      *readAhead
+	once    sync.Once
 }
 
-func (z *zstdReadCloser) Read(p []byte) (int, error) { return z.d.Read(p) }
+func (z *decompressor) Read(p []byte) (int, error) { return z.r.Read(p) }
 
 // stopReadAhead stops the read-ahead: then the reader below can be read
 // by the caller (to drain it after the decoder's end).
-func (z *zstdReadCloser) stopReadAhead() {
+func (z *decompressor) stopReadAhead() {
 	if z.ra != nil {
 		z.ra.Close()
 	}
 }
 
-func (z *zstdReadCloser) Close() error {
+func (z *decompressor) Close() error {
 	z.once.Do(func() {
 		if z.ra != nil {
 			z.ra.Close()
 		}
-		z.d.Close()
+		if z.release != nil {
+			z.release()
+		}
 	})
 	return nil
 }

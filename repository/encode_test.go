@@ -18,8 +18,10 @@ func TestNewEncoderRefusesUnknownCompression(t *testing.T) {
 		{"", ""},
 		{"zstd", ""},
 		{"none", ""},
-		{"gzip", `encode: compression: "gzip" is not zstd or none`},
-		{"ZSTD", `encode: compression: "ZSTD" is not zstd or none`},
+		{"s2", ""},
+		{"gzip", `encode: compression: "gzip" is not zstd, s2 or none`},
+		{"ZSTD", `encode: compression: "ZSTD" is not zstd, s2 or none`},
+		{"snappy", `encode: compression: "snappy" is not zstd, s2 or none`},
 	} {
 		t.Run("compression="+tc.compression, func(t *testing.T) {
 			var buf bytes.Buffer

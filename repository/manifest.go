@@ -64,7 +64,7 @@ type Manifest struct {
 	Object       string     `json:"object"`
 	ObjectSize   int64      `json:"object_size"`
 	ObjectSHA256 string     `json:"object_sha256"`
-	Compression  string     `json:"compression"` // "zstd" or "none"
+	Compression  string     `json:"compression"` // "zstd", "s2" or "none"
 	Encryption   string     `json:"encryption"`  // "age" or "none"
 	Recipients   []string   `json:"recipients,omitempty"`
 	LockMode     string     `json:"object_lock_mode,omitempty"`
@@ -146,7 +146,7 @@ func (m *Manifest) Validate() error {
 		return bad("snapshot_sha256 %q", m.SnapshotSHA256)
 	case m.ObjectSize < 0 || m.DBSize < 0:
 		return bad("negative size")
-	case m.Compression != "zstd" && m.Compression != "none":
+	case m.Compression != "zstd" && m.Compression != "s2" && m.Compression != "none":
 		return bad("compression %q", m.Compression)
 	case m.Encryption != "age" && m.Encryption != "none":
 		return bad("encryption %q", m.Encryption)

@@ -92,6 +92,8 @@ func TestEncodingRoundTrip(t *testing.T) {
 	}{
 		{name: "zstd", enc: Encoding{Compression: "zstd"}, suffix: ".db.zst"},
 		{name: "none", enc: Encoding{Compression: "none"}, suffix: ".db"},
+		{name: "s2", enc: Encoding{Compression: "s2"}, suffix: ".db.s2"},
+		{name: "s2+age", enc: Encoding{Compression: "s2", Recipients: []age.Recipient{id.Recipient()}, RecipientKeys: []string{id.Recipient().String()}}, ids: []age.Identity{id}, suffix: ".db.s2.age"},
 		{name: "zstd+age", enc: Encoding{Compression: "zstd", Recipients: []age.Recipient{id.Recipient()}, RecipientKeys: []string{id.Recipient().String()}}, ids: []age.Identity{id}, suffix: ".db.zst.age"},
 		{name: "age, two recipients, second identity", enc: Encoding{Compression: "none", Recipients: []age.Recipient{other.Recipient(), id.Recipient()}, RecipientKeys: []string{other.Recipient().String(), id.Recipient().String()}}, ids: []age.Identity{id}, suffix: ".db.age"},
 		{name: "wrong identity", enc: Encoding{Compression: "zstd", Recipients: []age.Recipient{id.Recipient()}, RecipientKeys: []string{id.Recipient().String()}}, ids: []age.Identity{other}, suffix: ".db.zst.age", wantErr: ErrDecrypt},
@@ -157,7 +159,7 @@ func TestOpenDetectsDamage(t *testing.T) {
 			return err
 		}},
 	}
-	for _, enc := range []Encoding{{Compression: "zstd"}, {Compression: "none"}} {
+	for _, enc := range []Encoding{{Compression: "zstd"}, {Compression: "s2"}, {Compression: "none"}} {
 		for _, d := range damage {
 			t.Run(enc.CompressionName()+"/"+d.name, func(t *testing.T) {
 				b := newDirBackups(t)

@@ -628,10 +628,10 @@ func (d *segReader) bytes(n uint64) []byte {
 }
 
 // EncodeStoredSegment returns the stored form of s: the raw form encoded
-// with e (zstd, then age).
+// with e (zstd unless e compresses nothing, then age).
 func EncodeStoredSegment(s *Segment, e Encoding) ([]byte, error) {
 	var buf bytes.Buffer
-	w, err := NewEncoder(&buf, e)
+	w, err := NewEncoder(&buf, e.segmentEncoding())
 	if err != nil {
 		return nil, fmt.Errorf("encode segment: %w", err)
 	}

@@ -3,6 +3,7 @@ package repository
 import (
 	"bytes"
 	"errors"
+	"path"
 	"strings"
 	"testing"
 	"time"
@@ -98,6 +99,10 @@ func TestSegmentRoundTrip(t *testing.T) {
 		"none":     {Encoding{Compression: "none"}, "none", "none"},
 		"zstd":     {Encoding{Compression: "zstd"}, "zstd", "none"},
 		"zstd+age": {Encoding{Compression: "zstd", Recipients: []age.Recipient{id.Recipient()}}, "zstd", "age"},
+		// A store whose snapshots are s2 keeps its segments zstd: the
+		// stored segment is zstd, as its name (.seg.zst) says.
+		"s2 store":     {Encoding{Compression: "s2"}, "zstd", "none"},
+		"s2 store+age": {Encoding{Compression: "s2", Recipients: []age.Recipient{id.Recipient()}}, "zstd", "age"},
 	}
 	for name, s := range segmentCases() {
 		for ename, e := range encodings {
@@ -105,6 +110,10 @@ func TestSegmentRoundTrip(t *testing.T) {
 				data, err := EncodeStoredSegment(s, e.enc)
 				if err != nil {
 					t.Fatal(err)
+				}
+				key := (&Repo{Cluster: "c"}).SegmentKey("g", 1, 2, e.enc)
+				if _, _, c, enc, err := ParseSegmentName(path.Base(key)); err != nil || c != e.c || enc != e.e {
+					t.Errorf("segment key %s: compression %q, encryption %q, err %v; want %q, %q", key, c, enc, err, e.c, e.e)
 				}
 				got, err := DecodeStoredSegment(bytes.NewReader(data), e.c, e.e, []age.Identity{id})
 				if err != nil {

@@ -110,6 +110,19 @@ set +e
 set -e
 [ $rc = 1 ] || fail "fetch onto an existing file exited $rc, want 1"
 
+echo "e2e: compression s2: age -d | s2d -c - gives the snapshot lifeboat fetch gives, which etcdutl restores"
+[ -x "$BIN/s2d" ] || make -s "$BIN/s2d" >/dev/null
+s2=(--store "$store" --spool-dir "$work/spool" --log-format json --cluster s2 --compression s2 --recipient "$pub" --identity-file "$work/key.txt")
+"$LB" snapshot "${s2[@]}" >/dev/null 2>"$work/s2.err" || fail "s2 snapshot: $(cat "$work/s2.err")"
+obj=$(find "$work/store/s2" -name '*.db.s2.age')
+[ -f "$obj" ] || fail "no .db.s2.age object in $work/store/s2"
+"$LB" verify latest "${s2[@]}" >/dev/null 2>"$work/s2.err" || fail "verify of the s2 backup: $(cat "$work/s2.err")"
+"$LB" fetch latest "${s2[@]}" -o "$work/s2-fetched.db" >/dev/null 2>"$work/s2.err" || fail "fetch of the s2 backup: $(cat "$work/s2.err")"
+"$BIN/age" -d -i "$work/key.txt" <"$obj" | "$BIN/s2d" -q -c - >"$work/s2-plain.db" || fail "age -d | s2d -c -"
+cmp -s "$work/s2-fetched.db" "$work/s2-plain.db" || fail "fetch of the s2 backup differs from age -d | s2d -c -"
+"$BIN/etcdutl" snapshot restore "$work/s2-plain.db" --data-dir "$work/s2-data" \
+  >"$work/etcdutl.log" 2>&1 || fail "etcdutl snapshot restore of the age|s2d output: $(cat "$work/etcdutl.log")"
+
 echo "e2e: a corrupted object fails verify with exit 1"
 obj=$(find "$work/store" -name "*.zst" -print -quit)
 printf 'X' | dd of="$obj" bs=1 seek=100 conv=notrunc status=none

@@ -17,7 +17,7 @@ func TestValidateKeysPackageRules(t *testing.T) {
 		{"notify.webhooks", "notify:\n  webhooks: [\"https://a.example/x\", \"ftp://tok3n@b.example/x\"]\n", "config: notify.webhooks: entry 2 is not an http(s) URL"},
 		{"notify.on", "notify:\n  on: [stale, backup_done]\n", `config: notify.on: "backup_done" is not drill_failed, snapshot_failed, prune_failed or stale`},
 		{"drill.check_prefixes", "drill:\n  check_prefixes: [\"/registry/\", \"\"]\n", "config: drill.check_prefixes: empty prefix"},
-		{"store.compression", "store:\n  compression: lz4\n", `config: store.compression: "lz4" is not zstd or none`},
+		{"store.compression", "store:\n  compression: lz4\n", `config: store.compression: "lz4" is not zstd, s2 or none`},
 		{"store.object_lock.mode", "store:\n  object_lock:\n    mode: governance\n    retain: 30d\n", `config: store.object_lock.mode: "governance" is not GOVERNANCE or COMPLIANCE`},
 		{"agent.lock_ttl", "agent:\n  lock_ttl: 4s\n", "config: agent.lock_ttl: must be at least 5s"},
 		{"snapshot.live_hashkv", "snapshot:\n  live_hashkv: sometimes\n", `config: snapshot.live_hashkv: "sometimes" is not "always", "auto" or "defer"`},

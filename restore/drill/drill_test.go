@@ -54,6 +54,8 @@ func TestDrillPasses(t *testing.T) {
 		{name: "s3", backups: func(t *testing.T) *repository.Repo { return restoretest.S3Repo(t, srv) }, enc: repository.Encoding{Compression: "zstd"}},
 		{name: "s3, encrypted", backups: func(t *testing.T) *repository.Repo { return restoretest.S3Repo(t, srv) }, enc: restoretest.AgeEncoding(id), ids: []age.Identity{id}},
 		{name: "etcd binary", backups: func(t *testing.T) *repository.Repo { return restoretest.DirRepo(t, t.TempDir()) }, enc: repository.Encoding{Compression: "zstd"}, binary: true},
+		{name: "directory, s2", backups: func(t *testing.T) *repository.Repo { return restoretest.DirRepo(t, t.TempDir()) }, enc: repository.Encoding{Compression: "s2"}},
+		{name: "s3, s2, encrypted", backups: func(t *testing.T) *repository.Repo { return restoretest.S3Repo(t, srv) }, enc: s2Encoding(restoretest.AgeEncoding(id)), ids: []age.Identity{id}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -63,6 +65,9 @@ func TestDrillPasses(t *testing.T) {
 			}
 			b := tt.backups(t)
 			m := src.Backup(t, b, tt.enc)
+			if want := tt.enc.CompressionName(); m.Compression != want || !strings.HasSuffix(m.Object, tt.enc.Suffix()) {
+				t.Fatalf("backup %s: compression %q, want %q (suffix %s)", m.Object, m.Compression, want, tt.enc.Suffix())
+			}
 			if m.HashKVStatus != "match" {
 				t.Fatalf("the source backup's hashkv status is %q; the drill would not compare it", m.HashKVStatus)
 			}
@@ -134,6 +139,12 @@ func TestDrillPasses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// s2Encoding is e with s2 compression instead of zstd.
+func s2Encoding(e repository.Encoding) repository.Encoding {
+	e.Compression = "s2"
+	return e
 }
 
 func TestDrillFails(t *testing.T) {
