@@ -17,6 +17,7 @@
 #   scripts/bench-cpu.sh                                  # 5 pairs of each, 80 000 keys
 #   BENCH_KEYS=280000 BENCH_RUNS=3 scripts/bench-cpu.sh   # the ~1.1 GB database
 #   BENCH_SECTIONS="s3" LIFEBOAT_BENCH_BIN=/tmp/lifeboat-old scripts/bench-cpu.sh
+#   LIFEBOAT_STORE_COMPRESSION=s2 scripts/bench-cpu.sh      # lifeboat with s2 (the drill baseline: age -d | s2d)
 #
 # The database is seeded once and kept in $BENCH_DIR (default
 # /var/tmp/lifeboat-cpu, one data dir per key count). Results:
@@ -33,7 +34,7 @@ SECTIONS=" ${BENCH_SECTIONS:-s3 local drill} "
 want() { [[ $SECTIONS == *" $1 "* ]]; }
 mkdir -p "$DIR" "$OUT"
 go build -o "$BIN/benchtool" ./internal/test/benchtool
-for t in etcd etcdctl etcdutl age age-keygen versitygw; do
+for t in etcd etcdctl etcdutl age age-keygen s2d versitygw; do
   [ -x "$BIN/$t" ] || { echo "bench-cpu: no $BIN/$t: run make tools" >&2; exit 1; }
 done
 [ -x "$LB" ] || { echo "bench-cpu: no $LB: run make build" >&2; exit 1; }
@@ -73,9 +74,12 @@ lifeboat_local() { "$LB" snapshot --endpoints "$ep" --store "file://$DIR/store" 
 bport=$(free_port); bpeer=$(free_port)
 user_drill() {
   local obj
-  obj=$(find "$DIR/vgw/data/bench/etcd" -name '*.db.zst.age' -printf '%T@ %p\n' | sort -n | tail -1 | cut -d' ' -f2)
+  obj=$(find "$DIR/vgw/data/bench/etcd" -name '*.db.*.age' -printf '%T@ %p\n' | sort -n | tail -1 | cut -d' ' -f2)
   rm -rf "$DIR/ud" "$DIR/ud.db"
-  "$BIN/age" -d -i "$DIR/age.key" "$obj" | zstd -q -d -o "$DIR/ud.db"
+  case $obj in
+  *.s2.age) "$BIN/age" -d -i "$DIR/age.key" "$obj" | "$BIN/s2d" -q -c - >"$DIR/ud.db" ;;
+  *) "$BIN/age" -d -i "$DIR/age.key" "$obj" | zstd -q -d -o "$DIR/ud.db" ;;
+  esac
   "$BIN/etcdutl" snapshot restore "$DIR/ud.db" --data-dir "$DIR/ud" --name ud \
     --initial-cluster "ud=http://127.0.0.1:$bpeer" --initial-advertise-peer-urls "http://127.0.0.1:$bpeer" >/dev/null 2>&1
   "$BIN/etcd" --name ud --data-dir "$DIR/ud" --listen-client-urls "http://127.0.0.1:$bport" --advertise-client-urls "http://127.0.0.1:$bport" \
@@ -99,30 +103,46 @@ timed() {
   /usr/bin/time -f "%e %U %S %M" -o "$OUT/time.tmp" "$@" >"$OUT/$name.out" 2>"$OUT/$name.err" || { echo "bench-cpu: $name failed"; cat "$OUT/$name.err"; exit 1; }
   echo "$name $(cat "$OUT/time.tmp")" >>"$runs"
 }
+# settle: before every timed run, untimed, write and delete a file of the
+# database's size, so that each command finds the same pool of memory just
+# freed. On this machine (a Firecracker VM with free page reporting) memory
+# freed a few seconds ago has been handed back to the host, and the next
+# process to touch it pays for its return: the same lifeboat backup took
+# 0.54-0.62 s of system time after a settle and 0.99-1.02 s after a 6 s
+# pause, etcdctl 0.37-0.46 s either way (its own `rm` of the previous file,
+# inside its run, frees the memory it then writes into). BENCH_SETTLE=0
+# runs without it, as before issue 24's last figures.
+settle_mb=$(( $(stat -c %s "$DIR/etcd/member/snap/db") >> 20 ))
+settle() {
+  [ "${BENCH_SETTLE:-1}" = 1 ] || return 0
+  dd if=/dev/zero of="$DIR/settle" bs=1M count="$settle_mb" status=none
+  rm -f "$DIR/settle"
+}
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 bash -c lifeboat_s3 >/dev/null 2>&1 # warm up: the bucket, the page cache, a backup to drill
+pair() { settle; timed "$1" bash -c "$2"; settle; timed "$3" bash -c "$4"; }
 for i in $(seq "$RUNS"); do
-  if want s3; then timed etcdctl-s3 bash -c etcdctl_save; timed lifeboat-s3 bash -c lifeboat_s3; fi
-  if want local; then timed etcdctl-local bash -c etcdctl_save; timed lifeboat-local bash -c lifeboat_local; fi
-  if want drill; then timed user-drill bash -c user_drill; timed lifeboat-drill bash -c lifeboat_drill; fi
+  if want s3; then pair etcdctl-s3 etcdctl_save lifeboat-s3 lifeboat_s3; fi
+  if want local; then pair etcdctl-local etcdctl_save lifeboat-local lifeboat_local; fi
+  if want drill; then pair user-drill user_drill lifeboat-drill lifeboat_drill; fi
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 db=$(stat -c %s "$DIR/etcdctl.db" 2>/dev/null || echo 0)
 rm -f "$DIR/etcdctl.db"
 
-python3 - "$runs" "$load_before" "$load_after" "$KEYS" "$db" "$RUNS" >"$OUT/cpu.md" <<'EOF'
+python3 - "$runs" "$load_before" "$load_after" "$KEYS" "$db" "$RUNS" "${LIFEBOAT_STORE_COMPRESSION:-zstd}" "${BENCH_SETTLE:-1}" >"$OUT/cpu.md" <<'EOF'
 import statistics as st, sys
-runs, lb, la, keys, db, n = sys.argv[1:]
+runs, lb, la, keys, db, n, comp, settle = sys.argv[1:]
 rows = {}
 for line in open(runs):
     name, wall, user, sys_, rss = line.split()
     rows.setdefault(name, []).append((float(wall), float(user) + float(sys_), int(rss) / 1024))
 med = lambda xs: st.median(xs)
-print(f"{keys} keys, database {int(db) / (1 << 20):.0f} MiB, {n} pairs; load average before {lb}, after {la}\n")
+print(f"{keys} keys, database {int(db) / (1 << 20):.0f} MiB, {n} pairs, compression {comp}, settle {settle}; load average before {lb}, after {la}\n")
 print("| pair | baseline wall | lifeboat wall | wall ratio (median of pairs) | baseline CPU | lifeboat CPU | CPU ratio | baseline RSS | lifeboat RSS |")
 print("|---|---|---|---|---|---|---|---|---|")
 for base, lbname, label in [("etcdctl-s3", "lifeboat-s3", "snapshot to S3 with age / etcdctl"),
-                            ("etcdctl-local", "lifeboat-local", "snapshot to a local store (zstd) / etcdctl"),
+                            ("etcdctl-local", "lifeboat-local", f"snapshot to a local store ({comp}) / etcdctl"),
                             ("user-drill", "lifeboat-drill", "drill from S3 / the user's own pipeline")]:
     if base not in rows:
         continue
