@@ -103,8 +103,8 @@ timed() {
   /usr/bin/time -f "%e %U %S %M" -o "$OUT/time.tmp" "$@" >"$OUT/$name.out" 2>"$OUT/$name.err" || { echo "bench-cpu: $name failed"; cat "$OUT/$name.err"; exit 1; }
   echo "$name $(cat "$OUT/time.tmp")" >>"$runs"
 }
-# settle: before every timed run, untimed, write and delete a file of the
-# database's size, so that each command finds the same pool of memory just
+# settle: before every timed run, untimed, write and delete a file of
+# about the database's size, so that each command finds the same pool of memory just
 # freed. On this machine (a Firecracker VM with free page reporting) memory
 # freed a few seconds ago has been handed back to the host, and the next
 # process to touch it pays for its return: the same lifeboat backup took
@@ -112,7 +112,9 @@ timed() {
 # pause, etcdctl 0.37-0.46 s either way (its own `rm` of the previous file,
 # inside its run, frees the memory it then writes into). BENCH_SETTLE=0
 # runs without it, as before issue 24's last figures.
-settle_mb=$(( $(stat -c %s "$DIR/etcd/member/snap/db") >> 20 ))
+# (One and a half times the database: a backup writes its object too, and
+# versitygw its copy of it.)
+settle_mb=$(( $(stat -c %s "$DIR/etcd/member/snap/db") * 3 / 2 >> 20 ))
 settle() {
   [ "${BENCH_SETTLE:-1}" = 1 ] || return 0
   dd if=/dev/zero of="$DIR/settle" bs=1M count="$settle_mb" status=none
