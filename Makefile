@@ -75,8 +75,8 @@ $(BIN)/age:
 
 # s2d: the "recovering without lifeboat" path of a store with compression
 # s2 in e2e (docs/restore.md), at the version of the compress module
-# lifeboat encodes with.
-S2D_VERSION := $(shell $(GO) list -m -f '{{.Version}}' github.com/klauspost/compress 2>/dev/null)
+# lifeboat encodes with (read from go.mod only when s2d is built).
+S2D_VERSION = $(shell $(GO) list -m -f '{{.Version}}' github.com/klauspost/compress 2>/dev/null)
 $(BIN)/s2d: go.mod
 	GOBIN=$(BIN) GOFLAGS= $(GO) install github.com/klauspost/compress/s2/cmd/s2d@$(S2D_VERSION)
 

@@ -399,9 +399,7 @@ type live struct {
 // verify starts the checks of the spool file. The file check and the live
 // member's HashKV run side by side: the snapshot's revision is read first
 // (a few pages), then etcd hashes its store at that revision while File
-// reads the whole spool. Beside File, while the file is hot in the page
-// cache, one sequential pass checksums the spool file: the bytes File
-// checks.
+// reads the whole spool.
 func (a *attempt) verify(info snapshot.Info) *checks {
 	c := &checks{file: make(chan verified, 1), live: make(chan live, 1), revRead: make(chan struct{})}
 	go func() {
@@ -480,9 +478,9 @@ func (a *attempt) verdict(c *checks, info snapshot.Info) (verify.Status, liveHas
 	if st.Revision < 1 {
 		return st, liveHashKV{}, fmt.Errorf("%w (its snapshot holds no revision and no key): nothing to back up until the first write", ErrEmptyCluster)
 	}
-	if a.prog.crc != a.fed.crc || info.Size != a.fed.n || a.prog.written != info.Size {
+	if written := a.prog.n.Load(); a.prog.crc != a.fed.crc || info.Size != a.fed.n || written != info.Size {
 		return st, liveHashKV{}, fmt.Errorf("%w: the bytes fed to the encoder are not the verified bytes (crc32c %08x of %d bytes encoded, %08x of %d bytes written to the spool file); nothing was stored; retry, and suspect memory or a bug in lifeboat if it happens again",
-			ErrVerify, a.fed.crc, a.fed.n, a.prog.crc, a.prog.written)
+			ErrVerify, a.fed.crc, a.fed.n, a.prog.crc, written)
 	}
 	lh := <-c.live
 	a.lg.Debug("live hashkv", "after_stream", a.now().Sub(a.received), "revision", lh.rev, "err", lh.err)
@@ -636,11 +634,10 @@ type spoolProgress struct {
 	done  chan struct{}
 	total int64 // set before done is closed
 
-	// crc and written are the crc32c and count of the bytes written,
-	// updated by Write only (the stream's goroutine), read once the
-	// stream has returned.
-	crc     uint32
-	written int64
+	// crc is the crc32c of the bytes written (n counts them), updated by
+	// Write only (the stream's goroutine), read once the stream has
+	// returned.
+	crc uint32
 }
 
 func newSpoolProgress() *spoolProgress {
@@ -650,7 +647,6 @@ func newSpoolProgress() *spoolProgress {
 // Write never blocks: the bytes are already in the spool file.
 func (p *spoolProgress) Write(b []byte) (int, error) {
 	p.crc = crc32.Update(p.crc, castagnoli, b)
-	p.written += int64(len(b))
 	p.n.Add(int64(len(b)))
 	select {
 	case p.wake <- struct{}{}:

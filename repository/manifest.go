@@ -146,7 +146,7 @@ func (m *Manifest) Validate() error {
 		return bad("snapshot_sha256 %q", m.SnapshotSHA256)
 	case m.ObjectSize < 0 || m.DBSize < 0:
 		return bad("negative size")
-	case m.Compression != "zstd" && m.Compression != "s2" && m.Compression != "none":
+	case ValidateCompression(m.Compression) != nil:
 		return bad("compression %q", m.Compression)
 	case m.Encryption != "age" && m.Encryption != "none":
 		return bad("encryption %q", m.Encryption)
