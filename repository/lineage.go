@@ -1,0 +1,196 @@
+package repository
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// A store's cluster name belongs to one lineage: the etcd cluster that
+// first wrote it, plus every cluster restored from one of its backups
+// (Manifest.Lineage names the founder's etcd cluster ID). Backups of two
+// lineages are never mixed: latest, random, latest-proven and a backup
+// before a time are chosen from one lineage (Repo.Lineage, or the
+// current one). A lineage started on purpose over another
+// (--adopt-cluster) records it in Supersedes and becomes current; two
+// lineages where neither supersedes the other (a store written before
+// lineages were checked, by two clusters) leave the choice to the
+// operator: ErrLineageAmbiguous.
+
+// ErrLineageAmbiguous is wrapped when the store holds backups of more
+// than one lineage and none was chosen (Repo.Lineage).
+var ErrLineageAmbiguous = errors.New("the store holds backups of more than one etcd cluster lineage")
+
+// Lineage is one lineage's backups in a listing.
+type Lineage struct {
+	// ID is the founding etcd cluster's ID (hex).
+	ID string
+	// ClusterIDs are the etcd cluster IDs whose backups it holds (the
+	// founder's and those restored from it), oldest first.
+	ClusterIDs []string
+	// Backups are its trusted backups, newest first (any state but
+	// untrusted).
+	Backups []*Manifest
+	// Supersedes are the lineages it took the name over from on purpose.
+	Supersedes []string
+}
+
+// Newest is the lineage's newest backup.
+func (l *Lineage) Newest() *Manifest { return l.Backups[0] }
+
+// Lineages groups the listing's trusted backups by lineage, the lineage
+// of the newest backup first.
+func (l *Listing) Lineages() []*Lineage {
+	var out []*Lineage
+	by := map[string]*Lineage{}
+	for _, e := range l.Backups { // newest first
+		if e.State == StateUntrusted {
+			continue
+		}
+		m := e.Manifest
+		id := m.LineageID()
+		g := by[id]
+		if g == nil {
+			g = &Lineage{ID: id}
+			by[id] = g
+			out = append(out, g)
+		}
+		g.Backups = append(g.Backups, m)
+		if m.EtcdClusterID != "" && !slices.Contains(g.ClusterIDs, m.EtcdClusterID) {
+			g.ClusterIDs = append([]string{m.EtcdClusterID}, g.ClusterIDs...)
+		}
+		for _, s := range m.Supersedes {
+			if !slices.Contains(g.Supersedes, s) {
+				g.Supersedes = append(g.Supersedes, s)
+			}
+		}
+	}
+	return out
+}
+
+// CurrentLineage returns the lineage a restore of latest chooses from:
+// the only one, or the newest one when it supersedes every other
+// (directly or through the ones it supersedes). nil when the listing
+// holds no trusted backup; an error wrapping ErrLineageAmbiguous when
+// two lineages compete.
+func (l *Listing) CurrentLineage() (*Lineage, error) {
+	ls := l.Lineages()
+	if len(ls) == 0 {
+		return nil, nil
+	}
+	cur := ls[0]
+	covered := map[string]bool{cur.ID: true}
+	byID := map[string]*Lineage{}
+	for _, g := range ls {
+		byID[g.ID] = g
+	}
+	queue := slices.Clone(cur.Supersedes)
+	for len(queue) > 0 {
+		id := queue[0]
+		queue = queue[1:]
+		if covered[id] {
+			continue
+		}
+		covered[id] = true
+		if g := byID[id]; g != nil {
+			queue = append(queue, g.Supersedes...)
+		}
+	}
+	var rivals []*Lineage
+	for _, g := range ls[1:] {
+		if !covered[g.ID] {
+			rivals = append(rivals, g)
+		}
+	}
+	if len(rivals) == 0 {
+		return cur, nil
+	}
+	return nil, &AmbiguousError{Lineages: append([]*Lineage{cur}, rivals...)}
+}
+
+// AmbiguousError lists the competing lineages, newest first.
+type AmbiguousError struct{ Lineages []*Lineage }
+
+func (e *AmbiguousError) Error() string {
+	var b strings.Builder
+	b.WriteString(ErrLineageAmbiguous.Error())
+	b.WriteString(" and none supersedes the others; lifeboat will not choose between them:")
+	for _, g := range e.Lineages {
+		fmt.Fprintf(&b, "\n  lineage %s (etcd cluster %s): newest", g.ID, strings.Join(g.ClusterIDs, ", "))
+		for i, m := range g.Backups {
+			if i == 2 {
+				break
+			}
+			fmt.Fprintf(&b, " %s", m.ID)
+		}
+	}
+	b.WriteString("\nname one with --lineage ID, or a backup id instead of latest")
+	return b.String()
+}
+
+func (e *AmbiguousError) Unwrap() error { return ErrLineageAmbiguous }
+
+// Candidates returns the intact, trusted backups of the chosen lineage
+// (Repo.Lineage, else the current one), newest first: what latest,
+// random, latest-proven and a time choose from. Untrusted backups newer
+// than the newest candidate are logged as skipped (Repo.Log), with why.
+func (b *Repo) Candidates(ctx context.Context) ([]*Manifest, error) {
+	l, err := b.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return b.candidates(l)
+}
+
+func (b *Repo) candidates(l *Listing) ([]*Manifest, error) {
+	lineage := b.Lineage
+	if lineage == "" {
+		cur, err := l.CurrentLineage()
+		if err != nil {
+			return nil, fmt.Errorf("cluster %q in %s: %w", b.Cluster, b.Store, err)
+		}
+		if cur != nil {
+			lineage = cur.ID
+		}
+	}
+	var out []*Manifest
+	for _, e := range l.Backups {
+		switch {
+		case e.State == StateUntrusted:
+			if len(out) == 0 && b.Log != nil {
+				b.Log.Warn("skipping an untrusted backup: it is not signed by a trusted key; someone without this cluster's signing key wrote to the store (docs/security.md)",
+					"backup_id", e.Manifest.ID, "why", errors.Unwrap(e.Manifest.Untrusted().(*UntrustedError)).Error())
+			}
+		case e.State != StateOK || e.Manifest.LineageID() != lineage:
+		default:
+			out = append(out, e.Manifest)
+		}
+	}
+	if b.Lineage != "" && len(out) == 0 {
+		var ids []string
+		for _, g := range l.Lineages() {
+			ids = append(ids, g.ID)
+		}
+		return nil, fmt.Errorf("%w of lineage %s for cluster %q in %s (lineages there: %s)", ErrNoBackups, b.Lineage, b.Cluster, b.Store, orNone(ids))
+	}
+	if len(out) > 0 {
+		b.warnUnsigned(out[0])
+	}
+	return out, nil
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+// warnUnsigned logs that m was taken without a signature (allowed).
+func (b *Repo) warnUnsigned(m *Manifest) {
+	if m.Unsigned() && b.Log != nil {
+		b.Log.Warn("using an unsigned backup (signing.allow_unsigned): its origin is not proven", "backup_id", m.ID)
+	}
+}
