@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"go.etcd.io/etcd/client/pkg/v3/types"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
 )
 
 // A store's cluster name belongs to one lineage: the etcd cluster that
@@ -161,7 +164,7 @@ func (b *Repo) candidates(l *Listing) ([]*Manifest, error) {
 		case e.State == StateUntrusted:
 			if len(out) == 0 && b.Log != nil {
 				b.Log.Warn("skipping an untrusted backup: it is not signed by a trusted key; someone without this cluster's signing key wrote to the store (docs/security.md)",
-					"backup_id", e.Manifest.ID, "why", errors.Unwrap(e.Manifest.Untrusted().(*UntrustedError)).Error())
+					"backup_id", e.Manifest.ID, "why", e.Problem)
 			}
 		case e.State != StateOK || e.Manifest.LineageID() != lineage:
 		default:
@@ -193,4 +196,122 @@ func (b *Repo) warnUnsigned(m *Manifest) {
 	if m.Unsigned() && b.Log != nil {
 		b.Log.Warn("using an unsigned backup (signing.allow_unsigned): its origin is not proven", "backup_id", m.ID)
 	}
+}
+
+// Member is a live etcd member as the lineage check sees it: its ID and
+// peer URLs.
+type Member struct {
+	ID       uint64
+	PeerURLs []string
+}
+
+// Claim is the lineage a backup of a live cluster joins: written into
+// its manifest.
+type Claim struct {
+	Lineage      string
+	RestoredFrom string
+	Supersedes   []string
+}
+
+// ErrOtherLineage is wrapped when a cluster's backup would go under a
+// name held by another etcd cluster's lineage.
+var ErrOtherLineage = errors.New("another etcd cluster's backups are stored under this name")
+
+// LineageError is a refused write: cluster ClusterID is not of lineage
+// Lineage, which holds the name.
+type LineageError struct {
+	Store, Cluster string
+	ClusterID      string
+	Lineages       []*Lineage
+}
+
+func (e *LineageError) Error() string {
+	var held []string
+	for _, g := range e.Lineages {
+		held = append(held, fmt.Sprintf("lineage %s of etcd cluster %s", g.ID, strings.Join(g.ClusterIDs, ", ")))
+	}
+	return fmt.Sprintf("%v: etcd cluster %s is not of %s, which holds cluster name %q in %s, and was not restored from one of its backups; "+
+		"refusing to mix them. If this is another cluster, give it its own --cluster name; if you rebuilt this cluster without `lifeboat restore` "+
+		"and its backups are to continue under this name, run once with --adopt-cluster %s (docs/security.md#lineage)",
+		ErrOtherLineage, e.ClusterID, strings.Join(held, " and "), e.Cluster, e.Store, e.ClusterID)
+}
+
+func (e *LineageError) Unwrap() error { return ErrOtherLineage }
+
+// RestoreToken is the cluster token lifeboat restores backup id with
+// (restore's default, and what docs/restore.md gives etcdutl): the
+// restored members' IDs derive from it, so the restored cluster is
+// recognised as the lineage's.
+func RestoreToken(id string) string { return "lifeboat-" + id }
+
+// ClaimLineage decides which lineage a backup of etcd cluster clusterID
+// (hex), whose members answered as members, joins in b's listing l: the
+// store's current lineage when the cluster is one of its clusters or was
+// restored from one of its backups (a member's ID is the one etcd gives
+// an initial member of its peer URLs and RestoreToken(backup)); a new
+// lineage when the name is free, or when adopt is clusterID (superseding
+// every lineage there). Anything else is a *LineageError.
+func (b *Repo) ClaimLineage(l *Listing, clusterID string, members []Member, adopt string) (Claim, error) {
+	ls := l.Lineages()
+	if adopt != "" && adopt == clusterID {
+		c := Claim{Lineage: clusterID}
+		for _, g := range ls {
+			if g.ID != clusterID {
+				c.Supersedes = append(c.Supersedes, g.ID)
+			}
+		}
+		return c, nil
+	}
+	if len(ls) == 0 {
+		return Claim{Lineage: clusterID}, nil
+	}
+	cur, err := l.CurrentLineage()
+	candidates := []*Lineage{cur}
+	if err != nil {
+		// Two lineages already (an old store): a cluster of either may
+		// go on writing to its own; nothing else may join.
+		candidates = ls
+	}
+	for _, g := range candidates {
+		if slices.Contains(g.ClusterIDs, clusterID) {
+			return Claim{Lineage: g.ID, Supersedes: g.Supersedes}, nil
+		}
+	}
+	for _, g := range candidates {
+		if from := restoredFrom(g, members); from != "" {
+			return Claim{Lineage: g.ID, RestoredFrom: from, Supersedes: g.Supersedes}, nil
+		}
+	}
+	return Claim{}, &LineageError{Store: b.Store.String(), Cluster: b.Cluster, ClusterID: clusterID, Lineages: candidates}
+}
+
+// restoredFrom returns the backup of g that a member was restored from
+// with RestoreToken, or "".
+func restoredFrom(g *Lineage, members []Member) string {
+	for _, mb := range members {
+		if len(mb.PeerURLs) == 0 {
+			continue
+		}
+		urls, err := types.NewURLs(mb.PeerURLs)
+		if err != nil {
+			continue
+		}
+		for _, m := range g.Backups {
+			if uint64(membership.NewMember("", urls, RestoreToken(m.ID), nil).ID) == mb.ID {
+				return m.ID
+			}
+		}
+	}
+	return ""
+}
+
+// Untrusted counts the listing's untrusted backups.
+func (l *Listing) Untrusted() int {
+	n := 0
+	for _, e := range l.Backups {
+		if e.State == StateUntrusted {
+			n++
+		}
+	}
+	return n
 }

@@ -138,7 +138,7 @@ func (b *Repo) List(ctx context.Context) (*Listing, error) {
 		o, ok := objects[m.Object]
 		switch {
 		case m.Untrusted() != nil:
-			e.State, e.Problem = StateUntrusted, m.Untrusted().Error()
+			e.State, e.Problem = StateUntrusted, m.Untrusted().(*UntrustedError).Err.Error()
 		case !ok:
 			e.State, e.Problem = StateBroken, "data object "+m.Object+" is missing"
 		case o.Size != m.ObjectSize:

@@ -242,7 +242,11 @@ func openCopies(ctx context.Context, cfg *Config, lg *slog.Logger) ([]copyStore,
 		if err != nil {
 			return nil, fmt.Errorf("copy %s: %w", cc.Name, err)
 		}
-		out = append(out, copyStore{cfg: cc, repo: repository.New(st, cfg.Cluster)})
+		r, err := trustedRepo(st, cfg, lg)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, copyStore{cfg: cc, repo: r})
 	}
 	return out, nil
 }
