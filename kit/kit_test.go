@@ -426,6 +426,7 @@ func flip(b []byte, i int) []byte {
 // never panics, and what parses names an object of its own id.
 func FuzzParseManifest(f *testing.F) {
 	f.Add([]byte(`{"format":1,"id":"` + strings.Repeat("a", 64) + `","object":"c/kits/` + strings.Repeat("a", 64) + `-01020304.tar.zst.age","object_size":10,"object_sha256":"` + strings.Repeat("b", 64) + `","compression":"zstd","encryption":"age","recipients":["age1x"]}`))
+	f.Add([]byte(`{"format":1,"id":"` + strings.Repeat("a", 64) + `","content_sha256":"` + strings.Repeat("c", 64) + `","object":"c/kits/` + strings.Repeat("a", 64) + `-01020304.tar.zst.age","object_size":10,"object_sha256":"` + strings.Repeat("b", 64) + `","compression":"zstd","encryption":"age","recipients":["age1x"]}`))
 	f.Add([]byte(`{"format":1,"id":"../x"}`))
 	f.Add([]byte(`{"format":2}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -436,7 +437,8 @@ func FuzzParseManifest(f *testing.F) {
 			}
 			return
 		}
-		if !kit.ValidID(m.ID) || strings.Contains(m.Object, "..") || !strings.HasPrefix(filepath.Base(m.Object), m.ID+"-") || len(m.Recipients) == 0 {
+		if !kit.ValidID(m.ID) || strings.Contains(m.Object, "..") || !strings.HasPrefix(filepath.Base(m.Object), m.ID+"-") || len(m.Recipients) == 0 ||
+			m.ContentSHA256 != "" && kit.IDFor(m.ContentSHA256, m.Recipients) != m.ID {
 			t.Fatalf("accepted %+v", m)
 		}
 	})
