@@ -160,7 +160,7 @@ func (r *runner) run(ctx context.Context) error {
 		}
 		has[e.Manifest.ID] = true
 	}
-	if err := r.copyChanges(ctx, windows, wantG, has); err != nil {
+	if err := r.changes(ctx, windows, wantG, has); err != nil {
 		return err
 	}
 	if r.job.DryRun {
