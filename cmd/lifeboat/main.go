@@ -16,8 +16,8 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/repository"
+	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 )
 
