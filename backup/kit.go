@@ -33,7 +33,7 @@ func storeKit(ctx context.Context, job Job, now time.Time, lg *slog.Logger) (str
 	if err != nil {
 		return "", fmt.Errorf("recovery kit: %w", err)
 	}
-	r := kit.Repo{Store: job.Backups.Store, Cluster: job.Backups.Cluster}
+	r := kit.Repo{Store: job.Backups.Store, Cluster: job.Backups.Cluster, Signer: job.Backups.Signer, Trust: job.Backups.Trust}
 	res, err := r.Put(ctx, k, job.Kit.Encryption, job.Kit.Paths, now, job.Version)
 	if err != nil {
 		return "", fmt.Errorf("recovery kit: %w", err)

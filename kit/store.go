@@ -18,6 +18,7 @@ import (
 	"filippo.io/age"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/lifeboat-dev/lifeboat/signing"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
@@ -95,7 +96,17 @@ func ParseManifest(b []byte) (*Manifest, error) {
 type Repo struct {
 	Store   uploader.Store
 	Cluster string
+	// Signer, when set, signs the kit manifests Put writes.
+	Signer *signing.Key
+	// Trust checks kit manifests on read: with trusted keys, a manifest
+	// not signed by one is untrusted (an error wrapping
+	// signing.ErrUntrusted; List keeps it apart in Untrusted) and its kit
+	// is never loaded, shown as good or laid back by kit restore.
+	Trust *signing.Trust
 }
+
+// kindManifest is what a kit manifest's signature says it is.
+const kindManifest = "kit manifest"
 
 // Dir returns the prefix of the kit area: "<cluster>/kits/".
 func (r Repo) Dir() string { return path.Join(r.Cluster, "kits") + "/" }
@@ -172,7 +183,13 @@ func (r Repo) Put(ctx context.Context, k *Kit, enc Encryption, paths []string, n
 	if err != nil {
 		return PutResult{}, fmt.Errorf("store kit %s: %w", id, err)
 	}
-	if _, err := r.Store.Put(ctx, r.ManifestKey(id), bytes.NewReader(append(b, '\n')), uploader.PutOptions{ContentType: "application/json"}); err != nil {
+	b = append(b, '\n')
+	if r.Signer != nil {
+		if b, err = r.Signer.SignJSON(kindManifest, r.ManifestKey(id), b); err != nil {
+			return PutResult{}, fmt.Errorf("store kit %s: %w", id, err)
+		}
+	}
+	if _, err := r.Store.Put(ctx, r.ManifestKey(id), bytes.NewReader(b), uploader.PutOptions{ContentType: "application/json"}); err != nil {
 		if errors.Is(err, uploader.ErrExists) {
 			// Another writer committed the same kit first: keep theirs.
 			_ = r.Store.Delete(ctx, key) // else an orphan, for prune
@@ -205,6 +222,9 @@ func (r Repo) Manifest(ctx context.Context, id string) (*Manifest, error) {
 	b, err := r.readSmall(ctx, r.ManifestKey(id), 4<<20)
 	if err != nil {
 		return nil, err
+	}
+	if _, err := r.Trust.VerifyJSON(kindManifest, r.ManifestKey(id), b); err != nil {
+		return nil, fmt.Errorf("%w: kit manifest %s: %w (someone without this cluster's signing key wrote it; see docs/security.md)", signing.ErrUntrusted, r.ManifestKey(id), err)
 	}
 	m, err := ParseManifest(b)
 	if err != nil {
@@ -241,6 +261,9 @@ type Listing struct {
 	Kits []*Manifest
 	// Unreadable are manifests that do not parse.
 	Unreadable []uploader.ObjectInfo
+	// Untrusted are manifests not signed by a trusted key (with the
+	// Repo's Trust): never kits, never deleted as orphans' owners.
+	Untrusted []uploader.ObjectInfo
 	// Orphans are objects no manifest names (unfinished puts).
 	Orphans []uploader.ObjectInfo
 	// ManifestInfo is each kit manifest's object, by kit id.
@@ -271,6 +294,9 @@ func (r Repo) List(ctx context.Context) (*Listing, error) {
 			continue // deleted meanwhile
 		case errors.Is(err, ErrBadKit):
 			l.Unreadable = append(l.Unreadable, mo)
+			continue
+		case errors.Is(err, signing.ErrUntrusted):
+			l.Untrusted = append(l.Untrusted, mo)
 			continue
 		case err != nil:
 			return nil, err

@@ -140,6 +140,9 @@ func (r *runner) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list the copy %s: %w", r.job.To.Store, err)
 	}
+	if err := sameLineages(r.job.To, from, to); err != nil {
+		return err
+	}
 	wantB, wantG, err := r.wanted(from, windows)
 	if err != nil {
 		return err
@@ -289,7 +292,7 @@ func (r *runner) copyKit(ctx context.Context, id string) error {
 	if r.hasKit(ctx, id) {
 		return nil
 	}
-	src := kit.Repo{Store: r.job.From.Store, Cluster: r.job.From.Cluster}
+	src := kit.Repo{Store: r.job.From.Store, Cluster: r.job.From.Cluster, Trust: r.job.From.Trust}
 	km, err := src.Manifest(ctx, id)
 	if err != nil {
 		return fmt.Errorf("its recovery kit in the primary: %w", err)
@@ -328,6 +331,26 @@ func (r *runner) measure(ctx context.Context) error {
 	for _, w := range ws {
 		if w.Recoverable() && w.ThroughTime.After(r.res.ChangesPoint) {
 			r.res.ChangesPoint = w.ThroughTime
+		}
+	}
+	return nil
+}
+
+// sameLineages refuses a copy that holds backups of a lineage the
+// primary does not: another etcd cluster's copy under this cluster name
+// (a copy-pasted copies: entry). Copying into it would mix two clusters'
+// backups under one name.
+func sameLineages(to *repository.Repo, from, copied *repository.Listing) error {
+	primary := map[string]bool{}
+	for _, g := range from.Lineages() {
+		primary[g.ID] = true
+	}
+	if len(primary) == 0 {
+		return nil
+	}
+	for _, g := range copied.Lineages() {
+		if !primary[g.ID] {
+			return &repository.LineageError{Store: to.Store.String(), Cluster: to.Cluster, ClusterID: from.Lineages()[0].ID, Lineages: []*repository.Lineage{g}}
 		}
 	}
 	return nil

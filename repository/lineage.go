@@ -147,16 +147,40 @@ func (b *Repo) Candidates(ctx context.Context) ([]*Manifest, error) {
 	return b.candidates(l)
 }
 
+// ChosenLineage is the lineage restores choose from in listing l:
+// Repo.Lineage, else the current one ("" when l holds no trusted
+// backup); an error wrapping ErrLineageAmbiguous when two compete.
+func (b *Repo) ChosenLineage(l *Listing) (string, error) {
+	if b.Lineage != "" {
+		return b.Lineage, nil
+	}
+	cur, err := l.CurrentLineage()
+	if err != nil {
+		return "", fmt.Errorf("cluster %q in %s: %w", b.Cluster, b.Store, err)
+	}
+	if cur == nil {
+		return "", nil
+	}
+	return cur.ID, nil
+}
+
+// OfLineage keeps the windows anchored on backups of lineage (and those
+// without an anchor, which are not recoverable anyway): a point-in-time
+// restore never crosses into another cluster's changes.
+func OfLineage(ws []Window, lineage string) []Window {
+	var out []Window
+	for _, w := range ws {
+		if w.Anchor == nil || w.Anchor.LineageID() == lineage {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
 func (b *Repo) candidates(l *Listing) ([]*Manifest, error) {
-	lineage := b.Lineage
-	if lineage == "" {
-		cur, err := l.CurrentLineage()
-		if err != nil {
-			return nil, fmt.Errorf("cluster %q in %s: %w", b.Cluster, b.Store, err)
-		}
-		if cur != nil {
-			lineage = cur.ID
-		}
+	lineage, err := b.ChosenLineage(l)
+	if err != nil {
+		return nil, err
 	}
 	var out []*Manifest
 	for _, e := range l.Backups {

@@ -1,7 +1,6 @@
 package repository
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/lifeboat-dev/lifeboat/signing"
@@ -17,7 +16,8 @@ import (
 
 // ErrUntrusted is wrapped when a document is not signed by a trusted key
 // (not signed, an unknown key, or altered after signing).
-var ErrUntrusted = errors.New("untrusted")
+// It is signing.ErrUntrusted: kits (package kit) wrap the same.
+var ErrUntrusted = signing.ErrUntrusted
 
 // Kinds of signed documents: part of what is signed, so that a signed
 // document of one kind never passes for another.
@@ -68,5 +68,3 @@ type trustNote struct {
 	untrusted error // *UntrustedError
 	unsigned  bool  // accepted unsigned (AllowUnsigned): a warning
 }
-
-var _ = signing.ErrUnsigned

@@ -19,6 +19,9 @@ import (
 
 // Errors a reader branches on (wrapped, test with errors.Is).
 var (
+	// ErrUntrusted is what every reader's refusal of a document not
+	// signed by a trusted key wraps, beside its reason below.
+	ErrUntrusted = errors.New("untrusted")
 	// ErrUnsigned: the document carries no signature.
 	ErrUnsigned = errors.New("not signed")
 	// ErrUnknownKey: signed by a key that is not trusted.

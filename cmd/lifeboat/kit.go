@@ -152,7 +152,7 @@ func openKits(ctx context.Context, cfg *Config, lg *slog.Logger) (*kitArea, erro
 	if err != nil {
 		return nil, err
 	}
-	a := &kitArea{repo: kit.Repo{Store: backups.Store, Cluster: cfg.Cluster}, namedBy: map[string][]string{}}
+	a := &kitArea{repo: kit.Repo{Store: backups.Store, Cluster: cfg.Cluster, Signer: backups.Signer, Trust: backups.Trust}, namedBy: map[string][]string{}}
 	if a.kits, err = a.repo.List(ctx); err != nil {
 		return nil, err
 	}
