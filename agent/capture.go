@@ -387,26 +387,30 @@ func (a *Agent) committedBackup(ctx context.Context, id string) (*repository.Man
 // refreshWindows sets lifeboat_capture_window_problems from the store's
 // capture windows (l is the snapshot listing refresh just read): a fork
 // by a second writer ends a window while every writer's own metrics look
-// healthy. Only with capture configured: the listing of the change
+// healthy. It returns the windows' untrusted progress markers (for
+// lifeboat_untrusted_objects), or an error when the windows could not be
+// listed. Only with capture configured: the listing of the change
 // segments is capture's cost.
-func (a *Agent) refreshWindows(ctx context.Context, l *repository.Listing) {
+func (a *Agent) refreshWindows(ctx context.Context, l *repository.Listing) (untrusted int, err error) {
 	if a.cfg.Capture == nil {
-		return
+		return 0, nil
 	}
 	ws, err := a.cfg.Backups.Windows(ctx, l)
 	if err != nil {
 		if ctx.Err() == nil {
 			a.lg.Warn("cannot list the capture windows", "err", err)
 		}
-		return
+		return 0, err
 	}
 	n := 0
 	for i := range ws {
 		if ws[i].Problem != "" {
 			n++
 		}
+		untrusted += len(ws[i].Untrusted)
 	}
 	a.m.captureWindows.Set(float64(n))
+	return untrusted, nil
 }
 
 // captureStatus is the capture section of /status (nil without capture).

@@ -85,7 +85,16 @@ type Status struct {
 	// read (its report is unreadable): not proven, whatever older reports
 	// say.
 	DrillUnknown []DrillProblem `json:"drill_unknown,omitempty"`
-	Stale        bool           `json:"stale"`
+	// Untrusted counts the objects not signed by a trusted key by kind
+	// (backup, drill_report, progress_marker), as last listed: anything
+	// above 0 means someone without this cluster's signing key wrote to
+	// the store (lifeboat_untrusted_objects).
+	Untrusted map[string]int `json:"untrusted,omitempty"`
+	// Lineages are the etcd cluster lineages of the store's trusted
+	// backups, as last listed, the newest backup's first
+	// (lifeboat_lineages).
+	Lineages []LineageStatus `json:"lineages,omitempty"`
+	Stale    bool            `json:"stale"`
 	// Capture is the capture job's state (absent when capture is off).
 	Capture *CaptureStatus `json:"capture,omitempty"`
 	// Copies are the copy stores' states (absent without copies).
@@ -96,6 +105,20 @@ type Status struct {
 type DrillProblem struct {
 	BackupID string `json:"backup_id"`
 	Error    string `json:"error"`
+}
+
+// LineageStatus is one lineage of the store in /status.
+type LineageStatus struct {
+	// ID is the founding etcd cluster's ID.
+	ID string `json:"id"`
+	// EtcdClusterIDs are the etcd clusters whose backups it holds.
+	EtcdClusterIDs []string `json:"etcd_cluster_ids"`
+	// Backups counts its trusted backups; NewestBackup is the newest.
+	Backups      int    `json:"backups"`
+	NewestBackup string `json:"newest_backup"`
+	// Supersedes are the lineages it took the name over from on purpose
+	// (lineage.adopt_cluster).
+	Supersedes []string `json:"supersedes,omitempty"`
 }
 
 // LeaderStatus says who runs the jobs.
@@ -165,6 +188,12 @@ func (a *Agent) Status(ctx context.Context) Status {
 	st.NewestBackup = summary(bs.newest, now)
 	st.NewestProvenBackup = summary(bs.newestProven, now)
 	st.DrillUnknown = bs.drillUnknown
+	st.Untrusted = bs.untrusted
+	for _, g := range bs.lineages {
+		st.Lineages = append(st.Lineages, LineageStatus{
+			ID: g.ID, EtcdClusterIDs: g.ClusterIDs, Backups: len(g.Backups), NewestBackup: g.Newest().ID, Supersedes: g.Supersedes,
+		})
+	}
 	st.Capture = a.captureStatus(now)
 	st.Copies = a.copyStatus()
 

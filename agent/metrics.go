@@ -46,6 +46,19 @@ const (
 	stateLocked = "locked"
 )
 
+// Kinds of untrusted objects: the values of the kind label of
+// lifeboat_untrusted_objects, the documents the agent's listing checks
+// for a trusted signature. (Change segments and kits join the set when
+// their readers check signatures.)
+const (
+	untrustedBackup   = "backup"
+	untrustedDrill    = "drill_report"
+	untrustedProgress = "progress_marker"
+)
+
+// untrustedKinds are the kinds lifeboat_untrusted_objects exports.
+var untrustedKinds = []string{untrustedBackup, untrustedDrill, untrustedProgress}
+
 // NewRegistry returns a registry with the Go runtime and process
 // collectors, for a long-running agent. (agent --once leaves them out:
 // pushed or textfile metrics of a short-lived process would mislead, and
@@ -79,6 +92,8 @@ type metrics struct {
 	uploadBytes  prometheus.Counter
 	leader       prometheus.Gauge
 	storeUp      prometheus.Gauge
+	untrusted    *prometheus.GaugeVec // by kind (refresh)
+	lineages     prometheus.Gauge
 	notifies     *prometheus.CounterVec
 	buildInfo    *prometheus.GaugeVec
 
@@ -149,6 +164,10 @@ var agentMetrics = []metricDef[metrics]{
 		help: "1 when this agent holds the cluster's lock and runs the scheduled jobs (always 1 without a lock)."},
 	{field: func(m *metrics) any { return &m.storeUp }, name: "lifeboat_store_up",
 		help: "1 when the last request to the backup store (listing or readiness check) succeeded."},
+	{field: func(m *metrics) any { return &m.untrusted }, name: "lifeboat_untrusted_objects", labels: []string{"kind"},
+		help: "Objects in the store not signed by a trusted key (signing.trusted_keys), as the agent's last listing found them, by kind: backup (manifests), drill_report (the newest report of each backup), progress_marker (with capture configured). Anything above 0: someone without this cluster's signing key wrote to the store. 0 without trusted keys."},
+	{field: func(m *metrics) any { return &m.lineages }, name: "lifeboat_lineages",
+		help: "etcd cluster lineages whose trusted backups the store holds under this cluster name, as the agent's last listing found them: 1 normally, more after another etcd cluster wrote there or a cluster was adopted (lineage.adopt_cluster) until the old lineage's backups are pruned."},
 	{field: func(m *metrics) any { return &m.notifies }, name: "lifeboat_notifications_total", labels: []string{"result"},
 		help: "Webhook notifications by result: sent, failed (after retries) or dropped (queue full)."},
 	{field: func(m *metrics) any { return &m.buildInfo }, name: "lifeboat_build_info", labels: []string{"version"},
@@ -219,6 +238,9 @@ func (m *metrics) initSeries(jobs []string, version string) {
 	}
 	for _, s := range []string{stateOK, stateBroken, stateLocked} {
 		m.backups.WithLabelValues(s)
+	}
+	for _, k := range untrustedKinds {
+		m.untrusted.WithLabelValues(k)
 	}
 	for _, r := range []string{"sent", "failed", "dropped"} {
 		m.notifies.WithLabelValues(r)

@@ -22,6 +22,11 @@ type backupState struct {
 	// drillUnknown are the listed backups whose last drill's verdict
 	// cannot be read.
 	drillUnknown []DrillProblem
+	// untrusted counts the objects not signed by a trusted key, by kind
+	// (untrustedKinds); a kind that was not read is absent.
+	untrusted map[string]int
+	// lineages are the store's lineages (trusted backups only).
+	lineages []*repository.Lineage
 }
 
 // refreshLoop refreshes the backup gauges every RefreshInterval.
@@ -48,7 +53,7 @@ func (a *Agent) refresh(ctx context.Context) {
 		return
 	}
 	a.m.storeUp.Set(1)
-	a.refreshWindows(ctx, l)
+	markers, werr := a.refreshWindows(ctx, l)
 	drills, derr := a.drillRecords(ctx)
 	if derr != nil && ctx.Err() != nil {
 		return // cut short: an unread drill history is not "nothing proven"
@@ -57,6 +62,12 @@ func (a *Agent) refresh(ctx context.Context) {
 		a.lg.Warn("cannot read the drill history; proven backups unknown", "err", derr)
 	}
 	st := listedState(l, drills, now)
+	if derr == nil {
+		st.untrusted[untrustedDrill] = untrustedDrills(drills)
+	}
+	if werr == nil && a.cfg.Capture != nil {
+		st.untrusted[untrustedProgress] = markers
+	}
 	a.setBackupGauges(st)
 	newestDrill := a.learnSuccesses(st, drills)
 	a.setState(st, newestDrill)
@@ -80,8 +91,12 @@ func (a *Agent) listFailed(ctx context.Context, err error) {
 // listedState counts the listed backups by state and finds the newest, the
 // newest proven and those whose last drill's verdict cannot be read.
 func listedState(l *repository.Listing, drills map[string]drill.Record, now time.Time) backupState {
-	st := backupState{listed: true, at: now, broken: len(l.Unreadable)}
+	st := backupState{listed: true, at: now, broken: len(l.Unreadable),
+		untrusted: map[string]int{untrustedBackup: l.Untrusted()}, lineages: l.Lineages()}
 	for _, e := range l.Backups {
+		if e.State == repository.StateUntrusted {
+			continue // not broken: planted or altered (lifeboat_untrusted_objects)
+		}
 		if e.State != repository.StateOK {
 			st.broken++
 			continue
@@ -105,8 +120,25 @@ func listedState(l *repository.Listing, drills map[string]drill.Record, now time
 	return st
 }
 
-// setBackupGauges exports the counts and the newest backups of st.
+// untrustedDrills counts the backups whose newest drill report is not
+// signed by a trusted key.
+func untrustedDrills(drills map[string]drill.Record) int {
+	n := 0
+	for _, r := range drills {
+		if r.Untrusted {
+			n++
+		}
+	}
+	return n
+}
+
+// setBackupGauges exports the counts and the newest backups of st, the
+// untrusted objects of each kind that was read and the lineages.
 func (a *Agent) setBackupGauges(st backupState) {
+	for k, n := range st.untrusted {
+		a.m.untrusted.WithLabelValues(k).Set(float64(n))
+	}
+	a.m.lineages.Set(float64(len(st.lineages)))
 	a.m.backups.WithLabelValues(stateOK).Set(float64(st.ok))
 	a.m.backups.WithLabelValues(stateLocked).Set(float64(st.locked))
 	a.m.backups.WithLabelValues(stateBroken).Set(float64(st.broken))

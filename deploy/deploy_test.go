@@ -48,6 +48,8 @@ var lifeboatMetrics = []string{
 	"lifeboat_snapshot_revision",
 	"lifeboat_snapshot_hashkv_errors_total",
 	"lifeboat_backups",
+	"lifeboat_untrusted_objects",
+	"lifeboat_lineages",
 	"lifeboat_backup_newest_timestamp_seconds",
 	"lifeboat_backup_newest_proven_timestamp_seconds",
 	"lifeboat_drill_last_result",

@@ -108,6 +108,17 @@ func LoadKey(path string) (*Key, error) {
 	return k, nil
 }
 
+// ExistsError is WriteKey's refusal to replace the file at Path; it
+// wraps fs.ErrExist (a caller's usage error, not a failure).
+type ExistsError struct{ Path string }
+
+func (e *ExistsError) Error() string {
+	return fmt.Sprintf("write signing key: %s already exists (lifeboat never replaces a key; print its public key with `lifeboat keygen -y %s`)", e.Path, e.Path)
+}
+
+// Unwrap returns fs.ErrExist.
+func (e *ExistsError) Unwrap() error { return os.ErrExist }
+
 // WriteKey writes k to path, mode 0600, refusing to replace a file (a
 // signing key overwritten by mistake would orphan every trusted reader).
 // The file is written to a temporary name, synced and linked into place.
@@ -139,7 +150,7 @@ func WriteKey(path string, k *Key) error {
 	}
 	if err := os.Link(tmp.Name(), path); err != nil {
 		if errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("write signing key: %s already exists (lifeboat never replaces a key; print its public key with `lifeboat keygen -y %s`)", path, path)
+			return &ExistsError{Path: path}
 		}
 		return fmt.Errorf("write signing key: %w", err)
 	}

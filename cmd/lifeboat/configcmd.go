@@ -44,10 +44,29 @@ func runConfigCheck(a *app) error {
 		return err
 	}
 	fmt.Fprint(a.stdout, "# effective configuration (secrets redacted)\n"+out)
-	for _, w := range encryptionWarnings(enc, ids) {
+	for _, w := range append(encryptionWarnings(enc, ids), trustWarnings(cfg, enc)...) {
 		fmt.Fprintln(a.stderr, "WARNING: "+w)
 	}
 	return nil
+}
+
+// trustWarnings reports trust settings that leave what the store says
+// unchecked, or that are meant to be on only for a while.
+func trustWarnings(cfg *Config, enc repository.Encoding) []string {
+	var out []string
+	if len(enc.Recipients) > 0 && cfg.Signing.KeyFile == "" && len(cfg.Signing.TrustedKeys) == 0 {
+		out = append(out, "encryption without signing: anyone with the store's credentials can plant a backup encrypted to your public recipient; see docs/security.md "+
+			"(lifeboat keygen -o FILE, then signing.key_file on the writers and signing.trusted_keys on the readers)")
+	}
+	if cfg.Signing.AllowUnsigned {
+		out = append(out, "signing.allow_unsigned is on: unsigned backups, drill reports and progress markers are read, and their origin is not proven; "+
+			"turn it off once every retained backup is signed")
+	}
+	if id := cfg.Lineage.AdoptCluster; id != "" {
+		out = append(out, fmt.Sprintf("lineage.adopt_cluster is set (%s): remove it once the adopting snapshot is stored; "+
+			"while it is set, snapshots of etcd cluster %s skip the lineage check and supersede every other lineage under the name", id, id))
+	}
+	return out
 }
 
 // encryptionWarnings reports encryption set up so that this host cannot

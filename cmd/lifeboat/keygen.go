@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -50,6 +52,9 @@ func runKeygen(a *app, o keygenOptions) error {
 		return err
 	}
 	if err := signing.WriteKey(o.out, k); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return usageError{err} // never replaced: the operator named the wrong file
+		}
 		return err
 	}
 	fmt.Fprintln(a.stdout, k.Public())

@@ -120,7 +120,7 @@ func StoreHistory(b *repository.Repo) HistoryFunc {
 		out := make(map[string]Record, len(reps))
 		for id, r := range reps {
 			if r.State() == repository.DrillUnknown {
-				out[id] = Record{Unknown: true, At: r.Started, Err: fmt.Sprint(r.Err)}
+				out[id] = Record{Unknown: true, At: r.Started, Err: fmt.Sprint(r.Err), Untrusted: errors.Is(r.Err, repository.ErrUntrusted)}
 				continue
 			}
 			out[id] = Record{Passed: r.Passed, At: r.FinishedAt}

@@ -42,6 +42,9 @@ type Record struct {
 	// and prune keeps such a backup when it may be the newest proven one.
 	Unknown bool
 	Err     string
+	// Untrusted is set with Unknown when the newest report is not signed
+	// by a trusted key (repository.ErrUntrusted): planted or altered.
+	Untrusted bool
 }
 
 // HistoryFunc returns the last drill of each backup, by backup id,
