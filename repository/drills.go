@@ -201,7 +201,7 @@ func (b *Repo) PutDrillReport(ctx context.Context, r *DrillReport) error {
 	base := b.DrillReportKey(r.BackupID, r.StartedAt)
 	key := base
 	for n := 2; ; n++ {
-		_, err := b.Store.Put(ctx, key, bytes.NewReader(data), uploader.PutOptions{ContentType: "application/json"})
+		_, err := b.Store.Put(ctx, key, bytes.NewReader(data), b.Lock.Options("application/json"))
 		if err == nil {
 			return nil
 		}

@@ -143,7 +143,7 @@ func (b *Repo) PutProgress(ctx context.Context, p *Progress) (string, error) {
 		return "", fmt.Errorf("store progress: %w", err)
 	}
 	key := b.ProgressKey(p.Generation, p.Through, p.At, p.Sealed)
-	if _, err := b.Store.Put(ctx, key, bytes.NewReader(append(data, '\n')), uploader.PutOptions{ContentType: "application/json"}); err != nil {
+	if _, err := b.Store.Put(ctx, key, bytes.NewReader(append(data, '\n')), b.Lock.MarkerOptions(p.Sealed)); err != nil {
 		return "", fmt.Errorf("store progress %s: %w", key, err)
 	}
 	return key, nil

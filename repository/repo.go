@@ -33,6 +33,10 @@ import (
 type Repo struct {
 	Store   uploader.Store
 	Cluster string
+	// Lock is the Object Lock every write of this Repo requests
+	// (manifests, drill reports, segments, markers); the zero LockPolicy
+	// locks nothing. See lock.go.
+	Lock LockPolicy
 
 	cache *cache // nil: nothing cached
 }
@@ -251,7 +255,7 @@ func (b *Repo) PutManifest(ctx context.Context, m *Manifest) error {
 	if err != nil {
 		return err
 	}
-	_, err = b.Store.Put(ctx, b.ManifestKey(m.ID), strings.NewReader(string(data)), uploader.PutOptions{ContentType: "application/json"})
+	_, err = b.Store.Put(ctx, b.ManifestKey(m.ID), strings.NewReader(string(data)), b.Lock.Options("application/json"))
 	if err != nil {
 		return fmt.Errorf("write manifest: %w", err)
 	}
