@@ -120,6 +120,16 @@ func (p LockPolicy) MarkerOptions(sealed bool) uploader.PutOptions {
 	return o
 }
 
+// OptionsFor are the PutOptions of the object at key written now, by
+// its kind (For): what a copy run writes, object for object.
+func (p LockPolicy) OptionsFor(key, contentType string) uploader.PutOptions {
+	r := p.Retention
+	if d := p.For(key); d != r.For {
+		r.For, r.LegalHold = d, false
+	}
+	return r.Options(p.now(), contentType)
+}
+
 // For is how long the object at key (relative to the store's root) is to
 // be locked from when it was written: SegmentFor its level for a change
 // segment, Retention.For for anything else.
@@ -161,6 +171,17 @@ func (p LockPolicy) Stayers(w Window, now time.Time) []uploader.ObjectInfo {
 		}
 	}
 	return out
+}
+
+// ExtendLock makes the lock on key in st last at least until until in
+// p's mode, when p locks and st can extend (RetentionExtender); otherwise
+// it does nothing.
+func ExtendLock(ctx context.Context, st uploader.Store, p LockPolicy, key string, until time.Time) error {
+	x, ok := st.(RetentionExtender)
+	if !ok || p.Retention.Mode == "" {
+		return nil
+	}
+	return x.ExtendRetention(ctx, key, p.Retention.Mode, until)
 }
 
 // RetentionExtender is a store whose objects' Object Lock retention can

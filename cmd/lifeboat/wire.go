@@ -40,7 +40,9 @@ func openBackups(ctx context.Context, cfg *Config, lg *slog.Logger) (*repository
 	if err != nil {
 		return nil, err
 	}
-	return repository.New(st, cfg.Cluster), nil
+	repo := repository.New(st, cfg.Cluster)
+	repo.Lock = lockPolicy(cfg)
+	return repo, nil
 }
 
 func encodingFromConfig(cfg *Config) (repository.Encoding, error) {

@@ -128,7 +128,8 @@ type Plan struct {
 type PlannedGeneration struct {
 	Window   repository.Window
 	Decision retention.GenerationDecision
-	// Action is keep, delete, or skip (see Problem).
+	// Action is keep, delete, skip (see Problem), or locked: the store
+	// still locks one of its objects (Problem names it).
 	Action  Action
 	Problem string
 	// Delete lists what goes, in order, for ActionDelete: the progress
@@ -160,6 +161,10 @@ type Result struct {
 	MarkersRemoved       int
 	// KitsDeleted are the ids of the recovery kits deleted.
 	KitsDeleted []string
+	// LockPending counts the generations, kits and superseded markers
+	// that no rule keeps but the store still locks (by its Stat): they
+	// wait for a later run, which is not an error.
+	LockPending int
 	// Errors are the problems met; each concerns one backup or object and
 	// did not stop the others.
 	Errors []error
@@ -261,8 +266,12 @@ func Run(ctx context.Context, job Job, lg *slog.Logger) (*Result, error) {
 		p.apply(ctx, res, lg)
 		res.Errors = p.errs
 	}
+	res.LockPending = p.pending
 	if len(res.Errors) > 0 {
 		return res, fmt.Errorf("prune cluster %q in %s: %d problem(s): %w", p.b.Cluster, p.b.Store, len(res.Errors), errors.Join(res.Errors...))
+	}
+	if res.LockPending > 0 {
+		lg.Info("objects no rule keeps wait for their Object Lock to run out", "cluster", p.b.Cluster, "pending", res.LockPending)
 	}
 	lg.Info("prune done", "cluster", p.b.Cluster, "dry_run", job.DryRun, "backups", len(plan.Backups),
 		"deleted", len(res.Deleted), "locked", len(res.Locked), "orphans_removed", res.OrphansRemoved,
@@ -275,6 +284,23 @@ type pruner struct {
 	b    *repository.Repo
 	now  time.Time
 	errs []error
+	// pending counts what waits for its Object Lock (Result.LockPending).
+	pending int
+}
+
+// lockedKey returns the first of keys the store still locks at p.now (by
+// its Stat), "" when none is.
+func (p *pruner) lockedKey(ctx context.Context, keys ...string) (string, error) {
+	for _, k := range keys {
+		locked, err := repository.LockedNow(ctx, p.b.Store, k, p.now)
+		if err != nil {
+			return "", err
+		}
+		if locked {
+			return k, nil
+		}
+	}
+	return "", nil
 }
 
 func (p *pruner) fail(err error) { p.errs = append(p.errs, err) }
@@ -362,7 +388,10 @@ func (p *pruner) retentionInput(ok []repository.Entry) ([]retention.Backup, map[
 			Size:         e.Object.Size,
 			DrillPassed:  p.job.DrillPassed[m.ID] && !p.job.DrillUnknown[m.ID],
 			DrillUnknown: p.job.DrillUnknown[m.ID],
-			Locked:       Locked(m, p.now) || e.Object.Locked(p.now),
+			// Not the manifest's lock fields: they say what the
+			// primary's writer asked for, and a copy's objects may be
+			// locked otherwise (issue 28). checkDelete asks the store.
+			Locked: e.Object.Locked(p.now),
 		}
 		byID[m.ID] = e
 	}
@@ -418,7 +447,8 @@ func (p *pruner) checkDelete(ctx context.Context, e repository.Entry, claims map
 	}
 	// The manifest must be where the next run would look for it, or
 	// deleting "it" would leave a listed backup without data.
-	if _, err := p.b.Store.Stat(ctx, p.b.ManifestKey(m.ID)); err != nil {
+	mi, err := p.b.Store.Stat(ctx, p.b.ManifestKey(m.ID))
+	if err != nil {
 		p.fail(fmt.Errorf("backup %s: stat manifest: %w", m.ID, err))
 		return ActionSkip, "manifest not found at " + p.b.ManifestKey(m.ID)
 	}
@@ -432,7 +462,7 @@ func (p *pruner) checkDelete(ctx context.Context, e repository.Entry, claims map
 	case err != nil:
 		p.fail(fmt.Errorf("backup %s: check lock of %s: %w", m.ID, m.Object, err))
 		return ActionSkip, "lock state unknown"
-	case info.Locked(p.now):
+	case info.Locked(p.now), mi.Locked(p.now):
 		return ActionLocked, ""
 	}
 	return ActionDelete, ""
@@ -628,6 +658,11 @@ func (p *pruner) deleteBackup(ctx context.Context, m *repository.Manifest) error
 		return fmt.Errorf("delete backup %s: drill reports left as orphans: %w", m.ID, err)
 	}
 	for _, k := range reports {
+		// A report still locked stays, an orphan that the sweep
+		// removes once its lock has run out.
+		if locked, err := repository.LockedNow(ctx, p.b.Store, k, p.now); err != nil || locked {
+			continue
+		}
 		if err := p.b.Store.Delete(ctx, k); err != nil {
 			return fmt.Errorf("delete backup %s: drill reports left as orphans: %w", m.ID, err)
 		}
