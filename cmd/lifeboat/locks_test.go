@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -33,5 +34,80 @@ func TestCreateBucketWithObjectLock(t *testing.T) {
 	}
 	if c := got.ObjectLockConfiguration; c == nil || c.ObjectLockEnabled != types.ObjectLockEnabledEnabled {
 		t.Errorf("the created bucket's Object Lock configuration = %+v, want enabled", c)
+	}
+}
+
+// TestVerifyLocks: with COMPLIANCE Object Lock on the primary and on a
+// copy, a snapshot and a copy run lock every object; verify --locks is
+// clean on both (the copy with --store of the copy), and none of the
+// objects can be deleted by version with the bucket's own credentials. A
+// store written without a lock is named object by object, exit 1.
+func TestVerifyLocks(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	seedCluster(t, c, 50)
+	srv := s3test.Start(t)
+	for _, b := range []string{"primary", "copy-dr", "plain"} {
+		srv.CreateBucket(t, b, true)
+	}
+	env := s3CLIEnv(t, srv)
+	cfg := writeFile(t, "lifeboat.yaml", `cluster: prod
+store:
+  url: s3://primary/etcd
+  s3: {endpoint: "`+srv.Endpoint+`", region: `+srv.Region+`, path_style: true}
+  object_lock: {mode: COMPLIANCE, retain: 1h}
+copies:
+  - name: dr
+    url: s3://copy-dr/etcd
+    object_lock: {mode: COMPLIANCE, retain: 1h}
+`)
+	common := []string{"--config", cfg, "--endpoints", c.Endpoints()[0], "--spool-dir", filepath.Join(t.TempDir(), "spool"), "--log-level", "error"}
+	run := func(want int, args ...string) string {
+		t.Helper()
+		code, out, errOut := runCLI(t, env, append(args, common...)...)
+		if code != want {
+			t.Fatalf("%v: exit %d, want %d\n%s%s", args, code, want, out, errOut)
+		}
+		return out + errOut
+	}
+	run(0, "snapshot")
+	run(0, "copy")
+	for _, store := range []string{"s3://primary/etcd", "s3://copy-dr/etcd"} {
+		out := run(0, "verify", "--locks", "--store", store)
+		if !strings.Contains(out, ", 0 not locked") {
+			t.Errorf("verify --locks of %s:\n%s", store, out)
+		}
+	}
+	cl := srv.Client(t)
+	for _, bucket := range []string{"primary", "copy-dr"} {
+		vs, err := cl.ListObjectVersions(t.Context(), &s3.ListObjectVersionsInput{Bucket: aws.String(bucket)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(vs.Versions) < 2 {
+			t.Fatalf("bucket %s holds %d object versions, want a backup's data object and manifest at least", bucket, len(vs.Versions))
+		}
+		for _, v := range vs.Versions {
+			_, err := cl.DeleteObject(t.Context(), &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: v.Key, VersionId: v.VersionId})
+			if err == nil {
+				t.Errorf("s3://%s/%s deleted by version despite COMPLIANCE", bucket, aws.ToString(v.Key))
+			}
+		}
+	}
+
+	// Written without a lock: every object is named.
+	code, out, errOut := runCLI(t, env, "snapshot", "--store", "s3://plain/etcd", "--s3-endpoint", srv.Endpoint, "--s3-path-style",
+		"--s3-region", srv.Region, "--cluster", "prod", "--endpoints", c.Endpoints()[0], "--spool-dir", filepath.Join(t.TempDir(), "spool"), "--log-level", "error")
+	if code != 0 {
+		t.Fatalf("snapshot without a lock: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCLI(t, env, "verify", "--locks", "--store", "s3://plain/etcd", "--s3-endpoint", srv.Endpoint, "--s3-path-style",
+		"--s3-region", srv.Region, "--cluster", "prod", "--object-lock-mode", "COMPLIANCE", "--object-lock-retain", "1h", "--log-level", "error")
+	if code != 1 {
+		t.Fatalf("verify --locks of an unlocked store: exit %d, want 1\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"KIND", "backup", "manifest", "prod/snapshots/", ".json", "unlocked", "2 not locked"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("verify --locks of an unlocked store does not say %q:\n%s", want, out)
+		}
 	}
 }

@@ -82,8 +82,8 @@ func runVerifyLocks(ctx context.Context, cfg *Config, lg *slog.Logger, out io.Wr
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.what, n.key, mode, until, n.need.UTC().Format(time.RFC3339), problem)
 	}
 	tw.Flush()
-	fmt.Fprintf(out, "summary: %d object(s) a restore needs in %s (cluster %q), %d not locked as %s for %s says\n",
-		len(needs), b.Store, cfg.Cluster, bad, b.Lock.Retention.Mode, time.Duration(cfg.Store.ObjectLock.Retain))
+	fmt.Fprintf(out, "summary: %d object(s) a restore needs in %s (cluster %q), %d not locked as store.object_lock (%s, %s) requires\n",
+		len(needs), b.Store, cfg.Cluster, bad, b.Lock.Retention.Mode, b.Lock.Retention.For)
 	if bad > 0 {
 		return fmt.Errorf("%w: %d object(s)", errLocksShort, bad)
 	}
