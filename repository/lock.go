@@ -26,7 +26,7 @@ import (
 //   - change segments that compaction will replace (level 0 and every
 //     compacted level below the highest), for SegmentFor(level): until
 //     their bucket of the next level closes and the compactor's next
-//     pass, plus the compaction grace and LockMargin. A segment that
+//     pass, plus the compaction grace and a margin (LockMargin). A segment that
 //     compaction leaves on the path after that (alone in its bucket, or
 //     compaction fell behind) has its retention extended to
 //     Retention.For by whoever tends the window (ExtendStayers: the
@@ -44,6 +44,8 @@ type LockPolicy struct {
 	// levels; without levels (no compaction runs) every segment takes
 	// Retention.For.
 	Compaction CompactPolicy
+	// Margin is added to the short locks (LockMargin when zero).
+	Margin time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
@@ -55,6 +57,13 @@ const LockMargin = 5 * time.Minute
 
 // Enabled reports whether p locks anything.
 func (p LockPolicy) Enabled() bool { return p.Retention.Enabled() }
+
+func (p LockPolicy) margin() time.Duration {
+	if p.Margin > 0 {
+		return p.Margin
+	}
+	return LockMargin
+}
 
 func (p LockPolicy) now() time.Time {
 	if p.Now != nil {
@@ -90,7 +99,7 @@ func (p LockPolicy) SegmentFor(level int) time.Duration {
 	if !ok {
 		return p.Retention.For
 	}
-	return due + p.Compaction.WithDefaults().Grace + LockMargin
+	return due + p.Compaction.WithDefaults().Grace + p.margin()
 }
 
 // SegmentOptions are the PutOptions of a change segment of level written
@@ -149,7 +158,7 @@ func (p LockPolicy) For(key string) time.Duration {
 
 // Stayers returns the objects of w a restore needs whose short lock
 // (SegmentFor, MarkerFor) is no longer enough: the segments on w's path
-// that compaction was due to replace LockMargin/2 ago or more (alone in
+// that compaction was due to replace half the margin ago or more (alone in
 // their bucket, the last of a sealed window, or compaction fell behind),
 // and the window's newest marker when as old (the capture stopped). Their
 // lock is to be extended to Retention.For from when they were written
@@ -160,13 +169,13 @@ func (p LockPolicy) Stayers(w Window, now time.Time) []uploader.ObjectInfo {
 	}
 	var out []uploader.ObjectInfo
 	for _, s := range w.Segments {
-		if due, ok := p.replaced(s.Level); ok && now.Sub(s.Object.ModTime) >= due+LockMargin/2 {
+		if due, ok := p.replaced(s.Level); ok && now.Sub(s.Object.ModTime) >= due+p.margin()/2 {
 			out = append(out, s.Object)
 		}
 	}
 	if n := len(w.Markers); n > 0 && !w.Markers[n-1].Sealed {
 		m := w.Markers[n-1].Object
-		if due, ok := p.replaced(0); ok && now.Sub(m.ModTime) >= due+LockMargin/2 {
+		if due, ok := p.replaced(0); ok && now.Sub(m.ModTime) >= due+p.margin()/2 {
 			out = append(out, m)
 		}
 	}
