@@ -3,6 +3,7 @@ package replica_test
 import (
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,4 +73,89 @@ func TestCopyManifestVerbatimUnlockedCopy(t *testing.T) {
 func quiet(t *testing.T) *slog.Logger {
 	lg, _ := jobtest.Logger(t)
 	return lg
+}
+
+// TestCopyLocksEverything: a copy with COMPLIANCE Object Lock of an
+// unlocked primary locks every object it writes by its own policy: the
+// data object, kit object and kit manifest and the manifest for the
+// retain period, the segments and the marker for what compaction needs;
+// a later backup that names the same kit extends the kit's lock in the
+// copy; verify-style, every object the copy holds is locked.
+func TestCopyLocksEverything(t *testing.T) {
+	primary := dirRepo(t)
+	kitID := putKit(t, primary)
+	now := time.Now().UTC()
+	m := jobtest.PutObject(t, primary, now.Add(-time.Hour), uploader.PutOptions{})
+	m.Kit = kitID
+	if err := primary.PutManifest(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	next, prev := m.Revision+1, ""
+	chain(t, primary, m, 3, &next, &prev)
+
+	srv := s3test.Start(t)
+	st, _ := jobtest.NewS3Store(t, srv, true)
+	cp := repository.New(st, jobtest.Cluster)
+	long := time.Hour
+	cp.Lock = repository.LockPolicy{Retention: uploader.Retention{Mode: uploader.LockCompliance, For: long},
+		Compaction: repository.CompactPolicy{Levels: []time.Duration{time.Minute}}}
+	short := cp.Lock.SegmentFor(0)
+	copyOnce := func(later time.Duration) time.Time {
+		t.Helper()
+		start := time.Now()
+		clock := func() time.Time { return time.Now().Add(later) }
+		if _, err := replica.Run(t.Context(), replica.Job{Name: "dr", From: primary, To: cp, Now: clock}, quiet(t)); err != nil {
+			t.Fatalf("copy: %v", err)
+		}
+		return start
+	}
+	start := copyOnce(0)
+	locks := func() map[string]uploader.ObjectInfo {
+		t.Helper()
+		out := map[string]uploader.ObjectInfo{}
+		for _, k := range jobtest.AllKeys(t, st) {
+			info, err := st.Stat(t.Context(), k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[k] = info
+		}
+		return out
+	}
+	segs, kits := 0, 0
+	for k, info := range locks() {
+		d := long
+		switch {
+		case strings.Contains(k, "/changes/") || strings.Contains(k, "/progress/"):
+			d = short
+			segs++
+		case strings.Contains(k, "/kits/"):
+			kits++
+		}
+		if info.LockMode != uploader.LockCompliance {
+			t.Errorf("%s in the copy: lock mode %q, want COMPLIANCE", k, info.LockMode)
+		}
+		if lo, hi := start.Add(d-2*time.Second), time.Now().Add(d+time.Second); info.RetainUntil.Before(lo) || info.RetainUntil.After(hi) {
+			t.Errorf("%s in the copy: retain until %s, want %s from the copy", k, info.RetainUntil, d)
+		}
+	}
+	if segs != 4 || kits != 2 {
+		t.Errorf("the copy holds %d change objects and %d kit objects, want 4 and 2", segs, kits)
+	}
+
+	// A newer backup names the same kit: its lock in the copy is
+	// extended as far as the new backup's.
+	before := locks()
+	m2 := jobtest.PutObject(t, primary, now, uploader.PutOptions{})
+	m2.Kit = kitID
+	if err := primary.PutManifest(t.Context(), m2); err != nil {
+		t.Fatal(err)
+	}
+	copyOnce(time.Minute) // a copy run a minute later
+
+	for k, info := range locks() {
+		if strings.Contains(k, "/kits/") && !info.RetainUntil.After(before[k].RetainUntil) {
+			t.Errorf("kit %s in the copy: retain until %s after a newer backup named it, was %s: want it extended", k, info.RetainUntil, before[k].RetainUntil)
+		}
+	}
 }
