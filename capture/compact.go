@@ -46,6 +46,29 @@ type compactLocks struct {
 	logged   bool
 }
 
+// forget drops the extended keys no longer in any of ws (deleted, or
+// their generation pruned), so that the set stays as small as the
+// windows.
+func (l *compactLocks) forget(ws []repository.Window) {
+	if len(l.extended) == 0 {
+		return
+	}
+	live := map[string]bool{}
+	for _, w := range ws {
+		for _, s := range w.Segments {
+			live[s.Object.Key] = true
+		}
+		for _, m := range w.Markers {
+			live[m.Object.Key] = true
+		}
+	}
+	for k := range l.extended {
+		if !live[k] {
+			delete(l.extended, k)
+		}
+	}
+}
+
 // compactOnce is one pass over every recoverable window of the store.
 // Under Object Lock (Repo.Lock) it also extends the lock of what stays in
 // a window past its short lock (repository.ExtendStayers), and a
@@ -60,6 +83,7 @@ func (r *runner) compactOnce(ctx context.Context, p repository.CompactPolicy, lo
 	if err != nil {
 		return err
 	}
+	defer locks.forget(ws)
 	for _, w := range ws {
 		plan := repository.PlanCompaction(w, p, r.job.Now())
 		for _, st := range plan.Steps {
