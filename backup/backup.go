@@ -52,8 +52,16 @@ type Job struct {
 	Now func() time.Time
 	// Version is lifeboat's version, recorded in the manifest.
 	Version string
+	// AdoptCluster, when it is the live cluster's etcd cluster ID (hex),
+	// starts a new lineage under the store's cluster name on purpose,
+	// superseding the lineages there (see repository.ClaimLineage);
+	// otherwise a backup of a cluster that is not of the name's lineage
+	// is refused with a *repository.LineageError.
+	AdoptCluster string
 
-	kitID string // set by Run from storeKit
+	kitID     string           // set by Run from storeKit
+	claim     repository.Claim // set by Run: the lineage the backup joins
+	claimedID uint64           // the etcd cluster ID it was claimed for
 }
 
 // ErrExists is wrapped when a backup with the same id is already stored
@@ -116,9 +124,6 @@ func Run(ctx context.Context, job Job, lg *slog.Logger) (*repository.Manifest, e
 	if err != nil {
 		lg.Warn("could not remove spool leftovers", "err", err)
 	}
-	if job.kitID, err = storeKit(ctx, job, now(), lg); err != nil {
-		return nil, err
-	}
 	// One etcd session for the job: every attempt and every step of it
 	// (status, stream, HashKV) uses its connections and its login.
 	sess, err := snapshot.Dial(ctx, job.Etcd, lg)
@@ -126,6 +131,14 @@ func Run(ctx context.Context, job Job, lg *slog.Logger) (*repository.Manifest, e
 		return nil, err
 	}
 	defer func() { _ = sess.Close() }() // the job's outcome is decided
+	// Whose backups go under this name: decided before anything is
+	// written (the kit included).
+	if err := claimLineage(ctx, sess, &job, lg); err != nil {
+		return nil, err
+	}
+	if job.kitID, err = storeKit(ctx, job, now(), lg); err != nil {
+		return nil, err
+	}
 	var failed []error
 	for {
 		m, err := runOnce(ctx, sess, job, lg)
@@ -530,6 +543,10 @@ func (a *attempt) commit(info snapshot.Info, st verify.Status, hk liveHashKV) (*
 		LegalHold:       job.LegalHold,
 		AgentVersion:    job.Version,
 	}
+	if info.ClusterID != job.claimedID {
+		return nil, fmt.Errorf("commit backup %s: the snapshot came from etcd cluster %x, not %x whose lineage was checked; nothing was kept", a.id, info.ClusterID, job.claimedID)
+	}
+	m.Lineage, m.RestoredFrom, m.Supersedes = job.claim.Lineage, job.claim.RestoredFrom, job.claim.Supersedes
 	hk.record(m)
 	if job.LockMode != "" {
 		t := a.opts.RetainUntil
@@ -744,4 +761,41 @@ func tailSpool(ctx context.Context, f *os.File, p *spoolProgress, w io.Writer) e
 		case <-p.done:
 		}
 	}
+}
+
+// claimLineage asks the members who they are and decides which lineage
+// of the store's cluster name the backup joins (repository.ClaimLineage):
+// a cluster of another lineage is refused here, before anything is
+// taken or written.
+func claimLineage(ctx context.Context, sess *snapshot.Session, job *Job, lg *slog.Logger) error {
+	sts, err := sess.Members(ctx)
+	if err != nil {
+		return err
+	}
+	var ms []repository.Member
+	var cid uint64
+	for _, st := range sts {
+		if st.Err == nil {
+			cid = st.ClusterID
+			ms = append(ms, repository.Member{ID: st.ID, PeerURLs: st.PeerURLs})
+		}
+	}
+	l, err := job.Backups.List(ctx)
+	if err != nil {
+		return fmt.Errorf("read the store's lineage: %w", err)
+	}
+	c, err := job.Backups.ClaimLineage(l, fmt.Sprintf("%x", cid), ms, job.AdoptCluster)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(c.Supersedes) > 0 && job.AdoptCluster != "":
+		lg.Warn("starting a new lineage under this cluster name on purpose (--adopt-cluster): restore latest chooses it over the lineages before",
+			"etcd_cluster_id", c.Lineage, "supersedes", strings.Join(c.Supersedes, ","))
+	case c.RestoredFrom != "":
+		lg.Info("this etcd cluster was restored from a backup of the store's lineage: its backups continue it",
+			"etcd_cluster_id", fmt.Sprintf("%x", cid), "lineage", c.Lineage, "restored_from", c.RestoredFrom)
+	}
+	job.claim, job.claimedID = c, cid
+	return nil
 }

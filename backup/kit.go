@@ -37,7 +37,7 @@ func storeKit(ctx context.Context, job Job, now time.Time, lg *slog.Logger) (str
 	// The kit is locked like the backup's data object: a restore of the
 	// backup needs it as long (a reused kit's lock is extended).
 	lock := uploader.Retention{Mode: job.LockMode, For: job.LockRetain, LegalHold: job.LegalHold}
-	r := kit.Repo{Store: job.Backups.Store, Cluster: job.Backups.Cluster, Lock: lock}
+	r := kit.Repo{Store: job.Backups.Store, Cluster: job.Backups.Cluster, Signer: job.Backups.Signer, Trust: job.Backups.Trust, Lock: lock}
 	res, err := r.Put(ctx, k, job.Kit.Encryption, job.Kit.Paths, now, job.Version)
 	if err != nil {
 		return "", fmt.Errorf("recovery kit: %w", err)

@@ -135,10 +135,32 @@ func fileMode(v int64) fs.FileMode {
 	return m
 }
 
-// ID returns the hex sha256 of an archive: the id of its kit.
+// ID returns the hex sha256 of an archive: its content digest
+// (Manifest.ContentSHA256), and the id of a kit stored before ids covered
+// the recipients. A kit stored now has the id IDFor(ID(archive), keys).
 func ID(archive []byte) string {
 	s := sha256.Sum256(archive)
 	return hex.EncodeToString(s[:])
+}
+
+// IDFor returns the id of a kit whose archive has the content digest
+// content, encrypted to the recipient keys: the hex sha256 over the
+// digest and the recipient set (sorted, without duplicates). The same
+// files for the same recipients give the same id (a kit stored once
+// however many backups name it); new recipients give a new kit, encrypted
+// to them alone.
+func IDFor(content string, recipients []string) string {
+	h := sha256.New()
+	h.Write([]byte("lifeboat kit id 2\n" + content + "\n"))
+	for _, r := range RecipientSet(recipients) {
+		h.Write([]byte(r + "\n"))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// RecipientSet returns the recipient keys sorted, without duplicates.
+func RecipientSet(keys []string) []string {
+	return slices.Compact(slices.Sorted(slices.Values(keys)))
 }
 
 // ValidID reports whether id has the shape of a kit id (64 lower-case hex).

@@ -6,9 +6,12 @@
 // directory.
 //
 // A kit is a canonical tar archive: its entries sorted by path, each with
-// its type, permission bits and owner, no times. Its id is the sha256 of
-// those bytes, so the same files give the same id and a kit is stored once
-// however many backups name it:
+// its type, permission bits and owner, no times. Its id (IDFor) is the
+// sha256 over those bytes' sha256 and the sorted recipient set, so the same
+// files for the same recipients give the same id and a kit is stored once
+// however many backups name it, while new recipients get a kit of their
+// own, encrypted to them alone (a kit stored before that rule has the
+// archive's sha256 as its id, and stays readable):
 //
 //	<cluster>/kits/<id>-<random>.tar.zst.age   the object (zstd, then age)
 //	<cluster>/kits/<id>.json                    its manifest, written last (the commit point)

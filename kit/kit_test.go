@@ -3,6 +3,7 @@ package kit_test
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -312,6 +313,85 @@ func TestStore(t *testing.T) {
 	}
 }
 
+// TestStoreRecipientSets: a kit is stored per recipient set (issue 28,
+// section 4, defect 1): the same files for new recipients are a new kit
+// encrypted to them alone; a manifest whose recipients or content digest
+// were altered does not parse; a kit stored before ids covered the
+// recipients (its id the content's sha256, no content_sha256) still
+// loads under its old id.
+func TestStoreRecipientSets(t *testing.T) {
+	root := t.TempDir()
+	kittest.Kubeadm(t, root, now, now.Add(90*24*time.Hour))
+	oldID, _ := kittest.Identity(t, t.TempDir())
+	newID, _ := kittest.Identity(t, t.TempDir())
+	st := stores(t)["dir"]
+	ctx := t.Context()
+	r := kit.Repo{Store: st, Cluster: "prod"}
+	k, err := kit.Collect(root, []string{"kubeadm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := r.Put(ctx, k, encryption(oldID), []string{"kubeadm"}, now, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := r.Put(ctx, k, encryption(newID), []string{"kubeadm"}, now.Add(time.Hour), "test")
+	if err != nil || !second.Stored || second.Manifest.ID == first.Manifest.ID {
+		t.Fatalf("Put for a new recipient: %+v, %v; want a new kit", second, err)
+	}
+	archive, _ := k.Archive()
+	if got, want := second.Manifest.ContentSHA256, kit.ID(archive); got != want || first.Manifest.ContentSHA256 != want {
+		t.Errorf("content digests %s and %s, want %s", first.Manifest.ContentSHA256, got, want)
+	}
+	if _, err := r.Load(ctx, second.Manifest, []age.Identity{oldID}); !errors.Is(err, kit.ErrDecrypt) {
+		t.Errorf("Load of the new kit with the old identity: %v, want ErrDecrypt", err)
+	}
+	if _, err := r.Load(ctx, second.Manifest, []age.Identity{newID}); err != nil {
+		t.Errorf("Load of the new kit with the new identity: %v", err)
+	}
+
+	// Altered manifests: refused.
+	for _, tc := range []struct {
+		name  string
+		alter func(m *kit.Manifest)
+	}{
+		{"recipients", func(m *kit.Manifest) { m.Recipients = []string{oldID.Recipient().String()} }},
+		{"content", func(m *kit.Manifest) { m.ContentSHA256 = strings.Repeat("a", 64) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := *second.Manifest
+			tc.alter(&m)
+			b, _ := json.Marshal(m)
+			if _, err := kit.ParseManifest(b); !errors.Is(err, kit.ErrBadKit) {
+				t.Errorf("ParseManifest of a manifest with altered %s: %v, want ErrBadKit", tc.name, err)
+			}
+		})
+	}
+
+	// A kit as stored before: id = content sha256, no content_sha256.
+	legacy := *first.Manifest
+	legacy.ID, legacy.ContentSHA256 = kit.ID(archive), ""
+	legacy.Object = r.Dir() + legacy.ID + "-01020304.tar.zst.age"
+	if _, err := st.Put(ctx, legacy.Object, bytes.NewReader(readAll(t, st, first.Manifest.Object)), uploader.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(legacy)
+	if _, err := st.Put(ctx, r.ManifestKey(legacy.ID), bytes.NewReader(b), uploader.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lm, err := r.Manifest(ctx, legacy.ID)
+	if err != nil {
+		t.Fatalf("Manifest of a kit stored before: %v", err)
+	}
+	got, err := r.Load(ctx, lm, []age.Identity{oldID})
+	if err != nil {
+		t.Fatalf("Load of a kit stored before: %v", err)
+	}
+	if diff := cmp.Diff(got, k); diff != "" {
+		t.Errorf("kit stored before (-got +want):\n%s", diff)
+	}
+}
+
 func readAll(t *testing.T, st uploader.Store, key string) []byte {
 	t.Helper()
 	rc, err := st.Get(t.Context(), key)
@@ -346,6 +426,7 @@ func flip(b []byte, i int) []byte {
 // never panics, and what parses names an object of its own id.
 func FuzzParseManifest(f *testing.F) {
 	f.Add([]byte(`{"format":1,"id":"` + strings.Repeat("a", 64) + `","object":"c/kits/` + strings.Repeat("a", 64) + `-01020304.tar.zst.age","object_size":10,"object_sha256":"` + strings.Repeat("b", 64) + `","compression":"zstd","encryption":"age","recipients":["age1x"]}`))
+	f.Add([]byte(`{"format":1,"id":"` + strings.Repeat("a", 64) + `","content_sha256":"` + strings.Repeat("c", 64) + `","object":"c/kits/` + strings.Repeat("a", 64) + `-01020304.tar.zst.age","object_size":10,"object_sha256":"` + strings.Repeat("b", 64) + `","compression":"zstd","encryption":"age","recipients":["age1x"]}`))
 	f.Add([]byte(`{"format":1,"id":"../x"}`))
 	f.Add([]byte(`{"format":2}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -356,7 +437,8 @@ func FuzzParseManifest(f *testing.F) {
 			}
 			return
 		}
-		if !kit.ValidID(m.ID) || strings.Contains(m.Object, "..") || !strings.HasPrefix(filepath.Base(m.Object), m.ID+"-") || len(m.Recipients) == 0 {
+		if !kit.ValidID(m.ID) || strings.Contains(m.Object, "..") || !strings.HasPrefix(filepath.Base(m.Object), m.ID+"-") || len(m.Recipients) == 0 ||
+			m.ContentSHA256 != "" && kit.IDFor(m.ContentSHA256, m.Recipients) != m.ID {
 			t.Fatalf("accepted %+v", m)
 		}
 	})

@@ -46,6 +46,11 @@ type Planned struct {
 	Action string
 	// Aside is where what was in the way went (ActionReplace).
 	Aside string `json:",omitempty"`
+	// Parent is true for a directory the kit does not hold, on the way to
+	// its entries, where something else is (a file, a symlink to one): it
+	// is refused or moved aside like an entry in the way, and created
+	// 0700 for the current user.
+	Parent bool `json:",omitempty"`
 }
 
 // RestoreResult is what Restore did (or, with DryRun, would do).
@@ -65,9 +70,11 @@ type RestoreResult struct {
 // written outside it whatever the kit holds (for dir "/", where nothing is
 // outside, through the plain paths: an os.Root refuses every absolute
 // symlink on the way, and hosts have them, /var/run -> /run). Something already at an
-// entry's place (other than a directory where the kit has a directory)
-// makes Restore refuse before writing anything, unless Force, which moves
-// it aside. Files are written to a temporary name, synced and renamed.
+// entry's place (other than a directory where the kit has a directory),
+// or anything but a directory (or a symlink to one) where a directory on
+// the way to an entry goes, makes Restore refuse before writing anything,
+// unless Force, which moves it aside. Files are written to a temporary
+// name, synced and renamed.
 func Restore(dir string, k *Kit, opts RestoreOptions) (*RestoreResult, error) {
 	if err := k.validate(); err != nil {
 		return nil, err
@@ -88,7 +95,27 @@ func Restore(dir string, k *Kit, opts RestoreOptions) (*RestoreResult, error) {
 		root = r
 	}
 	var refused []string
+	inKit := map[string]bool{}
 	for _, e := range k.Entries {
+		inKit[e.Path] = true
+	}
+	checked := map[string]bool{}
+	for _, e := range k.Entries {
+		if root != nil {
+			parent, err := parentInTheWay(root, e.Path, inKit, checked)
+			if err != nil {
+				return nil, fmt.Errorf("kit restore: %s: %w", filepath.Join(dir, filepath.FromSlash(e.Path)), err)
+			}
+			if parent != "" {
+				p := Planned{Entry: Entry{Path: parent, Type: TypeDir, Mode: 0o700, UID: os.Geteuid(), GID: os.Getegid()},
+					Target: filepath.Join(dir, filepath.FromSlash(parent)), Action: ActionRefuse, Parent: true}
+				if opts.Force {
+					p.Action = ActionReplace
+				}
+				refused = append(refused, p.Target+" (not a directory, and the kit has entries below it)")
+				res.Planned = append(res.Planned, p)
+			}
+		}
 		p := Planned{Entry: e, Target: filepath.Join(dir, filepath.FromSlash(e.Path)), Action: ActionCreate}
 		if root != nil {
 			fi, err := root.Lstat(rel(e.Path))
@@ -124,7 +151,7 @@ func Restore(dir string, k *Kit, opts RestoreOptions) (*RestoreResult, error) {
 	// Directory modes last (a 0500 directory could not be filled), deepest first.
 	for i := len(res.Planned) - 1; i >= 0; i-- {
 		p := res.Planned[i]
-		if p.Type != TypeDir || p.Action == ActionKeep {
+		if p.Type != TypeDir || p.Action == ActionKeep || p.Parent {
 			continue
 		}
 		if err := root.Chmod(rel(p.Path), p.Mode&fs.ModePerm|p.Mode&fs.ModeSticky|p.Mode&fs.ModeSetgid); err != nil {
@@ -143,6 +170,42 @@ func Restore(dir string, k *Kit, opts RestoreOptions) (*RestoreResult, error) {
 }
 
 func rel(p string) string { return strings.TrimPrefix(p, "/") }
+
+// parentInTheWay returns the first directory on the way to the kit path
+// p that the kit does not hold (those it holds are planned as entries)
+// and where something other than a directory, or a symlink to one, is;
+// "" when there is none. checked holds the directories already seen, so
+// each is reported once; below one in the way nothing exists.
+func parentInTheWay(root tree, p string, inKit, checked map[string]bool) (string, error) {
+	var dirs []string
+	for d := path.Dir(p); d != "/" && d != "."; d = path.Dir(d) {
+		dirs = append(dirs, d)
+	}
+	for _, d := range slices.Backward(dirs) {
+		if checked[d] {
+			continue
+		}
+		checked[d] = true
+		if inKit[d] {
+			continue
+		}
+		fi, err := root.Stat(rel(d))
+		switch {
+		case err == nil && fi.IsDir():
+			continue
+		case errors.Is(err, fs.ErrNotExist) || isNotDir(err):
+			if _, lerr := root.Lstat(rel(d)); lerr != nil {
+				return "", nil // nothing there: created on the way
+			}
+			return d, nil // a symlink to nothing
+		case err == nil:
+			return d, nil
+		default:
+			return "", err
+		}
+	}
+	return "", nil
+}
 
 func isNotDir(err error) bool { return errors.Is(err, syscall.ENOTDIR) }
 

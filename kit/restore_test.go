@@ -240,3 +240,96 @@ func TestRestoreInPlaceThroughAbsoluteSymlink(t *testing.T) {
 		t.Errorf("a file was written outside %s", to)
 	}
 }
+
+// TestRestoreFileInParentsPlace: a file (or a symlink to one) where a
+// directory on the way to a kit entry should be is found before anything
+// is written (issue 28, section 4, defect 3). Before, it was planned as
+// create, the dry run showed that false plan, and the restore wrote the
+// entries before it and then failed at "mkdirat ... file exists", with
+// --force too. Now: refused naming the path, nothing written; with Force
+// it is moved aside like any file in the way, and the plan shows it.
+func TestRestoreFileInParentsPlace(t *testing.T) {
+	k := &kit.Kit{Entries: []kit.Entry{
+		{Path: "/etc/a/first", Type: kit.TypeFile, Mode: 0o600, Data: []byte("1"), Size: 1},
+		{Path: "/etc/kubernetes/pki/ca.crt", Type: kit.TypeFile, Mode: 0o644, Data: []byte("ca"), Size: 2},
+		{Path: "/etc/kubernetes/pki/ca.key", Type: kit.TypeFile, Mode: 0o600, Data: []byte("key"), Size: 3},
+	}}
+	file := func(t *testing.T, to string) { writeFile(t, filepath.Join(to, "etc/kubernetes")) }
+	for _, tc := range []struct {
+		name string
+		// inTheWay makes what is at etc/kubernetes below to.
+		inTheWay func(t *testing.T, to string)
+		force    bool
+		dryRun   bool
+	}{
+		{"file", file, false, false},
+		{"file, dry run", file, false, true},
+		{"file, force", file, true, false},
+		{"file, force, dry run", file, true, true},
+		{"symlink to a file", func(t *testing.T, to string) {
+			writeFile(t, filepath.Join(to, "elsewhere"))
+			if err := os.Symlink("../elsewhere", filepath.Join(to, "etc/kubernetes")); err != nil {
+				t.Fatal(err)
+			}
+		}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			to := t.TempDir()
+			if err := os.MkdirAll(filepath.Join(to, "etc"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			tc.inTheWay(t, to)
+			parent := filepath.Join(to, "etc/kubernetes")
+			res, err := kit.Restore(to, k, kit.RestoreOptions{Force: tc.force, DryRun: tc.dryRun, Now: now})
+			var planned *kit.Planned
+			if res != nil {
+				for i, p := range res.Planned {
+					if p.Target == parent {
+						planned = &res.Planned[i]
+					}
+				}
+			}
+			wantAction := kit.ActionRefuse
+			if tc.force {
+				wantAction = kit.ActionReplace
+			}
+			if planned == nil || planned.Action != wantAction {
+				t.Errorf("plan for %s: %+v, want %s", parent, planned, wantAction)
+			}
+			if !tc.force {
+				if !errors.Is(err, kit.ErrExists) || !strings.Contains(err.Error(), parent) || !strings.Contains(err.Error(), "nothing was written") {
+					t.Errorf("Restore: %v, want ErrExists naming %s", err, parent)
+				}
+			} else if err != nil {
+				t.Errorf("forced Restore: %v", err)
+			}
+			_, statErr := os.Stat(filepath.Join(to, "etc/a/first"))
+			if written := statErr == nil; written != (tc.force && !tc.dryRun) {
+				t.Errorf("etc/a/first written: %v, want %v", written, tc.force && !tc.dryRun)
+			}
+			if !tc.force || tc.dryRun {
+				if fi, err := os.Lstat(parent); err != nil || fi.IsDir() {
+					t.Errorf("what was in the way changed: %v, %v", fi, err)
+				}
+				return
+			}
+			if b, err := os.ReadFile(filepath.Join(to, "etc/kubernetes/pki/ca.key")); err != nil || string(b) != "key" {
+				t.Errorf("ca.key: %q, %v", b, err)
+			}
+			aside := parent + ".lifeboat-old-20261201T120000Z"
+			if b, err := os.ReadFile(aside); err != nil || string(b) != "in the way" {
+				t.Errorf("moved aside: %q, %v", b, err)
+			}
+			if planned != nil && planned.Aside != aside {
+				t.Errorf("planned aside %q, want %q", planned.Aside, aside)
+			}
+		})
+	}
+}
+
+func writeFile(t *testing.T, p string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte("in the way"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

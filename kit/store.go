@@ -18,6 +18,7 @@ import (
 	"filippo.io/age"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/lifeboat-dev/lifeboat/signing"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
@@ -27,9 +28,14 @@ const ManifestFormat = 1
 // Manifest describes one stored kit. It is written last, after the
 // object: a kit exists exactly when its manifest does. It holds no secret.
 type Manifest struct {
-	Format  int    `json:"format"`
+	Format int `json:"format"`
+	// ID is IDFor(ContentSHA256, Recipients): one kit per content and
+	// recipient set. In a kit stored before ids covered the recipients,
+	// ContentSHA256 is empty and ID is the content's sha256.
 	ID      string `json:"id"`
 	Cluster string `json:"cluster"`
+	// ContentSHA256 is the sha256 of the plaintext archive (ID(archive)).
+	ContentSHA256 string `json:"content_sha256,omitempty"`
 	// CreatedAt is when this kit was first stored.
 	CreatedAt time.Time `json:"created_at"`
 	// Paths are the kit.paths it was collected from (presets or paths).
@@ -80,6 +86,8 @@ func ParseManifest(b []byte) (*Manifest, error) {
 		return nil, bad("manifest %s: encryption %q with %d recipients: a kit is stored only encrypted with age", m.ID, m.Encryption, len(m.Recipients))
 	case m.Compression != "zstd":
 		return nil, bad("manifest %s: compression %q", m.ID, m.Compression)
+	case m.ContentSHA256 != "" && (!ValidID(m.ContentSHA256) || IDFor(m.ContentSHA256, m.Recipients) != m.ID):
+		return nil, bad("manifest %s: the id is not that of content %q for recipients %s", m.ID, m.ContentSHA256, strings.Join(m.Recipients, ", "))
 	}
 	return &m, nil
 }
@@ -88,11 +96,21 @@ func ParseManifest(b []byte) (*Manifest, error) {
 type Repo struct {
 	Store   uploader.Store
 	Cluster string
+	// Signer, when set, signs the kit manifests Put writes.
+	Signer *signing.Key
+	// Trust checks kit manifests on read: with trusted keys, a manifest
+	// not signed by one is untrusted (an error wrapping
+	// signing.ErrUntrusted; List keeps it apart in Untrusted) and its kit
+	// is never loaded, shown as good or laid back by kit restore.
+	Trust *signing.Trust
 	// Lock is the Object Lock Put requests on a kit's object and
 	// manifest, from the time it is given; a kit the store holds already
 	// has its retention extended to that far (see extendLock).
 	Lock uploader.Retention
 }
+
+// kindManifest is what a kit manifest's signature says it is.
+const kindManifest = "kit manifest"
 
 // Dir returns the prefix of the kit area: "<cluster>/kits/".
 func (r Repo) Dir() string { return path.Join(r.Cluster, "kits") + "/" }
@@ -114,19 +132,23 @@ type PutResult struct {
 	Stored bool
 }
 
-// Put stores k unless the store already holds a kit with its content:
-// the encrypted object first, then its manifest (conditionally: of two
+// Put stores k unless the store already holds a kit with its content
+// encrypted to the same recipient set (the id covers both, IDFor: a new
+// recipient set stores the kit again, encrypted to it alone): the
+// encrypted object first, then its manifest (conditionally: of two
 // writers of one kit the first manifest wins, the other deletes its
 // object). paths, now and version go into a new manifest.
 func (r Repo) Put(ctx context.Context, k *Kit, enc Encryption, paths []string, now time.Time, version string) (PutResult, error) {
-	if len(enc.Recipients) == 0 {
+	if len(enc.Recipients) == 0 || len(enc.RecipientKeys) == 0 {
 		return PutResult{}, ErrNoRecipients
 	}
 	archive, err := k.Archive()
 	if err != nil {
 		return PutResult{}, err
 	}
-	id := ID(archive)
+	content := ID(archive)
+	recipients := RecipientSet(enc.RecipientKeys)
+	id := IDFor(content, recipients)
 	if m, err := r.Manifest(ctx, id); err == nil {
 		if err := r.extendLock(ctx, m, now); err != nil {
 			return PutResult{}, err
@@ -159,16 +181,22 @@ func (r Repo) Put(ctx context.Context, k *Kit, enc Encryption, paths []string, n
 	}
 	sum := sha256.Sum256(buf.Bytes())
 	m := &Manifest{
-		Format: ManifestFormat, ID: id, Cluster: r.Cluster, CreatedAt: now.UTC(),
+		Format: ManifestFormat, ID: id, Cluster: r.Cluster, ContentSHA256: content, CreatedAt: now.UTC(),
 		Paths: slices.Clone(paths), Object: key, ObjectSize: obj.Size, ObjectSHA256: hex.EncodeToString(sum[:]),
-		Compression: "zstd", Encryption: "age", Recipients: slices.Clone(enc.RecipientKeys),
+		Compression: "zstd", Encryption: "age", Recipients: recipients,
 		Files: k.Files(), Certificates: k.Certificates(), AgentVersion: version,
 	}
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return PutResult{}, fmt.Errorf("store kit %s: %w", id, err)
 	}
-	if _, err := r.Store.Put(ctx, r.ManifestKey(id), bytes.NewReader(append(b, '\n')), r.Lock.Options(now, "application/json")); err != nil {
+	b = append(b, '\n')
+	if r.Signer != nil {
+		if b, err = r.Signer.SignJSON(kindManifest, r.ManifestKey(id), b); err != nil {
+			return PutResult{}, fmt.Errorf("store kit %s: %w", id, err)
+		}
+	}
+	if _, err := r.Store.Put(ctx, r.ManifestKey(id), bytes.NewReader(b), r.Lock.Options(now, "application/json")); err != nil {
 		if errors.Is(err, uploader.ErrExists) {
 			// Another writer committed the same kit first: keep theirs.
 			_ = r.Store.Delete(ctx, key) // else an orphan, for prune
@@ -201,6 +229,9 @@ func (r Repo) Manifest(ctx context.Context, id string) (*Manifest, error) {
 	b, err := r.readSmall(ctx, r.ManifestKey(id), 4<<20)
 	if err != nil {
 		return nil, err
+	}
+	if _, err := r.Trust.VerifyJSON(kindManifest, r.ManifestKey(id), b); err != nil {
+		return nil, fmt.Errorf("%w: kit manifest %s: %w (someone without this cluster's signing key wrote it; see docs/security.md)", signing.ErrUntrusted, r.ManifestKey(id), err)
 	}
 	m, err := ParseManifest(b)
 	if err != nil {
@@ -237,6 +268,9 @@ type Listing struct {
 	Kits []*Manifest
 	// Unreadable are manifests that do not parse.
 	Unreadable []uploader.ObjectInfo
+	// Untrusted are manifests not signed by a trusted key (with the
+	// Repo's Trust): never kits, never deleted as orphans' owners.
+	Untrusted []uploader.ObjectInfo
 	// Orphans are objects no manifest names (unfinished puts).
 	Orphans []uploader.ObjectInfo
 	// ManifestInfo is each kit manifest's object, by kit id.
@@ -267,6 +301,9 @@ func (r Repo) List(ctx context.Context) (*Listing, error) {
 			continue // deleted meanwhile
 		case errors.Is(err, ErrBadKit):
 			l.Unreadable = append(l.Unreadable, mo)
+			continue
+		case errors.Is(err, signing.ErrUntrusted):
+			l.Untrusted = append(l.Untrusted, mo)
 			continue
 		case err != nil:
 			return nil, err
@@ -318,7 +355,8 @@ func (l *Listing) Find(id string) (*Manifest, error) {
 
 // Load fetches, checks, decrypts and parses the kit m describes: the
 // object's size and sha256 against the manifest, the archive's sha256
-// against the id, then Parse.
+// against ContentSHA256 (against the id in a kit stored before ids
+// covered the recipients), then Parse.
 func (r Repo) Load(ctx context.Context, m *Manifest, ids []age.Identity) (*Kit, error) {
 	if len(ids) == 0 {
 		return nil, fmt.Errorf("kit %s: %w", m.ID, ErrNoIdentity)
@@ -348,8 +386,12 @@ func (r Repo) Load(ctx context.Context, m *Manifest, ids []age.Identity) (*Kit, 
 	if err != nil {
 		return nil, bad("kit %s: decode: %v", m.ID, err)
 	}
-	if got := ID(archive); got != m.ID {
-		return nil, bad("kit %s: its content has sha256 %s", m.ID, got)
+	want := m.ContentSHA256
+	if want == "" {
+		want = m.ID
+	}
+	if got := ID(archive); got != want {
+		return nil, bad("kit %s: its content has sha256 %s, its manifest says %s", m.ID, got, want)
 	}
 	k, err := Parse(archive)
 	if err != nil {

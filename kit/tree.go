@@ -10,6 +10,7 @@ import (
 // names relative to the target directory.
 type tree interface {
 	Lstat(name string) (fs.FileInfo, error)
+	Stat(name string) (fs.FileInfo, error)
 	Mkdir(name string, perm fs.FileMode) error
 	MkdirAll(name string, perm fs.FileMode) error
 	OpenFile(name string, flag int, perm fs.FileMode) (*os.File, error)
@@ -39,6 +40,7 @@ type hostTree struct{}
 func (hostTree) path(name string) string { return filepath.Join(string(filepath.Separator), name) }
 
 func (h hostTree) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(h.path(name)) }
+func (h hostTree) Stat(name string) (fs.FileInfo, error)  { return os.Stat(h.path(name)) }
 func (h hostTree) Mkdir(name string, perm fs.FileMode) error {
 	return os.Mkdir(h.path(name), perm)
 }

@@ -18,6 +18,48 @@ import (
 // worth of them.
 const maxChangeObject = 1 << 30
 
+// maxChangeListings bounds how often one run lists the primary's changes
+// and copies them when a segment it listed is gone before it was read.
+const maxChangeListings = 3
+
+// changes copies the primary's change windows from a fresh listing,
+// unless copying the backups was nothing (DryRun, or no backup copied:
+// windows and want, listed at the start of the run, are then fresh
+// enough). The primary compacts while a run copies: small segments are
+// replaced and, past capture.compaction_grace, deleted, which the
+// backups alone can outlast; and a segment listed may go before it is
+// read. So on NotFound it lists again and goes on from where the copy's
+// window ends, up to maxChangeListings listings.
+func (r *runner) changes(ctx context.Context, windows []repository.Window, want, has map[string]bool) error {
+	for listing := 1; ; listing++ {
+		if listing > 1 || r.copiedBackups() {
+			from, err := r.job.From.List(ctx)
+			if err != nil {
+				return fmt.Errorf("list the primary %s again: %w", r.job.From.Store, err)
+			}
+			if windows, err = r.job.From.Windows(ctx, from); err != nil {
+				return fmt.Errorf("list the primary's changes again: %w", err)
+			}
+			if _, want, err = r.wanted(from, windows); err != nil {
+				return err
+			}
+		}
+		err := r.copyChanges(ctx, windows, want, has)
+		if err == nil || !errors.Is(err, uploader.ErrNotFound) || listing == maxChangeListings || ctx.Err() != nil {
+			return err
+		}
+		r.lg.Info("copy: a change segment listed in the primary is gone (compacted meanwhile); listing again", "listing", listing, "err", err)
+	}
+}
+
+// copiedBackups reports whether the run copied (or repaired) a backup.
+func (r *runner) copiedBackups() bool {
+	if r.job.DryRun {
+		return false
+	}
+	return slices.ContainsFunc(r.res.Copied, func(p Planned) bool { return p.Kind == KindBackup })
+}
+
 // copyChanges copies the windows of the generations the copy wants and
 // holds the anchor of (has): each window's segments in chain order from
 // where the copy's window ends, then the markers that vouch for what it
@@ -116,13 +158,17 @@ func (r *runner) copyWindow(ctx context.Context, w repository.Window, cw reposit
 // copySegment copies one segment byte for byte (syncSegment); one a
 // killed run left at its key that checks out is adopted.
 func (r *runner) copySegment(ctx context.Context, s repository.SegmentInfo) error {
-	r.res.Copied = append(r.res.Copied, Planned{Kind: KindSegment, ID: s.Generation, Key: s.Object.Key, Size: s.Object.Size})
+	p := Planned{Kind: KindSegment, ID: s.Generation, Key: s.Object.Key, Size: s.Object.Size}
 	if r.job.DryRun {
+		r.res.Copied = append(r.res.Copied, p)
 		return nil
 	}
 	same, err := r.syncSegment(ctx, s.Object.Key)
 	if same {
 		r.res.Adopted++
+	}
+	if err == nil {
+		r.res.Copied = append(r.res.Copied, p)
 	}
 	return err
 }

@@ -1,13 +1,16 @@
 package replica_test
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -423,4 +426,99 @@ func firstDiff(got, want []string) string {
 		}
 	}
 	return "the same"
+}
+
+// hooked is a real store that calls on once, before the first Put of a
+// key match accepts: the moment a test changes the primary mid-run.
+type hooked struct {
+	uploader.Store
+	match func(key string) bool
+	on    func()
+	once  sync.Once
+}
+
+func (h *hooked) Put(ctx context.Context, key string, r io.Reader, o uploader.PutOptions) (uploader.ObjectInfo, error) {
+	if h.match(key) {
+		h.once.Do(h.on)
+	}
+	return h.Store.Put(ctx, key, r, o)
+}
+
+// TestCopyChangesListedAgain: the primary compacts a window and deletes
+// the segments it replaced while a copy run is under way (issue 28,
+// section 4, defect 2): after the run listed the windows, while it
+// copies the backups (backups that take longer than compaction_grace),
+// or between two of the window's segments. Before, the run copied
+// changes from its first listing and failed at "read segment ... not
+// found", so with backups arriving steadily windows never reached the
+// copy. Now it lists the primary again before the changes and again
+// when a listed segment is gone: the copy's window is the primary's
+// path, whole.
+func TestCopyChangesListedAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		match func(key string) bool
+	}{
+		{"while the backups are copied", func(key string) bool {
+			return strings.Contains(key, "/snapshots/") && strings.HasSuffix(key, ".json")
+		}},
+		{"while the changes are copied", func(key string) bool { return strings.Contains(key, "/changes/") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			primary := dirRepo(t)
+			m := jobtest.PutBackup(t, primary, t0, uploader.PutOptions{}, false)
+			next, prev := m.Revision+1, ""
+			chain(t, primary, m, 6, &next, &prev)
+			for _, si := range window(t, primary, m.ID).Segments {
+				p := filepath.Join(primary.Store.(*uploader.Dir).Root(), filepath.FromSlash(si.Object.Key))
+				old := time.Now().Add(-2 * time.Hour)
+				if err := os.Chtimes(p, old, old); err != nil {
+					t.Fatal(err)
+				}
+			}
+			chain(t, primary, m, 2, &next, &prev)
+			compacted := false
+			compact := func() {
+				pol := repository.CompactPolicy{Levels: []time.Duration{time.Minute}, Grace: time.Second}
+				plan := repository.PlanCompaction(window(t, primary, m.ID), pol, time.Now().Add(time.Hour))
+				for _, st := range plan.Steps {
+					out, err := primary.Compact(t.Context(), st, pol, repository.Encoding{Compression: "zstd"}, nil)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					for _, by := range out {
+						if _, err := primary.DeleteReplaced(t.Context(), by, st.Sources, nil); err != nil {
+							t.Error(err)
+							return
+						}
+						compacted = true
+					}
+				}
+			}
+			copyStore, err := uploader.NewDir(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			to := repository.New(&hooked{Store: copyStore, match: tc.match, on: compact}, jobtest.Cluster)
+			lg, _ := jobtest.Logger(t)
+			res, err := replica.Run(t.Context(), replica.Job{Name: "dr", From: primary, To: to}, lg)
+			if err != nil {
+				t.Fatalf("copy: %v", err)
+			}
+			if !compacted {
+				t.Fatal("the primary did not compact during the run")
+			}
+			pw, cw := window(t, primary, m.ID), window(t, to, m.ID)
+			if cw.Through != pw.Through || cw.Problem != "" || !res.ChangesPoint.Equal(pw.ThroughTime) {
+				t.Errorf("the copy's %s (%q, changes point %s), the primary's %s", cw.String(), cw.Problem, res.ChangesPoint, pw.String())
+			}
+			if got, want := keys(cw.Segments), keys(pw.Segments); !slices.Equal(got, want) {
+				t.Errorf("the copy's path is %d objects, the primary's %d: %s", len(got), len(want), firstDiff(got, want))
+			}
+			if c, err := to.VerifyChanges(t.Context(), cw, nil); err != nil || c.Problem != nil {
+				t.Errorf("verify the copy's changes: %v %v", err, c.Problem)
+			}
+		})
+	}
 }

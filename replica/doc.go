@@ -19,7 +19,9 @@
 // superseded, as the primary's does); progress markers follow the
 // segments they vouch for. So a copy holds whole windows, its recovery
 // point is what its own listing says, and its change objects are bounded
-// by compaction as the primary's are, not by capture's run time.
+// by compaction as the primary's are, not by capture's run time. The
+// primary compacts meanwhile: the windows are listed again after the
+// backups are copied, and again when a listed segment is gone.
 //
 // The package reads nothing but the two stores: which backups a copy
 // wants is the copy's retention policy applied to the primary's backups

@@ -126,6 +126,9 @@ func (r *runner) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list the copy %s: %w", r.job.To.Store, err)
 	}
+	if err := sameLineages(r.job.To, from, to); err != nil {
+		return err
+	}
 	wantB, wantG, err := r.wanted(from, windows)
 	if err != nil {
 		return err
@@ -146,7 +149,7 @@ func (r *runner) run(ctx context.Context) error {
 		}
 		has[e.Manifest.ID] = true
 	}
-	if err := r.copyChanges(ctx, windows, wantG, has); err != nil {
+	if err := r.changes(ctx, windows, wantG, has); err != nil {
 		return err
 	}
 	if r.job.DryRun {
@@ -274,7 +277,7 @@ func (r *runner) hasKit(ctx context.Context, id string) bool {
 // both locked by the copy's policy. A kit the copy has already is needed
 // by one more backup: its lock there is extended as far.
 func (r *runner) copyKit(ctx context.Context, id string) error {
-	src := kit.Repo{Store: r.job.From.Store, Cluster: r.job.From.Cluster}
+	src := kit.Repo{Store: r.job.From.Store, Cluster: r.job.From.Cluster, Trust: r.job.From.Trust}
 	km, err := src.Manifest(ctx, id)
 	if err != nil {
 		return fmt.Errorf("its recovery kit in the primary: %w", err)
@@ -350,4 +353,24 @@ func (r *runner) copyManifest(ctx context.Context, m *repository.Manifest) error
 	r.res.Bytes += info.Size
 	sum := sha256.Sum256(data)
 	return readBack(ctx, to, r.job.To.ManifestKey(m.ID), want{size: int64(len(data)), sha256: hex.EncodeToString(sum[:])})
+}
+
+// sameLineages refuses a copy that holds backups of a lineage the
+// primary does not: another etcd cluster's copy under this cluster name
+// (a copy-pasted copies: entry). Copying into it would mix two clusters'
+// backups under one name.
+func sameLineages(to *repository.Repo, from, copied *repository.Listing) error {
+	primary := map[string]bool{}
+	for _, g := range from.Lineages() {
+		primary[g.ID] = true
+	}
+	if len(primary) == 0 {
+		return nil
+	}
+	for _, g := range copied.Lineages() {
+		if !primary[g.ID] {
+			return &repository.LineageError{Store: to.Store.String(), Cluster: to.Cluster, ClusterID: from.Lineages()[0].ID, Lineages: []*repository.Lineage{g}}
+		}
+	}
+	return nil
 }

@@ -201,7 +201,11 @@ func (b *Repo) PutDrillReport(ctx context.Context, r *DrillReport) error {
 	base := b.DrillReportKey(r.BackupID, r.StartedAt)
 	key := base
 	for n := 2; ; n++ {
-		_, err := b.Store.Put(ctx, key, bytes.NewReader(data), b.Lock.Options("application/json"))
+		signed, err := b.sign(kindDrill, key, data) // the key is signed too
+		if err != nil {
+			return err
+		}
+		_, err = b.Store.Put(ctx, key, bytes.NewReader(signed), b.Lock.Options("application/json"))
 		if err == nil {
 			return nil
 		}
@@ -215,8 +219,15 @@ func (b *Repo) PutDrillReport(ctx context.Context, r *DrillReport) error {
 // maxReportSuffix bounds the names tried for reports of one start time.
 const maxReportSuffix = 20
 
+// readDrillReport reads the report at key; an untrusted one is an error
+// (wrapping ErrUntrusted): its verdict is unknown, never taken.
 func (b *Repo) readDrillReport(ctx context.Context, key string) (*DrillReport, error) {
-	return readDocument(ctx, b.Store, key, "drill report", ParseDrillReport)
+	return readDocument(ctx, b.Store, key, "drill report", func(data []byte) (*DrillReport, error) {
+		if _, err := b.check(kindDrill, key, data); err != nil {
+			return nil, err
+		}
+		return ParseDrillReport(data)
+	})
 }
 
 // Drill states of a backup, as LastDrill.State reports them.

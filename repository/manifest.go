@@ -75,8 +75,43 @@ type Manifest struct {
 	// (package kit: <cluster>/kits/<kit>.json); empty without kit.paths.
 	Kit string `json:"kit,omitempty"`
 
+	// Lineage is the etcd cluster ID (hex) of the cluster that first
+	// wrote this store's cluster name: the backup's own EtcdClusterID, or
+	// that of the cluster it was restored from, transitively (see
+	// LineageID; empty in manifests written before lineages were
+	// recorded, which then belong to their own EtcdClusterID's).
+	Lineage string `json:"lineage,omitempty"`
+	// RestoredFrom is the backup this cluster was restored from, when
+	// that is how it joined the lineage (recorded on the first backup
+	// after the restore).
+	RestoredFrom string `json:"restored_from,omitempty"`
+	// Supersedes are the lineages this one took the name over from on
+	// purpose (--adopt-cluster after a rebuild lifeboat did not restore):
+	// a restore of latest then chooses this lineage over them.
+	Supersedes []string `json:"supersedes,omitempty"`
+
 	AgentVersion string `json:"agent_version"`
+
+	// note is what the reader's signature check found (not stored).
+	note trustNote
 }
+
+// LineageID is the lineage the backup belongs to: Lineage, or its own
+// etcd cluster ID for a manifest written before lineages were recorded.
+func (m *Manifest) LineageID() string {
+	if m.Lineage != "" {
+		return m.Lineage
+	}
+	return m.EtcdClusterID
+}
+
+// Untrusted says why the manifest is not to be trusted (nil when it is,
+// or when its reader checks no signatures): an *UntrustedError.
+func (m *Manifest) Untrusted() error { return m.note.untrusted }
+
+// Unsigned reports whether the manifest was read without a signature
+// because the reader allows unsigned manifests (a warning).
+func (m *Manifest) Unsigned() bool { return m.note.unsigned }
 
 // RevisionTime is the time from which the snapshot's state is the
 // cluster's (a point-in-time window starts there): RevisionAt, or

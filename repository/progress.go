@@ -143,7 +143,11 @@ func (b *Repo) PutProgress(ctx context.Context, p *Progress) (string, error) {
 		return "", fmt.Errorf("store progress: %w", err)
 	}
 	key := b.ProgressKey(p.Generation, p.Through, p.At, p.Sealed)
-	if _, err := b.Store.Put(ctx, key, bytes.NewReader(append(data, '\n')), b.Lock.MarkerOptions(p.Sealed)); err != nil {
+	data, err = b.sign(kindProgress, key, append(data, '\n'))
+	if err != nil {
+		return "", fmt.Errorf("store progress: %w", err)
+	}
+	if _, err := b.Store.Put(ctx, key, bytes.NewReader(data), b.Lock.MarkerOptions(p.Sealed)); err != nil {
 		return "", fmt.Errorf("store progress %s: %w", key, err)
 	}
 	return key, nil
@@ -163,7 +167,12 @@ func ParseProgress(data []byte) (*Progress, error) {
 
 // ReadProgress reads and parses a listed marker.
 func (b *Repo) ReadProgress(ctx context.Context, pi ProgressInfo) (*Progress, error) {
-	p, err := readDocument(ctx, b.Store, pi.Object.Key, "progress marker", ParseProgress)
+	p, err := readDocument(ctx, b.Store, pi.Object.Key, "progress marker", func(data []byte) (*Progress, error) {
+		if _, err := b.check(kindProgress, pi.Object.Key, data); err != nil {
+			return nil, err
+		}
+		return ParseProgress(data)
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"log/slog"
 	"path"
 	"sort"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"filippo.io/age"
 
+	"github.com/lifeboat-dev/lifeboat/signing"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
@@ -38,6 +40,20 @@ type Repo struct {
 	// locks nothing. See lock.go.
 	Lock LockPolicy
 
+	// Signer, when set, signs every manifest, drill report and progress
+	// marker this Repo writes.
+	Signer *signing.Key
+	// Trust is the readers' policy: with trusted keys, what is not signed
+	// by one of them is untrusted (see trust.go). nil checks nothing.
+	Trust *signing.Trust
+	// Lineage, when set, is the lineage (an etcd cluster ID in hex) that
+	// latest, random, latest-proven and a backup before a time are chosen
+	// from; empty: the store's current lineage (CurrentLineage).
+	Lineage string
+	// Log, when set, receives the warnings of a resolution (untrusted
+	// backups skipped, unsigned ones accepted).
+	Log *slog.Logger
+
 	cache *cache // nil: nothing cached
 }
 
@@ -50,6 +66,9 @@ func New(st uploader.Store, cluster string) *Repo {
 const (
 	StateOK     = "ok"     // manifest and data object present
 	StateBroken = "broken" // manifest present, data object missing or of the wrong size
+	// StateUntrusted: the manifest is not signed by a trusted key. It is
+	// never restored, drilled, copied or counted as a backup by prune.
+	StateUntrusted = "untrusted"
 )
 
 // Entry is one backup as listed.
@@ -122,6 +141,8 @@ func (b *Repo) List(ctx context.Context) (*Listing, error) {
 		e := Entry{Manifest: m, State: StateOK}
 		o, ok := objects[m.Object]
 		switch {
+		case m.Untrusted() != nil:
+			e.State, e.Problem = StateUntrusted, m.Untrusted().(*UntrustedError).Err.Error()
 		case !ok:
 			e.State, e.Problem = StateBroken, "data object "+m.Object+" is missing"
 		case o.Size != m.ObjectSize:
@@ -160,8 +181,18 @@ func (b *Repo) readManifests(ctx context.Context, objs []uploader.ObjectInfo) ([
 	return ms, errs
 }
 
+// readManifest reads and parses the manifest at key and checks its
+// signature: an untrusted manifest is returned (listings show it) with
+// its Untrusted reason set.
 func (b *Repo) readManifest(ctx context.Context, key string) (*Manifest, error) {
-	return readDocument(ctx, b.Store, key, "manifest", ParseManifest)
+	return readDocument(ctx, b.Store, key, "manifest", func(data []byte) (*Manifest, error) {
+		m, err := ParseManifest(data)
+		if err != nil {
+			return nil, err
+		}
+		m.note.unsigned, m.note.untrusted = b.check(kindManifest, key, data)
+		return m, nil
+	})
 }
 
 // readDocuments reads the documents at objs' keys with at most workers
@@ -216,7 +247,9 @@ func readDocument[T any](ctx context.Context, st uploader.Store, key, what strin
 	return v, nil
 }
 
-// Manifest reads backup id's manifest.
+// Manifest reads backup id's manifest. An untrusted one is an error
+// wrapping ErrUntrusted: a backup named explicitly is refused, not
+// skipped.
 func (b *Repo) Manifest(ctx context.Context, id string) (*Manifest, error) {
 	if !ValidID(id) {
 		return nil, fmt.Errorf("%q is not a backup id (like 20261130T113800Z-r250001) nor \"latest\"", id)
@@ -225,7 +258,14 @@ func (b *Repo) Manifest(ctx context.Context, id string) (*Manifest, error) {
 	if errors.Is(err, uploader.ErrNotFound) {
 		return nil, fmt.Errorf("backup %s not found in %s (cluster %q): %w", id, b.Store, b.Cluster, uploader.ErrNotFound)
 	}
-	return m, err
+	if err != nil {
+		return nil, err
+	}
+	if u := m.Untrusted(); u != nil {
+		return nil, fmt.Errorf("backup %s: %w", id, u)
+	}
+	b.warnUnsigned(m)
+	return m, nil
 }
 
 // Resolve returns the manifest for ref: a backup id or "latest" (the
@@ -234,16 +274,14 @@ func (b *Repo) Resolve(ctx context.Context, ref string) (*Manifest, error) {
 	if ref != "latest" {
 		return b.Manifest(ctx, ref)
 	}
-	l, err := b.List(ctx)
+	c, err := b.Candidates(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range l.Backups {
-		if e.State == StateOK {
-			return e.Manifest, nil
-		}
+	if len(c) == 0 {
+		return nil, fmt.Errorf("%w of cluster %q in %s", ErrNoBackups, b.Cluster, b.Store)
 	}
-	return nil, fmt.Errorf("%w of cluster %q in %s", ErrNoBackups, b.Cluster, b.Store)
+	return c[0], nil
 }
 
 // PutManifest writes m's manifest: the commit point of a backup.
@@ -253,6 +291,9 @@ func (b *Repo) PutManifest(ctx context.Context, m *Manifest) error {
 	}
 	data, err := m.Marshal()
 	if err != nil {
+		return err
+	}
+	if data, err = b.sign(kindManifest, b.ManifestKey(m.ID), data); err != nil {
 		return err
 	}
 	_, err = b.Store.Put(ctx, b.ManifestKey(m.ID), strings.NewReader(string(data)), b.Lock.Options("application/json"))

@@ -24,15 +24,9 @@ func Select(ctx context.Context, b *Repo, ref string, intn func(int) int) (*Mani
 	if ref != "random" {
 		return b.Resolve(ctx, ref)
 	}
-	l, err := b.List(ctx)
+	ok, err := b.Candidates(ctx)
 	if err != nil {
 		return nil, err
-	}
-	var ok []*Manifest
-	for _, e := range l.Backups {
-		if e.State == StateOK {
-			ok = append(ok, e.Manifest)
-		}
 	}
 	switch len(ok) {
 	case 0:
@@ -48,13 +42,13 @@ func Select(ctx context.Context, b *Repo, ref string, intn func(int) int) (*Mani
 // before t (its RevisionTime: every write it holds was made before): the
 // last good state before an incident.
 func SelectBefore(ctx context.Context, b *Repo, t time.Time) (*Manifest, error) {
-	l, err := b.List(ctx)
+	c, err := b.Candidates(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range l.Backups { // newest first
-		if e.State == StateOK && e.Manifest.RevisionTime().Before(t) {
-			return e.Manifest, nil
+	for _, m := range c { // newest first
+		if m.RevisionTime().Before(t) {
+			return m, nil
 		}
 	}
 	return nil, fmt.Errorf("%w of cluster %q in %s taken before %s", ErrNoBackups, b.Cluster, b.Store, t.UTC().Format(time.RFC3339))
@@ -65,7 +59,7 @@ func SelectBefore(ctx context.Context, b *Repo, t time.Time) (*Manifest, error) 
 // counts (Repo.LastDrills); a backup whose newest report
 // cannot be read is not proven, never judged by an older, happier report.
 func SelectProven(ctx context.Context, b *Repo) (*Manifest, error) {
-	l, err := b.List(ctx)
+	c, err := b.Candidates(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -74,17 +68,14 @@ func SelectProven(ctx context.Context, b *Repo) (*Manifest, error) {
 		return nil, err
 	}
 	unknown := 0
-	for _, e := range l.Backups { // newest first
-		if e.State != StateOK {
-			continue
-		}
-		d := drills[e.Manifest.ID]
+	for _, m := range c { // newest first
+		d := drills[m.ID]
 		switch d.State() {
 		case DrillUnknown:
 			unknown++
 		case DrillPassed:
-			if d.BackupID == e.Manifest.ID {
-				return e.Manifest, nil
+			if d.BackupID == m.ID {
+				return m, nil
 			}
 		}
 	}

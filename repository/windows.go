@@ -3,6 +3,7 @@ package repository
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -56,6 +57,9 @@ type Window struct {
 	Stray []uploader.ObjectInfo
 	// Markers are the generation's progress markers, in order.
 	Markers []ProgressInfo
+	// Untrusted are progress markers not signed by a trusted key (with
+	// signing configured): they vouch for nothing.
+	Untrusted []uploader.ObjectInfo
 }
 
 // Recoverable reports whether a point-in-time restore can start from
@@ -168,6 +172,16 @@ func (b *Repo) window(ctx context.Context, gen string, anchor *Manifest, segs []
 			continue
 		}
 		if m.Through == w.Through && m.At.After(w.ThroughTime) {
+			if b.Signing() {
+				// A marker vouches for time only when it is this
+				// cluster's own: read it and check its signature.
+				if _, err := b.ReadProgress(ctx, m); errors.Is(err, ErrUntrusted) {
+					w.Untrusted = append(w.Untrusted, m.Object)
+					continue
+				} else if err != nil {
+					return w, err
+				}
+			}
 			w.ThroughTime = m.At
 		}
 		if m.Sealed && !w.Sealed {

@@ -142,6 +142,11 @@ func PlanPointInTime(ctx context.Context, repo *repository.Repo, l *repository.L
 	if err != nil {
 		return nil, err
 	}
+	lineage, err := repo.ChosenLineage(l)
+	if err != nil {
+		return nil, err
+	}
+	windows = repository.OfLineage(windows, lineage)
 	w, err := pickWindow(windows, t)
 	if err != nil {
 		return nil, err

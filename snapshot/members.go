@@ -21,6 +21,11 @@ type MemberStatus struct {
 	ID, ClusterID uint64
 	// Name is the member's name (empty if the member list was unavailable).
 	Name string
+	// PeerURLs are the member's peer URLs from its member list (empty if
+	// the list was unavailable): with the cluster token they give its ID
+	// when it was an initial member, which is how a cluster restored by
+	// lifeboat is recognised as restored from a backup.
+	PeerURLs []string
 	// ClusterSize is the number of members in the member's member list,
 	// learners included (0 if the list was unavailable).
 	ClusterSize int

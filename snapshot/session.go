@@ -257,7 +257,7 @@ func (s *Session) memberName(parent context.Context, st *MemberStatus, cli *clie
 	st.ClusterSize = len(ml.Members)
 	for _, m := range ml.Members {
 		if m.ID == st.ID {
-			st.Name = m.Name
+			st.Name, st.PeerURLs = m.Name, m.PeerURLs
 		}
 	}
 }

@@ -29,6 +29,8 @@ type Config struct {
 	Store      StoreConfig
 	Copies     []CopyConfig `yaml:"copies"`
 	Encryption EncryptionConfig
+	Signing    SigningConfig
+	Lineage    LineageConfig
 	Retention  RetentionConfig
 	Drill      DrillConfig
 	Schedule   ScheduleConfig
@@ -37,6 +39,27 @@ type Config struct {
 	Notify     NotifyConfig
 	Inspect    InspectConfig
 	Kit        KitConfig
+}
+
+// SigningConfig is who signs what this lifeboat writes and whose
+// signatures it trusts (see signing and docs/security.md).
+type SigningConfig struct {
+	// KeyFile is the writer's ed25519 signing key.
+	KeyFile string `yaml:"key_file"`
+	// TrustedKeys are the public keys whose signatures readers trust.
+	TrustedKeys []string `yaml:"trusted_keys"`
+	// AllowUnsigned reads unsigned objects (stores written before
+	// signing), with a warning.
+	AllowUnsigned bool `yaml:"allow_unsigned"`
+}
+
+// LineageConfig is about the store's etcd cluster lineage.
+type LineageConfig struct {
+	// AdoptCluster is an etcd cluster ID (hex) allowed to start a new
+	// lineage under the cluster name.
+	AdoptCluster string `yaml:"adopt_cluster"`
+	// Select is the lineage restores and drills choose from.
+	Select string `yaml:"select"`
 }
 
 // KitConfig says what the recovery kit holds (see kit.Collect).

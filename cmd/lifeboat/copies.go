@@ -241,9 +241,12 @@ func openCopies(ctx context.Context, cfg *Config, lg *slog.Logger) ([]copyStore,
 		if err != nil {
 			return nil, fmt.Errorf("copy %s: %w", cc.Name, err)
 		}
-		repo := repository.New(st, cfg.Cluster)
-		repo.Lock = lockPolicy(cfg.copyConfig(cc)) // the copy's own object_lock
-		out = append(out, copyStore{cfg: cc, repo: repo})
+		r, err := trustedRepo(st, cfg, lg)
+		if err != nil {
+			return nil, err
+		}
+		r.Lock = lockPolicy(cfg.copyConfig(cc)) // the copy's own object_lock
+		out = append(out, copyStore{cfg: cc, repo: r})
 	}
 	return out, nil
 }

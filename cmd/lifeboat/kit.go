@@ -152,7 +152,7 @@ func openKits(ctx context.Context, cfg *Config, lg *slog.Logger) (*kitArea, erro
 	if err != nil {
 		return nil, err
 	}
-	a := &kitArea{repo: kit.Repo{Store: backups.Store, Cluster: cfg.Cluster}, namedBy: map[string][]string{}}
+	a := &kitArea{repo: kit.Repo{Store: backups.Store, Cluster: cfg.Cluster, Signer: backups.Signer, Trust: backups.Trust}, namedBy: map[string][]string{}}
 	if a.kits, err = a.repo.List(ctx); err != nil {
 		return nil, err
 	}
@@ -441,6 +441,9 @@ func runKitRestore(ctx context.Context, cfg *Config, lg *slog.Logger, o kitResto
 		fmt.Fprintf(out, "%s kit %s (%d entries) below %s\n", verb, m.ID, len(res.Planned), o.to)
 		for _, p := range res.Planned {
 			line := fmt.Sprintf("  %-7s %s %d:%d %s", p.Action, modeString(p.Entry), p.UID, p.GID, p.Target)
+			if p.Parent {
+				line += " (not a directory, and the kit has entries below it)"
+			}
 			if p.Aside != "" {
 				line += " (the old one moved to " + p.Aside + ")"
 			} else if p.Action == kit.ActionReplace && o.dryRun {

@@ -81,6 +81,29 @@ func TestKitCommands(t *testing.T) {
 		t.Errorf("kit restore --force: exit %d\n%s\n%s", code, out, errOut)
 	}
 
+	// A file where a directory of the kit goes: the dry run shows it, the
+	// restore refuses before writing anything, --force moves it aside.
+	blocked := filepath.Join(dir, "blocked")
+	if err := os.MkdirAll(filepath.Join(blocked, "etc"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(blocked, "etc/kubernetes"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	inTheWay := "refuse  drwx------ " + fmt.Sprintf("%d:%d ", os.Geteuid(), os.Getegid()) + filepath.Join(blocked, "etc/kubernetes") + " (not a directory"
+	for _, args := range [][]string{{"--dry-run"}, nil} {
+		code, out, errOut = cli(append([]string{"kit", "restore", "--to", blocked, "--identity-file", idFile}, args...)...)
+		if code != 1 || !strings.Contains(out, inTheWay) || !strings.Contains(errOut, "nothing was written") {
+			t.Errorf("kit restore %v over a file in a directory's place: exit %d\n%s\n%s", args, code, out, errOut)
+		}
+		if entries, _ := os.ReadDir(filepath.Join(blocked, "etc")); len(entries) != 1 {
+			t.Errorf("kit restore %v over a file in a directory's place wrote %v", args, entries)
+		}
+	}
+	if code, out, errOut = cli("kit", "restore", "--to", blocked, "--force", "--identity-file", idFile); code != 0 || !strings.Contains(out, "etc/kubernetes.lifeboat-old-") {
+		t.Errorf("kit restore --force over a file in a directory's place: exit %d\n%s\n%s", code, out, errOut)
+	}
+
 	// A restore of the backup says where its kit is.
 	code, out, errOut = cli("restore", "latest", "--data-dir", filepath.Join(dir, "etcd-data"), "--name", "cp1",
 		"--initial-advertise-peer-urls", "https://127.0.0.1:2380", "--identity-file", idFile, "--spool-dir", filepath.Join(dir, "spool"), "--scratch-dir", filepath.Join(dir, "scratch"))

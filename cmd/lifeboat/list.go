@@ -42,8 +42,11 @@ func newListCmd(a *app) *cobra.Command {
 
 // listedBackup is one row of `lifeboat list -o json`.
 type listedBackup struct {
-	ID       string               `json:"id"`
-	State    string               `json:"state"`
+	ID    string `json:"id"`
+	State string `json:"state"`
+	// Lineage is the etcd cluster lineage the backup belongs to (the
+	// founding cluster's ID; empty for an untrusted backup).
+	Lineage  string               `json:"lineage,omitempty"`
 	Problem  string               `json:"problem,omitempty"`
 	Manifest *repository.Manifest `json:"manifest"`
 	// LastDrill is the newest drill report of the backup, null when it
@@ -177,6 +180,9 @@ func writeListJSON(out io.Writer, cfg *Config, li *listing) error {
 	res := listOutput{Store: li.store, Cluster: cfg.Cluster, Backups: []listedBackup{}, Orphans: []string{}, Unreadable: []string{}, Windows: li.windows}
 	for _, e := range li.l.Backups {
 		lb := listedBackup{ID: e.Manifest.ID, State: e.State, Problem: e.Problem, Manifest: e.Manifest, Stores: li.stores[e.Manifest.ID]}
+		if e.State != repository.StateUntrusted {
+			lb.Lineage = e.Manifest.LineageID()
+		}
 		d := li.drills[e.Manifest.ID]
 		lb.DrillState = d.State()
 		if d != nil {
@@ -205,13 +211,51 @@ func writeBackupTable(out io.Writer, cfg *Config, li *listing, now time.Time) {
 		fmt.Fprintf(out, "no backups of cluster %q in %s\n", cfg.Cluster, li.store)
 		return
 	}
+	lineages := li.l.Lineages()
+	if len(lineages) <= 1 {
+		writeBackupRows(out, li, li.l.Backups, now)
+		return
+	}
+	// Two lineages or more: each apart, the one latest chooses first.
+	cur, curErr := li.l.CurrentLineage()
+	for _, g := range lineages {
+		role := "superseded"
+		switch {
+		case curErr != nil:
+			role = "competing: restore latest refuses to choose, give --lineage " + g.ID
+		case g.ID == cur.ID:
+			role = "current"
+		}
+		fmt.Fprintf(out, "lineage %s (etcd cluster %s), %s:\n", g.ID, strings.Join(g.ClusterIDs, ", "), role)
+		var rows []repository.Entry
+		for _, e := range li.l.Backups {
+			if e.State != repository.StateUntrusted && e.Manifest.LineageID() == g.ID {
+				rows = append(rows, e)
+			}
+		}
+		writeBackupRows(out, li, rows, now)
+	}
+	var untrusted []repository.Entry
+	for _, e := range li.l.Backups {
+		if e.State == repository.StateUntrusted {
+			untrusted = append(untrusted, e)
+		}
+	}
+	if len(untrusted) > 0 {
+		fmt.Fprintln(out, "untrusted (not signed by a trusted key):")
+		writeBackupRows(out, li, untrusted, now)
+	}
+}
+
+// writeBackupRows writes one table of backups.
+func writeBackupRows(out io.Writer, li *listing, rows []repository.Entry, now time.Time) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	head := "ID\tAGE\tREVISION\tKEYS\tDB SIZE\tSTORED\tENCRYPTED\tSTATE\tLAST DRILL"
 	if li.stores != nil {
 		head += "\tSTORES"
 	}
 	fmt.Fprintln(tw, head)
-	for _, e := range li.l.Backups {
+	for _, e := range rows {
 		m := e.Manifest
 		state := e.State
 		if e.Problem != "" {
@@ -238,6 +282,14 @@ func writeListNotes(out io.Writer, li *listing) {
 	}
 	for _, u := range li.l.Unreadable {
 		fmt.Fprintf(out, "unreadable manifest: %s\n", u.Key)
+	}
+	if n := li.l.Untrusted(); n > 0 {
+		fmt.Fprintf(out, "%d untrusted backup(s): not signed by a trusted key, so someone without this cluster's signing key wrote them to the store; never restored, drilled, copied or counted by prune (docs/security.md)\n", n)
+	}
+	for _, e := range li.l.Backups {
+		if e.State != repository.StateUntrusted && e.Manifest.Unsigned() {
+			fmt.Fprintf(out, "unsigned backup %s read because signing.allow_unsigned is set: its origin is not proven\n", e.Manifest.ID)
+		}
 	}
 	for _, e := range li.l.Backups {
 		if d := li.drills[e.Manifest.ID]; d.State() == repository.DrillUnknown {

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 )
@@ -90,7 +91,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stderr, "lifeboat: "+err.Error())
 	var ce *ConfigError
 	var ue usageError
-	if errors.As(err, &ce) || errors.As(err, &ue) || errors.Is(err, snapshot.ErrMixedClusters) {
+	if errors.As(err, &ce) || errors.As(err, &ue) || errors.Is(err, snapshot.ErrMixedClusters) ||
+		// Refusals of trust: another cluster's backups under this name,
+		// two lineages to choose from, an untrusted backup named.
+		errors.Is(err, repository.ErrOtherLineage) || errors.Is(err, repository.ErrLineageAmbiguous) || errors.Is(err, repository.ErrUntrusted) {
 		return exitUsage
 	}
 	return exitFailed

@@ -20,7 +20,7 @@ import (
 
 // group is a set of option groups: what an option is about, and so which
 // commands take it as a flag.
-type group uint16
+type group uint32
 
 const (
 	groupGlobal     group = 1 << iota   // logging: every command
@@ -39,6 +39,7 @@ const (
 	groupInspect                        // ls, get and diff: the local cache, Kubernetes encryption at rest
 	groupKit                            // the recovery kit: files outside etcd a restore on new hosts needs
 	groupCopies                         // further stores that hold copies of the backups
+	groupTrust                          // signing keys, trusted keys and the store's lineage
 	groupAll        group = 1<<iota - 1 // every group above
 )
 
@@ -66,6 +67,7 @@ var groupNames = []struct {
 	{groupInspect, "inspect", "Inspect", "`ls`, `get` and `diff`. See [Looking inside backups](inspect.md)."},
 	{groupKit, "kit", "Recovery kit", "The files outside etcd that a restore on new hosts needs, stored encrypted with every backup. See [The recovery kit](kit.md)."},
 	{groupCopies, "copies", "Copies", "Further stores, each a complete store, that the agent and `lifeboat copy` keep in step with the primary. See [Copies](copies.md)."},
+	{groupTrust, "trust", "Signing and lineage", "Who may write what lifeboat trusts: the agent's signing key, the public keys readers trust, and the one etcd cluster lineage a cluster name holds. See [Security](security.md)."},
 }
 
 // sharedGroups say where the cluster, the store and the scratch space
@@ -73,7 +75,7 @@ var groupNames = []struct {
 // the same --endpoints, --store, --spool-dir, --scratch-dir, --identity-file
 // to snapshot, list, verify and drill alike), so every command that reads
 // the store accepts them, hidden from its help where they are not its own.
-const sharedGroups = groupEtcd | groupStore | groupUpload | groupEncryption | groupSpool | groupDrill
+const sharedGroups = groupEtcd | groupStore | groupUpload | groupEncryption | groupSpool | groupDrill | groupTrust
 
 // commandKeys are options outside a command's groups that it still takes
 // as hidden flags because they change what it does: prune's orphan grace
@@ -87,27 +89,27 @@ var commandKeys = map[string][]string{
 // takes, with sharedGroups). A command reads every key from the file and
 // the environment; its flags are the keys that change what it does.
 var commandGroups = map[string]group{
-	"snapshot": groupEtcd | groupStore | groupUpload | groupEncryption | groupSpool | groupSnapshot | groupKit,
-	"list":     groupStore | groupCopies,
-	"copy":     groupStore | groupCopies | groupRetention,
-	"log":      groupStore | groupEncryption,
-	"verify":   groupStore | groupEncryption | groupSpool,
-	"fetch":    groupStore | groupEncryption | groupSpool,
-	"restore":  groupStore | groupEncryption | groupSpool | groupDrill,
-	"drill":    groupStore | groupUpload | groupEncryption | groupSpool | groupDrill,
-	"prune":    groupStore | groupRetention | groupCopies,
-	"ls":       groupStore | groupEncryption | groupInspect,
-	"get":      groupStore | groupEncryption | groupInspect,
-	"diff":     groupStore | groupEncryption | groupInspect,
+	"snapshot": groupEtcd | groupStore | groupUpload | groupEncryption | groupSpool | groupSnapshot | groupKit | groupTrust,
+	"list":     groupStore | groupCopies | groupTrust,
+	"copy":     groupStore | groupCopies | groupRetention | groupTrust,
+	"log":      groupStore | groupEncryption | groupTrust,
+	"verify":   groupStore | groupEncryption | groupSpool | groupTrust,
+	"fetch":    groupStore | groupEncryption | groupSpool | groupTrust,
+	"restore":  groupStore | groupEncryption | groupSpool | groupDrill | groupTrust,
+	"drill":    groupStore | groupUpload | groupEncryption | groupSpool | groupDrill | groupTrust,
+	"prune":    groupStore | groupRetention | groupCopies | groupTrust,
+	"ls":       groupStore | groupEncryption | groupInspect | groupTrust,
+	"get":      groupStore | groupEncryption | groupInspect | groupTrust,
+	"diff":     groupStore | groupEncryption | groupInspect | groupTrust,
 	"demo":     groupStore | groupUpload | groupEncryption | groupDrill,
 	"agent":    groupAll,
 	"check":    groupAll, // config check
 
 	// The kit's subcommands, by parent and name (see newRootCmd's bind).
-	"kit list":    groupStore,
-	"kit show":    groupStore | groupEncryption,
-	"kit verify":  groupStore | groupEncryption,
-	"kit restore": groupStore | groupEncryption,
+	"kit list":    groupStore | groupTrust,
+	"kit show":    groupStore | groupEncryption | groupTrust,
+	"kit verify":  groupStore | groupEncryption | groupTrust,
+	"kit restore": groupStore | groupEncryption | groupTrust,
 }
 
 // optionDef is one configuration key: its flag, extra environment names,
@@ -217,6 +219,21 @@ var optionTable = []optionDef{
 		Help: "file of age recipients, one per line"},
 	{Key: "encryption.identity_file", Flag: "identity-file", Groups: groupEncryption,
 		Help: "age identity file to decrypt backups (restore, drill, verify)"},
+
+	{Key: "signing.key_file", Flag: "signing-key", Env: []string{"LIFEBOAT_SIGNING_KEY"}, Groups: groupTrust,
+		Help: "ed25519 signing key (lifeboat keygen -o FILE): every manifest, drill report and progress marker written is signed with it",
+		Doc:  "the writer's (agent, snapshot, drill); its public key is trusted too. Keep it on the cluster's nodes only, never with the store's credentials"},
+	{Key: "signing.trusted_keys", Flag: "trusted-key", Env: []string{"LIFEBOAT_TRUSTED_KEYS"}, Groups: groupTrust,
+		Help: "public key (lifeboat-ed25519:…) whose signatures readers trust; repeatable",
+		Doc:  "with any trusted key (or a signing key), what is not signed by one of them is untrusted: listed as such, never restored, drilled, copied or counted by prune. Several at once for a rotation. Configured, never taken from the store"},
+	{Key: "signing.allow_unsigned", Flag: "allow-unsigned", Groups: groupTrust,
+		Help: "read unsigned objects (a store written before signing), with a warning for each",
+		Doc:  "signed objects must still verify; turn it off once every retained backup is signed"},
+	{Key: "lineage.adopt_cluster", Flag: "adopt-cluster", Groups: groupTrust,
+		Help: "etcd cluster ID (hex) allowed to start a new lineage under this cluster name, after a rebuild lifeboat did not restore",
+		Doc:  "a snapshot of a cluster that is not of the name's lineage is refused (exit 2) and names the ID to give here; the new lineage supersedes the old one for `restore latest`, whose backups stay listed apart"},
+	{Key: "lineage.select", Flag: "lineage", Groups: groupTrust,
+		Help: "the lineage (etcd cluster ID of its founder) that latest, random and --to-time choose from, when the store holds more than one"},
 
 	{Key: "retention.keep_last", Flag: "keep-last", Groups: groupRetention,
 		Help: "keep the N newest backups"},

@@ -200,7 +200,7 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 	}
 	ropts.Owner = owner
 	if ropts.InitialClusterToken == "" {
-		ropts.InitialClusterToken = "lifeboat-" + m.ID
+		ropts.InitialClusterToken = repository.RestoreToken(m.ID)
 	}
 	fmt.Fprintf(out, "backup %s: revision %d, %d keys, %s, taken %s from %s\n",
 		m.ID, m.Revision, m.TotalKeys, humanBytes(m.DBSize), m.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC"), m.Endpoint)

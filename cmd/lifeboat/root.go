@@ -103,6 +103,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(
 		newVersionCmd(a),
 		newConfigCmd(a),
+		newKeygenCmd(a),
 		newSnapshotCmd(a),
 		newListCmd(a),
 		newLogCmd(a),

@@ -45,7 +45,8 @@ var (
 	// plainKeys cannot carry a credential: names, paths, enums,
 	// schedules, public keys, addresses.
 	plainKeys = map[string]bool{
-		"cluster": true, "capture.compaction_levels": true, "log.level": true, "log.format": true,
+		"cluster": true, "capture.compaction_levels": true,
+		"signing.key_file": true, "signing.trusted_keys": true, "lineage.adopt_cluster": true, "lineage.select": true, "log.level": true, "log.format": true,
 		"etcd.cacert": true, "etcd.cert": true, "etcd.key": true, "etcd.user": true,
 		"snapshot.spool_dir": true, "snapshot.live_hashkv": true, "store.compression": true,
 		"store.s3.region": true, "store.s3.sse": true, "store.s3.sse_kms_key_id": true, "store.s3.storage_class": true, "store.s3.profile": true,

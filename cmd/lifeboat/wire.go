@@ -11,6 +11,7 @@ import (
 
 	"github.com/lifeboat-dev/lifeboat/backup"
 	"github.com/lifeboat-dev/lifeboat/repository"
+	"github.com/lifeboat-dev/lifeboat/signing"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -40,9 +41,43 @@ func openBackups(ctx context.Context, cfg *Config, lg *slog.Logger) (*repository
 	if err != nil {
 		return nil, err
 	}
-	repo := repository.New(st, cfg.Cluster)
-	repo.Lock = lockPolicy(cfg)
-	return repo, nil
+	return trustedRepo(st, cfg, lg)
+}
+
+// trustedRepo is the repository of cfg's cluster in st with the
+// configured signing key, trust and lineage choice.
+func trustedRepo(st uploader.Store, cfg *Config, lg *slog.Logger) (*repository.Repo, error) {
+	r := repository.New(st, cfg.Cluster)
+	key, trust, err := signingFromConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	r.Signer, r.Trust, r.Lineage, r.Log = key, trust, cfg.Lineage.Select, lg
+	r.Lock = lockPolicy(cfg) // store.object_lock of the store cfg names
+	return r, nil
+}
+
+// signingFromConfig loads the signing key (nil without one) and the
+// readers' trust: the trusted keys and the signing key's own public key.
+func signingFromConfig(cfg *Config) (*signing.Key, *signing.Trust, error) {
+	trust := &signing.Trust{AllowUnsigned: cfg.Signing.AllowUnsigned}
+	for _, s := range cfg.Signing.TrustedKeys {
+		p, err := signing.ParsePublicKey(s)
+		if err != nil {
+			return nil, nil, &ConfigError{Key: "signing.trusted_keys", Err: err}
+		}
+		trust.Keys = append(trust.Keys, p)
+	}
+	var key *signing.Key
+	if cfg.Signing.KeyFile != "" {
+		k, err := signing.LoadKey(cfg.Signing.KeyFile)
+		if err != nil {
+			return nil, nil, &ConfigError{Key: "signing.key_file", Err: err}
+		}
+		key = k
+		trust.Keys = append(trust.Keys, k.Public())
+	}
+	return key, trust, nil
 }
 
 func encodingFromConfig(cfg *Config) (repository.Encoding, error) {
@@ -109,17 +144,18 @@ func humanBytes(n int64) string {
 // snapshotJob builds the snapshot job cfg describes.
 func snapshotJob(cfg *Config, backups *repository.Repo, enc repository.Encoding) *backup.Job {
 	return &backup.Job{
-		Etcd:       etcdConfig(cfg),
-		Options:    snapshotOptions(cfg),
-		SpoolDir:   cfg.Snapshot.SpoolDir,
-		Backups:    backups,
-		Encoding:   enc,
-		LockMode:   cfg.Store.ObjectLock.Mode,
-		LockRetain: time.Duration(cfg.Store.ObjectLock.Retain),
-		LegalHold:  cfg.Store.ObjectLock.LegalHold,
-		LiveHashKV: cfg.Snapshot.LiveHashKV,
-		Kit:        kitSource(cfg, enc),
-		Version:    Version,
+		Etcd:         etcdConfig(cfg),
+		Options:      snapshotOptions(cfg),
+		SpoolDir:     cfg.Snapshot.SpoolDir,
+		Backups:      backups,
+		Encoding:     enc,
+		LockMode:     cfg.Store.ObjectLock.Mode,
+		LockRetain:   time.Duration(cfg.Store.ObjectLock.Retain),
+		LegalHold:    cfg.Store.ObjectLock.LegalHold,
+		LiveHashKV:   cfg.Snapshot.LiveHashKV,
+		Kit:          kitSource(cfg, enc),
+		Version:      Version,
+		AdoptCluster: cfg.Lineage.AdoptCluster,
 	}
 }
 

@@ -22,7 +22,7 @@ func (d *drill) kitChecks(ctx context.Context) error {
 	if id == "" {
 		return nil
 	}
-	kr := kit.Repo{Store: d.o.Backups.Store, Cluster: d.o.Backups.Cluster}
+	kr := kit.Repo{Store: d.o.Backups.Store, Cluster: d.o.Backups.Cluster, Trust: d.o.Backups.Trust}
 	km, err := kr.Manifest(ctx, id)
 	switch {
 	case errors.Is(err, kit.ErrNotFound) || errors.Is(err, kit.ErrBadKit):

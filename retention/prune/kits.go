@@ -27,7 +27,7 @@ type PlannedKit struct {
 // it), or while a snapshot runs. Kit objects no manifest names are
 // orphans, under the orphan rules.
 func (p *pruner) planKits(ctx context.Context, plan *Plan, l *repository.Listing) error {
-	kr := kit.Repo{Store: p.b.Store, Cluster: p.b.Cluster}
+	kr := kit.Repo{Store: p.b.Store, Cluster: p.b.Cluster, Signer: p.b.Signer, Trust: p.b.Trust}
 	kl, err := kr.List(ctx)
 	if err != nil {
 		return fmt.Errorf("prune: %w", err)
@@ -99,7 +99,7 @@ func (p *pruner) applyKits(ctx context.Context, res *Result, l *repository.Listi
 		deleted[id] = true
 	}
 	staying := p.stayingKits(res.Plan, l, deleted)
-	kr := kit.Repo{Store: p.b.Store, Cluster: p.b.Cluster}
+	kr := kit.Repo{Store: p.b.Store, Cluster: p.b.Cluster, Signer: p.b.Signer, Trust: p.b.Trust}
 	for _, pk := range res.Plan.Kits {
 		m := pk.Manifest
 		if pk.Action != ActionDelete || staying[m.ID] > 0 {

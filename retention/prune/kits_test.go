@@ -1,6 +1,7 @@
 package prune
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -130,5 +131,74 @@ func TestPruneKits(t *testing.T) {
 				t.Error("a young kit was deleted")
 			}
 		})
+	}
+}
+
+// TestPruneKitsAfterRecipientChange: the same files encrypted to a new
+// recipient set are a kit of their own (issue 28, section 4, defect 1);
+// the kit for the old recipients goes with the last backup that names
+// it, the new one stays with the backups that name it, and still
+// decrypts with the new identity only.
+func TestPruneKitsAfterRecipientChange(t *testing.T) {
+	realNow := time.Now().UTC()
+	later := realNow.Add(48 * time.Hour)
+	st, err := uploader.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &repository.Repo{Store: st, Cluster: jobtest.Cluster}
+	kr := kit.Repo{Store: st, Cluster: jobtest.Cluster}
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc/token"), []byte("t"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	k, err := kit.Collect(root, []string{"/etc/token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kits []string
+	var ids []*age.X25519Identity
+	for range 2 {
+		id, err := age.GenerateX25519Identity()
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc := kit.Encryption{Recipients: []age.Recipient{id.Recipient()}, RecipientKeys: []string{id.Recipient().String()}}
+		res, err := kr.Put(t.Context(), k, enc, []string{"/etc/token"}, realNow, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		kits, ids = append(kits, res.Manifest.ID), append(ids, id)
+	}
+	if kits[0] == kits[1] {
+		t.Fatalf("one kit %s for two recipient sets", kits[0])
+	}
+	old := later.Add(-10 * 24 * time.Hour)
+	for i, kitID := range kits {
+		m := jobtest.PutObject(t, b, old.Add(time.Duration(i)*time.Hour), uploader.PutOptions{})
+		m.Kit = kitID
+		if err := b.PutManifest(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := Run(t.Context(), Job{Backups: b, Policy: retention.Policy{Last: 1}, OrphanGrace: 24 * time.Hour, Now: fixedClock(later)}, nil)
+	if err != nil {
+		t.Fatalf("prune: %v", err)
+	}
+	if diff := cmp.Diff(res.KitsDeleted, kits[:1]); diff != "" {
+		t.Errorf("kits deleted (-got +want):\n%s", diff)
+	}
+	l, err := kr.List(t.Context())
+	if err != nil || len(l.Kits) != 1 || l.Kits[0].ID != kits[1] {
+		t.Fatalf("after prune: %v, %v; want only the new recipients' kit", l, err)
+	}
+	if _, err := kr.Load(t.Context(), l.Kits[0], []age.Identity{ids[0]}); !errors.Is(err, kit.ErrDecrypt) {
+		t.Errorf("the kept kit with the old identity: %v, want ErrDecrypt", err)
+	}
+	if _, err := kr.Load(t.Context(), l.Kits[0], []age.Identity{ids[1]}); err != nil {
+		t.Errorf("the kept kit with the new identity: %v", err)
 	}
 }

@@ -94,6 +94,11 @@ type Plan struct {
 	// missing or of the wrong size. Prune never deletes them: they need a
 	// human (list and verify show them too).
 	Broken []repository.Entry
+	// Untrusted are backups whose manifest is not signed by a trusted
+	// key: not this cluster's. Prune neither counts nor deletes them
+	// (evidence for whoever investigates; list and the untrusted-objects
+	// alert name them).
+	Untrusted []repository.Entry
 	// Unreadable are manifests that cannot be parsed (perhaps written by a
 	// newer version). They, their data objects and their drill reports are
 	// left alone.
@@ -153,6 +158,8 @@ type Result struct {
 	UploadsAborted int
 	// Broken counts backups whose data object is missing or wrong.
 	Broken int
+	// Untrusted counts backups not signed by a trusted key (kept).
+	Untrusted int
 	// Generations are the ids of the generations whose segments and
 	// markers were all deleted; ChangeObjectsRemoved counts those objects
 	// and MarkersRemoved the superseded markers removed.
@@ -256,7 +263,7 @@ func Run(ctx context.Context, job Job, lg *slog.Logger) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Plan: plan, Broken: len(plan.Broken), Errors: p.errs}
+	res := &Result{Plan: plan, Broken: len(plan.Broken), Untrusted: len(plan.Untrusted), Errors: p.errs}
 	for _, pb := range plan.Backups {
 		if pb.Action == ActionLocked {
 			res.Locked = append(res.Locked, pb.Entry.Manifest.ID)
@@ -275,7 +282,7 @@ func Run(ctx context.Context, job Job, lg *slog.Logger) (*Result, error) {
 	}
 	lg.Info("prune done", "cluster", p.b.Cluster, "dry_run", job.DryRun, "backups", len(plan.Backups),
 		"deleted", len(res.Deleted), "locked", len(res.Locked), "orphans_removed", res.OrphansRemoved,
-		"uploads_aborted", res.UploadsAborted, "broken", res.Broken)
+		"uploads_aborted", res.UploadsAborted, "broken", res.Broken, "untrusted", res.Untrusted)
 	return res, nil
 }
 
@@ -366,9 +373,12 @@ func sortEntries(l *repository.Listing, plan *Plan) (known map[string]bool, clai
 	for _, e := range l.Backups {
 		known[e.Manifest.ID] = true
 		claims[e.Manifest.Object]++
-		if e.State == repository.StateOK {
+		switch e.State {
+		case repository.StateOK:
 			ok = append(ok, e)
-		} else {
+		case repository.StateUntrusted:
+			plan.Untrusted = append(plan.Untrusted, e)
+		default:
 			plan.Broken = append(plan.Broken, e)
 		}
 	}

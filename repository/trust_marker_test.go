@@ -1,0 +1,66 @@
+package repository_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/lifeboat-dev/lifeboat/internal/test/jobtest"
+	"github.com/lifeboat-dev/lifeboat/repository"
+	"github.com/lifeboat-dev/lifeboat/signing"
+	"github.com/lifeboat-dev/lifeboat/uploader"
+)
+
+// TestUntrustedMarker: a progress marker planted without the signing
+// key vouches for nothing: with trusted keys the window's time stays
+// where the cluster's own markers put it, and the window names the
+// planted one; without trust (before signing) it would have moved the
+// recovery point an hour ahead.
+func TestUntrustedMarker(t *testing.T) {
+	ctx := t.Context()
+	key, err := signing.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := dirBackups(t, t.TempDir())
+	w.Signer = key
+	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	m := jobtest.PutBackup(t, w, t0, uploader.PutOptions{}, true)
+	s := m.Revision
+	segKey, hash := putChain(t, w, m.ID, s, [][2]int64{{s + 1, s + 3}})
+	marker := func(b *repository.Repo, at time.Time) {
+		t.Helper()
+		p := &repository.Progress{Format: repository.ProgressFormat, Generation: m.ID, ClusterID: "2a", SnapshotID: m.ID,
+			SnapshotRevision: s, Through: s + 3, At: at, LastSegment: segKey, LastHash: hash, Token: 1}
+		if _, err := b.PutProgress(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	marker(w, t0.Add(time.Minute))
+	marker(&repository.Repo{Store: w.Store, Cluster: w.Cluster}, t0.Add(time.Hour)) // the attacker's
+
+	for _, tc := range []struct {
+		name      string
+		trust     *signing.Trust
+		want      time.Time
+		untrusted int
+	}{
+		{"trusted key", &signing.Trust{Keys: []signing.PublicKey{key.Public()}}, t0.Add(time.Minute), 1},
+		{"no trust configured", nil, t0.Add(time.Hour), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := repository.New(w.Store, w.Cluster)
+			r.Trust = tc.trust
+			l, err := r.List(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ws, err := r.Windows(ctx, l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ws) != 1 || !ws[0].ThroughTime.Equal(tc.want) || len(ws[0].Untrusted) != tc.untrusted {
+				t.Fatalf("window: %+v, want through time %s and %d untrusted marker(s)", ws, tc.want, tc.untrusted)
+			}
+		})
+	}
+}
