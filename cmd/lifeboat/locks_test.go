@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -11,6 +13,8 @@ import (
 
 	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/internal/test/s3test"
+	"github.com/lifeboat-dev/lifeboat/repository"
+	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
 // TestCreateBucketWithObjectLock: --s3-create-bucket with Object Lock
@@ -70,6 +74,10 @@ copies:
 		return out + errOut
 	}
 	run(0, "snapshot")
+	// A window of changes after it, as capture writes them, locked.
+	primary := s3Repo(t, srv, "primary", "etcd", "prod")
+	primary.Lock = repository.LockPolicy{Retention: uploader.Retention{Mode: uploader.LockCompliance, For: time.Hour}}
+	putWindow(t, primary, 2)
 	run(0, "copy")
 	for _, store := range []string{"s3://primary/etcd", "s3://copy-dr/etcd"} {
 		out := run(0, "verify", "--locks", "--store", store)
@@ -83,8 +91,16 @@ copies:
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(vs.Versions) < 2 {
-			t.Fatalf("bucket %s holds %d object versions, want a backup's data object and manifest at least", bucket, len(vs.Versions))
+		kinds := map[string]int{}
+		for _, v := range vs.Versions {
+			for _, k := range []string{"/snapshots/", "/changes/", "/progress/"} {
+				if strings.Contains(aws.ToString(v.Key), k) {
+					kinds[k]++
+				}
+			}
+		}
+		if kinds["/snapshots/"] < 2 || kinds["/changes/"] < 2 || kinds["/progress/"] < 1 {
+			t.Errorf("bucket %s holds %v: want a backup, its window's segments and marker", bucket, kinds)
 		}
 		for _, v := range vs.Versions {
 			_, err := cl.DeleteObject(t.Context(), &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: v.Key, VersionId: v.VersionId})
@@ -100,14 +116,64 @@ copies:
 	if code != 0 {
 		t.Fatalf("snapshot without a lock: exit %d\n%s%s", code, out, errOut)
 	}
+	// And a window of changes after it, written without a lock too.
+	plain := s3Repo(t, srv, "plain", "etcd", "prod")
+	putWindow(t, plain, 2)
+
 	code, out, errOut = runCLI(t, env, "verify", "--locks", "--store", "s3://plain/etcd", "--s3-endpoint", srv.Endpoint, "--s3-path-style",
 		"--s3-region", srv.Region, "--cluster", "prod", "--object-lock-mode", "COMPLIANCE", "--object-lock-retain", "1h", "--log-level", "error")
 	if code != 1 {
 		t.Fatalf("verify --locks of an unlocked store: exit %d, want 1\n%s%s", code, out, errOut)
 	}
-	for _, want := range []string{"KIND", "backup", "manifest", "prod/snapshots/", ".json", "unlocked", "2 not locked"} {
+	for _, want := range []string{"KIND", "backup", "manifest", "prod/snapshots/", ".json", "unlocked", "segment", "prod/changes/", "marker", "prod/progress/", "5 not locked"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("verify --locks of an unlocked store does not say %q:\n%s", want, out)
 		}
+	}
+}
+
+// s3Repo opens the repository of cluster under s3://bucket/prefix on srv.
+func s3Repo(t *testing.T, srv *s3test.Server, bucket, prefix, cluster string) *repository.Repo {
+	t.Helper()
+	st, err := uploader.NewS3(t.Context(), uploader.S3Config{Bucket: bucket, Prefix: prefix, Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return repository.New(st, cluster)
+}
+
+// putWindow writes a recoverable window of n segments (two revisions
+// each) after b's newest backup, and a progress marker through its end,
+// with b's lock (none for a zero Repo.Lock).
+func putWindow(t *testing.T, b *repository.Repo, n int) {
+	t.Helper()
+	l, err := b.List(t.Context())
+	if err != nil || len(l.Backups) == 0 {
+		t.Fatalf("list %s: %v (%d backups)", b.Store, err, len(l.Backups))
+	}
+	m := l.Backups[0].Manifest
+	next, prev, key := m.Revision+1, "", ""
+	at := time.Now().UTC()
+	for range n {
+		var revs []repository.Revision
+		for range 2 {
+			revs = append(revs, repository.Revision{Revision: next, Received: at,
+				Ops: []repository.Op{{Key: []byte(fmt.Sprintf("/k/%d", next)), Value: []byte("v"), CreateRevision: next, Version: 1}}})
+			next++
+		}
+		h := repository.SegmentHeader{Format: repository.SegmentFormat, ClusterID: 42, Generation: m.ID, First: revs[0].Revision, Last: revs[1].Revision,
+			CapturedThrough: revs[1].Revision, CapturedAt: at, Token: 1, PrevHash: prev}
+		if prev == "" {
+			h.SnapshotID, h.SnapshotRevision = m.ID, m.Revision
+		}
+		o, hash, err := b.PutSegment(t.Context(), &repository.Segment{SegmentHeader: h, Revisions: revs}, repository.Encoding{Compression: "zstd"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prev, key = hash, o.Key
+	}
+	if _, err := b.PutProgress(t.Context(), &repository.Progress{Format: repository.ProgressFormat, Generation: m.ID, ClusterID: "2a",
+		SnapshotID: m.ID, SnapshotRevision: m.Revision, Through: next - 1, At: at, LastSegment: key, LastHash: prev, Token: 1}); err != nil {
+		t.Fatal(err)
 	}
 }
