@@ -57,7 +57,7 @@ const (
 	// deleted.
 	ActionDelete Action = "delete"
 	// ActionLocked: no rule keeps it, but Object Lock retention or a legal
-	// hold (recorded in its manifest or reported by the store) forbids
+	// hold (as the store reports it: never taken from the manifest) forbids
 	// deleting it now. It is left for a later run.
 	ActionLocked Action = "locked"
 	// ActionSkip: it was to be deleted, but a check before deleting failed
@@ -222,9 +222,12 @@ type incompleteUploadStore interface {
 //
 // Only backups whose data object is present take part in the policy;
 // broken ones are reported and kept. A backup is never deleted while it is
-// locked: by the lock its manifest records, or by the lock a Stat of its
-// data object reports before anything of the backup is touched (bucket
-// default retention, a legal hold set later). Orphans are Stat-ed too.
+// locked: by the lock a Stat of its data object or manifest reports
+// before anything of the backup is touched (the writer's lock, bucket
+// default retention, a legal hold set later), never by the lock fields
+// of its manifest, which on a copy are the primary's. Orphans,
+// generations, kits, superseded markers and drill reports are Stat-ed
+// too; what is still locked waits for a later run (Result.LockPending).
 //
 // A backup is deleted in a safe order: its manifest first, so it stops
 // being listed, then its data object, then its drill reports. A crash or an
@@ -686,8 +689,9 @@ func drillPrefix(b *repository.Repo, id string) string {
 }
 
 // Locked reports whether manifest m records an Object Lock retention or
-// legal hold in force at now (the store may hold a lock the manifest does
-// not record: Run asks it before deleting).
+// legal hold in force at now: what the primary's writer asked for. Run
+// does not decide on it (a copy holds the primary's manifest verbatim,
+// and the store may lock otherwise): it asks the store.
 func Locked(m *repository.Manifest, now time.Time) bool {
 	return m.LegalHold || (m.LockMode != "" && m.RetainUntil != nil && now.Before(*m.RetainUntil))
 }
