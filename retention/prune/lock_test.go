@@ -3,6 +3,8 @@ package prune
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -94,5 +96,64 @@ func TestPruneUnderObjectLockLevelsOff(t *testing.T) {
 	}
 	if st.n == 0 || len(st.early) > 0 {
 		t.Errorf("%d deletes, of objects still locked: %v; want some, none locked", st.n, st.early)
+	}
+}
+
+// TestPruneGenerationWaitsForLock: a generation no rule keeps whose
+// segments and marker the store still locks is planned "locked", whole,
+// with its anchor kept meanwhile; no error. Once the locks have run out,
+// the next run deletes the generation, then its anchor.
+func TestPruneGenerationWaitsForLock(t *testing.T) {
+	srv := s3test.Start(t)
+	s3, _ := jobtest.NewS3Store(t, srv, true)
+	st := &lockWatch{S3: s3}
+	b := repository.New(st, jobtest.Cluster)
+	day := 24 * time.Hour
+	now := time.Now().UTC()
+	a := jobtest.PutBackup(t, b, now.Add(-5*day), uploader.PutOptions{}, true)
+	c := jobtest.PutBackup(t, b, now.Add(-4*day), uploader.PutOptions{}, true)
+	jobtest.PutBackup(t, b, now.Add(-time.Hour), uploader.PutOptions{}, true)
+	b.Lock = repository.LockPolicy{Retention: uploader.Retention{Mode: uploader.LockCompliance, For: 2 * time.Second}}
+	aSegs, aMarkers := putGeneration(t, b, a.ID, a.Revision, 3, now.Add(-5*day+time.Hour), now.Add(-5*day+time.Hour))
+	b.Lock = repository.LockPolicy{}
+	putGeneration(t, b, c.ID, c.Revision, 1, now.Add(-4*day+time.Hour), now.Add(-4*day+time.Hour))
+
+	job := Job{Backups: b, Policy: retention.Policy{Last: 1}, OrphanGrace: time.Hour}
+	res, err := Run(t.Context(), job, nil)
+	if err != nil {
+		t.Fatalf("prune while the generation is locked: %v (a lock is no error)", err)
+	}
+	for _, pg := range res.Plan.Generations {
+		if pg.Window.Generation == a.ID && (pg.Action != ActionLocked || !strings.Contains(pg.Problem, a.ID)) {
+			t.Errorf("locked generation planned %s (%s), want locked naming an object of it", pg.Action, pg.Problem)
+		}
+	}
+	if len(res.Generations) != 0 || slices.Contains(res.Deleted, a.ID) || res.LockPending == 0 {
+		t.Errorf("while locked: generations %v, backups %v deleted, %d pending; want none, none, some", res.Generations, res.Deleted, res.LockPending)
+	}
+	for _, k := range append(aSegs, aMarkers...) {
+		if !exists(t, b, k) {
+			t.Errorf("%s deleted while locked", k)
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		res, err = Run(t.Context(), job, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(res.Generations, a.ID) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("generation %s still not deleted after its locks ran out: %+v", a.ID, res.Plan.Generations)
+		}
+		time.Sleep(200 * time.Millisecond) // polling against the deadline
+	}
+	if !slices.Contains(res.Deleted, a.ID) {
+		t.Errorf("anchor %s not deleted with its generation: %v", a.ID, res.Deleted)
+	}
+	if len(st.early) > 0 {
+		t.Errorf("deleted while locked: %v", st.early)
 	}
 }
