@@ -17,6 +17,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/internal/test/jobtest"
 	"github.com/lifeboat-dev/lifeboat/internal/test/s3test"
 	"github.com/lifeboat-dev/lifeboat/repository"
+	"github.com/lifeboat-dev/lifeboat/signing"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 )
 
@@ -33,7 +34,8 @@ import (
 //
 // or, to leave the seeding out of the profile, LIFEBOAT_BENCH_CPUPROFILE=cpu.out
 // (the backups only). LIFEBOAT_BENCH_KEYS sets the number of keys (default 20000, ~80 MiB;
-// 80000 makes the issue's ~315 MiB database).
+// 80000 makes the issue's ~315 MiB database). LIFEBOAT_BENCH_SIGNED=1 signs
+// the manifests and checks the store's (issue 28's cost).
 func BenchmarkBackupS3(b *testing.B) {
 	keys := 20000
 	if s := os.Getenv("LIFEBOAT_BENCH_KEYS"); s != "" {
@@ -59,6 +61,15 @@ func BenchmarkBackupS3(b *testing.B) {
 		Backups:  &repository.Repo{Store: st, Cluster: jobtest.Cluster},
 		Encoding: repository.Encoding{Compression: "zstd", Recipients: []age.Recipient{id.Recipient()}, RecipientKeys: []string{id.Recipient().String()}},
 		Version:  "bench",
+	}
+	if os.Getenv("LIFEBOAT_BENCH_SIGNED") != "" {
+		// Signed and checked (issue 28): the manifest is signed, the
+		// store's manifests are checked when the lineage is claimed.
+		key, err := signing.Generate()
+		if err != nil {
+			b.Fatal(err)
+		}
+		job.Backups.Signer, job.Backups.Trust = key, &signing.Trust{Keys: []signing.PublicKey{key.Public()}}
 	}
 	lg := slog.New(slog.DiscardHandler)
 	jobtest.ClearHWM()

@@ -348,6 +348,11 @@ func (l *Listing) Find(id string) (*Manifest, error) {
 		}
 	}
 	if found == nil {
+		for _, o := range l.Untrusted {
+			if uid := strings.TrimSuffix(path.Base(o.Key), ".json"); uid == id || len(id) >= 8 && strings.HasPrefix(uid, id) {
+				return nil, fmt.Errorf("%w: kit %s: its manifest %s is not signed by a trusted key; refusing it (docs/security.md)", signing.ErrUntrusted, id, o.Key)
+			}
+		}
 		return nil, fmt.Errorf("kit %s: %w", id, ErrNotFound)
 	}
 	return found, nil

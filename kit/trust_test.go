@@ -64,6 +64,9 @@ func TestUntrustedKit(t *testing.T) {
 	if _, err := reader.Manifest(ctx, planted.Manifest.ID); !errors.Is(err, signing.ErrUntrusted) || !errors.Is(err, signing.ErrUnsigned) {
 		t.Errorf("planted kit by id: %v, want untrusted (not signed)", err)
 	}
+	if _, err := l.Find(planted.Manifest.ID[:12]); !errors.Is(err, signing.ErrUntrusted) {
+		t.Errorf("Find of the planted kit: %v, want untrusted", err)
+	}
 	if _, err := reader.Load(ctx, good.Manifest, nil); !errors.Is(err, kit.ErrNoIdentity) {
 		t.Errorf("signed kit: %v", err) // loads up to the identity check
 	}

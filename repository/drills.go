@@ -26,6 +26,11 @@ type DrillReport struct {
 	Format   int    `json:"format"`
 	BackupID string `json:"backup_id"`
 	Cluster  string `json:"cluster"`
+	// EtcdClusterID and Lineage are the drilled backup's (its etcd
+	// cluster and the lineage it belongs to); empty in reports of older
+	// builds.
+	EtcdClusterID string `json:"etcd_cluster_id,omitempty"`
+	Lineage       string `json:"lineage,omitempty"`
 	// StartedAt and FinishedAt bound the drill (UTC).
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at"`

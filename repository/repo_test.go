@@ -70,7 +70,7 @@ func putBackup(t *testing.T, b *Repo, id string, raw []byte, enc Encoding) *Mani
 	return m
 }
 
-func newDirBackups(t *testing.T) *Repo {
+func newDirBackups(t testing.TB) *Repo {
 	t.Helper()
 	d, err := uploader.NewDir(filepath.Join(t.TempDir(), "store"))
 	if err != nil {

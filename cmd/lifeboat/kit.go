@@ -272,6 +272,9 @@ func runKitList(ctx context.Context, cfg *Config, lg *slog.Logger, output string
 	for _, o := range a.kits.Unreadable {
 		fmt.Fprintf(out, "unreadable kit manifest: %s\n", o.Key)
 	}
+	for _, o := range a.kits.Untrusted {
+		fmt.Fprintf(out, "untrusted kit manifest (not signed by a trusted key: never shown, verified or restored; docs/security.md): %s\n", o.Key)
+	}
 	return nil
 }
 

@@ -200,6 +200,7 @@ func newDrill(o Options) *drill {
 	d := &drill{o: o, m: m, now: now, lg: lg.With("backup_id", m.ID)}
 	d.rep = &repository.DrillReport{
 		Format: repository.DrillReportFormat, BackupID: m.ID, Cluster: o.Backups.Cluster,
+		EtcdClusterID: m.EtcdClusterID, Lineage: m.LineageID(),
 		StartedAt: now().UTC(), Phases: []repository.Phase{}, Checks: []repository.Check{}, AgentVersion: o.Version,
 	}
 	if o.PointInTime != nil {
