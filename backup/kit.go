@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lifeboat-dev/lifeboat/kit"
+	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
 // KitSource is what a backup's recovery kit is collected from (Job.Kit):
@@ -33,7 +34,10 @@ func storeKit(ctx context.Context, job Job, now time.Time, lg *slog.Logger) (str
 	if err != nil {
 		return "", fmt.Errorf("recovery kit: %w", err)
 	}
-	r := kit.Repo{Store: job.Backups.Store, Cluster: job.Backups.Cluster, Signer: job.Backups.Signer, Trust: job.Backups.Trust}
+	// The kit is locked like the backup's data object: a restore of the
+	// backup needs it as long (a reused kit's lock is extended).
+	lock := uploader.Retention{Mode: job.LockMode, For: job.LockRetain, LegalHold: job.LegalHold}
+	r := kit.Repo{Store: job.Backups.Store, Cluster: job.Backups.Cluster, Signer: job.Backups.Signer, Trust: job.Backups.Trust, Lock: lock}
 	res, err := r.Put(ctx, k, job.Kit.Encryption, job.Kit.Paths, now, job.Version)
 	if err != nil {
 		return "", fmt.Errorf("recovery kit: %w", err)

@@ -24,21 +24,56 @@ func (r *runner) compactLoop(ctx context.Context) {
 	}
 	t := time.NewTicker(max(p.Levels[0]/3, 100*time.Millisecond))
 	defer t.Stop()
+	locks := &compactLocks{extended: map[string]bool{}}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if err := r.compactOnce(ctx, p); err != nil && ctx.Err() == nil {
+		if err := r.compactOnce(ctx, p, locks); err != nil && ctx.Err() == nil {
 			r.job.Stats.CompactErrors.Add(1)
 			r.lg.Warn("capture: compaction failed; trying again at the next pass", "err", err)
 		}
 	}
 }
 
+// compactLocks is what the compactor remembers between passes about
+// Object Lock: the stayers whose lock it extended already, and whether it
+// said that locked replaced segments wait.
+type compactLocks struct {
+	extended map[string]bool
+	logged   bool
+}
+
+// forget drops the extended keys no longer in any of ws (deleted, or
+// their generation pruned), so that the set stays as small as the
+// windows.
+func (l *compactLocks) forget(ws []repository.Window) {
+	if len(l.extended) == 0 {
+		return
+	}
+	live := map[string]bool{}
+	for _, w := range ws {
+		for _, s := range w.Segments {
+			live[s.Object.Key] = true
+		}
+		for _, m := range w.Markers {
+			live[m.Object.Key] = true
+		}
+	}
+	for k := range l.extended {
+		if !live[k] {
+			delete(l.extended, k)
+		}
+	}
+}
+
 // compactOnce is one pass over every recoverable window of the store.
-func (r *runner) compactOnce(ctx context.Context, p repository.CompactPolicy) error {
+// Under Object Lock (Repo.Lock) it also extends the lock of what stays in
+// a window past its short lock (repository.ExtendStayers), and a
+// replaced segment the store still locks waits for a later pass.
+func (r *runner) compactOnce(ctx context.Context, p repository.CompactPolicy, locks *compactLocks) error {
 	repo := r.job.Repo
 	l, err := repo.List(ctx)
 	if err != nil {
@@ -48,6 +83,7 @@ func (r *runner) compactOnce(ctx context.Context, p repository.CompactPolicy) er
 	if err != nil {
 		return err
 	}
+	defer locks.forget(ws)
 	for _, w := range ws {
 		plan := repository.PlanCompaction(w, p, r.job.Now())
 		for _, st := range plan.Steps {
@@ -70,11 +106,22 @@ func (r *runner) compactOnce(ctx context.Context, p repository.CompactPolicy) er
 			if _, ok := r.job.Token(); !ok {
 				return nil
 			}
-			n, err := repo.DeleteReplaced(ctx, by, replaced, r.job.Identities)
+			n, pending, err := repo.DeleteReplacedPending(ctx, by, replaced, r.job.Identities)
 			r.job.Stats.Replaced.Add(int64(n))
 			if err != nil {
 				return err
 			}
+			if pending > 0 && !locks.logged {
+				locks.logged = true
+				r.lg.Info("capture: replaced segments still under Object Lock wait for their retention to end; compaction deletes them then",
+					"generation", w.Generation, "pending", pending)
+			}
+		}
+		if _, ok := r.job.Token(); !ok {
+			return nil
+		}
+		if _, err := repo.ExtendStayers(ctx, w, locks.extended); err != nil {
+			return err
 		}
 	}
 	return nil

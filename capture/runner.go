@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -911,16 +912,38 @@ func (c *capt) marker(ctx context.Context, at time.Time, sealed GapReason) error
 		return nil
 	}
 	g.markerThrough, g.markerAt = g.durable, at
+	var locked []string
 	for _, old := range g.markers {
 		if old == key {
+			continue
+		}
+		if c.markerLocked(ctx, old) {
+			locked = append(locked, old) // deleted at a later marker
 			continue
 		}
 		if err := c.job.Repo.Store.Delete(ctx, old); err != nil && !errors.Is(err, uploader.ErrNotFound) {
 			c.r.lg.Warn("capture: superseded progress marker not deleted", "key", old, "err", err)
 		}
 	}
-	g.markers = append(g.markers[:0], key)
+	g.markers = append(append(g.markers[:0], locked...), key)
 	return nil
+}
+
+// markerLocked reports whether a superseded marker is still under Object
+// Lock (Repo.Lock): surely while its time plus MarkerFor is ahead (no
+// request), else as the store says. A marker whose lock state cannot be
+// read counts as locked: it is tried again at the next marker.
+func (c *capt) markerLocked(ctx context.Context, key string) bool {
+	lock := c.job.Repo.Lock
+	if lock.Retention.Mode == "" {
+		return false
+	}
+	now := c.job.Now()
+	if _, at, _, err := repository.ParseProgressName(path.Base(key)); err == nil && now.Before(at.Add(lock.MarkerFor())) {
+		return true
+	}
+	locked, err := repository.LockedNow(ctx, c.job.Repo.Store, key, now)
+	return err != nil || locked
 }
 
 // ownMarker decides whose is the marker found at key where this writer

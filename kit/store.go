@@ -103,6 +103,10 @@ type Repo struct {
 	// signing.ErrUntrusted; List keeps it apart in Untrusted) and its kit
 	// is never loaded, shown as good or laid back by kit restore.
 	Trust *signing.Trust
+	// Lock is the Object Lock Put requests on a kit's object and
+	// manifest, from the time it is given; a kit the store holds already
+	// has its retention extended to that far (see extendLock).
+	Lock uploader.Retention
 }
 
 // kindManifest is what a kit manifest's signature says it is.
@@ -146,6 +150,9 @@ func (r Repo) Put(ctx context.Context, k *Kit, enc Encryption, paths []string, n
 	recipients := RecipientSet(enc.RecipientKeys)
 	id := IDFor(content, recipients)
 	if m, err := r.Manifest(ctx, id); err == nil {
+		if err := r.extendLock(ctx, m, now); err != nil {
+			return PutResult{}, err
+		}
 		return PutResult{Manifest: m}, nil
 	} else if !errors.Is(err, ErrNotFound) {
 		return PutResult{}, err
@@ -168,7 +175,7 @@ func (r Repo) Put(ctx context.Context, k *Kit, enc Encryption, paths []string, n
 	var suffix [4]byte
 	_, _ = rand.Read(suffix[:])
 	key := r.Dir() + id + "-" + hex.EncodeToString(suffix[:]) + ".tar.zst.age"
-	obj, err := r.Store.Put(ctx, key, bytes.NewReader(buf.Bytes()), uploader.PutOptions{ContentType: "application/octet-stream"})
+	obj, err := r.Store.Put(ctx, key, bytes.NewReader(buf.Bytes()), r.Lock.Options(now, "application/octet-stream"))
 	if err != nil {
 		return PutResult{}, fmt.Errorf("store kit %s: %w", id, err)
 	}
@@ -189,7 +196,7 @@ func (r Repo) Put(ctx context.Context, k *Kit, enc Encryption, paths []string, n
 			return PutResult{}, fmt.Errorf("store kit %s: %w", id, err)
 		}
 	}
-	if _, err := r.Store.Put(ctx, r.ManifestKey(id), bytes.NewReader(b), uploader.PutOptions{ContentType: "application/json"}); err != nil {
+	if _, err := r.Store.Put(ctx, r.ManifestKey(id), bytes.NewReader(b), r.Lock.Options(now, "application/json")); err != nil {
 		if errors.Is(err, uploader.ErrExists) {
 			// Another writer committed the same kit first: keep theirs.
 			_ = r.Store.Delete(ctx, key) // else an orphan, for prune
@@ -396,4 +403,27 @@ func (r Repo) Load(ctx context.Context, m *Manifest, ids []age.Identity) (*Kit, 
 		return nil, fmt.Errorf("kit %s: %w", m.ID, err)
 	}
 	return k, nil
+}
+
+// retentionExtender is a store whose objects' Object Lock retention can be
+// extended (uploader.S3); the Dir store has no locks.
+type retentionExtender interface {
+	ExtendRetention(ctx context.Context, key, mode string, until time.Time) error
+}
+
+// extendLock makes the lock of kit m's object and manifest last as long
+// as that of a kit stored at now: a newer backup that names a kit the
+// store already holds needs it for as long as its own data.
+func (r Repo) extendLock(ctx context.Context, m *Manifest, now time.Time) error {
+	x, ok := r.Store.(retentionExtender)
+	if !ok || r.Lock.Mode == "" {
+		return nil
+	}
+	until := r.Lock.Until(now)
+	for _, key := range []string{m.Object, r.ManifestKey(m.ID)} {
+		if err := x.ExtendRetention(ctx, key, r.Lock.Mode, until); err != nil {
+			return fmt.Errorf("kit %s: %w", m.ID, err)
+		}
+	}
+	return nil
 }

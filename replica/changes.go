@@ -145,7 +145,7 @@ func (r *runner) copyWindow(ctx context.Context, w repository.Window, cw reposit
 		if r.job.DryRun {
 			continue
 		}
-		if err := r.small(ctx, m.Object.Key, uploader.PutOptions{ContentType: "application/json"}); err != nil {
+		if err := r.small(ctx, m.Object.Key, r.job.To.Lock.OptionsFor(m.Object.Key, "application/json")); err != nil {
 			if errors.Is(err, uploader.ErrNotFound) {
 				continue // capture replaced it meanwhile; a newer one follows next run
 			}
@@ -200,13 +200,16 @@ func (r *runner) syncSegment(ctx context.Context, key string) (same bool, err er
 	} else if !errors.Is(err, uploader.ErrNotFound) {
 		return false, fmt.Errorf("stat %s in the copy: %w", key, err)
 	}
-	return false, r.put(ctx, key, data, uploader.PutOptions{ContentType: "application/octet-stream"})
+	return false, r.put(ctx, key, data, r.job.To.Lock.OptionsFor(key, "application/octet-stream"))
 }
 
 // tidy removes from the copy, per window copied, what the primary
 // removed after its grace, no sooner: the segments a compacted one
 // supersedes in the copy (replacedGone) and the markers a newer one
-// replaces, once the primary no longer holds them.
+// replaces, once the primary no longer holds them and the copy's store
+// no longer locks them (a locked one waits for a later run). Under the
+// copy's Object Lock, what stays in a window past its short lock has its
+// lock extended (repository.ExtendStayers).
 func (r *runner) tidy(ctx context.Context, windows []repository.Window) error {
 	copies, err := r.copyWindows(ctx)
 	if err != nil {
@@ -234,7 +237,13 @@ func (r *runner) tidy(ctx context.Context, windows []repository.Window) error {
 				gone = append(gone, m.Object.Key) // the last (newest) stays
 			}
 		}
+		if _, err := r.job.To.ExtendStayers(ctx, cw, nil); err != nil {
+			return err
+		}
 		for _, k := range gone {
+			if locked, err := repository.LockedNow(ctx, r.job.To.Store, k, r.now); err != nil || locked {
+				continue // a later run
+			}
 			if err := r.job.To.Store.Delete(ctx, k); err != nil {
 				return fmt.Errorf("remove the superseded %s from the copy: %w", k, err)
 			}

@@ -35,4 +35,13 @@
 // the primary's bytes: a restore from the copy that listed the small
 // segments still finds them, however late the copy took the compacted
 // one.
+//
+// Every object is written with the copy's own Object Lock (To.Lock, a
+// repository.LockPolicy: the copy's object_lock), whatever the primary's
+// is; manifests are copied verbatim, the primary's bytes unchanged (their
+// lock fields say what the primary's writer asked for, never the copy's
+// lock, which only the copy's store can tell). A kit a newer backup names
+// has its lock in the copy extended; segments and markers that stay in a
+// copied window past their short lock are extended too; nothing the
+// copy's store still locks is deleted (a later run does).
 package replica

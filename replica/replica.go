@@ -1,7 +1,10 @@
 package replica
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,8 +28,6 @@ type Job struct {
 	// policy that keeps nothing (no retention configured), copies every
 	// committed backup and every recoverable window.
 	Policy *retention.Policy
-	// Lock is the copy's Object Lock for data objects and manifests.
-	Lock Lock
 	// Grace is how long the copy keeps a change segment that a compacted
 	// one it holds replaced, from when it stored the compacted one (and
 	// only once the primary no longer holds it either): a restore from
@@ -37,21 +38,6 @@ type Job struct {
 	Now func() time.Time
 	// DryRun plans without writing anything.
 	DryRun bool
-}
-
-// Lock requests Object Lock retention on what a Job writes to its copy.
-type Lock struct {
-	Mode      string // "", GOVERNANCE or COMPLIANCE
-	Retain    time.Duration
-	LegalHold bool
-}
-
-func (l Lock) options(now time.Time) uploader.PutOptions {
-	o := uploader.PutOptions{LegalHold: l.LegalHold}
-	if l.Mode != "" {
-		o.LockMode, o.RetainUntil = l.Mode, now.Add(l.Retain).UTC()
-	}
-	return o
 }
 
 // Kinds of Planned items.
@@ -212,7 +198,12 @@ func (r *runner) wanted(l *repository.Listing, windows []repository.Window) (bac
 }
 
 // copyBackup copies one committed backup: its data object (checked in
-// the copy), its kit, then its manifest, the copy's commit point.
+// the copy), its kit, then its manifest, the copy's commit point. Every
+// object is locked by the copy's own policy (To.Lock). The manifest is
+// copied verbatim, the primary's bytes unchanged (a signature over them
+// must hold in the copy): its lock fields say what the primary's writer
+// asked for, and what locks the copy's objects is the copy's store's
+// answer (Stat), which is what prune and verify --locks read.
 func (r *runner) copyBackup(ctx context.Context, m *repository.Manifest) error {
 	r.res.Copied = append(r.res.Copied, Planned{Kind: KindBackup, ID: m.ID, Key: m.Object, Size: m.ObjectSize})
 	if r.job.DryRun {
@@ -223,8 +214,8 @@ func (r *runner) copyBackup(ctx context.Context, m *repository.Manifest) error {
 		}
 		return nil
 	}
-	opts := r.job.Lock.options(r.now)
-	if err := r.object(ctx, m.Object, want{size: m.ObjectSize, sha256: m.ObjectSHA256}, opts); err != nil {
+	lock := r.job.To.Lock
+	if err := r.object(ctx, m.Object, want{size: m.ObjectSize, sha256: m.ObjectSHA256}, lock.Options("application/octet-stream")); err != nil {
 		return fmt.Errorf("backup %s: %w", m.ID, err)
 	}
 	if m.Kit != "" {
@@ -232,12 +223,7 @@ func (r *runner) copyBackup(ctx context.Context, m *repository.Manifest) error {
 			return fmt.Errorf("backup %s: %w", m.ID, err)
 		}
 	}
-	c := *m
-	c.LockMode, c.RetainUntil, c.LegalHold = opts.LockMode, nil, opts.LegalHold
-	if opts.LockMode != "" {
-		c.RetainUntil = &opts.RetainUntil
-	}
-	err := r.job.To.PutManifest(ctx, &c)
+	err := r.copyManifest(ctx, m)
 	if errors.Is(err, uploader.ErrExists) {
 		// Committed meanwhile (another run): fine if it names the same object.
 		got, gerr := r.job.To.Manifest(ctx, m.ID)
@@ -274,7 +260,7 @@ func (r *runner) repair(ctx context.Context, from, to *repository.Listing) error
 		if r.job.DryRun {
 			continue
 		}
-		if err := r.object(ctx, m.Object, want{size: m.ObjectSize, sha256: m.ObjectSHA256}, r.job.Lock.options(r.now)); err != nil {
+		if err := r.object(ctx, m.Object, want{size: m.ObjectSize, sha256: m.ObjectSHA256}, r.job.To.Lock.Options("application/octet-stream")); err != nil {
 			return fmt.Errorf("repair backup %s: %w", m.ID, err)
 		}
 		r.lg.Warn("copy: the copy's data object of a committed backup was missing; copied again", "backup_id", m.ID)
@@ -287,21 +273,30 @@ func (r *runner) hasKit(ctx context.Context, id string) bool {
 	return err == nil
 }
 
-// copyKit copies kit id unless the copy has it: object, then manifest.
+// copyKit copies kit id unless the copy has it: object, then manifest,
+// both locked by the copy's policy. A kit the copy has already is needed
+// by one more backup: its lock there is extended as far.
 func (r *runner) copyKit(ctx context.Context, id string) error {
-	if r.hasKit(ctx, id) {
-		return nil
-	}
 	src := kit.Repo{Store: r.job.From.Store, Cluster: r.job.From.Cluster, Trust: r.job.From.Trust}
 	km, err := src.Manifest(ctx, id)
 	if err != nil {
 		return fmt.Errorf("its recovery kit in the primary: %w", err)
 	}
-	if err := r.object(ctx, km.Object, want{size: km.ObjectSize, sha256: km.ObjectSHA256}, uploader.PutOptions{}); err != nil {
+	lock := r.job.To.Lock
+	if r.hasKit(ctx, id) {
+		until := lock.Retention.Until(r.now)
+		for _, k := range []string{km.Object, src.ManifestKey(id)} {
+			if err := repository.ExtendLock(ctx, r.job.To.Store, lock, k, until); err != nil {
+				return fmt.Errorf("recovery kit %s in the copy: %w", id, err)
+			}
+		}
+		return nil
+	}
+	if err := r.object(ctx, km.Object, want{size: km.ObjectSize, sha256: km.ObjectSHA256}, lock.Options("application/octet-stream")); err != nil {
 		return fmt.Errorf("recovery kit %s: %w", id, err)
 	}
 	key := src.ManifestKey(id)
-	if err := r.small(ctx, key, uploader.PutOptions{ContentType: "application/json"}); err != nil {
+	if err := r.small(ctx, key, lock.Options("application/json")); err != nil {
 		return fmt.Errorf("recovery kit %s: %w", id, err)
 	}
 	r.res.Copied = append(r.res.Copied, Planned{Kind: KindKit, ID: id, Key: km.Object, Size: km.ObjectSize})
@@ -334,6 +329,30 @@ func (r *runner) measure(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// copyManifest writes backup m's manifest to the copy as the primary's
+// bytes, unchanged, after checking they are the manifest listed (same
+// data object and sha256). One the copy holds already (another run
+// committed it) is fine when it names the same object; ErrExists is
+// returned for the caller to check that.
+func (r *runner) copyManifest(ctx context.Context, m *repository.Manifest) error {
+	key := r.job.From.ManifestKey(m.ID)
+	data, err := readAll(ctx, r.job.From.Store, key, 1<<20)
+	if err != nil {
+		return fmt.Errorf("read manifest %s from the primary: %w", key, err)
+	}
+	if pm, err := repository.ParseManifest(data); err != nil || pm.ID != m.ID || pm.Object != m.Object || pm.ObjectSHA256 != m.ObjectSHA256 {
+		return fmt.Errorf("manifest %s in the primary changed since it was listed: %w", key, ErrMismatch)
+	}
+	to := r.job.To.Store
+	info, err := to.Put(ctx, r.job.To.ManifestKey(m.ID), bytes.NewReader(data), r.job.To.Lock.Options("application/json"))
+	if err != nil {
+		return fmt.Errorf("write manifest: %w", err)
+	}
+	r.res.Bytes += info.Size
+	sum := sha256.Sum256(data)
+	return readBack(ctx, to, r.job.To.ManifestKey(m.ID), want{size: int64(len(data)), sha256: hex.EncodeToString(sum[:])})
 }
 
 // sameLineages refuses a copy that holds backups of a lineage the

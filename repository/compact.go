@@ -293,7 +293,7 @@ func (b *Repo) putCompacted(ctx context.Context, st CompactStep, group []*Segmen
 	if err != nil {
 		return SegmentInfo{}, fmt.Errorf("compact %s: %w", key, err)
 	}
-	_, err = b.Store.Put(ctx, key, bytes.NewReader(data), uploader.PutOptions{ContentType: "application/octet-stream"})
+	_, err = b.Store.Put(ctx, key, bytes.NewReader(data), b.Lock.SegmentOptions(m.Level))
 	if err != nil && !errors.Is(err, uploader.ErrExists) {
 		return SegmentInfo{}, fmt.Errorf("compact: store %s: %w", key, err)
 	}
@@ -349,24 +349,41 @@ func sameHeader(a, b SegmentHeader) bool {
 // DeleteReplaced deletes the segments a compacted segment replaced, after
 // reading the compacted one once more (it must parse and hold the
 // replaced segments' revisions and chain ends). It returns how many were
-// deleted. A segment a restore or drill of this process holds stays.
+// deleted. A segment a restore or drill of this process holds stays, and
+// so does one still under Object Lock (DeleteReplacedPending counts them).
 func (b *Repo) DeleteReplaced(ctx context.Context, by SegmentInfo, replaced []SegmentInfo, ids []age.Identity) (int, error) {
+	n, _, err := b.DeleteReplacedPending(ctx, by, replaced, ids)
+	return n, err
+}
+
+// DeleteReplacedPending is DeleteReplaced, also returning how many
+// replaced segments stay because the store still locks them (by its own
+// Stat, not by what any document claims): they go at a later pass, once
+// their retention has run out; a lock is never an error.
+func (b *Repo) DeleteReplacedPending(ctx context.Context, by SegmentInfo, replaced []SegmentInfo, ids []age.Identity) (deleted, pending int, err error) {
 	raw, h, _, err := b.ReadSegmentRaw(ctx, by, ids)
 	if err == nil {
 		_, err = ParseSegment(bytes.NewReader(raw))
 	}
 	if err != nil {
-		return 0, fmt.Errorf("compact: check %s before deleting what it replaced: %w", by.Object.Key, err)
+		return 0, 0, fmt.Errorf("compact: check %s before deleting what it replaced: %w", by.Object.Key, err)
 	}
-	n := 0
 	for _, s := range replaced {
 		if s.First < h.First || s.Last > h.Last || Held(s.Object.Key) {
 			continue
 		}
-		if err := b.Store.Delete(ctx, s.Object.Key); err != nil && !errors.Is(err, uploader.ErrNotFound) {
-			return n, fmt.Errorf("compact: delete replaced %s: %w", s.Object.Key, err)
+		locked, err := LockedNow(ctx, b.Store, s.Object.Key, b.Lock.now())
+		switch {
+		case err != nil:
+			return deleted, pending, fmt.Errorf("compact: %w", err)
+		case locked:
+			pending++
+			continue
 		}
-		n++
+		if err := b.Store.Delete(ctx, s.Object.Key); err != nil && !errors.Is(err, uploader.ErrNotFound) {
+			return deleted, pending, fmt.Errorf("compact: delete replaced %s: %w", s.Object.Key, err)
+		}
+		deleted++
 	}
-	return n, nil
+	return deleted, pending, nil
 }

@@ -26,6 +26,14 @@
 // defines and stores them: capturing them (the capture job) and replaying
 // them (restore) are not here.
 //
+// Object Lock (lock.go): a Repo's LockPolicy (Repo.Lock) is what every
+// write requests, by the object's kind: the retain period for what a
+// restore reads for long (manifests, drill reports, sealed markers,
+// top-level compacted segments; the backup job locks data objects the
+// same), and for as long as compaction needs them for the segments and
+// markers it replaces; ExtendStayers extends what stays past that. What
+// decides on a lock asks the store (LockedNow), not a manifest.
+//
 // The commit protocol: the data object is written first (Put makes it
 // visible only once complete), the manifest last. A data object without a
 // manifest is an orphan, never a backup. Objects are created and never

@@ -210,7 +210,7 @@ func (b *Repo) PutDrillReport(ctx context.Context, r *DrillReport) error {
 		if err != nil {
 			return err
 		}
-		_, err = b.Store.Put(ctx, key, bytes.NewReader(signed), uploader.PutOptions{ContentType: "application/json"})
+		_, err = b.Store.Put(ctx, key, bytes.NewReader(signed), b.Lock.Options("application/json"))
 		if err == nil {
 			return nil
 		}

@@ -147,7 +147,7 @@ func (b *Repo) PutProgress(ctx context.Context, p *Progress) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("store progress: %w", err)
 	}
-	if _, err := b.Store.Put(ctx, key, bytes.NewReader(data), uploader.PutOptions{ContentType: "application/json"}); err != nil {
+	if _, err := b.Store.Put(ctx, key, bytes.NewReader(data), b.Lock.MarkerOptions(p.Sealed)); err != nil {
 		return "", fmt.Errorf("store progress %s: %w", key, err)
 	}
 	return key, nil

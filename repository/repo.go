@@ -35,6 +35,10 @@ import (
 type Repo struct {
 	Store   uploader.Store
 	Cluster string
+	// Lock is the Object Lock every write of this Repo requests
+	// (manifests, drill reports, segments, markers); the zero LockPolicy
+	// locks nothing. See lock.go.
+	Lock LockPolicy
 
 	// Signer, when set, signs every manifest, drill report and progress
 	// marker this Repo writes.
@@ -292,7 +296,7 @@ func (b *Repo) PutManifest(ctx context.Context, m *Manifest) error {
 	if data, err = b.sign(kindManifest, b.ManifestKey(m.ID), data); err != nil {
 		return err
 	}
-	_, err = b.Store.Put(ctx, b.ManifestKey(m.ID), strings.NewReader(string(data)), uploader.PutOptions{ContentType: "application/json"})
+	_, err = b.Store.Put(ctx, b.ManifestKey(m.ID), strings.NewReader(string(data)), b.Lock.Options("application/json"))
 	if err != nil {
 		return fmt.Errorf("write manifest: %w", err)
 	}

@@ -169,7 +169,7 @@ func (b *Repo) PutSegment(ctx context.Context, s *Segment, e Encoding) (uploader
 		return uploader.ObjectInfo{}, "", fmt.Errorf("store segment %s: %w", key, err)
 	}
 	sum := sha256.Sum256(data)
-	o, err := b.Store.Put(ctx, key, bytes.NewReader(data), uploader.PutOptions{ContentType: "application/octet-stream"})
+	o, err := b.Store.Put(ctx, key, bytes.NewReader(data), b.Lock.SegmentOptions(s.Level))
 	if err != nil {
 		return uploader.ObjectInfo{}, hex.EncodeToString(sum[:]), fmt.Errorf("store segment %s: %w", key, err)
 	}

@@ -91,6 +91,9 @@ type S3Config struct {
 	// CreateBucket creates the bucket when it does not exist; otherwise a
 	// missing bucket is an error.
 	CreateBucket bool
+	// ObjectLock says objects will be written with Object Lock: a bucket
+	// that CreateBucket creates has Object Lock enabled.
+	ObjectLock bool
 	// MaxAttempts is how often one request is tried (default 8), and
 	// MaxBackoff caps the exponential backoff with jitter between attempts
 	// (default 20s). Throttling, 5xx, timeouts and connection errors are
@@ -411,12 +414,13 @@ func (s *S3) createBucket(ctx context.Context) error {
 			LocationConstraint: types.BucketLocationConstraint(s.cfg.Region),
 		}
 	}
+	s.objectLockEnabled(in)
 	_, err := s.client.CreateBucket(ctx, in)
 	var owned *types.BucketAlreadyOwnedByYou
 	if err != nil && !errors.As(err, &owned) {
 		return fmt.Errorf("create s3 bucket %q at %s: %w", s.cfg.Bucket, s.endpoint, err)
 	}
-	s.lg.Info("created s3 bucket", "bucket", s.cfg.Bucket, "endpoint", s.endpoint)
+	s.lg.Info("created s3 bucket", "bucket", s.cfg.Bucket, "endpoint", s.endpoint, "object_lock", s.cfg.ObjectLock)
 	return nil
 }
 

@@ -567,8 +567,11 @@ func (c *Config) validateDrillStore() error {
 }
 
 // s3Config builds the S3 store's configuration for an s3:// store URL.
+// With Object Lock configured, a bucket it creates has Object Lock.
 func (c *Config) s3Config(u uploader.StoreURL) uploader.S3Config {
-	return s3Config(u, c.Store.S3)
+	sc := s3Config(u, c.Store.S3)
+	sc.ObjectLock = c.Store.ObjectLock.Mode != "" || c.Store.ObjectLock.LegalHold
+	return sc
 }
 
 // s3Config builds an S3 store's configuration from its URL and settings.

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -246,6 +245,7 @@ func openCopies(ctx context.Context, cfg *Config, lg *slog.Logger) ([]copyStore,
 		if err != nil {
 			return nil, err
 		}
+		r.Lock = lockPolicy(cfg.copyConfig(cc)) // the copy's own object_lock
 		out = append(out, copyStore{cfg: cc, repo: r})
 	}
 	return out, nil
@@ -255,6 +255,5 @@ func openCopies(ctx context.Context, cfg *Config, lg *slog.Logger) ([]copyStore,
 func (c *Config) copyJob(primary *repository.Repo, cs copyStore) replica.Job {
 	return replica.Job{
 		Name: cs.cfg.Name, From: primary, To: cs.repo, Policy: c.copyPolicy(cs.cfg), Grace: c.Capture.CompactionGrace,
-		Lock: replica.Lock{Mode: cs.cfg.ObjectLock.Mode, Retain: time.Duration(cs.cfg.ObjectLock.Retain), LegalHold: cs.cfg.ObjectLock.LegalHold},
 	}
 }

@@ -361,6 +361,8 @@ func (g prunedGeneration) decision(dryRun bool) string {
 		return "keep (" + strings.Join(g.Reasons, ", ") + ")"
 	case prune.ActionSkip:
 		return "skip: " + g.Problem
+	case prune.ActionLocked:
+		return "locked: kept (" + g.Problem + ")"
 	}
 	what := fmt.Sprintf("delete %d object(s), before its snapshot", g.Objects)
 	switch {

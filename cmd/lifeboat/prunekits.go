@@ -32,6 +32,8 @@ func printPrunedKits(out io.Writer, rep pruneOutput) {
 		switch {
 		case k.Action == string(prune.ActionKeep):
 			kept++
+		case k.Action == string(prune.ActionLocked) || k.Action == string(prune.ActionSkip):
+			fmt.Fprintf(out, "recovery kit %s: kept for now (%s)\n", k.ID[:12], k.Reason)
 		case rep.DryRun:
 			fmt.Fprintf(out, "recovery kit %s: delete (no remaining backup names it)\n", k.ID[:12])
 		case k.Deleted:

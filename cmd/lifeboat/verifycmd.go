@@ -23,10 +23,10 @@ import (
 )
 
 func newVerifyCmd(a *app) *cobra.Command {
-	var changes bool
+	var changes, locks bool
 	var generation string
 	c := &cobra.Command{
-		Use:   "verify ID|latest|latest-proven|FILE | verify --changes [--generation G]",
+		Use:   "verify ID|latest|latest-proven|FILE | verify --changes [--generation G] | verify --locks",
 		Short: "Check a stored backup (object sha256, decryption, decompression, trailer, bbolt, status against the manifest), a local snapshot file, or (--changes) the captured change segments",
 		Long: `verify ID|latest|latest-proven|FILE checks one backup or snapshot file.
 
@@ -36,8 +36,21 @@ first must start right after its committed anchor snapshot's revision, and
 the chain must be unbroken (contiguous revisions, previous hashes, no
 overlap, no second writer, fencing tokens never decreasing). It prints the
 revisions covered and the first problem with its revisions and keys, and
-exits 1 on any problem.`,
+exits 1 on any problem.
+
+verify --locks reads the Object Lock retention of every object a retained
+backup, window or kit needs (data objects, manifests, kit objects and kit
+manifests, the segments and newest markers of recoverable windows) from the
+store (on a copy, with --store of the copy: the copy's own locks) and lists
+any that is unlocked or whose retain-until falls before what
+store.object_lock gives it; exit 1 when any.`,
 		Args: func(cmd *cobra.Command, args []string) error {
+			if locks {
+				if changes || generation != "" || len(args) != 0 {
+					return usagef("verify --locks takes no argument, --changes or --generation")
+				}
+				return nil
+			}
 			if changes {
 				if len(args) != 0 {
 					return usagef("verify --changes takes no argument (got %q): use --generation to check one", args[0])
@@ -54,6 +67,9 @@ exits 1 on any problem.`,
 			if err != nil {
 				return err
 			}
+			if locks {
+				return runVerifyLocks(cmd.Context(), cfg, a.logger(cfg), a.stdout)
+			}
 			if changes {
 				return runVerifyChanges(cmd.Context(), cfg, a.logger(cfg), generation, a.stdout)
 			}
@@ -62,6 +78,7 @@ exits 1 on any problem.`,
 	}
 	c.Flags().BoolVar(&changes, "changes", false, "check the captured change segments instead of a backup")
 	c.Flags().StringVar(&generation, "generation", "", "with --changes: only this generation")
+	c.Flags().BoolVar(&locks, "locks", false, "check the Object Lock of every object a retained backup, window or kit needs")
 	return c
 }
 

@@ -53,6 +53,7 @@ func trustedRepo(st uploader.Store, cfg *Config, lg *slog.Logger) (*repository.R
 		return nil, err
 	}
 	r.Signer, r.Trust, r.Lineage, r.Log = key, trust, cfg.Lineage.Select, lg
+	r.Lock = lockPolicy(cfg) // store.object_lock of the store cfg names
 	return r, nil
 }
 

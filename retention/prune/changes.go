@@ -74,6 +74,14 @@ func (p *pruner) planGenerations(ctx context.Context, plan *Plan, windows []repo
 			}
 		} else if k := heldKey(keysOf(objs)...); k != "" {
 			pg.Action, pg.Problem = ActionSkip, "held: a restore or drill of this process is reading "+k
+		} else if k, err := p.lockedKey(ctx, keysOf(objs)...); err != nil {
+			p.fail(fmt.Errorf("generation %s: %w", w.Generation, err))
+			pg.Action, pg.Problem = ActionSkip, "lock state unknown"
+		} else if k != "" {
+			// Whole or not at all: a generation goes once nothing of
+			// it is locked any more (its anchor stays meanwhile).
+			pg.Action, pg.Problem = ActionLocked, "the store still locks "+k
+			p.pending++
 		} else {
 			pg.Action, pg.Delete = ActionDelete, objs
 		}
@@ -197,6 +205,10 @@ func (p *pruner) applyChanges(ctx context.Context, res *Result, lg *slog.Logger)
 	}
 	for _, o := range res.Plan.Markers {
 		if repository.Held(o.Key) {
+			continue
+		}
+		if k, err := p.lockedKey(ctx, o.Key); err != nil || k != "" {
+			p.pending++ // a later run
 			continue
 		}
 		if err := p.b.Store.Delete(ctx, o.Key); err != nil {

@@ -24,6 +24,13 @@
 // the same grace. No key a restore or drill of this process holds
 // (repository.Held) is deleted.
 //
+// Object Lock is read from the store, never from a manifest (whose lock
+// fields say what the primary's writer asked for; a copy holds the
+// primary's manifest verbatim): a backup whose data object or manifest
+// the store still locks, a generation or kit with an object still
+// locked, a superseded marker or a drill report still locked, waits for a
+// later run (ActionLocked, Result.LockPending); a lock is never an error.
+//
 // It does not read drill reports, schedule runs or take backups: the
 // caller (lifeboat prune, the agent) passes Job.DrillPassed and
 // Job.DrillUnknown.

@@ -47,6 +47,13 @@ func (p *pruner) planKits(ctx context.Context, plan *Plan, l *repository.Listing
 			pk.Reason = "a snapshot is in flight: it may name this kit"
 		default:
 			pk.Action = ActionDelete
+			if k, err := p.lockedKey(ctx, kr.ManifestKey(m.ID), m.Object); err != nil {
+				p.fail(fmt.Errorf("kit %s: %w", m.ID, err))
+				pk.Action, pk.Reason = ActionSkip, "lock state unknown"
+			} else if k != "" {
+				pk.Action, pk.Reason = ActionLocked, "the store still locks "+k
+				p.pending++
+			}
 		}
 		plan.Kits = append(plan.Kits, pk)
 	}

@@ -57,7 +57,7 @@ const (
 	// deleted.
 	ActionDelete Action = "delete"
 	// ActionLocked: no rule keeps it, but Object Lock retention or a legal
-	// hold (recorded in its manifest or reported by the store) forbids
+	// hold (as the store reports it: never taken from the manifest) forbids
 	// deleting it now. It is left for a later run.
 	ActionLocked Action = "locked"
 	// ActionSkip: it was to be deleted, but a check before deleting failed
@@ -133,7 +133,8 @@ type Plan struct {
 type PlannedGeneration struct {
 	Window   repository.Window
 	Decision retention.GenerationDecision
-	// Action is keep, delete, or skip (see Problem).
+	// Action is keep, delete, skip (see Problem), or locked: the store
+	// still locks one of its objects (Problem names it).
 	Action  Action
 	Problem string
 	// Delete lists what goes, in order, for ActionDelete: the progress
@@ -167,6 +168,10 @@ type Result struct {
 	MarkersRemoved       int
 	// KitsDeleted are the ids of the recovery kits deleted.
 	KitsDeleted []string
+	// LockPending counts the generations, kits and superseded markers
+	// that no rule keeps but the store still locks (by its Stat): they
+	// wait for a later run, which is not an error.
+	LockPending int
 	// Errors are the problems met; each concerns one backup or object and
 	// did not stop the others.
 	Errors []error
@@ -217,9 +222,12 @@ type incompleteUploadStore interface {
 //
 // Only backups whose data object is present take part in the policy;
 // broken ones are reported and kept. A backup is never deleted while it is
-// locked: by the lock its manifest records, or by the lock a Stat of its
-// data object reports before anything of the backup is touched (bucket
-// default retention, a legal hold set later). Orphans are Stat-ed too.
+// locked: by the lock a Stat of its data object or manifest reports
+// before anything of the backup is touched (the writer's lock, bucket
+// default retention, a legal hold set later), never by the lock fields
+// of its manifest, which on a copy are the primary's. Orphans,
+// generations, kits, superseded markers and drill reports are Stat-ed
+// too; what is still locked waits for a later run (Result.LockPending).
 //
 // A backup is deleted in a safe order: its manifest first, so it stops
 // being listed, then its data object, then its drill reports. A crash or an
@@ -268,8 +276,12 @@ func Run(ctx context.Context, job Job, lg *slog.Logger) (*Result, error) {
 		p.apply(ctx, res, lg)
 		res.Errors = p.errs
 	}
+	res.LockPending = p.pending
 	if len(res.Errors) > 0 {
 		return res, fmt.Errorf("prune cluster %q in %s: %d problem(s): %w", p.b.Cluster, p.b.Store, len(res.Errors), errors.Join(res.Errors...))
+	}
+	if res.LockPending > 0 {
+		lg.Info("objects no rule keeps wait for their Object Lock to run out", "cluster", p.b.Cluster, "pending", res.LockPending)
 	}
 	lg.Info("prune done", "cluster", p.b.Cluster, "dry_run", job.DryRun, "backups", len(plan.Backups),
 		"deleted", len(res.Deleted), "locked", len(res.Locked), "orphans_removed", res.OrphansRemoved,
@@ -282,6 +294,23 @@ type pruner struct {
 	b    *repository.Repo
 	now  time.Time
 	errs []error
+	// pending counts what waits for its Object Lock (Result.LockPending).
+	pending int
+}
+
+// lockedKey returns the first of keys the store still locks at p.now (by
+// its Stat), "" when none is.
+func (p *pruner) lockedKey(ctx context.Context, keys ...string) (string, error) {
+	for _, k := range keys {
+		locked, err := repository.LockedNow(ctx, p.b.Store, k, p.now)
+		if err != nil {
+			return "", err
+		}
+		if locked {
+			return k, nil
+		}
+	}
+	return "", nil
 }
 
 func (p *pruner) fail(err error) { p.errs = append(p.errs, err) }
@@ -372,7 +401,10 @@ func (p *pruner) retentionInput(ok []repository.Entry) ([]retention.Backup, map[
 			Size:         e.Object.Size,
 			DrillPassed:  p.job.DrillPassed[m.ID] && !p.job.DrillUnknown[m.ID],
 			DrillUnknown: p.job.DrillUnknown[m.ID],
-			Locked:       Locked(m, p.now) || e.Object.Locked(p.now),
+			// Not the manifest's lock fields: they say what the
+			// primary's writer asked for, and a copy's objects may be
+			// locked otherwise (issue 28). checkDelete asks the store.
+			Locked: e.Object.Locked(p.now),
 		}
 		byID[m.ID] = e
 	}
@@ -428,7 +460,8 @@ func (p *pruner) checkDelete(ctx context.Context, e repository.Entry, claims map
 	}
 	// The manifest must be where the next run would look for it, or
 	// deleting "it" would leave a listed backup without data.
-	if _, err := p.b.Store.Stat(ctx, p.b.ManifestKey(m.ID)); err != nil {
+	mi, err := p.b.Store.Stat(ctx, p.b.ManifestKey(m.ID))
+	if err != nil {
 		p.fail(fmt.Errorf("backup %s: stat manifest: %w", m.ID, err))
 		return ActionSkip, "manifest not found at " + p.b.ManifestKey(m.ID)
 	}
@@ -442,7 +475,7 @@ func (p *pruner) checkDelete(ctx context.Context, e repository.Entry, claims map
 	case err != nil:
 		p.fail(fmt.Errorf("backup %s: check lock of %s: %w", m.ID, m.Object, err))
 		return ActionSkip, "lock state unknown"
-	case info.Locked(p.now):
+	case info.Locked(p.now), mi.Locked(p.now):
 		return ActionLocked, ""
 	}
 	return ActionDelete, ""
@@ -638,6 +671,11 @@ func (p *pruner) deleteBackup(ctx context.Context, m *repository.Manifest) error
 		return fmt.Errorf("delete backup %s: drill reports left as orphans: %w", m.ID, err)
 	}
 	for _, k := range reports {
+		// A report still locked stays, an orphan that the sweep
+		// removes once its lock has run out.
+		if locked, err := repository.LockedNow(ctx, p.b.Store, k, p.now); err != nil || locked {
+			continue
+		}
 		if err := p.b.Store.Delete(ctx, k); err != nil {
 			return fmt.Errorf("delete backup %s: drill reports left as orphans: %w", m.ID, err)
 		}
@@ -651,8 +689,9 @@ func drillPrefix(b *repository.Repo, id string) string {
 }
 
 // Locked reports whether manifest m records an Object Lock retention or
-// legal hold in force at now (the store may hold a lock the manifest does
-// not record: Run asks it before deleting).
+// legal hold in force at now: what the primary's writer asked for. Run
+// does not decide on it (a copy holds the primary's manifest verbatim,
+// and the store may lock otherwise): it asks the store.
 func Locked(m *repository.Manifest, now time.Time) bool {
 	return m.LegalHold || (m.LockMode != "" && m.RetainUntil != nil && now.Before(*m.RetainUntil))
 }
