@@ -289,7 +289,7 @@ func merge(st CompactStep, group []*Segment, links []ChainLink) *Segment {
 func (b *Repo) putCompacted(ctx context.Context, st CompactStep, group []*Segment, links []ChainLink, e Encoding, ids []age.Identity) (SegmentInfo, error) {
 	m := merge(st, group, links)
 	key := b.CompactedKey(m.Generation, m.First, m.Last, m.Level, m.Bucket, e)
-	data, err := EncodeStoredSegment(m, e)
+	data, err := encodeStoredSegment(m, e, b.segmentSigner(key))
 	if err != nil {
 		return SegmentInfo{}, fmt.Errorf("compact %s: %w", key, err)
 	}
