@@ -270,6 +270,9 @@ func FuzzParseSegment(f *testing.F) {
 		}
 		f.Add(encodeRaw(f, s))
 	}
+	for _, raw := range signedSeeds(f) {
+		f.Add(raw) // formats 3 and 4: the signature is read, the round trip is unsigned
+	}
 	f.Add([]byte{})
 	f.Add(segmentMagic)
 	f.Add(append(bytes.Clone(segmentMagic), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01))
