@@ -123,8 +123,9 @@
 //
 // Closed revisions are flushed as one segment every Interval or as soon
 // as they reach MaxSegmentBytes (a revision is never split), encoded with
-// Job.Encoding, with Repo.PutSegment, which never overwrites. A segment
-// already at that name (uploader.ErrExists) is read back: when its
+// Job.Encoding, with Repo.PutSegment, which never overwrites (and signs
+// it for its key when the Repo has a signing key: readers that trust the
+// key refuse any segment it did not sign). A segment already at that name (uploader.ErrExists) is read back: when its
 // stored bytes hash to those of an encoding this writer put at that name
 // (an earlier put landed and its reply was lost: the S3 confirmation or
 // the directory's sync failed), it is this writer's own, so of the same

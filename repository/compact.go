@@ -30,6 +30,13 @@ import (
 // first source's, its EndHash the chain hash of its last, so the
 // segments around it link as before (ChainLink.ChainHash).
 //
+// Trusted by construction: with trusted keys configured, every source
+// is read with its signature checked (an untrusted one stops the step:
+// nothing untrusted is ever merged into a segment the compactor signs),
+// the compacted segment is signed with the compactor's key (Repo.Signer,
+// the agent's) for its own key, and a compacted segment found at its
+// name is adopted only when it is trusted too.
+//
 // Crash-safe by order: the compacted segment is stored (never
 // overwriting), read back and checked against its sources; the sources
 // stay until it is older than the grace period and has been read back
@@ -289,7 +296,7 @@ func merge(st CompactStep, group []*Segment, links []ChainLink) *Segment {
 func (b *Repo) putCompacted(ctx context.Context, st CompactStep, group []*Segment, links []ChainLink, e Encoding, ids []age.Identity) (SegmentInfo, error) {
 	m := merge(st, group, links)
 	key := b.CompactedKey(m.Generation, m.First, m.Last, m.Level, m.Bucket, e)
-	data, err := EncodeStoredSegment(m, e)
+	data, err := encodeStoredSegment(m, e, b.segmentSigner(key))
 	if err != nil {
 		return SegmentInfo{}, fmt.Errorf("compact %s: %w", key, err)
 	}

@@ -22,7 +22,18 @@
 // name are zero-padded to 20 digits so that names sort. Segments are
 // written conditionally like everything else (PutSegment), listed in
 // revision order (ListSegments) and checked as one chain (CheckChain),
-// which names a gap, overlap or fork and never merges. This package only
+// which names a gap, overlap or fork and never merges. A Repo with a
+// signing key (Signer) signs each segment it stores, level 0 and
+// compacted: formats 3 and 4 end the raw form, after its 'E' and sha256,
+// with the key's ID and an ed25519 signature over the kind "change
+// segment", the segment's object key and that sha256; without a key it
+// writes formats 1 and 2 as before. With trusted keys (Trust), every
+// reader of segments (ReadSegment, ReadSegmentRaw, compaction,
+// VerifyChanges, and so a replay) refuses one that is unsigned (unless
+// AllowUnsigned), signed by an unknown key or altered after signing, as
+// an *UntrustedError naming it (trust.go). Windows, from names alone,
+// cannot tell: the run ends at an untrusted segment where it is read.
+// This package only
 // defines and stores them: capturing them (the capture job) and replaying
 // them (restore) are not here.
 //

@@ -3,8 +3,11 @@ package repository
 import (
 	"bufio"
 	"bytes"
+	"crypto/ed25519"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
@@ -12,6 +15,8 @@ import (
 	"time"
 
 	"filippo.io/age"
+
+	"github.com/lifeboat-dev/lifeboat/signing"
 )
 
 // A change segment is one immutable object of a generation's change log:
@@ -58,13 +63,27 @@ import (
 //	        'D' key (bytes)
 //	  'L' lease ID (varint), granted TTL in seconds (varint), revision
 //	      first seen (uvarint)
-//	  'E' end: then the sha256 of every byte before it, then nothing.
+//	  'E' end: then the sha256 of every byte before it, then nothing
+//	      (or, in a signed format, the signature: see below).
 //
 // Format 2 is a compacted segment (see compact.go): the same, with the
 // magic's last byte 2 and three more header fields after the token:
 // level (uvarint), bucket (varint, Unix ns: the start of the time span
 // it compacts) and end hash (bytes: the chain hash of the last segment
 // it replaces, which the next segment of the chain names).
+//
+// Formats 3 and 4 are formats 1 and 2 signed (a writer with a signing
+// key, Repo.Signer): the same bytes, the magic's last byte 3 or 4, and
+// after the trailing sha256 the signature: the signing key's ID (8
+// bytes, signing.PublicKey.ID in binary) and its ed25519 signature (64
+// bytes) over signing's message of kind "change segment", the key the
+// segment is stored at and that sha256, then nothing. The sha256 covers
+// the magic, so a signed segment does not pass for an unsigned one
+// without a new sha256 (and an unsigned segment is untrusted unless
+// AllowUnsigned). A writer without a key writes formats 1 and 2, which
+// lifeboat before signing reads; formats 3 and 4 it refuses ("upgrade
+// lifeboat"). Parsing checks the signature's shape only; the Repo's
+// readers check it against the Repo's Trust (trust.go).
 //
 // The stored object is the raw form encoded like a snapshot (Encoding:
 // zstd, then age). The trailing sha256 makes a truncated or altered raw
@@ -83,6 +102,52 @@ var (
 	segmentMagic   = []byte("LBSEG\x00\x00\x01")
 	compactedMagic = []byte("LBSEG\x00\x00\x02")
 )
+
+// signedFormat is added to a format's number in the magic of a signed
+// segment (3: format 1 signed, 4: format 2 signed).
+const signedFormat = 2
+
+// segmentSigSize is the size of a signed segment's signature: the key ID
+// and the ed25519 signature.
+const segmentSigSize = keyIDSize + ed25519.SignatureSize
+
+// keyIDSize is the binary size of a signing key's ID (16 hex digits).
+const keyIDSize = 8
+
+// segmentSeal is what ends a segment's raw form: the sha256 of every
+// byte before it and, in a signed format, the signature over it (nil
+// when unsigned).
+type segmentSeal struct {
+	sum []byte
+	sig *signing.Signature
+}
+
+// segmentSigner signs a segment's raw form as it is encoded: with key,
+// for the object key at.
+type segmentSigner struct {
+	key *signing.Key
+	at  string
+}
+
+// trailer returns the signature that follows the raw form's sha256 sum.
+func (g *segmentSigner) trailer(sum []byte) ([]byte, error) {
+	sig := g.key.SignBytes(kindSegment, g.at, sum)
+	id, err := hex.DecodeString(sig.KeyID)
+	if err != nil || len(id) != keyIDSize {
+		return nil, fmt.Errorf("sign segment %s: key ID %q", g.at, sig.KeyID)
+	}
+	ed, err := base64.StdEncoding.DecodeString(sig.Ed25519)
+	if err != nil || len(ed) != ed25519.SignatureSize {
+		return nil, fmt.Errorf("sign segment %s: malformed signature", g.at)
+	}
+	return append(id, ed...), nil
+}
+
+// parseSegmentSig reads a signed segment's signature (segmentSigSize
+// bytes) into a signing.Signature.
+func parseSegmentSig(b []byte) *signing.Signature {
+	return &signing.Signature{KeyID: hex.EncodeToString(b[:keyIDSize]), Ed25519: base64.StdEncoding.EncodeToString(b[keyIDSize:])}
+}
 
 // maxLevel bounds a compacted segment's level.
 const maxLevel = 16
@@ -277,16 +342,23 @@ func validOp(rev int64, op Op) error {
 }
 
 // EncodeSegment writes the raw form of s to w (see the format above),
-// after checking it with Validate.
+// unsigned, after checking it with Validate. A Repo with a Signer signs
+// the segments it stores (PutSegment, Compact).
 func EncodeSegment(w io.Writer, s *Segment) error {
+	return encodeSegmentSigned(w, s, nil)
+}
+
+// encodeSegmentSigned is EncodeSegment, signed by g unless g is nil.
+func encodeSegmentSigned(w io.Writer, s *Segment, g *segmentSigner) error {
 	if err := s.Validate(); err != nil {
 		return fmt.Errorf("encode segment: %w", err)
 	}
-	return encodeSegment(w, s)
+	return encodeSegment(w, s, g)
 }
 
-// encodeSegment writes s without checking it.
-func encodeSegment(w io.Writer, s *Segment) error {
+// encodeSegment writes s without checking it, signed by g unless g is
+// nil.
+func encodeSegment(w io.Writer, s *Segment, g *segmentSigner) error {
 	h := sha256.New()
 	bw := bufio.NewWriterSize(io.MultiWriter(w, h), 64<<10)
 	e := &segWriter{w: bw}
@@ -294,6 +366,10 @@ func encodeSegment(w io.Writer, s *Segment) error {
 	magic := segmentMagic
 	if hd.Format == CompactedFormat {
 		magic = compactedMagic
+	}
+	if g != nil {
+		magic = bytes.Clone(magic)
+		magic[len(magic)-1] += signedFormat
 	}
 	e.raw(magic)
 	e.uvarint(hd.ClusterID)
@@ -343,8 +419,18 @@ func encodeSegment(w io.Writer, s *Segment) error {
 	if e.err != nil {
 		return fmt.Errorf("encode segment: %w", e.err)
 	}
-	if _, err := w.Write(h.Sum(nil)); err != nil {
+	sum := h.Sum(nil)
+	if _, err := w.Write(sum); err != nil {
 		return fmt.Errorf("encode segment: %w", err)
+	}
+	if g != nil {
+		sig, err := g.trailer(sum)
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(sig); err != nil {
+			return fmt.Errorf("encode segment: %w", err)
+		}
 	}
 	return nil
 }
@@ -386,15 +472,25 @@ const maxSegmentString = 2 << 30
 // its sha256 and its invariants (Validate). Any failure wraps
 // ErrBadSegment. Memory grows with the bytes actually read, never with a
 // length the input claims.
+//
+// A signed segment's signature is read, not checked: that is the Repo's
+// (ReadSegment, ReadSegmentRaw), which knows the key it is stored at and
+// whom to trust.
 func ParseSegment(r io.Reader) (*Segment, error) {
-	s, err := parseSegment(r)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadSegment, err)
-	}
-	return s, nil
+	s, _, err := parseSegmentSealed(r)
+	return s, err
 }
 
-func parseSegment(r io.Reader) (*Segment, error) {
+// parseSegmentSealed is ParseSegment returning the segment's seal too.
+func parseSegmentSealed(r io.Reader) (*Segment, segmentSeal, error) {
+	s, seal, err := parseSegment(r)
+	if err != nil {
+		return nil, segmentSeal{}, fmt.Errorf("%w: %w", ErrBadSegment, err)
+	}
+	return s, seal, nil
+}
+
+func parseSegment(r io.Reader) (*Segment, segmentSeal, error) {
 	h := sha256.New()
 	hr := &hashingReader{r: bufio.NewReaderSize(r, 64<<10), h: h}
 	return parseSegmentFrom(&segReader{r: hr}, func() []byte { return h.Sum(nil) }, func() bool {
@@ -405,10 +501,13 @@ func parseSegment(r io.Reader) (*Segment, error) {
 
 // parseSegmentFrom parses a segment's raw form from d: sum is the sha256
 // of what d has read so far, atEnd whether d is at the end of its input.
-func parseSegmentFrom(d *segReader, sum func() []byte, atEnd func() bool) (*Segment, error) {
+// It returns the segment and its seal (the sha256 and the signature, if
+// signed).
+func parseSegmentFrom(d *segReader, sum func() []byte, atEnd func() bool) (*Segment, segmentSeal, error) {
 	s := &Segment{}
-	if err := d.header(&s.SegmentHeader); err != nil {
-		return nil, err
+	signed, err := d.header(&s.SegmentHeader)
+	if err != nil {
+		return nil, segmentSeal{}, err
 	}
 	for d.err == nil {
 		tag := d.byte()
@@ -443,28 +542,36 @@ func parseSegmentFrom(d *segReader, sum func() []byte, atEnd func() bool) (*Segm
 			s.Leases = append(s.Leases, Lease{ID: d.varint(), TTL: d.varint(), Revision: d.rev()})
 		case 'E':
 			if d.err != nil {
-				return nil, d.err
+				return nil, segmentSeal{}, d.err
 			}
 			want := sum()
 			got := d.bytes(sha256.Size)
 			if d.err != nil {
-				return nil, fmt.Errorf("checksum: %w", d.err)
+				return nil, segmentSeal{}, fmt.Errorf("checksum: %w", d.err)
 			}
 			if !bytes.Equal(got, want) {
-				return nil, errors.New("checksum mismatch: the segment is corrupted")
+				return nil, segmentSeal{}, errors.New("checksum mismatch: the segment is corrupted")
+			}
+			seal := segmentSeal{sum: got}
+			if signed {
+				sig := d.bytes(segmentSigSize)
+				if d.err != nil {
+					return nil, segmentSeal{}, fmt.Errorf("signature: %w", d.err)
+				}
+				seal.sig = parseSegmentSig(sig)
 			}
 			if !atEnd() {
-				return nil, errors.New("bytes after the checksum")
+				return nil, segmentSeal{}, errors.New("bytes after the checksum")
 			}
 			if err := s.Validate(); err != nil {
-				return nil, err
+				return nil, segmentSeal{}, err
 			}
-			return s, nil
+			return s, seal, nil
 		default:
-			return nil, fmt.Errorf("unknown record tag %#x", tag)
+			return nil, segmentSeal{}, fmt.Errorf("unknown record tag %#x", tag)
 		}
 	}
-	return nil, d.err
+	return nil, segmentSeal{}, d.err
 }
 
 // ParseSegmentHeader reads only the header at the start of a segment's
@@ -472,30 +579,43 @@ func parseSegmentFrom(d *segReader, sum func() []byte, atEnd func() bool) (*Segm
 // raw form on to one that parses it whole (ParseSegment checks the
 // records and the sha256). Any failure wraps ErrBadSegment.
 func ParseSegmentHeader(r io.Reader) (SegmentHeader, error) {
+	hd, _, err := parseSegmentHeader(r)
+	return hd, err
+}
+
+// parseSegmentHeader is ParseSegmentHeader, also saying whether the
+// segment is signed.
+func parseSegmentHeader(r io.Reader) (SegmentHeader, bool, error) {
 	var hd SegmentHeader
 	d := &segReader{r: &hashingReader{r: bufio.NewReaderSize(r, 4<<10), h: sha256.New()}}
-	err := d.header(&hd)
+	signed, err := d.header(&hd)
 	if err == nil {
 		err = hd.validate()
 	}
 	if err != nil {
-		return SegmentHeader{}, fmt.Errorf("%w: %w", ErrBadSegment, err)
+		return SegmentHeader{}, false, fmt.Errorf("%w: %w", ErrBadSegment, err)
 	}
-	return hd, nil
+	return hd, signed, nil
 }
 
-// header reads the magic and the header into hd.
-func (d *segReader) header(hd *SegmentHeader) error {
+// header reads the magic and the header into hd, and says whether the
+// magic names a signed format.
+func (d *segReader) header(hd *SegmentHeader) (signed bool, err error) {
 	magic := d.bytes(uint64(len(segmentMagic)))
 	if d.err != nil {
-		return d.err
+		return false, d.err
 	}
 	if !bytes.Equal(magic[:len(magic)-1], segmentMagic[:len(segmentMagic)-1]) {
-		return errors.New("not a change segment (bad magic)")
+		return false, errors.New("not a change segment (bad magic)")
 	}
 	hd.Format = int(magic[len(magic)-1])
+	if hd.Format == SegmentFormat+signedFormat || hd.Format == CompactedFormat+signedFormat {
+		hd.Format -= signedFormat
+		signed = true
+	}
 	if hd.Format != SegmentFormat && hd.Format != CompactedFormat {
-		return fmt.Errorf("format %d, this lifeboat reads %d and %d: upgrade lifeboat", hd.Format, SegmentFormat, CompactedFormat)
+		return false, fmt.Errorf("format %d, this lifeboat reads %d and %d (%d and %d signed): upgrade lifeboat", hd.Format,
+			SegmentFormat, CompactedFormat, SegmentFormat+signedFormat, CompactedFormat+signedFormat)
 	}
 	hd.ClusterID = d.uvarint()
 	hd.Generation = string(d.str(256))
@@ -512,7 +632,7 @@ func (d *segReader) header(hd *SegmentHeader) error {
 		hd.Bucket = fromUnixNano(d.varint())
 		hd.EndHash = string(d.str(64))
 	}
-	return d.err
+	return signed, d.err
 }
 
 type segReader struct {
@@ -628,14 +748,20 @@ func (d *segReader) bytes(n uint64) []byte {
 }
 
 // EncodeStoredSegment returns the stored form of s: the raw form encoded
-// with e (zstd unless e compresses nothing, then age).
+// with e (zstd unless e compresses nothing, then age), unsigned.
 func EncodeStoredSegment(s *Segment, e Encoding) ([]byte, error) {
+	return encodeStoredSegment(s, e, nil)
+}
+
+// encodeStoredSegment is EncodeStoredSegment, signed by g unless g is
+// nil.
+func encodeStoredSegment(s *Segment, e Encoding, g *segmentSigner) ([]byte, error) {
 	var buf bytes.Buffer
 	w, err := NewEncoder(&buf, e.segmentEncoding())
 	if err != nil {
 		return nil, fmt.Errorf("encode segment: %w", err)
 	}
-	if err := EncodeSegment(w, s); err != nil {
+	if err := encodeSegmentSigned(w, s, g); err != nil {
 		return nil, err
 	}
 	if err := w.Close(); err != nil {
@@ -649,6 +775,20 @@ func EncodeStoredSegment(s *Segment, e Encoding) ([]byte, error) {
 // missing or wrong identity wraps ErrNoIdentity or ErrDecrypt instead.
 func DecodeStoredSegment(r io.Reader, compression, encryption string, ids []age.Identity) (*Segment, error) {
 	return decodeStored(r, compression, encryption, ids, ParseSegment)
+}
+
+// sealedSegment is a parsed segment with its seal.
+type sealedSegment struct {
+	seg  *Segment
+	seal segmentSeal
+}
+
+// decodeStoredSealed is DecodeStoredSegment returning the seal too.
+func decodeStoredSealed(r io.Reader, compression, encryption string, ids []age.Identity) (sealedSegment, error) {
+	return decodeStored(r, compression, encryption, ids, func(r io.Reader) (sealedSegment, error) {
+		s, seal, err := parseSegmentSealed(r)
+		return sealedSegment{s, seal}, err
+	})
 }
 
 // decodeStored runs read over the raw form of a stored segment, with

@@ -12,9 +12,13 @@ import (
 // copies: a store may keep a key, never raw), and its sha256 is taken in
 // one pass. Replay parses its segments so: the copies, the sha256 of
 // each varint byte apart and the garbage were a third of reading them.
+//
+// Like ParseSegment, it reads a signed segment's signature without
+// checking it: ReadSegmentRaw has (with trust configured), over the
+// sha256 this checks.
 func ParseSegmentBytes(raw []byte) (*Segment, error) {
 	sr := &sliceReader{b: raw}
-	s, err := parseSegmentFrom(&segReader{r: sr}, func() []byte {
+	s, _, err := parseSegmentFrom(&segReader{r: sr}, func() []byte {
 		sum := sha256.Sum256(raw[:sr.off])
 		return sum[:]
 	}, func() bool { return sr.off == len(raw) })
@@ -22,6 +26,26 @@ func ParseSegmentBytes(raw []byte) (*Segment, error) {
 		return nil, fmt.Errorf("%w: %w", ErrBadSegment, err)
 	}
 	return s, nil
+}
+
+// rawSeal returns the seal at the end of a raw form whose header said
+// whether it is signed, as stored (the sha256 is the claimed one: the
+// parse of the whole raw form checks it). A raw form too short for it
+// wraps ErrBadSegment.
+func rawSeal(raw []byte, signed bool) (segmentSeal, error) {
+	n := sha256.Size
+	if signed {
+		n += segmentSigSize
+	}
+	if len(raw) < len(segmentMagic)+n {
+		return segmentSeal{}, fmt.Errorf("%w: truncated", ErrBadSegment)
+	}
+	tail := raw[len(raw)-n:]
+	seal := segmentSeal{sum: tail[:sha256.Size]}
+	if signed {
+		seal.sig = parseSegmentSig(tail[sha256.Size:])
+	}
+	return seal, nil
 }
 
 // sliceReader reads a byte slice; take returns its next bytes without a

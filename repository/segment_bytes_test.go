@@ -10,7 +10,7 @@ import (
 // FuzzParseSegmentBytes: ParseSegmentBytes is ParseSegment over memory:
 // the same segment or the same error for any input, the seeds being
 // FuzzParseSegment's (every valid case, and damaged ones: each cut short
-// and each with a byte flipped).
+// and each with a byte flipped), and signed ones (formats 3 and 4).
 func FuzzParseSegmentBytes(f *testing.F) {
 	for _, s := range segmentCases() {
 		raw := encodeRaw(f, s)
@@ -22,6 +22,14 @@ func FuzzParseSegmentBytes(f *testing.F) {
 		f.Add(raw[:len(raw)-1])
 		flipped := bytes.Clone(raw)
 		flipped[len(raw)*2/3] ^= 0x40
+		f.Add(flipped)
+		f.Add(append(bytes.Clone(raw), 0))
+	}
+	for _, raw := range signedSeeds(f) {
+		f.Add(raw)
+		f.Add(raw[:len(raw)-1]) // the signature cut short
+		flipped := bytes.Clone(raw)
+		flipped[len(raw)-1] ^= 0x40 // parses: the Repo checks the signature
 		f.Add(flipped)
 		f.Add(append(bytes.Clone(raw), 0))
 	}

@@ -158,13 +158,14 @@ func isHexSHA256(s string) bool {
 // uploader.ErrExists. It returns the object and the hex sha256 of the
 // stored bytes, the next segment's PrevHash; when the put fails, still
 // the hash of the bytes it tried to store (a put may have landed with
-// its reply lost: the writer tells its own object by that hash).
+// its reply lost: the writer tells its own object by that hash). A Repo
+// with a Signer signs the segment for its key (format 3).
 func (b *Repo) PutSegment(ctx context.Context, s *Segment, e Encoding) (uploader.ObjectInfo, string, error) {
 	if err := validGeneration(s.Generation); err != nil {
 		return uploader.ObjectInfo{}, "", fmt.Errorf("store segment: %w", err)
 	}
 	key := b.SegmentKey(s.Generation, s.First, s.Last, e)
-	data, err := EncodeStoredSegment(s, e)
+	data, err := encodeStoredSegment(s, e, b.segmentSigner(key))
 	if err != nil {
 		return uploader.ObjectInfo{}, "", fmt.Errorf("store segment %s: %w", key, err)
 	}
@@ -204,19 +205,25 @@ func (b *Repo) ListSegments(ctx context.Context, generation string) (segs []Segm
 
 // ReadSegment reads and parses a listed segment, returning it with the
 // hex sha256 of its stored bytes. A damaged object wraps ErrBadSegment.
+// With the Repo's Trust enabled, a segment that is not signed by a
+// trusted key for its key (unsigned unless AllowUnsigned, an unknown key,
+// altered or moved after signing) is an *UntrustedError naming it.
 func (b *Repo) ReadSegment(ctx context.Context, si SegmentInfo, ids []age.Identity) (*Segment, string, error) {
 	data, err := b.readStoredSegment(ctx, si)
 	if err != nil {
 		return nil, "", err
 	}
-	s, err := DecodeStoredSegment(bytes.NewReader(data), si.Compression, si.Encryption, ids)
+	ss, err := decodeStoredSealed(bytes.NewReader(data), si.Compression, si.Encryption, ids)
 	if err != nil {
 		return nil, "", fmt.Errorf("read segment %s: %w", si.Object.Key, err)
 	}
-	if err := checkListed(si, &s.SegmentHeader); err != nil {
+	if err := b.checkSegment(si.Object.Key, ss.seal); err != nil {
 		return nil, "", err
 	}
-	return s, storedHash(data), nil
+	if err := checkListed(si, &ss.seg.SegmentHeader); err != nil {
+		return nil, "", err
+	}
+	return ss.seg, storedHash(data), nil
 }
 
 // ReadSegmentRaw reads a listed segment and decodes it (decrypts,
@@ -226,6 +233,12 @@ func (b *Repo) ReadSegment(ctx context.Context, si SegmentInfo, ids []age.Identi
 // are left to the reader of the bytes: damage there is found by
 // ParseSegment, ErrBadSegment as in ReadSegment. A damaged object or
 // header wraps ErrBadSegment.
+//
+// With the Repo's Trust enabled, the signature at the raw form's end is
+// checked over the sha256 before it, as ReadSegment does (an
+// *UntrustedError naming the segment): what ParseSegment then accepts
+// (its content matching that sha256) is what a trusted key signed. The
+// raw form is not hashed here: the replay's parse does it once.
 func (b *Repo) ReadSegmentRaw(ctx context.Context, si SegmentInfo, ids []age.Identity) ([]byte, SegmentHeader, string, error) {
 	return b.ReadSegmentRawInto(ctx, si, ids, nil)
 }
@@ -241,7 +254,15 @@ func (b *Repo) ReadSegmentRawInto(ctx context.Context, si SegmentInfo, ids []age
 	raw, err := decodeStored(bytes.NewReader(data), si.Compression, si.Encryption, ids, func(r io.Reader) ([]byte, error) { return readAllInto(r, buf[:0]) })
 	var hd SegmentHeader
 	if err == nil {
-		hd, err = ParseSegmentHeader(bytes.NewReader(raw))
+		var signed bool
+		if hd, signed, err = parseSegmentHeader(bytes.NewReader(raw)); err == nil && b.Trust.Enabled() {
+			var seal segmentSeal
+			if seal, err = rawSeal(raw, signed); err == nil {
+				if err := b.checkSegment(si.Object.Key, seal); err != nil {
+					return nil, SegmentHeader{}, "", err
+				}
+			}
+		}
 	}
 	if err != nil {
 		return nil, SegmentHeader{}, "", fmt.Errorf("read segment %s: %w", si.Object.Key, err)
@@ -429,10 +450,19 @@ func CheckLink(prev, cur ChainLink) error {
 
 // ChainHash returns the chain hash of a listed segment (ChainLink.ChainHash):
 // the sha256 of its stored bytes at level 0, read whole; a compacted
-// segment's end hash, from its header.
+// segment's end hash, from its header (with trust configured, from a
+// compacted segment parsed whole and trusted: its header is then what
+// its signer wrote).
 func (b *Repo) ChainHash(ctx context.Context, si SegmentInfo, ids []age.Identity) (string, error) {
 	if si.Level == 0 {
 		return b.StoredHash(ctx, si.Object.Key)
+	}
+	if b.Trust.Enabled() {
+		s, _, err := b.ReadSegment(ctx, si, ids)
+		if err != nil {
+			return "", err
+		}
+		return s.EndHash, nil
 	}
 	_, h, _, err := b.ReadSegmentRaw(ctx, si, ids)
 	if err != nil {

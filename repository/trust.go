@@ -7,12 +7,15 @@ import (
 )
 
 // What the store says is evidence, not truth: with trusted keys
-// configured (Repo.Trust), a manifest, drill report or progress marker is
-// taken only when it carries a signature of a trusted key over its
-// content and its key. One that does not is untrusted: listed as such
+// configured (Repo.Trust), a manifest, drill report, progress marker or
+// change segment is taken only when it carries a signature of a trusted
+// key over its content and its key. One that does not is untrusted: listed as such
 // (StateUntrusted, with why), never resolved as latest, never a drill
-// verdict, never a window's progress. A writer with a signing key
-// (Repo.Signer) signs every document it writes.
+// verdict, never a window's progress. An untrusted change segment is
+// refused by every reader (ReadSegment, ReadSegmentRaw, compaction,
+// VerifyChanges, a replay): the window's run ends before it. A writer
+// with a signing key (Repo.Signer) signs every document and segment it
+// writes.
 
 // ErrUntrusted is wrapped when a document is not signed by a trusted key
 // (not signed, an unknown key, or altered after signing).
@@ -25,6 +28,7 @@ const (
 	kindManifest = "manifest"
 	kindDrill    = "drill report"
 	kindProgress = "progress marker"
+	kindSegment  = "change segment"
 )
 
 // UntrustedError says which object is untrusted and why.
@@ -58,6 +62,34 @@ func (b *Repo) check(kind, key string, data []byte) (unsigned bool, err error) {
 		return false, &UntrustedError{Key: key, Err: err}
 	}
 	return v.Unsigned, nil
+}
+
+// checkSegment verifies a segment's seal (its raw form's sha256 and
+// signature), stored at key, against the Repo's trust: nil when trusted
+// (or no trust is configured), an *UntrustedError naming key when not.
+// An unsigned segment accepted because of AllowUnsigned is logged at
+// debug level (a window holds thousands): the backup it extends warns.
+func (b *Repo) checkSegment(key string, seal segmentSeal) error {
+	if !b.Trust.Enabled() {
+		return nil
+	}
+	v, err := b.Trust.VerifyBytes(kindSegment, key, seal.sum, seal.sig)
+	if err != nil {
+		return &UntrustedError{Key: key, Err: err}
+	}
+	if v.Unsigned && b.Log != nil {
+		b.Log.Debug("reading an unsigned change segment (signing.allow_unsigned): its origin is not proven", "segment", key)
+	}
+	return nil
+}
+
+// segmentSigner returns the signer of a segment stored at key, nil when
+// the Repo signs nothing.
+func (b *Repo) segmentSigner(key string) *segmentSigner {
+	if b.Signer == nil {
+		return nil
+	}
+	return &segmentSigner{key: b.Signer, at: key}
 }
 
 // Signing reports whether readers of this Repo check signatures.

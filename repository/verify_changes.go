@@ -24,6 +24,7 @@ type ChangesCheck struct {
 	Bytes     int64
 	// Problem is the first problem, nil when the generation is sound:
 	// a *ChainError, a damaged segment (wrapping ErrBadSegment), an
+	// untrusted one (an *UntrustedError, with signing configured), an
 	// uncommitted anchor, or objects outside the window.
 	Problem error
 	// ProblemKey is the object the problem is at, with ProblemFrom and
@@ -36,7 +37,8 @@ type ChangesCheck struct {
 // only the window's run, but without the ones a compacted segment on the
 // run replaced), checks that each parses (sha256 trailer,
 // zstd, age, its name), that the first starts right after the anchor's
-// revision and names it, and runs CheckChain over the headers. It holds
+// revision and names it, that each is signed by a trusted key (with the
+// Repo's Trust enabled), and runs CheckChain over the headers. It holds
 // only headers in memory. The anchor must be committed (w.Anchor set).
 // Objects that are not segments, and progress markers that vouch for
 // more than the segments hold or name a segment or hash other than the
@@ -67,7 +69,7 @@ func (b *Repo) VerifyChanges(ctx context.Context, w Window, ids []age.Identity) 
 		s, hash, err := b.ReadSegment(ctx, si, ids)
 		if err != nil {
 			c.Problem, c.ProblemKey, c.ProblemFrom, c.ProblemTo = err, si.Object.Key, si.First, si.Last
-			if !errors.Is(err, ErrBadSegment) {
+			if !errors.Is(err, ErrBadSegment) && !errors.Is(err, ErrUntrusted) {
 				c.Problem = fmt.Errorf("%w (the segment could not be read: retry, or check the store)", err)
 			}
 			break
