@@ -859,9 +859,13 @@ func TestCaptureClusterIDChange(t *testing.T) {
 	host := func(u string) string { return strings.TrimPrefix(u, "http://") }
 	sp := newSwitchProxy(t, host(e.etcd.Members[0].ClientURL))
 	lg, _ := jobtest.Logger(t)
+	// The other cluster is not of the store's lineage: its snapshot is
+	// refused unless adopted, as an operator who moved the agent to a
+	// rebuilt cluster on purpose would (issue 28).
+	adopt := clusterIDHex(t, oc)
 	e.start([]string{sp.URL()}, func(j *Job) {
 		j.Snapshot = func(ctx context.Context) (*repository.Manifest, error) {
-			return backup.Run(ctx, backup.Job{Etcd: e.config([]string{sp.URL()}), SpoolDir: e.spool, Backups: e.repo, Version: "test"}, lg)
+			return backup.Run(ctx, backup.Job{Etcd: e.config([]string{sp.URL()}), SpoolDir: e.spool, Backups: e.repo, Version: "test", AdoptCluster: adopt}, lg)
 		}
 	})
 	e.waitFor("a generation", 30*time.Second, func() bool { return e.last().Generation != "" })
@@ -1067,4 +1071,15 @@ func testLostPutReply(t *testing.T, store string) {
 	if ms := byGen[gen]; len(ms) != 1 {
 		t.Errorf("markers %v: want only the newest kept", ms)
 	}
+}
+
+// clusterIDHex is the etcd cluster ID cli's cluster answers with, as
+// manifests and --adopt-cluster spell it.
+func clusterIDHex(t *testing.T, cli *clientv3.Client) string {
+	t.Helper()
+	r, err := cli.Get(t.Context(), "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%x", r.Header.ClusterId)
 }

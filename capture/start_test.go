@@ -95,6 +95,15 @@ func TestCaptureAnchorsOnCommittedBackup(t *testing.T) {
 			var snaps atomic.Int32
 			e.start(nil, func(j *Job) {
 				take := j.Snapshot
+				if tc.other {
+					// The store's lineage is the other cluster's: this
+					// cluster's own snapshot is refused unless adopted
+					// (issue 28), as after a rebuild.
+					adopt := clusterIDHex(t, e.cli)
+					take = func(ctx context.Context) (*repository.Manifest, error) {
+						return backup.Run(ctx, backup.Job{Etcd: e.config(e.etcd.Endpoints()), SpoolDir: e.spool, Backups: e.repo, Version: "test", AdoptCluster: adopt}, lg)
+					}
+				}
 				j.Snapshot = func(ctx context.Context) (*repository.Manifest, error) {
 					snaps.Add(1)
 					return take(ctx)
