@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/uploader"
@@ -132,8 +133,16 @@ func TestRefreshRequests(t *testing.T) {
 	if len(l1.Backups) != refreshBackups || len(d1) != refreshBackups {
 		t.Fatalf("first refresh: %d backups, %d drilled; want %d of each", len(l1.Backups), len(d1), refreshBackups)
 	}
-	if diff := cmp.Diff(l1, l2); diff != "" {
+	// A manifest's trust verdict is unexported: compared through its
+	// accessors (the cache keeps it with the manifest).
+	if diff := cmp.Diff(l1, l2, cmpopts.IgnoreUnexported(repository.Manifest{})); diff != "" {
 		t.Errorf("cached listing differs (-first +second):\n%s", diff)
+	}
+	for i := range l1.Backups {
+		m1, m2 := l1.Backups[i].Manifest, l2.Backups[i].Manifest
+		if m1.Untrusted() != m2.Untrusted() || m1.Unsigned() != m2.Unsigned() {
+			t.Errorf("cached %s: trust %v/%v, first read %v/%v", m2.ID, m2.Untrusted(), m2.Unsigned(), m1.Untrusted(), m1.Unsigned())
+		}
 	}
 	if diff := cmp.Diff(d1, d2); diff != "" {
 		t.Errorf("cached drills differ (-first +second):\n%s", diff)
