@@ -369,7 +369,7 @@ func sameLineages(to *repository.Repo, from, copied *repository.Listing) error {
 	}
 	for _, g := range copied.Lineages() {
 		if !primary[g.ID] {
-			return &repository.LineageError{Store: to.Store.String(), Cluster: to.Cluster, ClusterID: from.Lineages()[0].ID, Lineages: []*repository.Lineage{g}}
+			return &repository.LineageError{Store: to.Store.String(), Cluster: to.Cluster, ClusterID: from.Lineages()[0].ID, Lineages: []*repository.Lineage{g}, Copy: true}
 		}
 	}
 	return nil

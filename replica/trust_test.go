@@ -3,6 +3,7 @@ package replica_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,8 +64,8 @@ func TestCopyRefusesAnotherLineage(t *testing.T) {
 	before := jobtest.AllKeys(t, to.Store)
 	lg, _ := jobtest.Logger(t)
 	_, err := replica.Run(t.Context(), replica.Job{Name: "dr", From: primary, To: to}, lg)
-	if !errors.Is(err, repository.ErrOtherLineage) {
-		t.Fatalf("copy into another lineage's store: %v, want ErrOtherLineage", err)
+	if !errors.Is(err, repository.ErrOtherLineage) || !strings.Contains(err.Error(), "0123456789abcdef") || !strings.Contains(err.Error(), "copy store") {
+		t.Fatalf("copy into another lineage's store: %v, want ErrOtherLineage naming the copy's lineage", err)
 	}
 	if after := jobtest.AllKeys(t, to.Store); !slices.Equal(after, before) {
 		t.Errorf("the refused copy changed the copy store: %v -> %v", before, after)

@@ -247,12 +247,20 @@ type LineageError struct {
 	Store, Cluster string
 	ClusterID      string
 	Lineages       []*Lineage
+	// Copy is set when the write refused is a copy's: ClusterID is then
+	// the primary's lineage, and the way out is another copy store.
+	Copy bool
 }
 
 func (e *LineageError) Error() string {
 	var held []string
 	for _, g := range e.Lineages {
 		held = append(held, fmt.Sprintf("lineage %s of etcd cluster %s", g.ID, strings.Join(g.ClusterIDs, ", ")))
+	}
+	if e.Copy {
+		return fmt.Sprintf("%v: copy store %s holds %s under cluster name %q, which the primary (lineage %s) does not have; "+
+			"refusing to copy into it. Check the copy's url and prefix: each cluster needs its own copy store or cluster name",
+			ErrOtherLineage, e.Store, strings.Join(held, " and "), e.Cluster, e.ClusterID)
 	}
 	return fmt.Sprintf("%v: etcd cluster %s is not of %s, which holds cluster name %q in %s, and was not restored from one of its backups; "+
 		"refusing to mix them. If this is another cluster, give it its own --cluster name; if you rebuilt this cluster without `lifeboat restore` "+
