@@ -34,6 +34,22 @@ const tempPrefix = ".tmp-"
 
 // NewDir opens (creating it 0700 when missing) the directory store at root.
 func NewDir(root string) (*Dir, error) {
+	return openDir(root, true)
+}
+
+// ErrNoStore is wrapped when a store opened for reading does not exist
+// (a mistyped directory): readers never create one.
+var ErrNoStore = errors.New("the store does not exist")
+
+// OpenDir opens an existing store directory; a missing one is an error
+// wrapping ErrNoStore, and nothing is created (readers: list, restore,
+// verify, …; a typo must not make an empty store that answers "no
+// backups").
+func OpenDir(root string) (*Dir, error) {
+	return openDir(root, false)
+}
+
+func openDir(root string, create bool) (*Dir, error) {
 	if root == "" {
 		return nil, errors.New("store directory: empty path")
 	}
@@ -41,10 +57,15 @@ func NewDir(root string) (*Dir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store directory %s: %w", root, err)
 	}
-	if err := os.MkdirAll(abs, 0o700); err != nil {
-		return nil, fmt.Errorf("create store directory %s: %w", abs, err)
+	if create {
+		if err := os.MkdirAll(abs, 0o700); err != nil {
+			return nil, fmt.Errorf("create store directory %s: %w", abs, err)
+		}
 	}
 	st, err := os.Stat(abs)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("store directory %s does not exist: %w (check --store; lifeboat snapshot and the agent create it)", abs, ErrNoStore)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store directory %s: %w", abs, err)
 	}

@@ -115,7 +115,7 @@ func agentConfig(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptio
 	if err != nil {
 		return none, err
 	}
-	backups, err := openBackups(ctx, cfg, lg)
+	backups, err := createBackups(ctx, cfg, lg)
 	if err != nil {
 		return none, err
 	}

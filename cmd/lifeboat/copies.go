@@ -237,7 +237,7 @@ type copyStore struct {
 func openCopies(ctx context.Context, cfg *Config, lg *slog.Logger) ([]copyStore, error) {
 	var out []copyStore
 	for _, cc := range cfg.Copies {
-		st, err := openStore(ctx, cfg.copyConfig(cc), lg)
+		st, err := openStore(ctx, cfg.copyConfig(cc), lg, true)
 		if err != nil {
 			return nil, fmt.Errorf("copy %s: %w", cc.Name, err)
 		}

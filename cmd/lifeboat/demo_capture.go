@@ -45,7 +45,7 @@ type demoCapture struct {
 // startCapture starts capturing every change after the demo's backup.
 func (d *demoRun) startCapture(ctx context.Context) (*demoCapture, error) {
 	d.stepf("capturing every change after revision %d, as the agent does (lifeboat agent --capture --capture-interval %s)", d.backup.Revision, demoCaptureInterval)
-	backups, err := openBackups(ctx, d.cfg, d.lg)
+	backups, err := createBackups(ctx, d.cfg, d.lg)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
+	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
 // Version is set at build time with -ldflags "-X main.Version=…".
@@ -91,7 +92,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stderr, "lifeboat: "+err.Error())
 	var ce *ConfigError
 	var ue usageError
-	if errors.As(err, &ce) || errors.As(err, &ue) || errors.Is(err, snapshot.ErrMixedClusters) ||
+	if errors.As(err, &ce) || errors.As(err, &ue) || errors.Is(err, snapshot.ErrMixedClusters) || errors.Is(err, uploader.ErrNoStore) ||
 		// Refusals of trust: another cluster's backups under this name,
 		// two lineages to choose from, an untrusted backup named.
 		errors.Is(err, repository.ErrOtherLineage) || errors.Is(err, repository.ErrLineageAmbiguous) || errors.Is(err, repository.ErrUntrusted) {

@@ -30,7 +30,7 @@ func newSnapshotCmd(a *app) *cobra.Command {
 
 // runSnapshot takes one backup as cfg says and prints its summary.
 func runSnapshot(ctx context.Context, cfg *Config, lg *slog.Logger, out io.Writer) (*repository.Manifest, error) {
-	backups, err := openBackups(ctx, cfg, lg)
+	backups, err := createBackups(ctx, cfg, lg)
 	if err != nil {
 		return nil, err
 	}

@@ -16,14 +16,19 @@ import (
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
-// openStore opens the store the configuration names.
-func openStore(ctx context.Context, cfg *Config, lg *slog.Logger) (uploader.Store, error) {
+// openStore opens the store the configuration names; a directory store
+// is created only when create is set (the writers: snapshot, the agent,
+// the demo, a copy's store), readers refuse a missing one.
+func openStore(ctx context.Context, cfg *Config, lg *slog.Logger, create bool) (uploader.Store, error) {
 	u, err := uploader.ParseStoreURL(cfg.Store.URL)
 	if err != nil {
 		return nil, &ConfigError{Key: "store.url", Err: err}
 	}
 	switch u.Scheme {
 	case "file":
+		if !create {
+			return uploader.OpenDir(u.Dir)
+		}
 		return uploader.NewDir(u.Dir)
 	case "s3":
 		st, err := uploader.NewS3(ctx, cfg.s3Config(u), lg)
@@ -36,8 +41,19 @@ func openStore(ctx context.Context, cfg *Config, lg *slog.Logger) (uploader.Stor
 	}
 }
 
+// openBackups opens the repository of an existing store (readers).
 func openBackups(ctx context.Context, cfg *Config, lg *slog.Logger) (*repository.Repo, error) {
-	st, err := openStore(ctx, cfg, lg)
+	return openRepo(ctx, cfg, lg, false)
+}
+
+// createBackups opens the repository, creating a directory store that
+// does not exist yet (the writers: snapshot, the agent, the demo).
+func createBackups(ctx context.Context, cfg *Config, lg *slog.Logger) (*repository.Repo, error) {
+	return openRepo(ctx, cfg, lg, true)
+}
+
+func openRepo(ctx context.Context, cfg *Config, lg *slog.Logger, create bool) (*repository.Repo, error) {
+	st, err := openStore(ctx, cfg, lg, create)
 	if err != nil {
 		return nil, err
 	}
