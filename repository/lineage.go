@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/lifeboat-dev/lifeboat/uploader"
 	"go.etcd.io/etcd/client/pkg/v3/types"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
 )
@@ -346,4 +347,58 @@ func (l *Listing) Untrusted() int {
 		}
 	}
 	return n
+}
+
+// clusterScanLimit bounds the objects Clusters reads: it serves an
+// error message, never a decision.
+const clusterScanLimit = 100_000
+
+// Clusters returns the cluster names that have backups in st (the first
+// path segment of every key with a snapshots/ segment after it), sorted;
+// it stops after clusterScanLimit objects (complete is then false).
+func Clusters(ctx context.Context, st uploader.Store) (names []string, complete bool, err error) {
+	seen := map[string]bool{}
+	n := 0
+	errStop := errors.New("stop")
+	err = st.List(ctx, "", func(o uploader.ObjectInfo) error {
+		if n++; n > clusterScanLimit {
+			return errStop
+		}
+		if c, rest, ok := strings.Cut(o.Key, "/"); ok && strings.HasPrefix(rest, "snapshots/") && !seen[c] {
+			seen[c] = true
+			names = append(names, c)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return nil, false, err
+	}
+	slices.Sort(names)
+	return names, !errors.Is(err, errStop), nil
+}
+
+// OtherClusters says, for a message about no backups of b's cluster,
+// which clusters the store does hold: "; clusters in this store: a, b"
+// ("; the store holds no cluster's backups", or "" when it cannot be
+// listed).
+func (b *Repo) OtherClusters(ctx context.Context) string {
+	names, complete, err := Clusters(ctx, b.Store)
+	switch {
+	case err != nil:
+		return ""
+	case len(names) == 0 && complete:
+		return "; the store holds no cluster's backups (check --store and its prefix)"
+	case len(names) == 0:
+		return ""
+	}
+	more := ""
+	if !complete {
+		more = ", …"
+	}
+	return "; clusters in this store: " + strings.Join(names, ", ") + more + " (check --cluster)"
+}
+
+// noBackups is the error of a choice with no backup to choose from.
+func (b *Repo) noBackups(ctx context.Context, what string) error {
+	return fmt.Errorf("%w of cluster %q in %s%s%s", ErrNoBackups, b.Cluster, b.Store, what, b.OtherClusters(ctx))
 }

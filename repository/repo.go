@@ -279,7 +279,7 @@ func (b *Repo) Resolve(ctx context.Context, ref string) (*Manifest, error) {
 		return nil, err
 	}
 	if len(c) == 0 {
-		return nil, fmt.Errorf("%w of cluster %q in %s", ErrNoBackups, b.Cluster, b.Store)
+		return nil, b.noBackups(ctx, "")
 	}
 	return c[0], nil
 }

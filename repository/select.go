@@ -30,7 +30,7 @@ func Select(ctx context.Context, b *Repo, ref string, intn func(int) int) (*Mani
 	}
 	switch len(ok) {
 	case 0:
-		return nil, fmt.Errorf("%w of cluster %q in %s", ErrNoBackups, b.Cluster, b.Store)
+		return nil, b.noBackups(ctx, "")
 	case 1:
 		return ok[0], nil
 	}
@@ -51,7 +51,7 @@ func SelectBefore(ctx context.Context, b *Repo, t time.Time) (*Manifest, error) 
 			return m, nil
 		}
 	}
-	return nil, fmt.Errorf("%w of cluster %q in %s taken before %s", ErrNoBackups, b.Cluster, b.Store, t.UTC().Format(time.RFC3339))
+	return nil, b.noBackups(ctx, " taken before "+t.UTC().Format(time.RFC3339))
 }
 
 // SelectProven returns the newest intact backup whose last drill passed:

@@ -137,6 +137,8 @@ type listing struct {
 	drills  map[string]*repository.LastDrill
 	windows []listedWindow
 	stores  map[string][]string
+	// others says which clusters the store holds when this one has no backup.
+	others string
 }
 
 func runList(ctx context.Context, cfg *Config, lg *slog.Logger, o listOptions, out io.Writer, now time.Time) error {
@@ -172,7 +174,11 @@ func readListing(ctx context.Context, cfg *Config, lg *slog.Logger) (*listing, e
 	if err != nil {
 		return nil, fmt.Errorf("list capture windows: %w", err)
 	}
-	return &listing{store: backups.Store.String(), l: l, drills: drills, windows: windowRows(ws), stores: storesOf(ctx, cfg, l, lg)}, nil
+	li := &listing{store: backups.Store.String(), l: l, drills: drills, windows: windowRows(ws), stores: storesOf(ctx, cfg, l, lg)}
+	if len(l.Backups) == 0 {
+		li.others = backups.OtherClusters(ctx)
+	}
+	return li, nil
 }
 
 // writeListJSON writes `lifeboat list -o json`.
@@ -208,7 +214,7 @@ func writeListJSON(out io.Writer, cfg *Config, li *listing) error {
 // there are none.
 func writeBackupTable(out io.Writer, cfg *Config, li *listing, now time.Time) {
 	if len(li.l.Backups) == 0 {
-		fmt.Fprintf(out, "no backups of cluster %q in %s\n", cfg.Cluster, li.store)
+		fmt.Fprintf(out, "no backups of cluster %q in %s%s\n", cfg.Cluster, li.store, li.others)
 		return
 	}
 	lineages := li.l.Lineages()
