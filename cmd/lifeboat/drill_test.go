@@ -194,6 +194,10 @@ func TestDrillRunErrorStoresNoReport(t *testing.T) {
 	if !strings.Contains(errOut, "could not run, no report stored") {
 		t.Errorf("stderr does not say the drill could not run:\n%s", errOut)
 	}
+	// One verdict, in words (issue 29): no "FAILED ... 0.00s" before it.
+	if strings.Contains(out, "FAILED") || !strings.Contains(out, ": COULD NOT RUN (no verdict on the backup)") {
+		t.Errorf("stdout of a drill that could not run:\n%s", out)
+	}
 	if _, err := os.Stat(filepath.Join(e.store, "test", "drills")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a drill report was stored for a run error: %v", storeFiles(t, filepath.Join(e.store, "test")))
 	}
