@@ -155,7 +155,7 @@ func drillResult(out io.Writer, backups *repository.Repo, m *repository.Manifest
 	}
 	if !d.Verdict {
 		if o.output == "table" {
-			printDrillReport(out, rep)
+			printNoVerdict(out, rep, d.Interrupted)
 		}
 		if d.Interrupted {
 			// SIGINT/SIGTERM: not a verdict on the backup.
@@ -189,6 +189,26 @@ func drillResult(out io.Writer, backups *repository.Repo, m *repository.Manifest
 }
 
 // printDrillReport prints a report: verdict, phases with their sum, checks.
+// printNoVerdict prints a drill that ended without a verdict: one line
+// that says so (never FAILED: the backup was not found wanting) and the
+// phases it got through.
+func printNoVerdict(out io.Writer, r *repository.DrillReport, interrupted bool) {
+	what := "COULD NOT RUN (no verdict on the backup)"
+	if interrupted {
+		what = "INTERRUPTED (no verdict on the backup)"
+	}
+	fmt.Fprintf(out, "drill of backup %s: %s\n", r.BackupID, what)
+	if len(r.Phases) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  PHASE DONE\tSECONDS")
+	for _, p := range r.Phases {
+		fmt.Fprintf(tw, "  %s\t%.3f\n", p.Name, p.Seconds)
+	}
+	tw.Flush()
+}
+
 func printDrillReport(out io.Writer, r *repository.DrillReport) {
 	verdict := "PASSED"
 	if !r.Passed {

@@ -114,9 +114,22 @@ const drillName = "lifeboat-drill"
 // directory: lifeboat-drill-<pid>-<random>.
 const workPrefix = "lifeboat-drill-"
 
-// spaceMargin is added to twice the database size in the free space
-// check: etcd's preallocated WAL segment and the test write.
-const spaceMargin = 256 << 20
+// walSegment is the WAL segment etcd preallocates when it boots on the
+// restored data dir: the fixed part of the free space check's margin.
+const walSegment = 64 << 20
+
+// spaceNeeded is the free space a drill of a dbSize database needs in
+// its scratch directory: the decoded snapshot and the restored data dir
+// (the snapshot alone when it is restored in place), etcd's preallocated
+// WAL segment, and a margin proportionate to the database (a sixteenth:
+// the test write, bbolt's growth, the restore's own files).
+func spaceNeeded(dbSize int64, inPlace bool) uint64 {
+	copies := int64(2)
+	if inPlace {
+		copies = 1
+	}
+	return uint64(copies*dbSize + walSegment + dbSize/16)
+}
 
 // Drill rehearses a restore of o.Manifest end to end: fetch the stored
 // object, decrypt and decompress it into the scratch directory while
@@ -399,17 +412,15 @@ func (d *drill) removeWork(work string) {
 // point-in-time replay's segments, and a margin.
 func (d *drill) checkSpace(work string, inPlace bool) error {
 	m := d.m
-	need := uint64(2*m.DBSize) + spaceMargin
-	if inPlace {
-		need = uint64(m.DBSize) + spaceMargin
-	}
+	need := spaceNeeded(m.DBSize, inPlace)
 	if d.o.PointInTime != nil {
 		need += pointInTimeSpace(d.o.PointInTime.Plan)
 	}
 	if free, known, err := freeBytes(work); err != nil {
 		return err
 	} else if known && free < need {
-		return fmt.Errorf("%w in scratch directory %s: need %d bytes (twice the %d byte database and a margin), have %d", ErrNoSpace, d.o.ScratchDir, need, m.DBSize, free)
+		return fmt.Errorf("%w in scratch directory %s: need %s (the %s database restored beside its snapshot, etcd's 64 MiB WAL segment and a margin), have %s free",
+			ErrNoSpace, d.o.ScratchDir, humanSize(int64(need)), humanSize(m.DBSize), humanSize(int64(free)))
 	}
 	return nil
 }
@@ -770,4 +781,19 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// humanSize writes n bytes in B, KiB, MiB or GiB, as the rest of the
+// output does.
+func humanSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 3; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGT"[exp])
 }
