@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lifeboat-dev/lifeboat/repository"
-	"github.com/lifeboat-dev/lifeboat/retention"
 )
 
 type logOptions struct {
@@ -67,15 +66,9 @@ To restore to just before a delete: lifeboat log /registry/namespaces/shop
 	return c
 }
 
-// parseWhen reads an RFC 3339 time or a duration before now.
+// parseWhen reads --since/--until as every time flag (parseTime).
 func parseWhen(flag, s string, now time.Time) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
-	}
-	if d, err := retention.ParseDuration(s); err == nil && d >= 0 {
-		return now.Add(-d), nil
-	}
-	return time.Time{}, usagef("--%s %q: want an RFC 3339 time (2026-12-01T09:30:00Z) or a duration ago (30m, 2h, 1d)", flag, s)
+	return parseTime("--"+flag, s, now)
 }
 
 // changeFilter selects changes by revision, time and key prefix.

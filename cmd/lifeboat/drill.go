@@ -85,7 +85,7 @@ stored beside the start snapshot.`,
 	}
 	addOutputFlag(c, &o.output, "table or json (the report)")
 	c.Flags().Int64Var(&o.toRevision, "to-revision", 0, "drill a point-in-time restore to revision R and compare its HashKV with the live cluster's at R")
-	c.Flags().StringVar(&o.toTime, "to-time", "", "drill a point-in-time restore to time T (RFC 3339), like restore --to-time")
+	c.Flags().StringVar(&o.toTime, "to-time", "", "drill a point-in-time restore to time T (as restore --to-time takes it)")
 	return c
 }
 

@@ -43,8 +43,14 @@ type restoreOptions struct {
 	toTime     string
 }
 
-// target is the point-in-time target the options give, if any.
+// target is the point-in-time target the options give, if any (a
+// duration ago counts from now).
 func (o restoreOptions) target() (restore.Target, bool, error) {
+	return o.targetAt(time.Now())
+}
+
+// targetAt is target with a duration ago counted from now.
+func (o restoreOptions) targetAt(now time.Time) (restore.Target, bool, error) {
 	switch {
 	case o.toRevision == 0 && o.toTime == "":
 		return restore.Target{}, false, nil
@@ -55,9 +61,9 @@ func (o restoreOptions) target() (restore.Target, bool, error) {
 	case o.toRevision > 0:
 		return restore.Target{Revision: o.toRevision}, true, nil
 	}
-	t, err := time.Parse(time.RFC3339Nano, o.toTime)
+	t, err := parseTime("--to-time", o.toTime, now)
 	if err != nil {
-		return restore.Target{}, false, usagef("--to-time %q: use an RFC 3339 time, e.g. 2026-11-30T11:00:00Z or 2026-11-30T12:00:00.5+01:00", o.toTime)
+		return restore.Target{}, false, err
 	}
 	return restore.Target{Time: t}, true, nil
 }
@@ -133,28 +139,13 @@ clients watching from the old revisions re-list instead of missing changes.`,
 	f.StringVar(&o.owner, "owner", "", "give the restored dirs to USER[:GROUP] (names or numeric ids; default group: the user's), e.g. etcd")
 	f.BoolVar(&o.dryRun, "dry-run", false, "restore into a temporary dir, boot it, check it, remove it; change nothing else (with --to-revision/--to-time: fetch, check and replay into a temporary file)")
 	f.Int64Var(&o.toRevision, "to-revision", 0, "point in time: restore the state after revision R (a snapshot plus the captured changes up to R)")
-	f.StringVar(&o.toTime, "to-time", "", "point in time: restore the state after the last revision received at or before T (RFC 3339, e.g. 2026-11-30T11:00:00Z)")
+	f.StringVar(&o.toTime, "to-time", "", "point in time: restore the state after the last revision received at or before T (2026-11-30T11:00:00Z, 2026-11-30 11:00:00 in UTC, or a duration ago: 90m)")
 	return c
 }
 
-// parseBefore reads --before: an RFC 3339 time, a UTC date and time, or an
-// age (a Go duration or days like 3d) before now.
+// parseBefore reads --before as every time flag (parseTime).
 func parseBefore(s string, now time.Time) (time.Time, error) {
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02 15:04:05", "2006-01-02 15:04", "2006-01-02"} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t, nil
-		}
-	}
-	if d, ok := strings.CutSuffix(s, "d"); ok {
-		var n int
-		if _, err := fmt.Sscanf(d, "%d", &n); err == nil && n >= 0 && fmt.Sprint(n) == d {
-			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
-		}
-	}
-	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
-		return now.Add(-d), nil
-	}
-	return time.Time{}, usagef("--before %q: use an RFC 3339 time (2026-11-30T11:00:00Z), a UTC time (2026-11-30 11:00) or an age (90m, 2h, 3d)", s)
+	return parseTime("--before", s, now)
 }
 
 // selectBackup resolves the backup a restore or drill means.

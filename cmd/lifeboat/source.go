@@ -16,7 +16,6 @@ import (
 	"github.com/lifeboat-dev/lifeboat/inspect"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
-	"github.com/lifeboat-dev/lifeboat/retention"
 )
 
 // A SOURCE is a backup id, latest, latest-proven, or a point in time:
@@ -46,13 +45,11 @@ func parseSource(ref string, now time.Time) (restore.Target, bool, error) {
 		}
 		return restore.Target{Revision: r}, true, nil
 	}
-	if t, err := time.Parse(time.RFC3339Nano, at); err == nil {
-		return restore.Target{Time: t}, true, nil
+	t, err := parseTime("source", at, now)
+	if err != nil {
+		return restore.Target{}, false, usagef("source %q: after @ give a revision (@1234) or %s", ref, timeForms)
 	}
-	if d, err := retention.ParseDuration(at); err == nil && d >= 0 {
-		return restore.Target{Time: now.Add(-d)}, true, nil
-	}
-	return restore.Target{}, false, usagef("source %q: after @ give a revision (@1234), an RFC 3339 time (@2026-12-01T09:30:00Z) or a duration ago (@2h)", ref)
+	return restore.Target{Time: t}, true, nil
 }
 
 // atSource turns --at-revision / --at-time into a SOURCE ("" when
