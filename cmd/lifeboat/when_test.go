@@ -56,3 +56,13 @@ func TestOneTimeSyntax(t *testing.T) {
 		})
 	}
 }
+
+// TestVersionFlag (issue 29): lifeboat --version answers as lifeboat
+// version does.
+func TestVersionFlag(t *testing.T) {
+	code, out, errOut := runCLI(t, nil, "--version")
+	_, want, _ := runCLI(t, nil, "version")
+	if code != 0 || out != want || !strings.HasPrefix(out, "lifeboat ") {
+		t.Errorf("--version: exit %d %q %q, want %q", code, out, errOut, want)
+	}
+}
