@@ -90,7 +90,10 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		Short:         "Verified etcd backups, shipped, retained and restore-drilled",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       Version,
 	}
+	// --version says what `lifeboat version` says.
+	root.SetVersionTemplate(versionLine() + "\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {

@@ -13,8 +13,14 @@ func newVersionCmd(a *app) *cobra.Command {
 		Short: "Print lifeboat's version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintf(a.stdout, "lifeboat %s (%s, %s/%s)\n", Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			fmt.Fprintln(a.stdout, versionLine())
 			return nil
 		},
 	}
+}
+
+// versionLine is lifeboat's version, the Go it was built with and the
+// platform, for `lifeboat version` and `lifeboat --version`.
+func versionLine() string {
+	return fmt.Sprintf("lifeboat %s (%s, %s/%s)", Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
