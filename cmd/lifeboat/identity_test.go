@@ -1,0 +1,52 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"filippo.io/age"
+)
+
+// TestIdentityErrors (issue 29): the keys given cannot decrypt the
+// backup: exit 2 everywhere, and the error says what is wrong: a wrong
+// identity names the recipients the backup is encrypted to, a public key
+// given as the identity file says so.
+func TestIdentityErrors(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd")
+	}
+	e := newDrillEnv(t)
+	right, _ := age.GenerateX25519Identity()
+	wrong, _ := age.GenerateX25519Identity()
+	if code, out, errOut := runCLI(t, nil, append([]string{"snapshot", "--recipient", right.Recipient().String()}, e.args...)...); code != 0 {
+		t.Fatalf("snapshot exit %d\n%s\n%s", code, out, errOut)
+	}
+	dir := t.TempDir()
+	wrongFile := filepath.Join(dir, "wrong.txt")
+	publicFile := filepath.Join(dir, "public.txt")
+	os.WriteFile(wrongFile, []byte(wrong.String()+"\n"), 0o600)
+	os.WriteFile(publicFile, []byte(right.Recipient().String()+"\n"), 0o600)
+	for _, cmd := range [][]string{
+		{"verify", "latest"},
+		{"fetch", "latest", "-o", filepath.Join(dir, "snap.db")},
+		{"restore", "latest", "--data-dir", filepath.Join(dir, "data"), "--name", "m1", "--initial-advertise-peer-urls", "http://127.0.0.1:2380"},
+	} {
+		t.Run(cmd[0]+" wrong identity", func(t *testing.T) {
+			code, out, errOut := runCLI(t, nil, append(append(cmd, "--identity-file", wrongFile), e.args...)...)
+			if code != 2 || !strings.Contains(errOut, right.Recipient().String()) {
+				t.Errorf("exit %d, want 2 naming the recipient %s\n%s\n%s", code, right.Recipient(), out, errOut)
+			}
+			if strings.Count(errOut, "backup "+strings.Fields(strings.SplitN(errOut, "backup ", 2)[1])[0]) > 1 {
+				t.Errorf("the backup is named more than once (repeated prefixes):\n%s", errOut)
+			}
+		})
+		t.Run(cmd[0]+" public key as identity", func(t *testing.T) {
+			code, out, errOut := runCLI(t, nil, append(append(cmd, "--identity-file", publicFile), e.args...)...)
+			if code != 2 || !strings.Contains(errOut, "public key") {
+				t.Errorf("exit %d, want 2 saying the file holds a public key\n%s\n%s", code, out, errOut)
+			}
+		})
+	}
+}
