@@ -2,6 +2,7 @@ package repository
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -392,9 +393,16 @@ func ParseIdentityFile(path string) ([]age.Identity, error) {
 		return nil, fmt.Errorf("identity file: %w", err)
 	}
 	defer f.Close()
-	ids, err := age.ParseIdentities(f)
+	data, err := io.ReadAll(io.LimitReader(f, 1<<20))
 	if err != nil {
-		return nil, fmt.Errorf("identity file %s: not a valid age identity file", path)
+		return nil, fmt.Errorf("identity file: %w", err)
+	}
+	ids, err := age.ParseIdentities(bytes.NewReader(data))
+	if err != nil {
+		if _, rerr := age.ParseRecipients(bytes.NewReader(data)); rerr == nil {
+			return nil, fmt.Errorf("identity file %s holds an age public key (a recipient, age1…), not an identity: give the file age-keygen wrote, with the AGE-SECRET-KEY-1… line (the public key is for encryption.recipients)", path)
+		}
+		return nil, fmt.Errorf("identity file %s: not a valid age identity file (want the AGE-SECRET-KEY-1… lines age-keygen writes)", path)
 	}
 	return ids, nil
 }

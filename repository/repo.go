@@ -320,6 +320,13 @@ func (b *Repo) Open(ctx context.Context, m *Manifest, ids []age.Identity) (io.Re
 	dec, err := NewDecoder(cr, m.Compression, m.Encryption, ids)
 	if err != nil {
 		rc.Close()
+		if errors.Is(err, ErrDecrypt) {
+			// The caller names the backup; this says whom it wants.
+			return nil, fmt.Errorf("%w: the backup is encrypted to %s; give an identity of one of them (--identity-file)", ErrDecrypt, strings.Join(m.Recipients, ", "))
+		}
+		if errors.Is(err, ErrNoIdentity) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("backup %s: %w", m.ID, err)
 	}
 	return &openReader{dec: dec, cr: cr, rc: rc}, nil

@@ -53,7 +53,7 @@ func TestKitCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "kit "+kitID) || !strings.Contains(out, fmt.Sprintf("%d pairs match", tr.Pairs)) || !strings.Contains(out, "/etc/kubernetes/pki/apiserver.crt") {
 		t.Fatalf("kit show exit %d\n%s\n%s", code, out, errOut)
 	}
-	if code, out, errOut = cli("kit", "show", kitID[:12], "--identity-file", otherFile); code != 1 || !strings.Contains(out+errOut, "cannot decrypt") {
+	if code, out, errOut = cli("kit", "show", kitID[:12], "--identity-file", otherFile); code != 2 || !strings.Contains(out+errOut, "cannot decrypt") {
 		t.Errorf("kit show with the wrong identity: exit %d\n%s\n%s", code, out, errOut)
 	}
 
@@ -186,7 +186,7 @@ func TestKitVerify(t *testing.T) {
 		code    int
 		want    string
 	}{
-		{name: "wrong identity", cluster: "good", args: []string{"--identity-file", otherFile}, code: 1, want: "cannot decrypt"},
+		{name: "wrong identity", cluster: "good", args: []string{"--identity-file", otherFile}, code: 2, want: "cannot decrypt"},
 		{name: "no identity", cluster: "good", code: 2, want: "an age identity is needed"},
 		{name: "mismatched pair", cluster: "mismatched", args: []string{"--identity-file", idFile}, code: 1,
 			want: "/etc/kubernetes/pki/ca.*: the certificate (or public key) does not match the private key beside it"},

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/lifeboat-dev/lifeboat/kit"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
@@ -95,7 +96,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if errors.As(err, &ce) || errors.As(err, &ue) || errors.Is(err, snapshot.ErrMixedClusters) || errors.Is(err, uploader.ErrNoStore) ||
 		// Refusals of trust: another cluster's backups under this name,
 		// two lineages to choose from, an untrusted backup named.
-		errors.Is(err, repository.ErrOtherLineage) || errors.Is(err, repository.ErrLineageAmbiguous) || errors.Is(err, repository.ErrUntrusted) {
+		keysUnusable(err) || errors.Is(err, repository.ErrOtherLineage) || errors.Is(err, repository.ErrLineageAmbiguous) || errors.Is(err, repository.ErrUntrusted) {
 		return exitUsage
 	}
 	return exitFailed
@@ -116,4 +117,12 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// keysUnusable reports whether err says the keys given cannot decrypt
+// what was asked for (no identity, the wrong one): not a verdict on the
+// backup, a usage error (exit 2) everywhere.
+func keysUnusable(err error) bool {
+	return errors.Is(err, repository.ErrDecrypt) || errors.Is(err, repository.ErrNoIdentity) ||
+		errors.Is(err, kit.ErrDecrypt) || errors.Is(err, kit.ErrNoIdentity)
 }

@@ -172,6 +172,9 @@ func runVerify(ctx context.Context, cfg *Config, lg *slog.Logger, ref string, ou
 	}
 	st, err := verifyBackup(ctx, backups, m, ids, cfg.Snapshot.SpoolDir, lg)
 	if err != nil {
+		if keysUnusable(err) {
+			return fmt.Errorf("backup %s: %w", m.ID, err)
+		}
 		return fmt.Errorf("backup %s failed verification: %w", m.ID, err)
 	}
 	fmt.Fprintf(out, "backup %s is good: object sha256, decoding, trailer, bbolt check and status match the manifest\n", m.ID)
