@@ -50,3 +50,41 @@ func TestIdentityErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestCorruptLatestSuggestsPrevious (issue 29): when latest is damaged,
+// verify, fetch and restore of latest name the backup before it and
+// latest-proven, the way out at 3 a.m.
+func TestCorruptLatestSuggestsPrevious(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd")
+	}
+	e := newDrillEnv(t)
+	e.snapshot(t)
+	nextSecond()
+	e.snapshot(t)
+	l, err := e.backups(t).List(t.Context())
+	if err != nil || len(l.Backups) != 2 {
+		t.Fatalf("backups: %v %v", l, err)
+	}
+	newest, older := l.Backups[0].Manifest, l.Backups[1].Manifest
+	path := filepath.Join(e.store, filepath.FromSlash(newest.Object))
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, cmd := range [][]string{
+		{"verify", "latest"},
+		{"fetch", "latest", "-o", filepath.Join(dir, "snap.db")},
+		{"restore", "latest", "--data-dir", filepath.Join(dir, "data"), "--name", "m1", "--initial-advertise-peer-urls", "http://127.0.0.1:2380"},
+	} {
+		code, out, errOut := runCLI(t, nil, append(cmd, e.args...)...)
+		if code != 1 || !strings.Contains(errOut, older.ID) || !strings.Contains(errOut, "latest-proven") {
+			t.Errorf("%s of a damaged latest: exit %d, want 1 naming %s and latest-proven\n%s\n%s", cmd[0], code, older.ID, out, errOut)
+		}
+	}
+}
