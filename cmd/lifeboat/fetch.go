@@ -65,7 +65,7 @@ latest-proven is the newest backup whose last drill passed.`,
 	return c
 }
 
-func runFetch(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o fetchOptions) error {
+func runFetch(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o fetchOptions) (err error) {
 	toStdout := o.output == "-"
 	if f, ok := a.stdout.(*os.File); ok && toStdout && term.IsTerminal(int(f.Fd())) {
 		return usagef("-o -: stdout is a terminal; redirect it (> snap.db) or give -o FILE")
@@ -87,6 +87,7 @@ func runFetch(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o fetch
 	if err != nil {
 		return err
 	}
+	defer func() { err = withPrevious(ctx, backups, o.ref, m, err) }()
 	// The temporary file lives beside FILE, so the rename is atomic, or in
 	// the spool dir for stdout.
 	dir, base := filepath.Dir(o.output), filepath.Base(o.output)

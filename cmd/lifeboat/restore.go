@@ -164,7 +164,7 @@ func selectBackup(ctx context.Context, b *repository.Repo, ref, before string, n
 	return m, err
 }
 
-func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o restoreOptions, now time.Time) error {
+func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o restoreOptions, now time.Time) (err error) {
 	out := a.stdout
 	owner, err := o.parseOwner()
 	if err != nil {
@@ -183,6 +183,9 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 		return err
 	}
 	defer release()
+	if plan == nil {
+		defer func() { err = withPrevious(ctx, backups, o.ref, m, err) }()
+	}
 	ropts := restore.RestoreOptions{
 		DataDir: o.dataDir, WALDir: o.walDir, Name: o.name, InitialCluster: o.cluster,
 		InitialClusterToken: o.token, PeerURLs: o.peerURLs,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/inspect"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/verify"
 )
 
 // A SOURCE is a backup id, latest, latest-proven, or a point in time:
@@ -223,4 +225,28 @@ func copyFile(from, to string) error {
 		return err
 	}
 	return dst.Close()
+}
+
+// damaged reports whether err is proven damage of a stored backup: its
+// object does not match its manifest, or the snapshot in it is corrupt.
+func damaged(err error) bool {
+	return errors.Is(err, repository.ErrObjectMismatch) || errors.Is(err, verify.ErrCorrupt) || errors.Is(err, verify.ErrManifestMismatch)
+}
+
+// withPrevious adds to the error of a damaged latest (ref) the way out:
+// the trusted backup before it, and latest-proven.
+func withPrevious(ctx context.Context, b *repository.Repo, ref string, m *repository.Manifest, err error) error {
+	if err == nil || ref != "latest" || m == nil || !damaged(err) {
+		return err
+	}
+	c, cerr := b.Candidates(ctx)
+	if cerr != nil {
+		return err
+	}
+	for i, x := range c {
+		if x.ID == m.ID && i+1 < len(c) {
+			return fmt.Errorf("%w\nthe backup before it is %s: give that id instead of latest, or latest-proven for the newest one a drill proved (lifeboat list shows them)", err, c[i+1].ID)
+		}
+	}
+	return fmt.Errorf("%w\nno older backup of this cluster is listed; latest-proven names the newest one a drill proved, if any", err)
 }

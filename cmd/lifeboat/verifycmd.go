@@ -172,6 +172,7 @@ func runVerify(ctx context.Context, cfg *Config, lg *slog.Logger, ref string, ou
 	}
 	st, err := verifyBackup(ctx, backups, m, ids, cfg.Snapshot.SpoolDir, lg)
 	if err != nil {
+		err = withPrevious(ctx, backups, ref, m, err)
 		if keysUnusable(err) {
 			return fmt.Errorf("backup %s: %w", m.ID, err)
 		}
