@@ -119,9 +119,10 @@ func TestAgentOnce(t *testing.T) {
 		{
 			name:     "encrypted without identity",
 			args:     []string{"--prune-schedule", "", "--recipient", id.Recipient().String()},
-			wantCode: exitFailed,
+			wantCode: exitUsage,
 			// No identity is an error of the drill run, not a verdict on
-			// the backup (issue 11, item 9).
+			// the backup (issue 11, item 9), and keys that cannot decrypt
+			// are a usage error everywhere (issue 29).
 			want:    []string{`lifeboat_drill_errors_total 1`, `lifeboat_job_runs_total{job_name="drill",result="failure"} 1`},
 			wantLog: "ENCRYPTION WARNING",
 		},

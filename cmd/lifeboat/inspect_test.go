@@ -344,7 +344,7 @@ func TestInspectCommands(t *testing.T) {
 
 	t.Run("wrong identity", func(t *testing.T) {
 		code, _, errOut := runCLI(t, nil, append([]string{"ls", "latest", "--cache-dir", filepath.Join(e.dir, "cache2"), "--identity-file", otherFile}, base...)...)
-		if code != 1 || !strings.Contains(errOut, "identit") {
+		if code != 2 || !strings.Contains(errOut, "identit") {
 			t.Errorf("wrong identity: exit %d %s", code, errOut)
 		}
 	})

@@ -113,7 +113,7 @@ func TestRestoreCommand(t *testing.T) {
 		if code != 1 || !strings.Contains(errOut, "no backups") {
 			t.Errorf("restore --before 2000: exit %d %s", code, errOut)
 		}
-		code, out, errOut := runCLI(t, nil, restoreArgs(append([]string{"--before", m.CreatedAt.Add(time.Second).Format(time.RFC3339)}, one...)...)...)
+		code, out, errOut := runCLI(t, nil, restoreArgs(append([]string{"--before", m.RevisionTime().Add(time.Second).Format(time.RFC3339)}, one...)...)...)
 		if code != 0 || !strings.Contains(out, "backup "+m.ID) {
 			t.Errorf("restore --before just after the backup: exit %d\n%s\n%s", code, out, errOut)
 		}

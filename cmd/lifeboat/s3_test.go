@@ -91,11 +91,11 @@ func TestSnapshotToS3(t *testing.T) {
 		t.Errorf("verify with the identity: exit %d\n%s%s", code, out, errOut)
 	}
 	code, _, errOut = runCLI(t, env, append([]string{"verify", "latest", "--identity-file", otherFile}, common...)...)
-	if code != 1 || !strings.Contains(errOut, "cannot decrypt with the given identity") {
+	if code != 2 || !strings.Contains(errOut, "cannot decrypt with the given identity") {
 		t.Errorf("verify with the wrong identity: exit %d: %s", code, errOut)
 	}
 	code, _, errOut = runCLI(t, env, append([]string{"verify", "latest"}, common...)...)
-	if code != 1 || !strings.Contains(errOut, "--identity-file") {
+	if code != 2 || !strings.Contains(errOut, "--identity-file") {
 		t.Errorf("verify without identity: exit %d: %s", code, errOut)
 	}
 }
