@@ -1,0 +1,85 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/lifeboat-dev/lifeboat/fleet"
+	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/jobtest"
+	"github.com/lifeboat-dev/lifeboat/repository"
+	"github.com/lifeboat-dev/lifeboat/uploader"
+)
+
+// TestFleetStatusCommand: clusters written by lifeboat snapshot and
+// agent --once against a real etcd, plus an older one gone quiet, in
+// two directory stores: fleet status shows each (table and JSON), exits
+// 1 because of the quiet one, --problems shows it alone, and
+// --fleet-store reads several stores.
+func TestFleetStatusCommand(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	seedCluster(t, c, 50)
+	dir := t.TempDir()
+	one, two := filepath.Join(dir, "one"), filepath.Join(dir, "two")
+	etcd := []string{"--endpoints", strings.Join(c.Endpoints(), ","), "--spool-dir", filepath.Join(dir, "spool")}
+	cli := func(want int, args ...string) string {
+		t.Helper()
+		code, out, errOut := runCLI(t, nil, args...)
+		if code != want {
+			t.Fatalf("lifeboat %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, want, out, errOut)
+		}
+		return out
+	}
+	cli(0, append([]string{"snapshot", "--store", "file://" + one, "--cluster", "plain"}, etcd...)...)
+	cli(0, append([]string{"agent", "--once", "--store", "file://" + one, "--cluster", "cron", "--snapshot-schedule", "@every 10m",
+		"--prune-schedule", "", "--drill-schedule", "", "--lock=false"}, etcd...)...)
+
+	// Healthy: both clusters, the CronJob's status document read.
+	out := cli(0, "fleet", "status", "--store", "file://"+one, "-o", "json")
+	var r fleet.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("fleet status -o json: %v\n%s", err, out)
+	}
+	if len(r.Clusters) != 2 {
+		t.Fatalf("clusters: %s", out)
+	}
+	for _, s := range r.Clusters {
+		if len(s.Problems) != 0 || s.Newest == nil {
+			t.Errorf("%s: problems %v, newest %v", s.Name, s.Problems, s.Newest)
+		}
+		if s.Name == "cron" && (s.Agent == nil || s.Agent.Mode != repository.AgentOnce || s.ExpectedBy != "schedule @every 10m") {
+			t.Errorf("cron: agent %+v, expected by %q", s.Agent, s.ExpectedBy)
+		}
+	}
+
+	// An older agent's cluster in the second store, quiet for three days.
+	st, err := uploader.NewDir(two)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobtest.PutBackup(t, repository.New(st, "quiet"), time.Now().Add(-72*time.Hour), uploader.PutOptions{}, false)
+
+	out = cli(1, "fleet", "status", "--fleet-store", "file://"+one, "--fleet-store", "file://"+two)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "STORE") || !strings.Contains(lines[1], "quiet") || !strings.Contains(lines[1], "stale: the newest backup") {
+		t.Errorf("table: want the header, the quiet cluster first with its problem, then the others:\n%s", out)
+	}
+	out = cli(1, "fleet", "status", "--fleet-store", "file://"+one, "--fleet-store", "file://"+two, "--problems", "-o", "json")
+	r = fleet.Report{}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range r.Clusters {
+		names = append(names, s.Name)
+	}
+	if diff := cmp.Diff([]string{"quiet"}, names); diff != "" || r.Clusters[0].Problems[0].Kind != fleet.ProblemStale {
+		t.Errorf("--problems (-want +got):\n%s%s", diff, out)
+	}
+	cli(2, "fleet", "status", "--fleet-store", "file://"+filepath.Join(dir, "missing"))
+}
