@@ -227,10 +227,12 @@ func (s *Status) assessBackups(p Policy, now time.Time, add func(kind, format st
 			d, ok = bySchedule(a.Schedules.Snapshot, last)
 		}
 		if sa := a.StaleAfter.Duration(); sa > 0 && (!ok || last.Add(sa).Before(d.late)) {
-			if !ok {
-				d.next = last.Add(sa)
+			if ok { // the schedule says when the next is due, stale_after when it is late
+				d.how += ", stale_after " + human(sa)
+			} else {
+				d.next, d.how = last.Add(sa), "stale_after "+human(sa)
 			}
-			d.late, d.how, ok = last.Add(sa), "stale_after "+human(sa), true
+			d.late, ok = last.Add(sa), true
 		}
 	}
 	if !ok {

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,7 +153,14 @@ func TestFleetStatus(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("problems by cluster (-want +got):\n%s", diff)
-		r.WriteTable(tableLog{t})
+		var b strings.Builder
+		r.WriteTable(&b)
+		t.Log("\n" + b.String())
+	}
+	if testing.Verbose() {
+		var b strings.Builder
+		r.WriteTable(&b)
+		t.Log("\n" + b.String())
 	}
 	if r.Problems() != 4 || len(r.WithProblems().Clusters) != 4 || len(r.Clusters[0].Problems) == 0 {
 		t.Errorf("%d clusters with problems, the first row %s: want 4, problem rows first", r.Problems(), r.Clusters[0].Name)
@@ -201,7 +209,3 @@ func mustNewest(t *testing.T, st uploader.Store, cluster string) string {
 	ids := jobtest.Manifests(t, repository.New(st, cluster))
 	return ids[len(ids)-1]
 }
-
-type tableLog struct{ t *testing.T }
-
-func (l tableLog) Write(p []byte) (int, error) { l.t.Log("\n" + string(p)); return len(p), nil }
