@@ -145,6 +145,38 @@ const readers = 4
 // listed is one row with its error (cluster "*"); only the end of ctx
 // fails the call. Rows are sorted by store, then cluster.
 func Read(ctx context.Context, sources []Source, lg *slog.Logger) ([]Cluster, error) {
+	return NewReader().Read(ctx, sources, lg)
+}
+
+// Reader reads the fleet again and again (the hub's refreshes): the
+// manifests and drill reports it has read are kept (they are immutable;
+// repository.New's cache), so a read after the first costs each store's
+// listing plus the objects that are new. Safe for one Read at a time.
+type Reader struct {
+	mu    sync.Mutex
+	repos map[[2]string]*repository.Repo // by source name and cluster
+}
+
+// NewReader returns a Reader with nothing cached.
+func NewReader() *Reader { return &Reader{repos: map[[2]string]*repository.Repo{}} }
+
+// repo is cluster's repository in st, its cache kept across reads.
+func (r *Reader) repo(st uploader.Store, src Source, cluster string) *repository.Repo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := [2]string{src.Name, cluster}
+	cached := r.repos[k]
+	if cached == nil {
+		cached = repository.New(src.Store, cluster)
+		r.repos[k] = cached
+	}
+	repo := *cached // copies share the cache
+	repo.Store, repo.Trust = st, src.Trust
+	return &repo
+}
+
+// Read is the package's Read, keeping what it read for the next.
+func (r *Reader) Read(ctx context.Context, sources []Source, lg *slog.Logger) ([]Cluster, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
@@ -166,7 +198,7 @@ func Read(ctx context.Context, sources []Source, lg *slog.Logger) ([]Cluster, er
 			wg.Go(func() {
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				rows[i] = readCluster(ctx, ls, src, name)
+				rows[i] = readCluster(ctx, ls, src, name, r.repo(ls, src, name))
 			})
 		}
 		wg.Wait()
@@ -192,10 +224,8 @@ func Read(ctx context.Context, sources []Source, lg *slog.Logger) ([]Cluster, er
 // readCluster reads one cluster: its backups and lineages, windows,
 // drills, kit and agents. The first error ends the reading and is the
 // row's ReadError.
-func readCluster(ctx context.Context, st uploader.Store, src Source, name string) Cluster {
+func readCluster(ctx context.Context, st uploader.Store, src Source, name string, repo *repository.Repo) Cluster {
 	c := Cluster{Store: src.Name, Name: name}
-	repo := repository.New(st, name)
-	repo.Trust = src.Trust
 	if err := c.readBackups(ctx, repo); err != nil {
 		c.ReadError = err.Error()
 		return c

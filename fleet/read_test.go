@@ -76,7 +76,7 @@ func synthetic(t *testing.T, st uploader.Store, cluster, etcdID string, times ..
 	}
 }
 
-func status(t *testing.T, st uploader.Store, cluster, schedule string, written time.Time) {
+func status(t testing.TB, st uploader.Store, cluster, schedule string, written time.Time) {
 	t.Helper()
 	s := &repository.AgentStatus{Cluster: cluster, Agent: cluster + "-node/1", Version: "test", Mode: repository.AgentDaemon,
 		WrittenAt: written, Started: written.Add(-time.Hour), Every: 60, Leader: true,
