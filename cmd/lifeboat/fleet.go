@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,8 +31,68 @@ func newFleetCmd(a *app) *cobra.Command {
 		Short: "Every cluster of one or more stores, judged by its own schedules",
 		Args:  cobra.NoArgs,
 	}
-	c.AddCommand(newFleetStatusCmd(a))
+	c.AddCommand(newFleetStatusCmd(a), newFleetServeCmd(a))
 	return c
+}
+
+type fleetServeOptions struct {
+	listen    string
+	interval  time.Duration
+	storeOnly bool
+}
+
+func newFleetServeCmd(a *app) *cobra.Command {
+	var o fleetServeOptions
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "The fleet hub: read the stores every --interval, serve /metrics, /api/v1/clusters and a status page",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			o.storeOnly = cmd.Flags().Changed("store")
+			return runFleetServe(cmd.Context(), cfg, a.logger(cfg), o, nil)
+		},
+	}
+	c.Flags().StringVar(&o.listen, "listen", "127.0.0.1:9470", "HTTP address of the status page, /api/v1/clusters and /metrics")
+	c.Flags().DurationVar(&o.interval, "interval", time.Minute, "time between two reads of the stores")
+	return c
+}
+
+// runFleetServe serves the hub until ctx ends; ready, when not nil,
+// receives the listener's address once it is bound.
+func runFleetServe(ctx context.Context, cfg *Config, lg *slog.Logger, o fleetServeOptions, ready chan<- string) error {
+	if o.interval < time.Second {
+		return usageError{fmt.Errorf("--interval %s: must be at least 1s", o.interval)}
+	}
+	sources, err := fleetSources(ctx, cfg, o.storeOnly, lg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("fleet serve: listen on %s: %w", o.listen, err)
+	}
+	hub := fleet.NewHub(fleet.HubConfig{Sources: sources, Interval: o.interval}, lg)
+	srv := &http.Server{Handler: hub.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(lg.Handler(), slog.LevelWarn)}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			lg.Error("http server stopped", "err", err)
+		}
+	})
+	lg.Info("fleet hub serving / /api/v1/clusters /metrics", "addr", ln.Addr().String(), "stores", len(sources), "interval", o.interval.String())
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+	err = hub.Run(ctx)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	wg.Wait()
+	return err
 }
 
 func newFleetStatusCmd(a *app) *cobra.Command {

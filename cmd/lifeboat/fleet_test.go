@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -82,4 +85,61 @@ func TestFleetStatusCommand(t *testing.T) {
 		t.Errorf("--problems (-want +got):\n%s%s", diff, out)
 	}
 	cli(2, "fleet", "status", "--fleet-store", "file://"+filepath.Join(dir, "missing"))
+}
+
+// TestFleetServeCommand: fleet serve reads the store, serves the
+// clusters over HTTP and stops when its context ends.
+func TestFleetServeCommand(t *testing.T) {
+	dir := t.TempDir()
+	st, err := uploader.NewDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobtest.PutBackup(t, repository.New(st, "quiet"), time.Now().Add(-72*time.Hour), uploader.PutOptions{}, false)
+	cfg := DefaultConfig()
+	cfg.Store.URL = "file://" + dir
+	lg, _ := jobtest.Logger(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	ready, done := make(chan string, 1), make(chan error, 1)
+	go func() {
+		done <- runFleetServe(ctx, &cfg, lg, fleetServeOptions{listen: "127.0.0.1:0", interval: time.Minute}, ready)
+	}()
+	var addr string
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		t.Fatalf("fleet serve: %v", err)
+	}
+	var r fleet.Report
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/api/v1/clusters")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			if err := json.Unmarshal(body, &r); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no report within 10s: %d %s", resp.StatusCode, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(r.Clusters) != 1 || r.Clusters[0].Name != "quiet" || len(r.Clusters[0].Problems) == 0 {
+		t.Errorf("served report: %+v", r.Clusters)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("fleet serve returned %v after cancel", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("fleet serve did not stop within 15s of cancel")
+	}
 }

@@ -115,6 +115,7 @@ var commandGroups = map[string]group{
 
 	// The fleet reads stores only.
 	"fleet status": groupStore | groupTrust | groupFleet,
+	"fleet serve":  groupStore | groupTrust | groupFleet,
 }
 
 // optionDef is one configuration key: its flag, extra environment names,
