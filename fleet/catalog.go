@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -71,7 +72,9 @@ type Cluster struct {
 	Kit *Kit `json:"kit,omitempty"`
 
 	// Agent is the newest status document of the cluster's agents (nil:
-	// none, an older agent); Agents counts the agents that wrote one;
+	// none, an older agent), with what it leaves empty filled from older
+	// ones (mergeAgents: a CronJob per job each states its own); Agents
+	// counts the agents that wrote one;
 	// AgentErrors are the documents that could not be read or are
 	// untrusted.
 	Agent       *repository.AgentStatus `json:"agent,omitempty"`
@@ -333,6 +336,7 @@ func (c *Cluster) readAgents(ctx context.Context, repo *repository.Repo) error {
 	if err != nil {
 		return fmt.Errorf("read the agent status of %s: %w", c.Name, err)
 	}
+	var docs []*repository.AgentStatus
 	for _, e := range es { // the most recently written first
 		if e.Err != nil {
 			c.AgentErrors = append(c.AgentErrors, e.Err.Error())
@@ -342,14 +346,64 @@ func (c *Cluster) readAgents(ctx context.Context, repo *repository.Repo) error {
 			continue
 		}
 		c.Agents++
-		if c.Agent == nil {
-			c.Agent = e.Status
-		}
+		docs = append(docs, e.Status)
 		if e.Status.Leader {
 			c.Leaders++
 		}
 	}
+	c.Agent = mergeAgents(docs)
 	return nil
+}
+
+// mergeWithin bounds how much older than the newest a document may be
+// to fill in what the newest leaves empty: a daily drill CronJob's
+// document still counts beside an hourly backup one.
+const mergeWithin = 48 * time.Hour
+
+// mergeAgents is the newest document (docs are newest first) with what
+// it leaves empty — a job's schedule, its last run, stale_after,
+// capture, copies — taken from the newest older document, written
+// within mergeWithin, that has it. The Helm chart's CronJobs run one
+// job each (the backup one with no drill schedule, the drill one with
+// no snapshot schedule): together they state the cluster's promises.
+// nil for no document.
+func mergeAgents(docs []*repository.AgentStatus) *repository.AgentStatus {
+	if len(docs) == 0 {
+		return nil
+	}
+	m := *docs[0]
+	m.Jobs = maps.Clone(m.Jobs)
+	if m.Jobs == nil {
+		m.Jobs = map[string]repository.AgentJob{}
+	}
+	for _, d := range docs[1:] {
+		if m.WrittenAt.Sub(d.WrittenAt) > mergeWithin {
+			break
+		}
+		fill := func(dst *string, src string) {
+			if *dst == "" {
+				*dst = src
+			}
+		}
+		fill(&m.Schedules.Snapshot, d.Schedules.Snapshot)
+		fill(&m.Schedules.Prune, d.Schedules.Prune)
+		fill(&m.Schedules.Drill, d.Schedules.Drill)
+		if m.StaleAfter == 0 {
+			m.StaleAfter = d.StaleAfter
+		}
+		if m.Capture == nil {
+			m.Capture = d.Capture
+		}
+		if len(m.Copies) == 0 {
+			m.Copies = d.Copies
+		}
+		for name, j := range d.Jobs {
+			if _, ok := m.Jobs[name]; !ok {
+				m.Jobs[name] = j
+			}
+		}
+	}
+	return &m
 }
 
 // readKit reads the kit the newest backup names; what cannot be read is
