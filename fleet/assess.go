@@ -56,6 +56,11 @@ type Policy struct {
 	// CertWarning is how long before a kit certificate's expiry it is a
 	// problem.
 	CertWarning time.Duration `json:"cert_warning"`
+	// MinGrace and MaxGrace bound how late a scheduled run may be: half
+	// its period, but at least MinGrace and at most MaxGrace (jitter,
+	// retries, a slow upload).
+	MinGrace time.Duration `json:"min_grace"`
+	MaxGrace time.Duration `json:"max_grace"`
 }
 
 // DefaultPolicy returns the default thresholds.
@@ -66,6 +71,8 @@ func DefaultPolicy() Policy {
 		CaptureBehind:     5 * time.Minute,
 		CopyBehind:        time.Hour,
 		CertWarning:       30 * 24 * time.Hour,
+		MinGrace:          5 * time.Minute,
+		MaxGrace:          time.Hour,
 	}
 }
 
@@ -92,10 +99,10 @@ type Status struct {
 // optional seconds, descriptors, CRON_TZ=).
 var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
-// grace is how late a run may be: half its period, between 5 minutes
-// and an hour (jitter, retries, a slow upload).
-func grace(period time.Duration) time.Duration {
-	return min(max(period/2, 5*time.Minute), time.Hour)
+// grace is how late a run may be: half its period, between MinGrace
+// and MaxGrace.
+func (p Policy) grace(period time.Duration) time.Duration {
+	return min(max(period/2, p.MinGrace), p.MaxGrace)
 }
 
 // due is when a job is expected after last by a schedule, and when it
@@ -107,7 +114,7 @@ type due struct {
 
 // bySchedule is due by a cron schedule: its next run after last, late
 // by grace of the schedule's period there.
-func bySchedule(spec string, last time.Time) (due, bool) {
+func (p Policy) bySchedule(spec string, last time.Time) (due, bool) {
 	s, err := cronParser.Parse(spec)
 	if err != nil {
 		return due{}, false
@@ -117,11 +124,11 @@ func bySchedule(spec string, last time.Time) (due, bool) {
 		return due{}, false
 	}
 	period := s.Next(next).Sub(next)
-	return due{next: next, late: next.Add(grace(period)), how: "schedule " + spec}, true
+	return due{next: next, late: next.Add(p.grace(period)), how: "schedule " + spec}, true
 }
 
 // bySpacing is due by the median spacing of times (newest first).
-func bySpacing(times []time.Time) (due, bool) {
+func (p Policy) bySpacing(times []time.Time) (due, bool) {
 	if len(times) < 2 {
 		return due{}, false
 	}
@@ -135,7 +142,7 @@ func bySpacing(times []time.Time) (due, bool) {
 		return due{}, false
 	}
 	next := times[0].Add(period)
-	return due{next: next, late: next.Add(grace(period)), how: "spacing " + human(period)}, true
+	return due{next: next, late: next.Add(p.grace(period)), how: "spacing " + human(period)}, true
 }
 
 // Assess judges c at now: what is expected when, the recovery point,
@@ -152,7 +159,7 @@ func Assess(c Cluster, p Policy, now time.Time) Status {
 	assessObjects(c, add)
 	s.assessBackups(p, now, add)
 	s.assessAgent(p, now, add)
-	s.assessDrills(now, add)
+	s.assessDrills(p, now, add)
 	s.assessCapture(p, now, add)
 	s.assessCopies(p, now, add)
 	if k := c.Kit; k != nil && k.Error == "" && !k.CertExpiry.IsZero() && !now.Add(p.CertWarning).Before(k.CertExpiry) {
@@ -224,7 +231,7 @@ func (s *Status) assessBackups(p Policy, now time.Time, add func(kind, format st
 	var ok bool
 	if a := c.Agent; a != nil {
 		if a.Schedules.Snapshot != "" {
-			d, ok = bySchedule(a.Schedules.Snapshot, last)
+			d, ok = p.bySchedule(a.Schedules.Snapshot, last)
 		}
 		if sa := a.StaleAfter.Duration(); sa > 0 && (!ok || last.Add(sa).Before(d.late)) {
 			if ok { // the schedule says when the next is due, stale_after when it is late
@@ -236,7 +243,7 @@ func (s *Status) assessBackups(p Policy, now time.Time, add func(kind, format st
 		}
 	}
 	if !ok {
-		d, ok = bySpacing(c.Recent)
+		d, ok = p.bySpacing(c.Recent)
 	}
 	if !ok {
 		d = due{next: last.Add(p.DefaultStaleAfter), late: last.Add(p.DefaultStaleAfter), how: "default " + human(p.DefaultStaleAfter)}
@@ -263,7 +270,7 @@ func (s *Status) assessAgent(p Policy, now time.Time, add func(kind, format stri
 	how := fmt.Sprintf("it writes every %s", human(a.Every.Duration()))
 	if a.Mode == repository.AgentOnce {
 		// A CronJob run: silent once its next run is late.
-		if d, ok := bySchedule(a.Schedules.Snapshot, a.WrittenAt); ok {
+		if d, ok := p.bySchedule(a.Schedules.Snapshot, a.WrittenAt); ok {
 			silentAt, how = d.late, "a run per "+d.how
 		} else {
 			silentAt, how = a.WrittenAt.Add(p.DefaultStaleAfter), "no schedule: default "+human(p.DefaultStaleAfter)
@@ -283,7 +290,7 @@ func (s *Status) assessAgent(p Policy, now time.Time, add func(kind, format stri
 // assessDrills reports a failed, unreadable or overdue drill. The
 // schedule is the agent's (none when its drill schedule is empty), or
 // the spacing of recent drills without a status document.
-func (s *Status) assessDrills(now time.Time, add func(kind, format string, a ...any)) {
+func (s *Status) assessDrills(p Policy, now time.Time, add func(kind, format string, a ...any)) {
 	c := s.Cluster
 	if d := c.Drill; d != nil {
 		switch d.State {
@@ -303,9 +310,9 @@ func (s *Status) assessDrills(now time.Time, add func(kind, format string, a ...
 		if c.Drill != nil {
 			from = c.Drill.Started
 		}
-		dd, ok = bySchedule(c.Agent.Schedules.Drill, from)
+		dd, ok = p.bySchedule(c.Agent.Schedules.Drill, from)
 	default:
-		dd, ok = bySpacing(c.DrillStarts)
+		dd, ok = p.bySpacing(c.DrillStarts)
 	}
 	if !ok {
 		return

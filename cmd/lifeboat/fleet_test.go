@@ -7,15 +7,19 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/lifeboat-dev/lifeboat/agent"
+	"github.com/lifeboat-dev/lifeboat/backup"
 	"github.com/lifeboat-dev/lifeboat/fleet"
 	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/internal/test/jobtest"
 	"github.com/lifeboat-dev/lifeboat/repository"
+	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
@@ -142,4 +146,84 @@ func TestFleetServeCommand(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("fleet serve did not stop within 15s of cancel")
 	}
+}
+
+// TestFleetSeesADeadAgent: two live agent daemons of two clusters
+// against a real etcd write backups and status documents into one
+// store; one is stopped (its process gone, as with its node): it, and
+// only it, becomes stale by its own schedule and silent, while the other
+// stays clean. The policy's floors are shortened so that a schedule of
+// a second shows in seconds what an hourly one shows in hours.
+func TestFleetSeesADeadAgent(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	seedCluster(t, c, 20)
+	st, err := uploader.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg, _ := jobtest.Logger(t)
+	stops := map[string]func(){}
+	for _, name := range []string{"alive", "killed"} {
+		repo := repository.New(st, name)
+		a, err := agent.New(agent.Config{
+			Cluster: name, Backups: repo, Identity: name + "-node", Version: "test",
+			Snapshot: &backup.Job{Etcd: snapshot.Config{Endpoints: c.Endpoints()}, SpoolDir: filepath.Join(t.TempDir(), "spool"),
+				Backups: repo, Encoding: repository.Encoding{Compression: "zstd"}, Version: "test"},
+			Schedules:   agent.Schedules{Snapshot: "@every 1s"},
+			StatusEvery: 200 * time.Millisecond,
+		}, lg.With("cluster", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- a.Run(ctx) }()
+		stop := func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("agent %s: %v", name, err)
+			}
+		}
+		stops[name] = sync.OnceFunc(stop)
+		t.Cleanup(stops[name])
+	}
+	p := fleet.DefaultPolicy()
+	p.MinGrace, p.AgentSilentAfter = 4*time.Second, 4*time.Second
+	problems := func() map[string][]string {
+		cs, err := fleet.Read(t.Context(), []fleet.Source{{Name: "dir", Store: st}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][]string{}
+		for _, s := range fleet.NewReport(cs, p, time.Now()).Clusters {
+			kinds := []string{}
+			if s.Newest == nil || s.Agent == nil {
+				kinds = append(kinds, "not yet")
+			}
+			for _, pr := range s.Problems {
+				kinds = append(kinds, pr.Kind)
+			}
+			out[s.Name] = kinds
+		}
+		return out
+	}
+	waitFor := func(want map[string][]string, within time.Duration) {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for {
+			got := problems()
+			if cmp.Equal(want, got) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("problems %v, want %v within %s", got, want, within)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	waitFor(map[string][]string{"alive": {}, "killed": {}}, 30*time.Second)
+	stops["killed"]()
+	killedAt := time.Now()
+	waitFor(map[string][]string{"alive": {}, "killed": {fleet.ProblemStale, fleet.ProblemAgentSilent}}, 30*time.Second)
+	t.Logf("the stopped agent's cluster was stale and silent %s after it stopped; the live one clean", time.Since(killedAt).Round(100*time.Millisecond))
 }
