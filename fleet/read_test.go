@@ -15,6 +15,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/internal/test/jobtest"
 	"github.com/lifeboat-dev/lifeboat/internal/test/s3test"
 	"github.com/lifeboat-dev/lifeboat/repository"
+	"github.com/lifeboat-dev/lifeboat/signing"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -208,4 +209,61 @@ func mustNewest(t *testing.T, st uploader.Store, cluster string) string {
 	t.Helper()
 	ids := jobtest.Manifests(t, repository.New(st, cluster))
 	return ids[len(ids)-1]
+}
+
+// TestFleetTrust: with trusted keys, a cluster whose store holds a
+// manifest and a status document not signed by a trusted key has the
+// untrusted problem; a cluster written with the trusted key has none,
+// its signed status document read.
+func TestFleetTrust(t *testing.T) {
+	key, err := signing.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := uploader.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	for _, tc := range []struct {
+		cluster string
+		signer  *signing.Key
+	}{{"signed", key}, {"planted", nil}} {
+		repo := repository.New(st, tc.cluster)
+		repo.Signer = tc.signer
+		for _, at := range []time.Time{now.Add(-20 * time.Minute), now.Add(-10 * time.Minute)} {
+			m := jobtest.PutObject(t, repo, at, uploader.PutOptions{})
+			if err := repo.PutManifest(t.Context(), m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s := &repository.AgentStatus{Cluster: tc.cluster, Agent: "a", Mode: repository.AgentDaemon, WrittenAt: now, Every: 60,
+			Schedules: repository.AgentSchedules{Snapshot: "@every 10m"}}
+		if err := repo.PutAgentStatus(t.Context(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	trust := &signing.Trust{Keys: []signing.PublicKey{key.Public()}}
+	cs, err := Read(t.Context(), []Source{{Name: "dir", Store: st, Trust: trust}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for _, s := range NewReport(cs, DefaultPolicy(), now).Clusters {
+		kinds := []string{}
+		for _, p := range s.Problems {
+			kinds = append(kinds, p.Kind)
+		}
+		got[s.Name] = kinds
+		if s.Name == "signed" && (s.Agent == nil || s.Backups != 2) {
+			t.Errorf("signed: agent %v, %d backups; want its signed document and both backups", s.Agent, s.Backups)
+		}
+		if s.Name == "planted" && (s.Untrusted != 2 || s.AgentUntrusted != 1 || s.Newest != nil) {
+			t.Errorf("planted: %d untrusted manifests, %d untrusted documents, newest %v", s.Untrusted, s.AgentUntrusted, s.Newest)
+		}
+	}
+	want := map[string][]string{"signed": {}, "planted": {ProblemUntrusted, ProblemStale}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
 }
