@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -124,6 +125,23 @@ func (h *Hub) Handler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		rep.WriteJSON(w)
 	})
+	mux.HandleFunc("GET /cluster", func(w http.ResponseWriter, r *http.Request) {
+		rep, ok := h.ready(w)
+		if !ok {
+			return
+		}
+		store, name := r.URL.Query().Get("store"), r.URL.Query().Get("name")
+		for _, s := range rep.Clusters {
+			if s.Store == store && s.Name == name {
+				w.Header().Set("Content-Type", "text/html; charset=utf-8")
+				if err := clusterPage.Execute(w, clusterView{Status: s, Now: rep.Now.UTC().Format(time.RFC3339)}); err != nil {
+					h.lg.Warn("render a cluster's page", "cluster", name, "err", err)
+				}
+				return
+			}
+		}
+		http.Error(w, "no cluster "+name+" in store "+store+" at the last refresh", http.StatusNotFound)
+	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 		rep, ok := h.ready(w)
 		if !ok {
@@ -149,6 +167,8 @@ func (h *Hub) ready(w http.ResponseWriter) (*Report, bool) {
 type pageRow struct {
 	Cells    []string
 	Problems []Problem
+	// Link is the cluster's own page.
+	Link string
 }
 
 type pageView struct {
@@ -163,7 +183,7 @@ func pageData(r *Report) pageView {
 	v := pageView{Now: r.Now.UTC().Format(time.RFC3339), Columns: Columns[:len(Columns)-1], Problems: r.Problems(), Total: len(r.Clusters)}
 	for _, s := range r.Clusters {
 		cells := r.Row(s)
-		v.Rows = append(v.Rows, pageRow{Cells: cells[:len(cells)-1], Problems: s.Problems})
+		v.Rows = append(v.Rows, pageRow{Cells: cells[:len(cells)-1], Problems: s.Problems, Link: clusterLink(s)})
 	}
 	return v
 }
@@ -181,9 +201,96 @@ tr.problem{background:#fde2e2}tr.ok{background:#e6f6e6}ul{margin:0;padding-left:
 <h1>lifeboat fleet</h1>
 <p>{{.Problems}} of {{.Total}} clusters with problems, as read at {{.Now}}. Problem clusters first.</p>
 <table><thead><tr>{{range .Columns}}<th>{{.}}</th>{{end}}<th>PROBLEMS</th></tr></thead><tbody>
-{{range .Rows}}<tr class="{{if .Problems}}problem{{else}}ok{{end}}">{{range .Cells}}<td>{{.}}</td>{{end}}<td>{{if .Problems}}<ul>{{range .Problems}}<li><b>{{.Kind}}</b>: {{.Text}}</li>{{end}}</ul>{{else}}none{{end}}</td></tr>
+{{range $row := .Rows}}<tr class="{{if .Problems}}problem{{else}}ok{{end}}">{{range $i, $c := .Cells}}<td>{{if eq $i 1}}<a href="{{$row.Link}}">{{$c}}</a>{{else}}{{$c}}{{end}}</td>{{end}}<td>{{if .Problems}}<ul>{{range .Problems}}<li><b>{{.Kind}}</b>: {{.Text}}</li>{{end}}</ul>{{else}}none{{end}}</td></tr>
 {{end}}</tbody></table>
 <p><a href="/api/v1/clusters">JSON</a> · <a href="/metrics">metrics</a></p>
+</body></html>
+`))
+
+// clusterLink is the address of a cluster's page.
+func clusterLink(s Status) string {
+	return "/cluster?" + url.Values{"store": {s.Store}, "name": {s.Name}}.Encode()
+}
+
+type clusterView struct {
+	Status
+	Now string
+}
+
+// clusterPage is one cluster's page: everything the fleet read and
+// decided about it, no JavaScript.
+var clusterPage = template.Must(template.New("cluster").Funcs(template.FuncMap{
+	"t": func(t any) string {
+		switch v := t.(type) {
+		case time.Time:
+			if v.IsZero() {
+				return "-"
+			}
+			return v.UTC().Format(time.RFC3339)
+		case *time.Time:
+			if v == nil || v.IsZero() {
+				return "-"
+			}
+			return v.UTC().Format(time.RFC3339)
+		}
+		return "-"
+	},
+}).Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>lifeboat fleet: {{.Name}}</title>
+<style>body{font-family:sans-serif;margin:1em}table{border-collapse:collapse}th,td{border:1px solid #ccc;padding:.3em .5em;text-align:left;font-size:90%}th{background:#eee}.bad{color:#a00}</style>
+</head><body>
+<p><a href="/">fleet</a></p>
+<h1>{{.Name}} <small>in {{.Store}}</small></h1>
+<p>As read at {{.Now}}.</p>
+<h2>Problems</h2>
+{{if .Problems}}<ul>{{range .Problems}}<li class="bad"><b>{{.Kind}}</b>: {{.Text}}</li>{{end}}</ul>{{else}}<p>None.</p>{{end}}
+{{if .ReadError}}<p class="bad">Cannot be read: {{.ReadError}}</p>{{end}}
+<h2>Backups</h2>
+<table>
+<tr><th>intact</th><td>{{.Backups}}</td></tr>
+<tr><th>broken / unreadable / untrusted</th><td>{{.Broken}} / {{.Unreadable}} / {{.Untrusted}}</td></tr>
+<tr><th>lineages</th><td>{{range .Lineages}}{{.}} {{end}}{{if .LineageError}}<span class="bad">{{.LineageError}}</span>{{end}}</td></tr>
+<tr><th>newest</th><td>{{with .Newest}}{{.ID}} (created {{t .CreatedAt}}, revision {{.Revision}}){{else}}none{{end}}</td></tr>
+<tr><th>next due</th><td>{{t .NextExpected}} by {{.ExpectedBy}}; late after {{t .StaleAt}}</td></tr>
+<tr><th>recovery point</th><td>{{t .RecoveryPoint}} ({{.RecoverySource}})</td></tr>
+</table>
+<h2>Change window</h2>
+{{with .Window}}<table>
+<tr><th>generation</th><td>{{.Generation}}</td></tr>
+<tr><th>revisions</th><td>{{.From}} to {{.Through}}</td></tr>
+<tr><th>time</th><td>{{t .FromTime}} to {{t .ThroughTime}}</td></tr>
+<tr><th>recoverable / sealed</th><td>{{.Recoverable}} / {{.Sealed}}</td></tr>
+{{if .Problem}}<tr><th>problem</th><td class="bad">{{.Problem}}</td></tr>{{end}}
+</table>{{else}}<p>No capture.</p>{{end}}
+<h2>Drill</h2>
+{{with .Drill}}<table>
+<tr><th>backup</th><td>{{.BackupID}}</td></tr>
+<tr><th>verdict</th><td>{{.State}}</td></tr>
+<tr><th>started / finished</th><td>{{t .Started}} / {{t .Finished}}</td></tr>
+<tr><th>RTO</th><td>{{.RTO}} s</td></tr>
+{{if .Error}}<tr><th>error</th><td class="bad">{{.Error}}</td></tr>{{end}}
+</table>{{else}}<p>Never drilled.</p>{{end}}
+{{if .DrillDue}}<p>Next drill due {{t .DrillDue}}.</p>{{end}}
+<h2>Recovery kit</h2>
+{{with .Kit}}<p>{{.ID}}: soonest certificate expiry {{t .CertExpiry}} ({{.CertPath}}){{if .Error}} <span class="bad">{{.Error}}</span>{{end}}</p>{{else}}<p>None.</p>{{end}}
+<h2>Agent</h2>
+{{with .Agent}}<table>
+<tr><th>agent</th><td>{{.Agent}} ({{.Mode}}{{if .Leader}}, leader{{else}}, standby{{end}}), version {{.Version}}</td></tr>
+<tr><th>written / started</th><td>{{t .WrittenAt}} / {{t .Started}}</td></tr>
+<tr><th>schedules</th><td>snapshot "{{.Schedules.Snapshot}}", prune "{{.Schedules.Prune}}", drill "{{.Schedules.Drill}}"</td></tr>
+<tr><th>stale after</th><td>{{.StaleAfter}} s</td></tr>
+{{with .Capture}}<tr><th>capture</th><td>every {{.Interval}} s, active {{.Active}}, through revision {{.Revision}} at {{t .RecoveryPoint}} {{.LastError}}</td></tr>{{end}}
+</table>
+<h3>Jobs</h3>
+<table><tr><th>job</th><th>last attempt</th><th>result</th><th>last success</th><th>next run</th><th>error</th></tr>
+{{range $name, $j := .Jobs}}<tr><td>{{$name}}</td><td>{{t $j.LastAttempt}}</td><td>{{$j.LastResult}}</td><td>{{t $j.LastSuccess}}</td><td>{{t $j.NextRun}}</td><td>{{$j.LastError}}</td></tr>{{end}}
+</table>
+{{if .Copies}}<h3>Copies</h3>
+<table><tr><th>copy</th><th>last run</th><th>last success</th><th>recovery point</th><th>error</th></tr>
+{{range .Copies}}<tr><td>{{.Name}}</td><td>{{t .LastRun}}</td><td>{{t .LastSuccess}}</td><td>{{t .RecoveryPoint}}</td><td>{{.LastError}}</td></tr>{{end}}
+</table>{{end}}
+{{else}}<p>No status document (an older agent): judged from its backups and drills.</p>{{end}}
+{{range .AgentErrors}}<p class="bad">{{.}}</p>{{end}}
 </body></html>
 `))
 

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"html"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -102,9 +104,30 @@ func TestHub(t *testing.T) {
 	if code != http.StatusOK || strings.Contains(body, "<script") {
 		t.Fatalf("/: %d, or a script in it:\n%s", code, body)
 	}
-	q, f := strings.Index(body, "<td>quiet</td>"), strings.Index(body, "<td>fresh</td>")
-	if q < 0 || f < 0 || q > f || !strings.Contains(body, `<tr class="problem"><td>dir</td><td>quiet</td>`) || !strings.Contains(body, "1 of 2 clusters with problems") {
+	q, f := strings.Index(body, `">quiet</a>`), strings.Index(body, `">fresh</a>`)
+	if q < 0 || f < 0 || q > f || !strings.Contains(body, `<tr class="problem"><td>dir</td><td><a href=`) || !strings.Contains(body, "1 of 2 clusters with problems") {
 		t.Errorf("the page does not list quiet (a problem row) before fresh:\n%s", body)
+	}
+
+	// Each cluster's own page, by the link in its row.
+	links := regexp.MustCompile(`<a href="(/cluster\?[^"]+)">(\w+)</a>`).FindAllStringSubmatch(body, -1)
+	if len(links) != 2 {
+		t.Fatalf("links to the clusters' pages: %v", links)
+	}
+	for _, l := range links {
+		code, page := get(t, srv.URL+html.UnescapeString(l[1]))
+		want := map[string][]string{
+			"quiet": {"<b>stale</b>", "No status document"},
+			"fresh": {"fresh-node/1", `snapshot "@every 10m"`, "<p>None.</p>"},
+		}[l[2]]
+		for _, w := range want {
+			if code != http.StatusOK || !strings.Contains(page, w) || strings.Contains(page, "<script") {
+				t.Errorf("page of %s (%d) lacks %q:\n%s", l[2], code, w, page)
+			}
+		}
+	}
+	if code, _ := get(t, srv.URL+"/cluster?store=dir&name=nope"); code != http.StatusNotFound {
+		t.Errorf("page of an unknown cluster: %d, want 404", code)
 	}
 }
 
