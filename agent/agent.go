@@ -103,6 +103,13 @@ type Config struct {
 	// DrillStore is the store the drill job proves: "" or
 	// DrillStorePrimary, a copy's name, or DrillStoreAlternate.
 	DrillStore string
+	// StatusEvery is how often the daemon writes its status document
+	// into the store besides at every job end (default 1m; see
+	// statusdoc.go).
+	StatusEvery time.Duration
+	// CaptureInterval is capture.interval, recorded in the status
+	// document (capture itself gets it through Capture).
+	CaptureInterval time.Duration
 }
 
 // Agent runs the scheduled jobs. Create it with New; Run it once.
@@ -130,6 +137,12 @@ type Agent struct {
 	ready     atomic.Bool
 
 	capt captureState
+
+	// once is set by RunOnce: the status document says so and is written
+	// at each job end directly.
+	once bool
+	// statusKick asks the status loop for a write (a job ended).
+	statusKick chan struct{}
 
 	copiers []*copier
 	cm      *copyMetrics
@@ -165,7 +178,7 @@ func New(cfg Config, lg *slog.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, lg: lg, clock: cfg.Clock, reg: cfg.Registry, byName: map[string]*job{}, drills: map[string]drill.Record{}}
+	a := &Agent{cfg: cfg, lg: lg, clock: cfg.Clock, reg: cfg.Registry, byName: map[string]*job{}, drills: map[string]drill.Record{}, statusKick: make(chan struct{}, 1)}
 	if err := a.addJobs(); err != nil {
 		return nil, err
 	}
@@ -247,6 +260,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.CaptureBackoff <= 0 {
 		cfg.CaptureBackoff = time.Second
+	}
+	if cfg.StatusEvery <= 0 {
+		cfg.StatusEvery = time.Minute
 	}
 	return cfg, nil
 }
@@ -402,6 +418,7 @@ func (a *Agent) startJobs(ctx context.Context, sched *sync.WaitGroup) {
 		}
 	}
 	sched.Go(func() { a.refreshLoop(ctx) })
+	sched.Go(func() { a.statusLoop(ctx) })
 	a.lg.Info("agent started", "cluster", a.cfg.Cluster, "store", a.cfg.Backups.Store.String(), "jobs", len(a.jobs), "lock", a.cfg.Lock != nil)
 }
 
@@ -473,7 +490,7 @@ func (a *Agent) RunOnce(ctx context.Context) error {
 		}
 		return ErrCaptureOnce
 	}
-	a.start = a.clock.Now()
+	a.start, a.once = a.clock.Now(), true
 	notifyCtx, notifyCancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer notifyCancel()
 	var bg sync.WaitGroup
@@ -520,6 +537,7 @@ func (a *Agent) RunOnce(ctx context.Context) error {
 	}
 	if ctx.Err() == nil {
 		errs = append(errs, a.copyAll(ctx))
+		a.writeStatus(ctx) // the cycle's end, copies included
 	}
 	return errors.Join(errs...)
 }

@@ -3,7 +3,10 @@
 // holds the cluster's leader lock in etcd when one is configured, and
 // reports on them: Prometheus metrics, /metrics /healthz /readyz /status
 // over HTTP, webhook notifications, systemd readiness and watchdog, and
-// for agent --once the textfile and Pushgateway exports.
+// for agent --once the textfile and Pushgateway exports; and into the
+// store, a status document (repository.AgentStatus: its schedules,
+// stale_after, capture, copies and each job's last run) for readers of
+// the store alone, such as lifeboat fleet.
 //
 // It owns no job. The jobs are the same ones the CLI's one-shot commands
 // call: backup.Run (take, verify, encode, store, commit), prune.Run

@@ -14,7 +14,7 @@ import (
 const module = "github.com/lifeboat-dev/lifeboat"
 
 // TestJobsDoNotImportTheDaemon: the jobs (backup, retention/prune,
-// restore, restore/drill, capture) never import agent, directly or
+// restore, restore/drill, capture) and the fleet never import agent, directly or
 // through another package, and the CLI's one-shot commands reach them
 // without it: cmd/lifeboat's snapshot, prune and drill files import the
 // job packages, not agent.
@@ -26,7 +26,7 @@ func TestJobsDoNotImportTheDaemon(t *testing.T) {
 		}
 		t.Skipf("no go command to list the import graph: %v", err)
 	}
-	jobs := []string{module + "/backup", module + "/retention/prune", module + "/restore", module + "/restore/drill", module + "/capture"}
+	jobs := []string{module + "/backup", module + "/retention/prune", module + "/restore", module + "/restore/drill", module + "/capture", module + "/fleet"}
 	for _, pkg := range jobs {
 		out, err := exec.Command(goBin, "list", "-deps", pkg).Output()
 		if err != nil {
@@ -76,9 +76,9 @@ var layers = map[string]int{
 	"repository": 2, "kit": 2, "restore/child": 2,
 	"backup": 3, "retention/prune": 3, "restore": 3, "capture": 3, "inspect": 3, "replica": 3,
 	"restore/drill": 4,
-	"agent":         5,
-	"cmd/lifeboat":  6,
-	"deploy":        6,
+	"agent":         5, "fleet": 5,
+	"cmd/lifeboat": 6,
+	"deploy":       6,
 }
 
 // harness is the path of the test harness: every package under it is for

@@ -205,6 +205,7 @@ func (a *Agent) executeWith(ctx context.Context, j *job, why string, run func(co
 	j.mu.Unlock()
 	if ctx.Err() == nil {
 		a.refresh(ctx)
+		a.jobEnded(ctx)
 	}
 	return err
 }

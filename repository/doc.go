@@ -14,6 +14,7 @@
 //	<cluster>/snapshots/<id>.json              manifest, written last
 //	<cluster>/drills/<id>/<time>.json          drill reports
 //	<cluster>/changes/<generation>/<first>-<last>.seg[.zst][.age]   change segments
+//	<cluster>/agents/<agent>/<time>.json       agent status documents (agentstatus.go)
 //
 // Change segments (segment.go) are a generation's change log after its
 // snapshot: every revision in [first, last] with its operations, the

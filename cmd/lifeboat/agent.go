@@ -125,6 +125,7 @@ func agentConfig(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptio
 	acfg := agentSchedules(cfg, backups, enc, identity)
 	if cfg.Capture.Enabled {
 		acfg.Capture = captureFunc(cfg, backups, enc, ids, lg)
+		acfg.CaptureInterval = cfg.Capture.Interval
 	}
 	if pruning {
 		acfg.Prune = &prune.Job{Backups: backups, Policy: policy, OrphanGrace: time.Duration(cfg.Retention.OrphanGrace)}

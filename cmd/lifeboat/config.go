@@ -39,6 +39,24 @@ type Config struct {
 	Notify     NotifyConfig
 	Inspect    InspectConfig
 	Kit        KitConfig
+	Fleet      FleetConfig
+}
+
+// FleetConfig is what lifeboat fleet reads.
+type FleetConfig struct {
+	// Stores are the store roots (file:// or s3:// URLs) whose clusters
+	// the fleet shows; empty: store.url.
+	Stores []string `yaml:"stores"`
+}
+
+// validate checks every fleet store's URL.
+func (f FleetConfig) validate() error {
+	for i, raw := range f.Stores {
+		if _, err := uploader.ParseStoreURL(raw); err != nil {
+			return cfgErr("fleet.stores", "entry %d: %v", i+1, err)
+		}
+	}
+	return nil
 }
 
 // SigningConfig is who signs what this lifeboat writes and whose
@@ -309,6 +327,7 @@ func (c *Config) Validate() error {
 		func() error { return c.validateStore(store) },
 		func() error { return c.validateCopies(store) },
 		c.validateDrillStore,
+		c.Fleet.validate,
 	} {
 		if err := step(); err != nil {
 			return err

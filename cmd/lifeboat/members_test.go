@@ -120,12 +120,13 @@ func snapshotArgs(dir string, endpoints ...string) []string {
 		"--cluster", "test", "--log-format", "json", "--dial-timeout", "2s", "--endpoints", strings.Join(endpoints, ",")}
 }
 
-// onlyManifest reads the one manifest of the store in dir.
+// onlyManifest reads the one manifest of the store in dir (agents also
+// store their status documents as JSON, under agents/).
 func onlyManifest(t *testing.T, dir string) *repository.Manifest {
 	t.Helper()
 	var found []string
 	for _, f := range storeFiles(t, filepath.Join(dir, "store")) {
-		if strings.HasSuffix(f, ".json") {
+		if strings.HasSuffix(f, ".json") && strings.Contains(filepath.ToSlash(f), "/snapshots/") {
 			found = append(found, f)
 		}
 	}

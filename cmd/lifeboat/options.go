@@ -40,6 +40,7 @@ const (
 	groupKit                            // the recovery kit: files outside etcd a restore on new hosts needs
 	groupCopies                         // further stores that hold copies of the backups
 	groupTrust                          // signing keys, trusted keys and the store's lineage
+	groupFleet                          // the stores lifeboat fleet reads
 	groupAll        group = 1<<iota - 1 // every group above
 )
 
@@ -68,6 +69,7 @@ var groupNames = []struct {
 	{groupKit, "kit", "Recovery kit", "The files outside etcd that a restore on new hosts needs, stored encrypted with every backup. See [The recovery kit](kit.md)."},
 	{groupCopies, "copies", "Copies", "Further stores, each a complete store, that the agent and `lifeboat copy` keep in step with the primary. See [Copies](copies.md)."},
 	{groupTrust, "trust", "Signing and lineage", "Who may write what lifeboat trusts: the agent's signing key, the public keys readers trust, and the one etcd cluster lineage a cluster name holds. See [Security](security.md)."},
+	{groupFleet, "fleet", "Fleet", "`lifeboat fleet status`: every cluster of several stores in one view. See [The fleet](fleet.md)."},
 }
 
 // sharedGroups say where the cluster, the store and the scratch space
@@ -110,6 +112,10 @@ var commandGroups = map[string]group{
 	"kit show":    groupStore | groupEncryption | groupTrust,
 	"kit verify":  groupStore | groupEncryption | groupTrust,
 	"kit restore": groupStore | groupEncryption | groupTrust,
+
+	// The fleet reads stores only.
+	"fleet status": groupStore | groupTrust | groupFleet,
+	"fleet serve":  groupStore | groupTrust | groupFleet,
 }
 
 // optionDef is one configuration key: its flag, extra environment names,
@@ -342,6 +348,10 @@ var optionTable = []optionDef{
 		Doc:  "kubeadm: /etc/kubernetes/pki and the EncryptionConfiguration that /etc/kubernetes/manifests/kube-apiserver.yaml names with --encryption-provider-config; k3s: /var/lib/rancher/k3s/server/token, server/tls and server/cred. Needs encryption.recipients: a kit is stored only encrypted. A backup fails when a file the kit names is missing"},
 	{Key: "kit.root", Flag: "kit-root", Default: "/", Groups: groupKit,
 		Help: "the directory kit.paths are read below (a host's root mounted elsewhere, e.g. /host in a container)"},
+
+	{Key: "fleet.stores", Flag: "fleet-store", Groups: groupFleet,
+		Help: "a store root (file:///path or s3://bucket/prefix) whose every cluster lifeboat fleet shows; repeatable",
+		Doc:  "empty: store.url. Each is read with the store.s3 settings and the AWS credential chain; read-only credentials are enough. An explicit --store shows that store alone"},
 }
 
 // section is the group the option is listed under.

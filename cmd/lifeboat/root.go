@@ -122,6 +122,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newDrillCmd(a),
 		newKitCmd(a),
 		newAgentCmd(a),
+		newFleetCmd(a),
 		newEtcdCmd(a),
 		newRestoreChildCmd(a),
 		newReplayChildCmd(a),

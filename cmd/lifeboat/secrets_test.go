@@ -41,6 +41,7 @@ var (
 		"etcd.member":       "http://root:" + marker + "@127.0.0.1:2379",
 		"store.url":         "s3://AKIA:" + marker + "@bucket/prefix",
 		"store.s3.endpoint": "http://AKIA:" + marker + "@127.0.0.1:9000",
+		"fleet.stores":      "s3://AKIA:" + marker + "@bucket/prefix",
 	}
 	// plainKeys cannot carry a credential: names, paths, enums,
 	// schedules, public keys, addresses.

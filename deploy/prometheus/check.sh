@@ -15,6 +15,8 @@ promtool=$root/.bin/promtool
 cd "$here"
 "$promtool" check rules alerts.yaml
 "$promtool" test rules alerts_test.yaml alerts_long_test.yaml
+"$promtool" check rules fleet/alerts.yaml
+(cd fleet && "$promtool" test rules alerts_test.yaml)
 
 if ! diff -u prometheusrule.yaml <(./prometheusrule.sh); then
 	echo "FAIL prometheusrule.yaml is out of date: ./prometheusrule.sh > prometheusrule.yaml"

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lifeboat-dev/lifeboat/fleet"
+	"github.com/lifeboat-dev/lifeboat/uploader"
+)
+
+type fleetStatusOptions struct {
+	output   string
+	problems bool
+	// storeOnly: --store was given, which shows that store alone.
+	storeOnly bool
+}
+
+func newFleetCmd(a *app) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "fleet",
+		Short: "Every cluster of one or more stores, judged by its own schedules",
+		Args:  cobra.NoArgs,
+	}
+	c.AddCommand(newFleetStatusCmd(a), newFleetServeCmd(a))
+	return c
+}
+
+type fleetServeOptions struct {
+	listen    string
+	interval  time.Duration
+	storeOnly bool
+}
+
+func newFleetServeCmd(a *app) *cobra.Command {
+	var o fleetServeOptions
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "The fleet hub: read the stores every --interval, serve /metrics, /api/v1/clusters and a status page",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			o.storeOnly = cmd.Flags().Changed("store")
+			return runFleetServe(cmd.Context(), cfg, a.logger(cfg), o, nil)
+		},
+	}
+	c.Flags().StringVar(&o.listen, "listen", "127.0.0.1:9470", "HTTP address of the status page, /api/v1/clusters and /metrics")
+	c.Flags().DurationVar(&o.interval, "interval", time.Minute, "time between two reads of the stores")
+	return c
+}
+
+// runFleetServe serves the hub until ctx ends; ready, when not nil,
+// receives the listener's address once it is bound.
+func runFleetServe(ctx context.Context, cfg *Config, lg *slog.Logger, o fleetServeOptions, ready chan<- string) error {
+	if o.interval < time.Second {
+		return usageError{fmt.Errorf("--interval %s: must be at least 1s", o.interval)}
+	}
+	sources, err := fleetSources(ctx, cfg, o.storeOnly, lg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("fleet serve: listen on %s: %w", o.listen, err)
+	}
+	hub := fleet.NewHub(fleet.HubConfig{Sources: sources, Interval: o.interval}, lg)
+	srv := &http.Server{Handler: hub.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(lg.Handler(), slog.LevelWarn)}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			lg.Error("http server stopped", "err", err)
+		}
+	})
+	lg.Info("fleet hub serving / /api/v1/clusters /metrics", "addr", ln.Addr().String(), "stores", len(sources), "interval", o.interval.String())
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+	err = hub.Run(ctx)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	wg.Wait()
+	return err
+}
+
+func newFleetStatusCmd(a *app) *cobra.Command {
+	var o fleetStatusOptions
+	c := &cobra.Command{
+		Use:   "status",
+		Short: "One row per cluster: newest backup, next due, recovery point, drill, agent, problems; exit 1 on any problem",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(o.output); err != nil {
+				return err
+			}
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			o.storeOnly = cmd.Flags().Changed("store")
+			return runFleetStatus(cmd.Context(), cfg, a.logger(cfg), o, a.stdout, time.Now())
+		},
+	}
+	addOutputFlag(c, &o.output, "table or json")
+	c.Flags().BoolVar(&o.problems, "problems", false, "show only the clusters with a problem")
+	return c
+}
+
+// errFleetProblems is returned when a cluster has a problem (exit 1).
+var errFleetProblems = errors.New("clusters with problems")
+
+// runFleetStatus reads every cluster of the fleet's stores and prints
+// the report; it fails when any cluster has a problem.
+func runFleetStatus(ctx context.Context, cfg *Config, lg *slog.Logger, o fleetStatusOptions, out io.Writer, now time.Time) error {
+	sources, err := fleetSources(ctx, cfg, o.storeOnly, lg)
+	if err != nil {
+		return err
+	}
+	cs, err := fleet.Read(ctx, sources, lg)
+	if err != nil {
+		return err
+	}
+	r := fleet.NewReport(cs, fleet.DefaultPolicy(), now)
+	shown := r
+	if o.problems {
+		shown = r.WithProblems()
+	}
+	if o.output == "json" {
+		err = shown.WriteJSON(out)
+	} else {
+		err = shown.WriteTable(out)
+	}
+	if err != nil {
+		return err
+	}
+	if n := r.Problems(); n > 0 {
+		return fmt.Errorf("%d of %d %w", n, len(r.Clusters), errFleetProblems)
+	}
+	return nil
+}
+
+// fleetSources opens the fleet's stores, read-only: fleet.stores, or
+// store.url when that list is empty or --store was given. Every store
+// is read with the configured trust.
+func fleetSources(ctx context.Context, cfg *Config, storeOnly bool, lg *slog.Logger) ([]fleet.Source, error) {
+	urls := cfg.Fleet.Stores
+	key := "fleet.stores"
+	if storeOnly || len(urls) == 0 {
+		urls, key = []string{cfg.Store.URL}, "store.url"
+	}
+	_, trust, err := signingFromConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var out []fleet.Source
+	for _, raw := range urls {
+		u, err := uploader.ParseStoreURL(raw)
+		if err != nil {
+			return nil, &ConfigError{Key: key, Err: err}
+		}
+		var st uploader.Store
+		switch u.Scheme {
+		case "file":
+			// NewDir creates a missing directory: the fleet never writes.
+			if _, err := os.Stat(u.Dir); err != nil {
+				return nil, &ConfigError{Key: key, Err: fmt.Errorf("store directory %s: %w (the fleet reads stores, it creates none)", u.Dir, err)}
+			}
+			st, err = uploader.NewDir(u.Dir)
+		case "s3":
+			sc := s3Config(u, cfg.Store.S3)
+			sc.CreateBucket = false // the fleet never writes
+			st, err = uploader.NewS3(ctx, sc, lg)
+		default:
+			return nil, cfgErr(key, "%s stores are not supported by this build", u.Scheme)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", raw, err)
+		}
+		out = append(out, fleet.Source{Name: st.String(), Store: st, Trust: trust})
+	}
+	return out, nil
+}

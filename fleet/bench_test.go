@@ -1,0 +1,80 @@
+package fleet
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lifeboat-dev/lifeboat/internal/test/jobtest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/s3test"
+	"github.com/lifeboat-dev/lifeboat/repository"
+	"github.com/lifeboat-dev/lifeboat/uploader"
+)
+
+// BenchmarkFleetRead reads a fleet in versitygw: FLEET_CLUSTERS
+// clusters (default 20), each with FLEET_HOURS hourly backups (default
+// 48), a daily drill report and an agent status document. One
+// iteration is one read of the whole fleet.
+func BenchmarkFleetRead(b *testing.B) {
+	clusters, hours := envInt("FLEET_CLUSTERS", 20), envInt("FLEET_HOURS", 48)
+	srv := s3test.Start(b)
+	st, _ := jobtest.NewS3Store(b, srv, false)
+	now := time.Now().UTC()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for c := range clusters {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			name := fmt.Sprintf("cluster-%03d", c)
+			repo := repository.New(st, name)
+			var last *repository.Manifest
+			for h := hours; h >= 1; h-- {
+				last = jobtest.PutBackup(b, repo, now.Truncate(time.Hour).Add(-time.Duration(h-1)*time.Hour), uploader.PutOptions{}, false)
+				if h%24 == 1 {
+					r := &repository.DrillReport{Format: repository.DrillReportFormat, BackupID: last.ID, Cluster: name,
+						StartedAt: last.CreatedAt.Add(time.Minute), FinishedAt: last.CreatedAt.Add(2 * time.Minute), Passed: true, RecoverySeconds: 9}
+					if err := repo.PutDrillReport(b.Context(), r); err != nil {
+						b.Error(err)
+					}
+				}
+			}
+			status(b, st, name, "@hourly", now)
+		})
+	}
+	wg.Wait()
+	src := []Source{{Name: "bucket", Store: st}}
+	read := func(b *testing.B, r *Reader) {
+		cs, err := r.Read(b.Context(), src, nil)
+		if err != nil || len(cs) != clusters {
+			b.Fatalf("Read: %v, %d clusters", err, len(cs))
+		}
+		if rep := NewReport(cs, DefaultPolicy(), now); rep.Problems() != 0 {
+			b.Fatalf("%d clusters with problems: %+v", rep.Problems(), rep.Clusters[0].Problems)
+		}
+	}
+	// cold: what one `fleet status` costs; refresh: the hub's next read,
+	// nothing changed (the listing, the status documents, no manifest).
+	b.Run("cold", func(b *testing.B) {
+		for b.Loop() {
+			read(b, NewReader())
+		}
+	})
+	b.Run("refresh", func(b *testing.B) {
+		r := NewReader()
+		read(b, r)
+		for b.Loop() {
+			read(b, r)
+		}
+	})
+}
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
