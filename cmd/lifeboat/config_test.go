@@ -138,7 +138,7 @@ func TestLoadConfigErrorsNameTheKey(t *testing.T) {
 		{name: "bad flag size", flags: map[string]string{"snapshot.writeback_chunk": "lots"}, wantKey: "snapshot.writeback_chunk"},
 		{name: "negative changes_within", file: "retention:\n  changes_within: -1h\n", wantKey: "retention.changes_within"},
 		{name: "bad changes_within", flags: map[string]string{"retention.changes_within": "a week"}, wantKey: "retention.changes_within"},
-		{name: "not yaml", file: "etcd: [unclosed\n", wantKey: "line"},
+		{name: "not yaml", file: "etcd: [unclosed\n", wantKey: "c.yaml:"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
