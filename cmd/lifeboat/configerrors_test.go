@@ -10,6 +10,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -245,4 +246,51 @@ func writeTLS(t *testing.T, dir, prefix string) (ca, cert, key string) {
 		return p
 	}
 	return write("ca.pem", "CERTIFICATE", caDER), write("cert.pem", "CERTIFICATE", leafDER), write("key.pem", "PRIVATE KEY", keyDER)
+}
+
+// TestEveryLifeboatVariableIsKnown keeps otherEnv in step with the
+// repository: every LIFEBOAT_* name in its code, scripts and docs is an
+// option's variable or one of otherEnv's, so none of them is ever warned
+// of as a mistake. The names below are deliberate mistakes of tests and
+// docs.
+func TestEveryLifeboatVariableIsKnown(t *testing.T) {
+	mistakes := map[string]bool{
+		"LIFEBOAT_RETENTION_KEEP_LST": true, "LIFEBOAT_FROBNICATE": true, "LIFEBOAT_STORE_UR": true, "LIFEBOAT_CLUSTERS": true,
+		"LIFEBOAT_IDENTITY_FILE": true, // a made-up secret the drill's replay child must not get
+	}
+	name := regexp.MustCompile(`LIFEBOAT_[A-Z0-9_]+`)
+	root := filepath.Join("..", "..")
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); n == ".git" || n == ".bin" || n == "testdata" || n == "node_modules" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Ext(p) {
+		case ".go", ".sh", ".md", ".yaml", ".yml", ".tpl", ".txt", ".service", "":
+		default:
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		var env []string
+		for _, n := range name.FindAllString(string(data), -1) {
+			if !mistakes[n] && !strings.HasSuffix(n, "_") { // LIFEBOAT_BENCH_: a family
+				env = append(env, n+"=x")
+			}
+		}
+		for _, m := range unknownEnv(env) {
+			t.Errorf("%s: %s: add it to otherEnv (configenv.go) if lifeboat uses it", p, m)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
