@@ -367,7 +367,7 @@ func yamlError(err error, lines map[string]int) error {
 	}
 	var key string
 	for k, l := range lines {
-		if l == line && (key == "" || len(k) > len(key)) {
+		if l == line && (key == "" || len(k) > len(key) || (len(k) == len(key) && k < key)) {
 			key = k // the innermost key on that line
 		}
 	}
