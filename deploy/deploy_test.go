@@ -20,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/kit"
 )
 
@@ -669,6 +670,14 @@ func lifeboatBinary(t *testing.T) string {
 	return binPath
 }
 
+// etcdTLSEnv points the etcd TLS keys at real files: config check opens
+// them, and the examples name where they are mounted.
+func etcdTLSEnv(t *testing.T) []string {
+	t.Helper()
+	ca, cert, key := etcdtest.OtherCA(t)
+	return []string{"LIFEBOAT_ETCD_CACERT=" + ca, "LIFEBOAT_ETCD_CERT=" + cert, "LIFEBOAT_ETCD_KEY=" + key}
+}
+
 // cleanEnv is the environment without lifeboat's, etcdctl's and AWS'
 // variables, so the developer's settings do not leak into a test.
 func cleanEnv() []string {
@@ -688,8 +697,9 @@ func TestExampleConfigs(t *testing.T) {
 		t.Skip("-short: skips building lifeboat (set LIFEBOAT_BIN to use a built one)")
 	}
 	bin := lifeboatBinary(t)
-	// An identity_file must exist for config check; the examples name
-	// where it is mounted, so point that key at a real one here.
+	// An identity_file and the etcd TLS files must exist for config
+	// check; the examples name where they are mounted, so point those
+	// keys at real ones here.
 	id, err := age.GenerateX25519Identity()
 	if err != nil {
 		t.Fatal(err)
@@ -713,6 +723,9 @@ func TestExampleConfigs(t *testing.T) {
 			cmd.Env = cleanEnv()
 			if regexp.MustCompile(`(?m)^\s*identity_file:`).Match(data) {
 				cmd.Env = append(cmd.Env, "LIFEBOAT_ENCRYPTION_IDENTITY_FILE="+idFile)
+			}
+			if regexp.MustCompile(`(?m)^\s*(cacert|cert|key):`).Match(data) {
+				cmd.Env = append(cmd.Env, etcdTLSEnv(t)...)
 			}
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Errorf("lifeboat config check --config %s: %v\n%s", f, err, out)

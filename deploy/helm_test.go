@@ -283,6 +283,9 @@ func checkChartConfig(t *testing.T, bin, idFile string, c chartCase, data any, e
 	if dig(cfg, "encryption", "identity_file") != nil {
 		cmd.Env = append(cmd.Env, "LIFEBOAT_ENCRYPTION_IDENTITY_FILE="+idFile)
 	}
+	if dig(cfg, "etcd", "cacert") != nil || dig(cfg, "etcd", "cert") != nil {
+		cmd.Env = append(cmd.Env, etcdTLSEnv(t)...)
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("lifeboat config check: %v\n%s\nconfig.yaml:\n%s", err, out, s)
 	}

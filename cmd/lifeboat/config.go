@@ -296,17 +296,40 @@ func DefaultConfig() Config {
 	return c
 }
 
-// ConfigError is a configuration mistake; it makes lifeboat exit 2.
+// ConfigError is a configuration mistake; it makes lifeboat exit 2. It
+// says where the wrong value is: the file and line, or the environment
+// variable or flag that set it (none for a default).
 type ConfigError struct {
 	Key string
 	Err error
+	// File and Line are the configuration file and the line of the key
+	// (0: not known).
+	File string
+	Line int
+	// Env is the environment variable, Flag the flag (without --) that
+	// set the value, when one did.
+	Env, Flag string
 }
 
 func (e *ConfigError) Error() string {
-	if e.Key == "" {
-		return "config: " + e.Err.Error()
+	where := "config"
+	switch {
+	case e.Env != "":
+		where = "config: environment " + e.Env
+	case e.Flag != "":
+		where = "config: --" + e.Flag
+	case e.File != "" && e.Line > 0:
+		where = fmt.Sprintf("config %s:%d", e.File, e.Line)
+	case e.File != "":
+		where = "config " + e.File
 	}
-	return "config: " + e.Key + ": " + e.Err.Error()
+	switch {
+	case e.Key == "":
+		return where + ": " + e.Err.Error()
+	case e.Env != "" || e.Flag != "":
+		return where + " (" + e.Key + "): " + e.Err.Error()
+	}
+	return where + ": " + e.Key + ": " + e.Err.Error()
 }
 func (e *ConfigError) Unwrap() error { return e.Err }
 

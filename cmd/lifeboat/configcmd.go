@@ -1,7 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
+	"os"
+	"strings"
 
 	"filippo.io/age"
 
@@ -27,9 +33,12 @@ func newConfigCmd(a *app) *cobra.Command {
 }
 
 func runConfigCheck(a *app) error {
-	cfg, err := a.config()
+	cfg, locate, err := a.checkedConfig()
 	if err != nil {
 		return err
+	}
+	if err := checkTLSFiles(cfg.Etcd); err != nil {
+		return locate(err)
 	}
 	enc, err := encodingFromConfig(cfg)
 	if err != nil {
@@ -88,4 +97,60 @@ func encryptionWarnings(enc repository.Encoding, ids []age.Identity) []string {
 		}
 	}
 	return []string{"encryption.identity_file matches none of encryption.recipients: backups written with this configuration cannot be decrypted with it"}
+}
+
+// checkTLSFiles opens etcd's TLS files as a connection would: the CA
+// bundle parses, the certificate and key load and are a pair. The error
+// names the key and the file.
+func checkTLSFiles(e EtcdConfig) error {
+	if e.CACert != "" {
+		data, err := os.ReadFile(e.CACert)
+		if err != nil {
+			return cfgErr("etcd.cacert", "cannot read %s: %w", e.CACert, err)
+		}
+		if !x509.NewCertPool().AppendCertsFromPEM(data) {
+			return cfgErr("etcd.cacert", "%s holds no PEM certificate", e.CACert)
+		}
+	}
+	if e.Cert == "" || e.Key == "" {
+		return nil // Validate refuses one without the other
+	}
+	certPEM, err := os.ReadFile(e.Cert)
+	if err != nil {
+		return cfgErr("etcd.cert", "cannot read %s: %w", e.Cert, err)
+	}
+	if !holdsPEM(certPEM, func(b *pem.Block) bool {
+		_, err := x509.ParseCertificate(b.Bytes)
+		return b.Type == "CERTIFICATE" && err == nil
+	}) {
+		return cfgErr("etcd.cert", "%s holds no PEM certificate", e.Cert)
+	}
+	keyPEM, err := os.ReadFile(e.Key)
+	if err != nil {
+		return cfgErr("etcd.key", "cannot read %s: %w", e.Key, err)
+	}
+	if !holdsPEM(keyPEM, func(b *pem.Block) bool { return strings.HasSuffix(b.Type, "PRIVATE KEY") }) {
+		return cfgErr("etcd.key", "%s holds no PEM private key", e.Key)
+	}
+	if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
+		if strings.Contains(err.Error(), "does not match") {
+			return cfgErr("etcd.key", "%s is not the private key of etcd.cert %s", e.Key, e.Cert)
+		}
+		return cfgErr("etcd.key", "%s with etcd.cert %s: %v", e.Key, e.Cert, err)
+	}
+	return nil
+}
+
+// holdsPEM reports whether data holds a PEM block that ok accepts.
+func holdsPEM(data []byte, ok func(*pem.Block) bool) bool {
+	for rest := bytes.TrimSpace(data); len(rest) > 0; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			return false
+		}
+		if ok(b) {
+			return true
+		}
+	}
+	return false
 }

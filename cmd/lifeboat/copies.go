@@ -59,47 +59,63 @@ func parseCopies(s string) []CopyConfig {
 }
 
 // checkCopyKeys walks the YAML list of copies against CopyConfig's keys:
-// an unknown key is an error naming it, and sizes (s3.part_size: 8MiB)
-// are read by the one size parser.
-func checkCopyKeys(v *yaml.Node) error {
-	if v.Kind != yaml.SequenceNode {
-		return nil // a type error: the decoder reports it
+// an unknown key is an error naming it (and the nearest known one), a
+// value of the wrong type one in words, and sizes (s3.part_size: 8MiB)
+// and durations are read by the one parser. It records each key's line.
+func checkCopyKeys(v *yaml.Node, lines map[string]int) error {
+	for i := 0; v.Kind == yaml.AliasNode && v.Alias != nil && i < 16; i++ {
+		v = v.Alias
+	}
+	switch {
+	case v.Kind == yaml.ScalarNode && v.Tag == "!!null":
+		return nil
+	case v.Kind != yaml.SequenceNode:
+		return &ConfigError{Key: "copies", Line: v.Line, Err: fmt.Errorf("want a list of stores, e.g. [{name: dr, url: s3://bucket/prefix}], not %s", describeNode(v))}
 	}
 	for i, e := range v.Content {
-		if err := checkKeys(e, reflect.TypeOf(CopyConfig{}), fmt.Sprintf("copies[%d]", i), 0); err != nil {
+		key := fmt.Sprintf("copies[%d]", i)
+		lines[key] = e.Line
+		if err := checkKeys(e, reflect.TypeOf(CopyConfig{}), key, lines, 0); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func checkKeys(n *yaml.Node, t reflect.Type, prefix string, depth int) error {
+func checkKeys(n *yaml.Node, t reflect.Type, prefix string, lines map[string]int, depth int) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if n.Kind != yaml.MappingNode || t.Kind() != reflect.Struct || depth > 4 {
-		if t.Kind() == reflect.Int64 && t != durationType && t != timeDurationType && n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
-			v, err := parseSize(n.Value)
-			if err != nil {
-				return &ConfigError{Key: prefix, Err: fmt.Errorf("line %d: %q is not a number (sizes like 8MiB)", n.Line, n.Value)}
-			}
-			n.Value, n.Tag, n.Style = strconv.FormatInt(v, 10), "!!int", 0
-		}
+	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 16; i++ {
+		n = n.Alias
+	}
+	if t.Kind() != reflect.Struct {
+		return prepareLeaf(prefix, t, isSecret(t), n)
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return nil
+	}
+	if n.Kind != yaml.MappingNode || depth > 4 {
+		return &ConfigError{Key: prefix, Line: n.Line, Err: fmt.Errorf("want a section of keys indented below it, not %s", describeNode(n))}
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i]
 		key := prefix + "." + k.Value
 		var ft reflect.Type
+		var known []string
 		for j := 0; j < t.NumField(); j++ {
+			known = append(known, prefix+"."+yamlName(t.Field(j)))
 			if yamlName(t.Field(j)) == k.Value {
 				ft = t.Field(j).Type
 			}
 		}
 		if ft == nil {
-			return &ConfigError{Key: key, Err: fmt.Errorf("line %d: unknown key", k.Line)}
+			return &ConfigError{Key: key, Line: k.Line, Err: unknownKeyErr(key, known)}
 		}
-		if err := checkKeys(n.Content[i+1], ft, key, depth+1); err != nil {
+		if _, seen := lines[key]; !seen {
+			lines[key] = k.Line
+		}
+		if err := checkKeys(n.Content[i+1], ft, key, lines, depth+1); err != nil {
 			return err
 		}
 	}

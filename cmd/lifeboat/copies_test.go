@@ -92,7 +92,7 @@ func TestCopiesConfig(t *testing.T) {
 		{"lock without retain", "copies:\n  - {name: dr, url: s3://bkt/x, object_lock: {mode: GOVERNANCE}}\n", "copies[0].object_lock.retain", "must be set"},
 		{"retention keeps nothing", "copies:\n  - {name: dr, url: file:///a, retention: {time_zone: UTC}}\n", "copies[0].retention", "keeps nothing"},
 		{"bad s3 setting", "copies:\n  - name: dr\n    url: s3://bkt/x\n    s3: {part_size: 1MiB}\n", "copies[0]", "s3.part_size"},
-		{"bad size", "copies:\n  - name: dr\n    url: s3://bkt/x\n    s3: {part_size: lots}\n", "copies[0].s3.part_size", "not a number"},
+		{"bad size", "copies:\n  - name: dr\n    url: s3://bkt/x\n    s3: {part_size: lots}\n", "copies[0].s3.part_size", "is not a size"},
 		{"drill store unknown", "drill: {store: dr}\n", "drill.store", "not primary, alternate or the name of a copy"},
 	}
 	for _, tt := range bad {

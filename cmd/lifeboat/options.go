@@ -445,14 +445,14 @@ func (o option) set(s string) error {
 	case Duration:
 		d, err := retention.ParseDuration(s)
 		if err != nil {
-			return cfgErr(o.key, "%q is not a duration (like 36h, 30d, 2w)", s)
+			return cfgErr(o.key, "%s", notA(f.Type(), s))
 		}
 		f.SetInt(int64(d))
 		return nil
 	case time.Duration:
 		d, err := retention.ParseDuration(s)
 		if err != nil {
-			return cfgErr(o.key, "%q is not a duration (like 30s, 5m, 1h, 1d)", s)
+			return cfgErr(o.key, "%s", notA(f.Type(), s))
 		}
 		f.SetInt(int64(d))
 		return nil
@@ -484,13 +484,13 @@ func (o option) set(s string) error {
 	case reflect.Bool:
 		b, err := strconv.ParseBool(s)
 		if err != nil {
-			return cfgErr(o.key, "%q is not true or false", s)
+			return cfgErr(o.key, "%s", notA(f.Type(), s))
 		}
 		f.SetBool(b)
 	case reflect.Int, reflect.Int64:
 		n, err := parseSize(s)
-		if err != nil {
-			return cfgErr(o.key, "%q is not a number", s)
+		if err != nil || (f.Kind() == reflect.Int && !isWhole(s)) {
+			return cfgErr(o.key, "%s", notA(f.Type(), s))
 		}
 		f.SetInt(n)
 	default:
@@ -522,7 +522,7 @@ type Duration time.Duration
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	v, err := retention.ParseDuration(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %q is not a duration (like 36h, 30d, 2w)", n.Line, n.Value)
+		return fmt.Errorf("%s", notA(durationType, n.Value))
 	}
 	*d = Duration(v)
 	return nil

@@ -18,6 +18,8 @@ type app struct {
 	configFile     string
 	optFlags       []boundFlag // every option flag of every command
 	getenv         func(string) string
+	environ        func() []string // NAME=value, as os.Environ
+	envWarned      bool            // unknown LIFEBOAT_* variables were warned of
 }
 
 // config loads the effective configuration (file, env, flags) for a
@@ -25,6 +27,29 @@ type app struct {
 // headroom alone (a download is one stream through small buffers).
 func (a *app) config() (*Config, error) {
 	return a.loadConfig(false)
+}
+
+// checkedConfig is config for config check: an unknown LIFEBOAT_*
+// variable is an error, and errors found beyond Validate (the TLS
+// files) are located like its own (the file's line, the variable, the
+// flag).
+func (a *app) checkedConfig() (*Config, func(error) error, error) {
+	if err := a.checkEnv(true); err != nil {
+		return nil, nil, err
+	}
+	cfg, from, err := loadConfig(a.configPath(), a.getenv, a.givenFlags())
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, from.locate, nil
+}
+
+// configPath is the configuration file: --config, else LIFEBOAT_CONFIG.
+func (a *app) configPath() string {
+	if a.configFile != "" {
+		return a.configFile
+	}
+	return a.getenv("LIFEBOAT_CONFIG")
 }
 
 // uploadConfig is config for the commands that store backups (snapshot,
@@ -35,11 +60,8 @@ func (a *app) uploadConfig() (*Config, error) {
 }
 
 func (a *app) loadConfig(uploads bool) (*Config, error) {
-	file := a.configFile
-	if file == "" {
-		file = a.getenv("LIFEBOAT_CONFIG")
-	}
-	cfg, err := LoadConfig(file, a.getenv, a.givenFlags())
+	_ = a.checkEnv(false) // warnings only
+	cfg, err := LoadConfig(a.configPath(), a.getenv, a.givenFlags())
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +106,7 @@ func (a *app) logger(c *Config) *slog.Logger {
 }
 
 func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
-	a := &app{stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	a := &app{stdout: stdout, stderr: stderr, getenv: os.Getenv, environ: os.Environ}
 	root := &cobra.Command{
 		Use:           "lifeboat",
 		Short:         "Verified etcd backups, shipped, retained and restore-drilled",
