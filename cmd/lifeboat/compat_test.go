@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
 	"strings"
 	"testing"
 	"time"
@@ -95,7 +96,9 @@ func lookup(m map[string]any, key string) any {
 // TestEtcdctlConventions (item 15): what etcdctl and its scripts write is
 // accepted alike from the YAML file, the environment and flags.
 func TestEtcdctlConventions(t *testing.T) {
-	tls := []setting{{key: "etcd.cacert", flag: "cacert", value: "/ca.pem"}}
+	// config check opens the CA (issue 29): a real one.
+	ca, _, _ := etcdtest.OtherCA(t)
+	tls := []setting{{key: "etcd.cacert", flag: "cacert", value: ca}}
 	tests := []struct {
 		name     string
 		settings []setting

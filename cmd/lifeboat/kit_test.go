@@ -120,8 +120,8 @@ func TestKitCommands(t *testing.T) {
 		{"no --to", []string{"kit", "restore", "--identity-file", idFile}, 2, "--to DIR is required"},
 		{"no identity", []string{"kit", "restore", "--to", t.TempDir()}, 2, "an age identity is needed"},
 		{"unknown kit", []string{"kit", "show", "deadbeefdeadbeef"}, 1, "not found"},
-		{"unknown preset", []string{"snapshot", "--kit-path", "kubeadmm", "--recipient", id.Recipient().String()}, 2, `kit.paths: "kubeadmm": not a preset`},
-		{"kit without recipients", []string{"snapshot", "--kit-path", "kubeadm"}, 2, "kit.paths: a recovery kit holds the cluster's keys"},
+		{"unknown preset", []string{"snapshot", "--kit-path", "kubeadmm", "--recipient", id.Recipient().String()}, 2, `(kit.paths): "kubeadmm": not a preset`},
+		{"kit without recipients", []string{"snapshot", "--kit-path", "kubeadm"}, 2, "(kit.paths): a recovery kit holds the cluster's keys"},
 		{"relative root", []string{"snapshot", "--kit-path", "k3s", "--kit-root", "host", "--recipient", id.Recipient().String()}, 2, "kit.root"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

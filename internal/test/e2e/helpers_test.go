@@ -59,6 +59,12 @@ type lifeboat struct {
 func newLifeboat(t *testing.T) *lifeboat {
 	t.Helper()
 	dir := t.TempDir()
+	// The store exists, as after the first snapshot: readers (list, which
+	// the waits poll, restore) refuse a missing one, and a wait may poll
+	// before the agent it waits for has created it.
+	if err := os.Mkdir(filepath.Join(dir, "store"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	return &lifeboat{bin: needLifeboat(t), store: "file://" + filepath.Join(dir, "store"), spool: filepath.Join(dir, "spool")}
 }
 
