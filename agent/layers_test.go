@@ -76,9 +76,9 @@ var layers = map[string]int{
 	"repository": 2, "kit": 2, "restore/child": 2,
 	"backup": 3, "retention/prune": 3, "restore": 3, "capture": 3, "inspect": 3, "replica": 3,
 	"restore/drill": 4, "restore/kubeadm": 4,
-	"agent":         5,
-	"cmd/lifeboat":  6,
-	"deploy":        6,
+	"agent":        5,
+	"cmd/lifeboat": 6,
+	"deploy":       6,
 }
 
 // harness is the path of the test harness: every package under it is for

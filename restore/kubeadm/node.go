@@ -46,7 +46,7 @@ type Node struct {
 	// EtcdServers, EtcdCA, EtcdCert, EtcdKey: how the apiserver reaches
 	// etcd (--etcd-servers, --etcd-cafile, --etcd-certfile,
 	// --etcd-keyfile); the restore checks etcd the same way.
-	EtcdServers              []string
+	EtcdServers               []string
 	EtcdCA, EtcdCert, EtcdKey string
 	// APIServer is the apiserver's https://address:port.
 	APIServer string
