@@ -32,8 +32,8 @@ type Options struct {
 	// Write restores the journal's source into j.NewDataDir (which does
 	// not exist) as member j.Name of the single-member cluster
 	// j.InitialCluster with token j.Token, bumped and marked compacted as
-	// the journal says. Required by Run.
-	Write func(ctx context.Context, j *Journal) error
+	// the journal says, and returns what the source held. Required by Run.
+	Write func(ctx context.Context, j *Journal) (Written, error)
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	// StopTimeout bounds the wait for etcd and the apiserver to stop
@@ -66,6 +66,16 @@ func (o *Options) defaults() {
 	if o.Poll == 0 {
 		o.Poll = 500 * time.Millisecond
 	}
+}
+
+// Written is what a restored source held before any revision bump: its
+// revision and the keys alive at it (a backup's manifest says them; a
+// point in time's replayed file too). The restored member must serve as
+// many keys: a bumped data dir's own count is not comparable before etcd
+// finishes the compaction it was marked with.
+type Written struct {
+	Revision  int64
+	TotalKeys int
 }
 
 // Result is what Run checked.
@@ -245,19 +255,23 @@ func (r *run) write(ctx context.Context) (string, error) {
 		}
 	}
 	start := r.o.Now()
-	if err := r.o.Write(ctx, j); err != nil {
+	w, err := r.o.Write(ctx, j)
+	if err != nil {
 		return "", err
 	}
 	st, err := verify.File(ctx, filepath.Join(j.NewDataDir, "member", "snap", "db"))
 	if err != nil {
 		return "", fmt.Errorf("read back %s: %w", j.NewDataDir, err)
 	}
-	j.Expected = &Expected{Revision: st.Revision, CompactRevision: st.CompactRevision, TotalKeys: st.TotalKeys,
+	if want := w.Revision + int64(j.RevisionBump); st.Revision != want {
+		return "", fmt.Errorf("read back %s: revision %d, want %d (the source's %d + the bump %d)", j.NewDataDir, st.Revision, want, w.Revision, j.RevisionBump)
+	}
+	j.Expected = &Expected{Revision: st.Revision, CompactRevision: st.CompactRevision, TotalKeys: w.TotalKeys,
 		HashKV: st.HashKV, HashKVComparable: st.HashKVComparable, HashKVReason: st.HashKVReason}
 	if err := syncTree(j.NewDataDir); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%s written to %s in %.1fs: revision %d, %d keys", j.Source, j.NewDataDir, r.o.Now().Sub(start).Seconds(), st.Revision, st.TotalKeys), nil
+	return fmt.Sprintf("%s written to %s in %.1fs: revision %d, %d keys", j.Source, j.NewDataDir, r.o.Now().Sub(start).Seconds(), st.Revision, w.TotalKeys), nil
 }
 
 // syncTree fsyncs every file and directory under dir.
