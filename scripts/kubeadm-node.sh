@@ -6,7 +6,7 @@
 # up: tears down whatever an earlier run left (so a second up after a
 # killed first one works), then
 #   - a network namespace $NODE_NETNS with a veth pair: 10.250.0.1/24 on
-#     the host side ($NODE_NETNS-h), 10.250.0.2/24 inside, a default route
+#     the host side ($NODE_VETH, lbk0), 10.250.0.2/24 inside, a default route
 #     via 10.250.0.1 (kubelet takes the node address from it; the host does
 #     not forward, so nothing leaves). Every process of the node runs in it
 #     (nsenter --net, not `ip netns exec`, which remounts /sys and hides
@@ -47,6 +47,7 @@ images=${KUBE_IMAGES:-$bin/kube-images.tar}
 version=${KUBE_VERSION:-v1.37.2}
 etcd_tag=${ETCD_IMAGE_TAG:-v3.7.3}
 netns=${NODE_NETNS:-lifeboat-kubeadm}
+hostif=${NODE_VETH:-lbk0} # at most 15 characters
 logs=${NODE_LOGS:-/var/log/lifeboat-kubeadm}
 timeout=${NODE_TIMEOUT:-240}
 node_ip=10.250.0.2
@@ -127,7 +128,7 @@ down() {
 	if ip netns list | awk '{print $1}' | grep -qx "$netns"; then
 		ip netns delete "$netns"
 	fi
-	ip link delete "$netns-h" 2>/dev/null || true
+	ip link delete "$hostif" 2>/dev/null || true
 	rm -rf /etc/kubernetes /var/lib/kubelet /var/lib/etcd "$state" "$run" "$cni_conf" \
 		/var/lib/cni/networks/lifeboat /var/lib/cni/results
 	return 0
@@ -170,9 +171,9 @@ wait_for() { # SECONDS WHAT CMD...
 
 network() {
 	ip netns add "$netns"
-	ip link add "$netns-h" type veth peer name eth0 netns "$netns"
-	ip addr add $host_ip/24 dev "$netns-h"
-	ip link set "$netns-h" up
+	ip link add "$hostif" type veth peer name eth0 netns "$netns"
+	ip addr add $host_ip/24 dev "$hostif"
+	ip link set "$hostif" up
 	innet ip link set lo up
 	innet ip addr add $node_ip/24 dev eth0
 	innet ip link set eth0 up
