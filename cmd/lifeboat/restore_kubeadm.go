@@ -48,7 +48,8 @@ func printKubeadmChecklist(out io.Writer, root string, members []restore.Restore
 		return
 	}
 	manifests := filepath.Join(root, "etc/kubernetes/manifests")
-	fmt.Fprintln(out, "\nkubeadm control-plane node (/etc/kubernetes/manifests): the rest of the procedure, on every control-plane node (docs/restore.md#kubeadm-control-plane):")
+	fmt.Fprintln(out, "\nkubeadm control-plane node (/etc/kubernetes/manifests): with a single etcd member, lifeboat restore --kubeadm does all of this in one command;")
+	fmt.Fprintln(out, "by hand, the rest of the procedure, on every control-plane node (docs/restore.md#kubeadm-control-plane):")
 	var still []string
 	for _, m := range []string{"etcd.yaml", "kube-apiserver.yaml"} {
 		if _, err := os.Stat(filepath.Join(manifests, m)); err == nil {
