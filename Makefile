@@ -70,7 +70,7 @@ KUBEADM_TOOLS := kube-node-binaries $(BIN)/kube-images.tar node-packages
 kube-node-binaries: $(BIN)/kube-apiserver FORCE
 	./scripts/build-kube.sh $(KUBE_VERSION) $(BIN) $(KUBE_NODE_COMMANDS)
 
-$(BIN)/kube-images.tar: kube-node-binaries $(BIN)/etcd FORCE
+$(BIN)/kube-images.tar: kube-node-binaries FORCE
 	./scripts/build-kube-images.sh $(KUBE_VERSION) $(ETCD_VERSION) $(BIN) $@
 
 node-packages:

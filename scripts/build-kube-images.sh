@@ -2,8 +2,9 @@
 # build-kube-images.sh KUBE_VERSION ETCD_VERSION BINDIR OUT: the container
 # images of the kubeadm node of the tests (internal/test/kubeadmtest) as one
 # Docker archive OUT, for `ctr -n k8s.io images import`: pause (a Go pause,
-# scripts/kube-images/pause), etcd (BINDIR/etcd, the etcd of lifeboat's
-# go.mod, tagged ETCD_VERSION: kubeadm's etcd.local.imageTag), and
+# scripts/kube-images/pause), etcd (the etcd of lifeboat's go.mod, built
+# here with CGO_ENABLED=0: the image has no C library; tagged ETCD_VERSION,
+# kubeadm's etcd.local.imageTag), and
 # kube-apiserver, kube-controller-manager, kube-scheduler (BINDIR/, built by
 # scripts/build-kube.sh). Their names are the ones BINDIR/kubeadm lists for
 # KUBE_VERSION under the image repository lifeboat.local (kubeadm's
@@ -27,11 +28,11 @@ case $bindir in
 esac
 repo=lifeboat.local
 tool=$root/scripts/kube-images
-inputs=("$bindir/kubeadm" "$bindir/etcd" "$bindir/kube-apiserver" "$bindir/kube-controller-manager"
+inputs=("$bindir/kubeadm" "$root/go.mod" "$bindir/kube-apiserver" "$bindir/kube-controller-manager"
 	"$bindir/kube-scheduler" "$tool/main.go" "$tool/pause/main.go" "$tool/go.mod" "$0")
 for f in "${inputs[@]}"; do
 	if [ ! -f "$f" ]; then
-		echo "$0: $f is missing (make kube-binaries $bindir/etcd builds the binaries)" >&2
+		echo "$0: $f is missing (make kube-node-binaries builds the binaries)" >&2
 		exit 1
 	fi
 done
@@ -52,13 +53,20 @@ work=$srcroot/kube-images
 mkdir -p "$work"
 (cd "$tool" && CGO_ENABLED=0 "$go" build -trimpath -ldflags "-s -w" -o "$work/pause" ./pause &&
 	"$go" build -o "$work/kube-images" .)
+(cd "$root" && CGO_ENABLED=0 "$go" build -trimpath -ldflags "-s -w" -o "$work/etcd" go.etcd.io/etcd/server/v3)
 args=()
 for ref in $("$bindir/kubeadm" config images list --kubernetes-version "$version" --image-repository "$repo"); do
 	img=${ref##*/}
 	case ${img%%:*} in
 	pause) args+=(-image "$ref=$work/pause") ;;
-	etcd) args+=(-image "$repo/etcd:$etcd_version=$bindir/etcd") ;;
-	kube-apiserver | kube-controller-manager | kube-scheduler) args+=(-image "$ref=$bindir/${img%%:*}") ;;
+	etcd) args+=(-image "$repo/etcd:$etcd_version=$work/etcd") ;;
+	kube-apiserver | kube-controller-manager | kube-scheduler)
+		if ! "$go" version -m "$bindir/${img%%:*}" | grep -q 'CGO_ENABLED=0'; then
+			echo "$0: $bindir/${img%%:*} is not statically linked: the image has no C library (scripts/build-kube.sh builds with CGO_ENABLED=0)" >&2
+			exit 1
+		fi
+		args+=(-image "$ref=$bindir/${img%%:*}")
+		;;
 	esac
 done
 if [ ${#args[@]} -ne 10 ]; then
