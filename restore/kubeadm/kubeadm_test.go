@@ -382,7 +382,12 @@ func TestRun(t *testing.T) {
 				if tc.between != nil {
 					tc.between(t, j)
 				}
+				// a new process: the node read again (its manifests may
+				// be aside), the journal loaded
 				var err error
+				if n, err = kubeadm.ReadNode(f.root); err != nil {
+					t.Fatalf("ReadNode after the crash: %v", err)
+				}
 				if j, err = kubeadm.LoadJournal(f.root); err != nil || j == nil {
 					t.Fatalf("LoadJournal after the crash: %v, %v", j, err)
 				}

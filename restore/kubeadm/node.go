@@ -58,7 +58,8 @@ type Node struct {
 // Path returns p (a path as the node sees it) under Root.
 func (n *Node) Path(p string) string { return filepath.Join(n.Root, p) }
 
-// ReadNode reads the static pods of the kubeadm node under root. It wraps
+// ReadNode reads the static pods of the kubeadm node under root (from
+// where a restore moved them aside while it runs). It wraps
 // ErrNotKubeadm when either manifest is missing or is not kubeadm's (a
 // pod labelled component=etcd or component=kube-apiserver and
 // tier=control-plane, with the flags kubeadm writes).
@@ -150,9 +151,17 @@ func (s *staticPod) hostPath(dir string) (string, bool) {
 	return "", false
 }
 
+// readPod reads the static pod name from the manifests directory or,
+// while a restore has it moved aside, from LifeboatDir/manifests.
 func readPod(root, name, component string) (*staticPod, error) {
 	file := filepath.Join(root, ManifestsDir, name)
 	data, err := os.ReadFile(file)
+	if errors.Is(err, os.ErrNotExist) {
+		aside := filepath.Join(root, LifeboatDir, "manifests", name)
+		if d, err2 := os.ReadFile(aside); err2 == nil {
+			file, data, err = aside, d, nil
+		}
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%s: %w: no such file (is etcd already stopped by hand? put it back, or restore with lifeboat restore --data-dir)", file, ErrNotKubeadm)
 	}
