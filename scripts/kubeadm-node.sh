@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# kubeadm-node.sh up|down|status: a single-node kubeadm control plane on
+# kubeadm-node.sh up|down|status|restart-kubelet: a single-node kubeadm control plane on
 # this machine, for the tests (internal/test/kubeadmtest) and for a person
 # (make kubeadm-up, make kubeadm-down). Root only.
 #
@@ -27,6 +27,8 @@
 # containers in kubepods), so down finds every process of the node there.
 # Prints NODE_IP, KUBECONFIG, NETNS lines for the harness; logs go to
 # $NODE_LOGS (default /var/log/lifeboat-kubeadm).
+#
+# restart-kubelet: what `systemctl restart kubelet` does on a real node.
 #
 # down: kills every process of the node (cgroups lifeboat-kubeadm and
 # kubepods), unmounts what kubelet and containerd mounted, removes the
@@ -257,6 +259,30 @@ failCgroupV1: false
 EOF
 }
 
+# kubelet_start starts kubelet as kubeadm's systemd unit would, with the
+# flags kubeadm wrote (saved in $run/kubelet.args).
+kubelet_start() {
+	# shellcheck disable=SC2046
+	incgroup "$logs/kubelet.log" "$bin/kubelet" --bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf \
+		--kubeconfig=/etc/kubernetes/kubelet.conf --config=/var/lib/kubelet/config.yaml $(cat "$run/kubelet.args") \
+		>"$run/kubelet.pid"
+}
+
+# restart_kubelet is `systemctl restart kubelet` of a real node: SIGTERM,
+# wait until it is gone, start it again.
+restart_kubelet() {
+	local pid i
+	pid=$(cat "$run/kubelet.pid")
+	kill -TERM "$pid" 2>/dev/null || true
+	for i in $(seq 1 100); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$pid" 2>/dev/null || true
+	kubelet_start
+	wait_for 60 "kubelet listening on 127.0.0.1:10248 after a restart" innet bash -c "exec 3<>/dev/tcp/127.0.0.1/10248"
+}
+
 up() {
 	local start=$SECONDS
 	for f in kubelet kubeadm kubectl; do
@@ -288,10 +314,8 @@ up() {
 	# KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=... ..."
 	local args
 	args=$(sed -n 's/^KUBELET_KUBEADM_ARGS="\(.*\)"$/\1/p' /var/lib/kubelet/kubeadm-flags.env)
-	# shellcheck disable=SC2086
-	incgroup "$logs/kubelet.log" "$bin/kubelet" --bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf \
-		--kubeconfig=/etc/kubernetes/kubelet.conf --config=/var/lib/kubelet/config.yaml $args \
-		>"$run/kubelet.pid"
+	echo "$args" >"$run/kubelet.args"
+	kubelet_start
 	if ! wait $init; then
 		die "kubeadm init failed: $(tail -20 "$logs/kubeadm.log")"
 	fi
@@ -315,8 +339,9 @@ case ${1:-} in
 up) up ;;
 down) down ;;
 status) status ;;
+restart-kubelet) restart_kubelet ;;
 *)
-	echo "usage: $0 up|down|status" >&2
+	echo "usage: $0 up|down|status|restart-kubelet" >&2
 	exit 2
 	;;
 esac

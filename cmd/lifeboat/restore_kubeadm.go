@@ -129,6 +129,9 @@ func runRestoreKubeadm(ctx context.Context, a *app, cfg *Config, lg *slog.Logger
 			return err
 		}
 		fmt.Fprintf(out, "rolled back in %.1fs\n", time.Since(now).Seconds())
+		fmt.Fprintln(out, "now restart kubelet (systemctl restart kubelet): the old data's revisions are below the restored ones it has seen,")
+		fmt.Fprintln(out, "and its watches wait for them (\"too large resource version\") until it restarts; kube-controller-manager and kube-scheduler")
+		fmt.Fprintln(out, "restart by themselves after losing their leases (or: crictl stop $(crictl ps -q --name 'kube-controller-manager|kube-scheduler'))")
 		return nil
 	}
 	src, err := o.kubeadmSource()

@@ -155,11 +155,20 @@ func TestKubeadmRestore(t *testing.T) {
 	kubectl("wait", "-n", "shop", "--for=condition=Available", "deployment/after", "--timeout=180s")
 
 	// --rollback: the data as it was before the restore.
-	if code, _, _ := kubeadmRestore(t, l, n, nil, "--rollback"); code != 0 {
+	if code, out, _ = kubeadmRestore(t, l, n, nil, "--rollback"); code != 0 {
 		t.Fatalf("rollback: exit %d", code)
 	}
 	if out, err := n.Kubectl(ctx, "get", "namespace", "shop"); err == nil {
 		t.Fatalf("namespace shop after the rollback:\n%s\nwant it gone, as before the restore", out)
+	}
+	// The old data's revisions are below the restored ones kubelet has
+	// seen: its watches wait for a revision that never comes ("too large
+	// resource version") until it restarts, as the rollback says.
+	if !strings.Contains(out, "systemctl restart kubelet") {
+		t.Errorf("the rollback does not tell to restart kubelet:\n%s", out)
+	}
+	if err := n.RestartKubelet(ctx); err != nil {
+		t.Fatal(err)
 	}
 
 	// A restore in one go: the recovery time.
@@ -219,6 +228,7 @@ func checkShop(t *testing.T, kubectl func(...string) string, old []string) []str
 			return ids
 		}
 	}
-	t.Fatalf("the Deployment's pods after the restore: ready in containers %v, want two new ones (not %v)", ids, old)
+	t.Fatalf("the Deployment's pods after the restore: ready in containers %v, want two new ones (not %v)\n%s", ids, old,
+		kubectl("get", "pods", "-n", "shop", "-o", "wide", "--show-labels"))
 	return nil
 }

@@ -16,7 +16,9 @@
 // time (its paths are kubeadm's own: /etc/kubernetes, /var/lib/kubelet,
 // /var/lib/etcd): Start holds a lock for the test's life.
 //
-// The binaries and images come from make kubeadm-tools (scripts/build-kube.sh,
+// NODE_LOGS names a directory for the node's logs that outlives the test;
+// KUBEADMTEST_KEEP=1 leaves the node up after the test (to look at it;
+// make kubeadm-down removes it). The binaries and images come from make kubeadm-tools (scripts/build-kube.sh,
 // scripts/build-kube-images.sh, scripts/install-node-packages.sh); KUBE_BIN
 // names another directory. A test that needs the node is skipped with
 // -short; without root or the tools it is skipped with what to run, and
@@ -55,6 +57,9 @@ type Node struct {
 	Logs string
 	// StartSeconds is how long up took (network to node Ready).
 	StartSeconds float64
+
+	repo string   // the repository (its scripts)
+	env  []string // the scripts' environment
 }
 
 // Repo returns the repository's root (the directory of go.mod above the
@@ -112,10 +117,19 @@ func Start(t testing.TB) *Node {
 		unavailable(t, "containerd not installed: run make kubeadm-tools (scripts/install-node-packages.sh)")
 	}
 	unlock := lock(t)
-	logs := filepath.Join(t.TempDir(), "node")
+	logs := os.Getenv("NODE_LOGS")
+	if logs == "" {
+		logs = filepath.Join(t.TempDir(), "node")
+	}
+	keep := os.Getenv("KUBEADMTEST_KEEP") == "1"
 	script := filepath.Join(repo, "scripts/kubeadm-node.sh")
 	env := append(os.Environ(), "KUBE_BIN="+bin, "NODE_LOGS="+logs)
 	down := func() {
+		if keep {
+			t.Logf("KUBEADMTEST_KEEP=1: the node stays up (make kubeadm-down removes it); logs in %s", logs)
+			unlock()
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, script, "down")
@@ -137,7 +151,7 @@ func Start(t testing.TB) *Node {
 	if err != nil {
 		t.Fatalf("kubeadm node up: %v\n%s\n%s", err, stderr.String(), tails(logs))
 	}
-	n := &Node{Bin: bin, Logs: logs, StartSeconds: time.Since(start).Seconds()}
+	n := &Node{Bin: bin, Logs: logs, StartSeconds: time.Since(start).Seconds(), repo: repo, env: env}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		k, v, _ := strings.Cut(sc.Text(), "=")
@@ -212,3 +226,14 @@ func (n *Node) Command(ctx context.Context, name string, args ...string) *exec.C
 // Tails returns the last lines of the node's logs (kubeadm, kubelet,
 // containerd), for a failure message.
 func (n *Node) Tails() string { return tails(n.Logs) }
+
+// RestartKubelet restarts kubelet as `systemctl restart kubelet` does on
+// a real node (scripts/kubeadm-node.sh restart-kubelet).
+func (n *Node) RestartKubelet(ctx context.Context) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(n.repo, "scripts/kubeadm-node.sh"), "restart-kubelet")
+	cmd.Env = n.env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("restart kubelet: %w\n%s", err, out)
+	}
+	return nil
+}
