@@ -281,7 +281,7 @@ func writeKubeadmMember(ctx context.Context, a *app, cfg *Config, lg *slog.Logge
 	w := kubeadm.Written{Revision: m.Revision, TotalKeys: m.TotalKeys}
 	ropts := restore.RestoreOptions{
 		SnapshotPath: spool, DataDir: j.NewDataDir, Name: j.Name, InitialCluster: j.InitialCluster,
-		InitialClusterToken: j.Token, RevisionBump: j.RevisionBump, MarkCompacted: j.MarkCompacted,
+		InitialClusterToken: j.Token, MarkCompacted: j.MarkCompacted,
 	}
 	if plan != nil {
 		if err := replayPlan(ctx, a.stdout, spool, plan, backups, ids, lg); err != nil {
@@ -294,6 +294,11 @@ func writeKubeadmMember(ctx context.Context, a *app, cfg *Config, lg *slog.Logge
 		}
 		w = kubeadm.Written{Revision: st.Revision, TotalKeys: st.TotalKeys}
 	}
+	if bump := j.Bump(w.Revision); bump != j.RevisionBump {
+		fmt.Fprintf(a.stdout, "the old data dir is at revision %d: the bump is raised from %d to %d, so that the restored revision is above every revision its clients have seen\n", j.OldRevision, j.RevisionBump, bump)
+		j.RevisionBump = bump
+	}
+	ropts.RevisionBump = j.RevisionBump
 	if _, err := restore.Restore(ctx, ropts); err != nil {
 		return kubeadm.Written{}, fmt.Errorf("restore backup %s into %s: %w", m.ID, j.NewDataDir, err)
 	}

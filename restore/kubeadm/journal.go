@@ -92,8 +92,11 @@ type Journal struct {
 	Source  Source    `json:"source"`
 	// RevisionBump and MarkCompacted are etcdutl's restore options
 	// (kubeadm restores default to 1000000000 and true: watchers re-list).
+	// Write raises RevisionBump with Bump when the old data dir's revision
+	// (OldRevision, read once etcd stopped) would not be left behind.
 	RevisionBump  uint64 `json:"revision_bump"`
 	MarkCompacted bool   `json:"mark_compacted"`
+	OldRevision   int64  `json:"old_revision,omitempty"`
 	// Member is the restored member: name, peer URLs, its single-member
 	// initial cluster and the new cluster's token.
 	Name           string   `json:"name"`
@@ -129,6 +132,21 @@ func NewJournal(n *Node, src Source, bump uint64, markCompacted bool, token stri
 		Manifests: n.Path(ManifestsDir), Aside: n.Path(LifeboatDir + "/manifests"),
 		file: n.Path(JournalFile),
 	}
+}
+
+// Bump returns the revision bump for a source at revision src: the
+// planned RevisionBump, raised when needed so that the restored revision
+// (src + bump) is above the old data dir's by at least the planned bump.
+// Every client of the old cluster (kubelet, controllers, informers) has
+// seen revisions up to OldRevision and waits for a higher one ("too large
+// resource version") instead of re-listing: restoring an older backup
+// onto a cluster already restored once with the same bump would leave
+// them waiting. 0 stays 0 (no bump asked for).
+func (j *Journal) Bump(src int64) uint64 {
+	if j.RevisionBump == 0 || src+int64(j.RevisionBump) > j.OldRevision+int64(j.RevisionBump)/2 {
+		return j.RevisionBump
+	}
+	return uint64(j.OldRevision-src) + j.RevisionBump
 }
 
 // LoadJournal reads the journal of the node under root; (nil, nil) when

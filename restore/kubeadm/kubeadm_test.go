@@ -307,6 +307,7 @@ func (f *fakeNode) write(ctx context.Context, j *kubeadm.Journal) (kubeadm.Writt
 	if err != nil {
 		return kubeadm.Written{}, err
 	}
+	j.RevisionBump = j.Bump(st.Revision)
 	_, err = restore.Restore(ctx, restore.RestoreOptions{
 		SnapshotPath: f.snapshot, DataDir: j.NewDataDir, Name: j.Name, InitialCluster: j.InitialCluster,
 		InitialClusterToken: j.Token, RevisionBump: j.RevisionBump, MarkCompacted: j.MarkCompacted,
@@ -481,6 +482,36 @@ func TestRollback(t *testing.T) {
 				t.Errorf("journal after the rollback: %+v, %v", j, err)
 			}
 		})
+	}
+}
+
+// TestRestoreTwice restores twice with a small bump: the second restore
+// of the same, older snapshot raises its bump so that its revision is above
+// the first one's (clients that saw the first would wait for it).
+func TestRestoreTwice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd")
+	}
+	f := newFakeNode(t)
+	var revs []int64
+	for i := range 2 {
+		n, err := kubeadm.ReadNode(f.root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j, err := kubeadm.LoadJournal(f.root); err != nil || (j != nil && func() error { _, err := j.Archive(); return err }() != nil) {
+			t.Fatalf("journal: %v", err)
+		}
+		j := kubeadm.NewJournal(n, kubeadm.Source{Backup: "b1"}, 1000, true, "t", time.Date(2026, 12, 4, 8, 0, i, 0, time.UTC))
+		var out bytes.Buffer
+		if _, err := kubeadm.Run(t.Context(), n, j, f.options(&out)); err != nil {
+			t.Fatalf("restore %d: %v\n%s", i+1, err, out.String())
+		}
+		revs = append(revs, j.Expected.Revision)
+		f.put(t, "/registry/namespaces/between") // a write after the restore
+	}
+	if revs[1] <= revs[0]+1 {
+		t.Errorf("revisions of two restores of one snapshot with --bump-revision 1000: %v, want the second above the first's and its write", revs)
 	}
 }
 

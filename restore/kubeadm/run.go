@@ -31,8 +31,9 @@ type Options struct {
 	Out io.Writer
 	// Write restores the journal's source into j.NewDataDir (which does
 	// not exist) as member j.Name of the single-member cluster
-	// j.InitialCluster with token j.Token, bumped and marked compacted as
-	// the journal says, and returns what the source held. Required by Run.
+	// j.InitialCluster with token j.Token, marked compacted as the journal
+	// says and bumped by j.Bump(the source's revision), which it records
+	// in j.RevisionBump, and returns what the source held. Required by Run.
 	Write func(ctx context.Context, j *Journal) (Written, error)
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
@@ -255,6 +256,13 @@ func (r *run) write(ctx context.Context) (string, error) {
 		}
 	}
 	start := r.o.Now()
+	if db := filepath.Join(j.DataDir, "member", "snap", "db"); j.OldRevision == 0 {
+		rev, err := verify.Revision(ctx, db)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("the old data dir's revision: %w", err)
+		}
+		j.OldRevision = rev
+	}
 	w, err := r.o.Write(ctx, j)
 	if err != nil {
 		return "", err
