@@ -14,7 +14,9 @@
 //	aside       etcd.yaml and kube-apiserver.yaml renamed into
 //	            /etc/kubernetes/lifeboat/manifests, one after the other
 //	stopped     etcd's database no longer locked, its ports and the
-//	            apiserver's closed (kubelet stopped both static pods)
+//	            apiserver's closed (kubelet stopped both static pods; once
+//	            etcd is gone, the apiserver's process is killed rather
+//	            than left to spend its 30 s grace waiting for etcd)
 //	written     the backup restored into <data dir>.lifeboat-new-<time>
 //	            (Options.Write: fetch, verify, replay, etcdutl restore)
 //	            and read back (revision, keys, HashKV)

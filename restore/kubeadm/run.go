@@ -9,9 +9,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -201,8 +205,27 @@ func moveManifests(from, to string, names ...string) error {
 // apiserver ports are closed.
 func (r *run) waitStopped(ctx context.Context) (string, error) {
 	start := r.o.Now()
+	var killed []int
 	err := r.wait(ctx, r.o.StopTimeout, "etcd and the apiserver to stop", func(ctx context.Context) (bool, string, error) {
-		return stopped(ctx, r.n)
+		done, etcdGone, why, err := stopped(ctx, r.n)
+		if err != nil || done || !etcdGone {
+			return done, why, err
+		}
+		// etcd is gone: the apiserver has nothing left to finish (every
+		// write it could still make is lost with the old data dir), yet
+		// it spends its whole termination grace (30 s) waiting for etcd.
+		// Its manifest is aside, so kubelet does not start it again.
+		pids, err := apiServerPIDs(r.n)
+		if err != nil {
+			return false, why, err
+		}
+		for _, pid := range pids {
+			if !slices.Contains(killed, pid) && syscall.Kill(pid, syscall.SIGKILL) == nil {
+				killed = append(killed, pid)
+				fmt.Fprintf(r.o.Out, "  etcd stopped; kube-apiserver (pid %d) killed: it has nothing left to finish\n", pid)
+			}
+		}
+		return false, why, nil
 	})
 	if err != nil {
 		return "", err
@@ -210,27 +233,75 @@ func (r *run) waitStopped(ctx context.Context) (string, error) {
 	return fmt.Sprintf("etcd and the apiserver stopped after %.1fs", r.o.Now().Sub(start).Seconds()), nil
 }
 
-// stopped reports whether nothing of the old etcd and apiserver runs, and
-// if not, what still does.
-func stopped(ctx context.Context, n *Node) (bool, string, error) {
+// apiServerPIDs are the processes of this node's kube-apiserver: named
+// kube-apiserver, with the advertise address and etcd servers of its
+// manifest.
+func apiServerPIDs(n *Node) ([]int, error) {
+	u, err := url.Parse(n.APIServer)
+	if err != nil {
+		return nil, err
+	}
+	want := []string{"--advertise-address=" + u.Hostname(), "--etcd-servers=" + strings.Join(n.EtcdServers, ",")}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, nil // no /proc: wait for kubelet
+	}
+	var pids []int
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if err != nil || len(raw) == 0 {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+		if filepath.Base(args[0]) != "kube-apiserver" {
+			continue
+		}
+		match := true
+		for _, w := range want {
+			if !slices.Contains(args[1:], w) {
+				match = false
+			}
+		}
+		if match {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// stopped reports whether nothing of the old etcd and apiserver runs,
+// whether etcd is gone, and if not all is, what still runs.
+func stopped(ctx context.Context, n *Node) (done, etcdGone bool, why string, err error) {
 	inUse, who, err := restore.DataDirInUse(n.DataDir)
 	if err != nil {
-		return false, "", err
+		return false, false, "", err
 	}
 	var running []string
 	if inUse {
 		running = append(running, fmt.Sprintf("etcd's database in %s is locked %s", n.DataDir, who))
 	}
-	for _, u := range append(append(append([]string{}, n.ClientURLs...), n.PeerURLs...), n.APIServer) {
+	for _, u := range append(append([]string{}, n.ClientURLs...), n.PeerURLs...) {
 		hp, err := hostPort(u)
 		if err != nil {
-			return false, "", err
+			return false, false, "", err
 		}
 		if listening(ctx, hp) {
 			running = append(running, hp+" answers")
 		}
 	}
-	return len(running) == 0, strings.Join(running, ", "), nil
+	etcdGone = len(running) == 0
+	hp, err := hostPort(n.APIServer)
+	if err != nil {
+		return false, false, "", err
+	}
+	if listening(ctx, hp) {
+		running = append(running, hp+" answers")
+	}
+	return len(running) == 0, etcdGone, strings.Join(running, ", "), nil
 }
 
 // listening reports whether something accepts TCP connections at hp.

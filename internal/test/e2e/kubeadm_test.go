@@ -176,7 +176,7 @@ func TestKubeadmRestore(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("restore: exit %d", code)
 	}
-	for _, s := range []string{"revision", "keys", "readyz ok", "recovery time", "namespaces"} {
+	for _, s := range []string{"revision", "keys", "readyz ok", "recovery time", "namespaces", "kube-apiserver (pid"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("restore output lacks %q", s)
 		}
