@@ -259,6 +259,15 @@ failCgroupV1: false
 EOF
 }
 
+# mirror_pods is true when the API lists the 4 static pods (etcd,
+# kube-apiserver, kube-controller-manager, kube-scheduler).
+mirror_pods() {
+	[ "$("$bin/kubectl" get pods -n kube-system -l tier=control-plane -o name | wc -l)" = 4 ]
+}
+
+# step says how long up has taken so far and what is done.
+step() { echo "kubeadm-node: $((SECONDS - start))s: $*" >&2; }
+
 # kubelet_start starts kubelet as kubeadm's systemd unit would, with the
 # flags kubeadm wrote (saved in $run/kubelet.args).
 kubelet_start() {
@@ -291,11 +300,13 @@ up() {
 	[ -f "$images" ] || die "$images missing: make kubeadm-tools"
 	command -v containerd >/dev/null || die "containerd missing: make kubeadm-tools (scripts/install-node-packages.sh)"
 	down
+	step "old node removed"
 	mkdir -p "$logs" "$run"
 	: >"$logs/containerd.log"
 	: >"$logs/kubelet.log"
 	network
 	containerd_up
+	step "network namespace, containerd, images imported"
 	kubeadm_config >"$run/kubeadm.yaml"
 	export PATH=$bin:$PATH
 	innet "$bin/kubeadm" init --config "$run/kubeadm.yaml" >"$logs/kubeadm.log" 2>&1 &
@@ -316,12 +327,17 @@ up() {
 	args=$(sed -n 's/^KUBELET_KUBEADM_ARGS="\(.*\)"$/\1/p' /var/lib/kubelet/kubeadm-flags.env)
 	echo "$args" >"$run/kubelet.args"
 	kubelet_start
+	step "kubeadm wrote kubelet's configuration; kubelet started"
 	if ! wait $init; then
 		die "kubeadm init failed: $(tail -20 "$logs/kubeadm.log")"
 	fi
+	step "kubeadm init done"
 	export KUBECONFIG=/etc/kubernetes/admin.conf
 	wait_for $timeout "apiserver /readyz at https://$node_ip:6443" "$bin/kubectl" get --raw /readyz
+	step "apiserver ready"
 	wait_for $timeout "node $node_name Ready" "$bin/kubectl" wait --for=condition=Ready "node/$node_name" --timeout=5s
+	wait_for $timeout "the 4 control-plane mirror pods in the API" mirror_pods
+	step "node Ready, mirror pods listed"
 	echo "node up in $((SECONDS - start))s" >&2
 	status
 }
