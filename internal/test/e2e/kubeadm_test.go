@@ -82,12 +82,15 @@ func kubeadmRestore(t *testing.T, l *lifeboat, n *kubeadmtest.Node, env []string
 // snapshot` against the node's etcd with its certificates; the namespace
 // deleted; `lifeboat restore --kubeadm` killed with SIGKILL after the
 // manifests moved, after the restore wrote and after the swap, each rerun
-// going on from the journal, the last one finishing: the namespace and its
-// objects are back with their values, the Deployment's pods run again and
-// a Deployment created after the restore is reconciled. Then --rollback
-// brings the old data (no namespace) back, and a restore run through in
-// one go measures the recovery time: the command until the apiserver is
-// ready, and until the Deployment is available.
+// going on from the journal, the last one finishing. The first restore
+// runs in one go and measures the recovery time (the command until the
+// apiserver is ready, and until the Deployment is available): the
+// namespace and its objects are back with their values, the Deployment's
+// pods run again in new containers and a Deployment created after the
+// restore is reconciled. The second, of the same backup after the namespace
+// is deleted again, is killed after each phase and rerun (its bump raised
+// above the first's); --rollback then brings back the data without the
+// namespace.
 func TestKubeadmRestore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a kubeadm node")
@@ -136,41 +139,6 @@ func TestKubeadmRestore(t *testing.T) {
 		t.Fatalf("namespace shop still there after its deletion:\n%s", out)
 	}
 
-	// Killed after each of three phases; every rerun goes on.
-	for _, phase := range []string{"aside", "written", "swapped"} {
-		code, out, _ := kubeadmRestore(t, l, n, []string{"LIFEBOAT_KUBEADM_KILL_AFTER=" + phase}, id)
-		if code != -1 || !strings.Contains(out, "["+phase+"]") {
-			t.Fatalf("restore killed after %s: exit %d, want killed (-1) after printing [%s]", phase, code, phase)
-		}
-	}
-	code, out, _ := kubeadmRestore(t, l, n, nil)
-	if code != 0 || !strings.Contains(out, "resuming the restore of backup "+id) {
-		t.Fatalf("rerun of the killed restore: exit %d, want 0 and resuming", code)
-	}
-	running := checkShop(t, kubectl, before)
-
-	// A Deployment created after the restore is reconciled: the
-	// controllers and the scheduler watch the restored cluster.
-	kubectl("create", "deployment", "-n", "shop", "after", "--image", pause, "--replicas", "1")
-	kubectl("wait", "-n", "shop", "--for=condition=Available", "deployment/after", "--timeout=180s")
-
-	// --rollback: the data as it was before the restore.
-	if code, out, _ = kubeadmRestore(t, l, n, nil, "--rollback"); code != 0 {
-		t.Fatalf("rollback: exit %d", code)
-	}
-	if out, err := n.Kubectl(ctx, "get", "namespace", "shop"); err == nil {
-		t.Fatalf("namespace shop after the rollback:\n%s\nwant it gone, as before the restore", out)
-	}
-	// The old data's revisions are below the restored ones kubelet has
-	// seen: its watches wait for a revision that never comes ("too large
-	// resource version") until it restarts, as the rollback says.
-	if !strings.Contains(out, "systemctl restart kubelet") {
-		t.Errorf("the rollback does not tell to restart kubelet:\n%s", out)
-	}
-	if err := n.RestartKubelet(ctx); err != nil {
-		t.Fatal(err)
-	}
-
 	// A restore in one go: the recovery time.
 	code, out, took := kubeadmRestore(t, l, n, nil, id)
 	if code != 0 {
@@ -182,8 +150,50 @@ func TestKubeadmRestore(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	checkShop(t, kubectl, append(before, running...))
+	running := checkShop(t, kubectl, before)
 	t.Logf("RTO: %.1fs from the command to a ready apiserver, %.1fs to the Deployment available again", took.Seconds(), took.Seconds()+time.Since(start).Seconds())
+
+	// A Deployment created after the restore is reconciled: the
+	// controllers and the scheduler watch the restored cluster.
+	kubectl("create", "deployment", "-n", "shop", "after", "--image", pause, "--replicas", "1")
+	kubectl("wait", "-n", "shop", "--for=condition=Available", "deployment/after", "--timeout=180s")
+
+	// The same backup again, after the namespace is deleted again, killed
+	// after each of three phases; every rerun goes on. Its revision is
+	// raised above the first restore's, which every watcher has seen.
+	kubectl("delete", "namespace", "shop", "--timeout=120s")
+	for _, phase := range []string{"aside", "written", "swapped"} {
+		code, out, _ := kubeadmRestore(t, l, n, []string{"LIFEBOAT_KUBEADM_KILL_AFTER=" + phase}, id)
+		if code != -1 || !strings.Contains(out, "["+phase+"]") {
+			t.Fatalf("restore killed after %s: exit %d, want killed (-1) after printing [%s]", phase, code, phase)
+		}
+		if phase == "written" && !strings.Contains(out, "the bump is raised") {
+			t.Errorf("the second restore of the backup did not raise its bump:\n%s", out)
+		}
+	}
+	code, out, _ = kubeadmRestore(t, l, n, nil)
+	if code != 0 || !strings.Contains(out, "resuming the restore of backup "+id) {
+		t.Fatalf("rerun of the killed restore: exit %d, want 0 and resuming", code)
+	}
+	checkShop(t, kubectl, append(before, running...))
+
+	// --rollback: the data as it was before this restore: the namespace
+	// deleted (again).
+	if code, out, _ = kubeadmRestore(t, l, n, nil, "--rollback"); code != 0 {
+		t.Fatalf("rollback: exit %d", code)
+	}
+	if out, err := n.Kubectl(ctx, "get", "namespace", "shop"); err == nil {
+		t.Fatalf("namespace shop after the rollback:\n%s\nwant it gone, as before the second restore", out)
+	}
+	// The old data's revisions are below the restored ones kubelet has
+	// seen: its watches wait for a revision that never comes ("too large
+	// resource version") until it restarts, as the rollback says.
+	if !strings.Contains(out, "systemctl restart kubelet") {
+		t.Errorf("the rollback does not tell to restart kubelet:\n%s", out)
+	}
+	if err := n.RestartKubelet(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // webContainers are the container ids of the Deployment's ready pods.
