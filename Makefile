@@ -19,7 +19,7 @@ GOTEST_FLAGS ?= -timeout 30m
 
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build test test-scripts test-short lint bench bench-cpu tools clean demo deploy-check image kube-apiserver FORCE
+.PHONY: all build test test-scripts test-short lint bench bench-cpu tools clean demo deploy-check image kube-apiserver kube-node-binaries node-packages kubeadm-tools kubeadm-up kubeadm-down FORCE
 
 all: build
 
@@ -54,6 +54,37 @@ $(BIN)/kube-apiserver: FORCE
 	./scripts/build-kube-apiserver.sh $(KUBE_VERSION) $@
 
 kube-apiserver: $(BIN)/kube-apiserver
+
+# The kubeadm node of the tests (internal/test/kubeadmtest, make kubeadm-up):
+# kubelet, kubeadm, kubectl, kube-controller-manager and kube-scheduler of
+# the same k8s.io/kubernetes release, built in one go from a throwaway module
+# (scripts/build-kube.sh; kube-apiserver comes from its own target above
+# and is not built again), the node's images as one archive
+# (scripts/build-kube-images.sh: pause, etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, without Docker or a registry)
+# and Debian's containerd, runc and CNI plugins
+# (scripts/install-node-packages.sh). Each returns at once when done.
+KUBE_NODE_COMMANDS := kubelet kubeadm kubectl kube-controller-manager kube-scheduler
+KUBEADM_TOOLS := kube-node-binaries $(BIN)/kube-images.tar node-packages
+
+kube-node-binaries: $(BIN)/kube-apiserver FORCE
+	./scripts/build-kube.sh $(KUBE_VERSION) $(BIN) $(KUBE_NODE_COMMANDS)
+
+$(BIN)/kube-images.tar: kube-node-binaries FORCE
+	./scripts/build-kube-images.sh $(KUBE_VERSION) $(ETCD_VERSION) $(BIN) $@
+
+node-packages:
+	./scripts/install-node-packages.sh
+
+kubeadm-tools: $(KUBEADM_TOOLS)
+
+# A kubeadm node for a person (root): up prints its kubeconfig and address,
+# down removes everything it made (scripts/kubeadm-node.sh).
+kubeadm-up: kubeadm-tools
+	KUBE_BIN=$(BIN) KUBE_VERSION=$(KUBE_VERSION) ETCD_IMAGE_TAG=$(ETCD_VERSION) ./scripts/kubeadm-node.sh up
+
+kubeadm-down:
+	./scripts/kubeadm-node.sh down
 
 FORCE:
 

@@ -75,8 +75,8 @@ var layers = map[string]int{
 	"snapshot": 1, "uploader": 1,
 	"repository": 2, "kit": 2, "restore/child": 2,
 	"backup": 3, "retention/prune": 3, "restore": 3, "capture": 3, "inspect": 3, "replica": 3,
-	"restore/drill": 4,
-	"agent":         5, "fleet": 5,
+	"restore/drill": 4, "restore/kubeadm": 4,
+	"agent": 5, "fleet": 5,
 	"cmd/lifeboat": 6,
 	"deploy":       6,
 }

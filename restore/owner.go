@@ -89,3 +89,11 @@ func chownTree(dir string, o Owner) error {
 		return nil
 	})
 }
+
+// DataDirInUse reports whether the database under dataDir
+// (member/snap/db) is held by a running etcd (its bbolt lock is taken), and
+// names the holders it can see in /proc. A missing database is not in use.
+// On platforms without flock it cannot tell and answers false.
+func DataDirInUse(dataDir string) (inUse bool, who string, err error) {
+	return dbInUse(dataDir)
+}

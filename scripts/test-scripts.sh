@@ -77,4 +77,19 @@ fakebin "$work/kube-apiserver" "Kubernetes v1.0.0"
 LIFEBOAT_BUILD_SRC=$work/src GO=$work/go-fails "$root/scripts/build-kube-apiserver.sh" v1.0.0 "$work/kube-apiserver" ||
 	fail "build-kube-apiserver.sh rebuilt (or failed on) a binary of the right version: exit $?"
 
+# 5. build-kube.sh with every binary already there (each asked the way it
+# answers: kubelet --version, kubeadm version -o short, kubectl version
+# --client, all printing far more than a pipe holds): returns at once; a
+# command it does not know is refused.
+mkdir -p "$work/kube"
+fakebin "$work/kube/kubelet" "Kubernetes v1.0.0"
+fakebin "$work/kube/kube-scheduler" "Kubernetes v1.0.0"
+fakebin "$work/kube/kubeadm" "v1.0.0"
+fakebin "$work/kube/kubectl" "Client Version: v1.0.0"
+LIFEBOAT_BUILD_SRC=$work/src GO=$work/go-fails "$root/scripts/build-kube.sh" v1.0.0 "$work/kube" kubelet kube-scheduler kubeadm kubectl ||
+	fail "build-kube.sh rebuilt (or failed on) binaries of the right version: exit $?"
+if LIFEBOAT_BUILD_SRC=$work/src GO=$work/go-fails "$root/scripts/build-kube.sh" v1.0.0 "$work/kube" kube-proxy 2>/dev/null; then
+	fail "build-kube.sh accepted kube-proxy, a command it does not build"
+fi
+
 echo "test-scripts: ok"

@@ -41,6 +41,9 @@ type restoreOptions struct {
 	// toRevision and toTime are the point-in-time target (0 and "": none).
 	toRevision int64
 	toTime     string
+	// kubeadm restores a kubeadm control-plane node in place (package
+	// restore/kubeadm); rollback undoes its last restore.
+	kubeadm, rollback bool
 }
 
 // target is the point-in-time target the options give, if any (a
@@ -106,6 +109,9 @@ clients watching from the old revisions re-list instead of missing changes.`,
 			if err != nil {
 				return err
 			}
+			if o.kubeadm || o.rollback {
+				return kubeadmRestoreCmd(cmd, a, o, pitr)
+			}
 			switch {
 			case pitr && (o.ref != "" || o.before != ""):
 				return usagef("--to-revision and --to-time pick the snapshot themselves: give no backup id and no --before with them")
@@ -140,7 +146,41 @@ clients watching from the old revisions re-list instead of missing changes.`,
 	f.BoolVar(&o.dryRun, "dry-run", false, "restore into a temporary dir, boot it, check it, remove it; change nothing else (with --to-revision/--to-time: fetch, check and replay into a temporary file)")
 	f.Int64Var(&o.toRevision, "to-revision", 0, "point in time: restore the state after revision R (a snapshot plus the captured changes up to R)")
 	f.StringVar(&o.toTime, "to-time", "", "point in time: restore the state after the last revision received at or before T (2026-11-30T11:00:00Z, 2026-11-30 11:00:00 in UTC, or a duration ago: 90m)")
+	f.BoolVar(&o.kubeadm, "kubeadm", false, "restore this kubeadm control-plane node in place: stop etcd and the apiserver (static pods), restore, swap the data dir (the old one kept), start and check both; a rerun finishes an interrupted one (docs/restore.md#kubeadm-control-plane)")
+	f.BoolVar(&o.rollback, "rollback", false, "with --kubeadm: put the old data dir and the manifests back (the restored data dir is kept)")
 	return c
+}
+
+// kubeadmRestoreCmd checks the flags of restore --kubeadm (the
+// revision bump and compaction on by default) and runs it.
+func kubeadmRestoreCmd(cmd *cobra.Command, a *app, o restoreOptions, pitr bool) error {
+	f := cmd.Flags()
+	switch {
+	case !o.kubeadm:
+		return usagef("--rollback goes with --kubeadm")
+	case o.dataDir != "" || o.walDir != "" || o.name != "" || o.cluster != "" || len(o.peerURLs) > 0 || o.force || o.owner != "":
+		return usagef("--kubeadm reads the member, its data dir and URLs from /etc/kubernetes/manifests/etcd.yaml: give no --data-dir, --wal-dir, --name, --initial-cluster, --initial-advertise-peer-urls, --force or --owner")
+	case o.rollback && (o.ref != "" || o.before != "" || pitr):
+		return usagef("--rollback undoes the last restore: give no backup and no point in time")
+	case pitr && (o.ref != "" || o.before != ""):
+		return usagef("--to-revision and --to-time pick the snapshot themselves: give no backup id and no --before with them")
+	case o.ref != "" && o.ref != "latest" && o.before != "":
+		return usagef("--before picks the backup: give it alone or with latest, not with an id")
+	}
+	if !f.Changed("bump-revision") {
+		o.bumpRevision = 1_000_000_000
+	}
+	if !f.Changed("mark-compacted") {
+		o.markCompacted = o.bumpRevision > 0
+	}
+	if o.markCompacted && o.bumpRevision == 0 {
+		return usagef("--mark-compacted needs --bump-revision N (e.g. 1000000000)")
+	}
+	cfg, err := a.config()
+	if err != nil {
+		return err
+	}
+	return runRestoreKubeadm(cmd.Context(), a, cfg, a.logger(cfg), o, time.Now())
 }
 
 // parseBefore reads --before as every time flag (parseTime).

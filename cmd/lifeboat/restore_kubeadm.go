@@ -1,13 +1,26 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 
+	"filippo.io/age"
+
+	"github.com/lifeboat-dev/lifeboat/internal/writeback"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/restore/kubeadm"
+	"github.com/lifeboat-dev/lifeboat/verify"
 )
 
 // kubeadmRoot is where restore looks for a kubeadm control-plane node's
@@ -35,7 +48,8 @@ func printKubeadmChecklist(out io.Writer, root string, members []restore.Restore
 		return
 	}
 	manifests := filepath.Join(root, "etc/kubernetes/manifests")
-	fmt.Fprintln(out, "\nkubeadm control-plane node (/etc/kubernetes/manifests): the rest of the procedure, on every control-plane node (docs/restore.md#kubeadm-control-plane):")
+	fmt.Fprintln(out, "\nkubeadm control-plane node (/etc/kubernetes/manifests): with a single etcd member, lifeboat restore --kubeadm does all of this in one command;")
+	fmt.Fprintln(out, "by hand, the rest of the procedure, on every control-plane node (docs/restore.md#kubeadm-control-plane):")
 	var still []string
 	for _, m := range []string{"etcd.yaml", "kube-apiserver.yaml"} {
 		if _, err := os.Stat(filepath.Join(manifests, m)); err == nil {
@@ -64,4 +78,229 @@ func printKubeadmChecklist(out io.Writer, root string, members []restore.Restore
 	fmt.Fprintln(out, "  5. restart so every component re-lists: systemctl restart kubelet; then")
 	fmt.Fprintln(out, "     crictl stop $(crictl ps -q --name 'kube-controller-manager|kube-scheduler')")
 	fmt.Fprintln(out, "     check: etcdctl endpoint health --cluster; kubectl get nodes")
+}
+
+// euid is the effective user id (tests replace it).
+var euid = os.Geteuid
+
+// killAfterEnv names a phase after which restore --kubeadm kills itself
+// with SIGKILL once the journal says it is reached: the crash tests on a
+// real node (internal/test/e2e) use it to stop a restore at an exact
+// phase; nothing else sets it.
+const killAfterEnv = "LIFEBOAT_KUBEADM_KILL_AFTER"
+
+// runRestoreKubeadm is lifeboat restore --kubeadm: the whole restore of a
+// kubeadm control-plane node's etcd (package restore/kubeadm), or its
+// rollback, or the rest of an interrupted one.
+func runRestoreKubeadm(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o restoreOptions, now time.Time) error {
+	out := a.stdout
+	if euid() != 0 {
+		return usagef("--kubeadm: run as root (it moves static pod manifests and etcd's data dir)")
+	}
+	n, err := kubeadm.ReadNode(kubeadmRoot)
+	if errors.Is(err, kubeadm.ErrNotKubeadm) {
+		return usageError{err}
+	}
+	if err != nil {
+		return err
+	}
+	if others := n.OtherMembers(); len(others) > 0 {
+		return refuseMembers(ctx, others)
+	}
+	j, err := kubeadm.LoadJournal(kubeadmRoot)
+	if err != nil {
+		return err
+	}
+	kopts := kubeadm.Options{Out: out}
+	if phase := os.Getenv(killAfterEnv); phase != "" {
+		kopts.AfterPhase = func(p kubeadm.Phase) error {
+			if string(p) == phase {
+				return syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
+			return nil
+		}
+	}
+	if o.rollback {
+		if j == nil {
+			return usagef("--rollback: no restore journal at %s: nothing to roll back", filepath.Join(kubeadmRoot, kubeadm.JournalFile))
+		}
+		fmt.Fprintf(out, "rolling back the restore of %s started %s (phase %s)\n", j.Source, j.Started.Format(time.RFC3339), j.Phase)
+		if err := kubeadm.Rollback(ctx, n, j, kopts); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "rolled back in %.1fs\n", time.Since(now).Seconds())
+		fmt.Fprintln(out, "now restart kubelet (systemctl restart kubelet): the old data's revisions are below the restored ones it has seen,")
+		fmt.Fprintln(out, "and its watches wait for them (\"too large resource version\") until it restarts; kube-controller-manager and kube-scheduler")
+		fmt.Fprintln(out, "restart by themselves after losing their leases (or: crictl stop $(crictl ps -q --name 'kube-controller-manager|kube-scheduler'))")
+		return nil
+	}
+	src, err := o.kubeadmSource()
+	if err != nil {
+		return err
+	}
+	var backups *repository.Repo
+	openStore := func() (*repository.Repo, []age.Identity, error) {
+		if backups == nil {
+			b, err := openBackups(ctx, cfg, lg)
+			if err != nil {
+				return nil, nil, err
+			}
+			backups = b
+		}
+		ids, err := identities(cfg)
+		return backups, ids, err
+	}
+	switch {
+	case j != nil && !j.Phase.Finished():
+		if (src != kubeadm.Source{}) && src != j.Source && !(src.Backup == "latest" && j.Source.Backup != "") {
+			return usagef("a restore of %s is unfinished (journal %s, phase %s): run lifeboat restore --kubeadm without a backup to finish it, or --rollback", j.Source, j.File(), j.Phase)
+		}
+		fmt.Fprintf(out, "resuming the restore of %s started %s, at phase %s (journal %s)\n", j.Source, j.Started.Format(time.RFC3339), j.Phase, j.File())
+	default:
+		if (src == kubeadm.Source{}) {
+			return usagef("give a backup id, latest, or a point in time (--to-revision R, --to-time T)")
+		}
+		b, ids, err := openStore()
+		if err != nil {
+			return err
+		}
+		m, _, release, err := restoreSource(ctx, b, ids, o, now)
+		if err != nil {
+			return err
+		}
+		release()
+		if src.Backup != "" {
+			src.Backup = m.ID // latest, --before: the one chosen now, also on a rerun
+		}
+		fmt.Fprintf(out, "backup %s: revision %d, %d keys, %s, taken %s from %s\n",
+			m.ID, m.Revision, m.TotalKeys, humanBytes(m.DBSize), m.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC"), m.Endpoint)
+		token := o.token
+		if token == "" {
+			token = "lifeboat-" + m.ID
+		}
+		if j != nil {
+			to, err := j.Archive()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "the journal of the previous restore (%s) is kept at %s\n", j.Phase, to)
+		}
+		j = kubeadm.NewJournal(n, src, o.bumpRevision, o.markCompacted, token, now)
+		fmt.Fprintf(out, "kubeadm control-plane node: member %s, data dir %s\n", n.Name, n.DataDir)
+		for _, s := range kubeadm.Steps(j) {
+			fmt.Fprintln(out, "  "+s)
+		}
+		if o.dryRun {
+			fmt.Fprintln(out, "dry run: nothing was changed")
+			return nil
+		}
+	}
+	kopts.Write = func(ctx context.Context, j *kubeadm.Journal) (kubeadm.Written, error) {
+		b, ids, err := openStore()
+		if err != nil {
+			return kubeadm.Written{}, err
+		}
+		return writeKubeadmMember(ctx, a, cfg, lg, b, ids, j, now)
+	}
+	res, err := kubeadm.Run(ctx, n, j, kopts)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nrestored %s on %s: checked %s\n", j.Source, n.Name, strings.Join(res.Checks, ", "))
+	if len(res.Counts) > 0 {
+		fmt.Fprintf(out, "Kubernetes objects in etcd: %s\n", strings.Join(res.Counts, ", "))
+	}
+	fmt.Fprintf(out, "the old data dir is kept at %s (lifeboat restore --kubeadm --rollback puts it back)\n", j.OldDataDir)
+	fmt.Fprintf(out, "recovery time: %.1fs from this command to a ready apiserver", time.Since(now).Seconds())
+	if first := j.Started; now.Sub(first) > time.Second {
+		fmt.Fprintf(out, " (%.1fs since the restore started)", time.Since(first).Seconds())
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "kube-controller-manager and kube-scheduler reconnect by themselves (they lost their leases and restart); watchers re-list from the bumped, compacted revision")
+	return nil
+}
+
+// kubeadmSource is the backup or point in time the options name (zero:
+// none).
+func (o restoreOptions) kubeadmSource() (kubeadm.Source, error) {
+	if o.before != "" {
+		return kubeadm.Source{Backup: "latest"}, nil // resolved by restoreSource
+	}
+	switch {
+	case o.toRevision != 0:
+		return kubeadm.Source{ToRevision: o.toRevision}, nil
+	case o.toTime != "":
+		return kubeadm.Source{ToTime: o.toTime}, nil
+	}
+	return kubeadm.Source{Backup: o.ref}, nil
+}
+
+// refuseMembers refuses a node whose etcd has other members: exit 2,
+// naming the ones that answer.
+func refuseMembers(ctx context.Context, others []string) error {
+	var up []string
+	for _, m := range others {
+		_, u, _ := strings.Cut(m, "=")
+		pu, err := url.Parse(u)
+		if err != nil {
+			continue
+		}
+		d := net.Dialer{Timeout: 2 * time.Second}
+		if c, err := d.DialContext(ctx, "tcp", pu.Host); err == nil {
+			c.Close()
+			up = append(up, m)
+		}
+	}
+	if len(up) > 0 {
+		return usagef("--kubeadm: etcd has other members that are still running (%s): stop etcd on every control-plane node first (docs/restore.md#kubeadm-control-plane)", strings.Join(up, ", "))
+	}
+	return usagef("--kubeadm: etcd has other members (%s): --kubeadm restores single-member control planes; for several, follow docs/restore.md#kubeadm-control-plane", strings.Join(others, ", "))
+}
+
+// writeKubeadmMember writes the journal's source into its new data dir:
+// the backup (or point in time) fetched, verified, replayed and restored
+// as lifeboat restore does, and says what it held.
+func writeKubeadmMember(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, backups *repository.Repo, ids []age.Identity, j *kubeadm.Journal, now time.Time) (kubeadm.Written, error) {
+	var o restoreOptions
+	o.ref, o.toRevision, o.toTime = j.Source.Backup, j.Source.ToRevision, j.Source.ToTime
+	m, plan, release, err := restoreSource(ctx, backups, ids, o, now)
+	if err != nil {
+		return kubeadm.Written{}, err
+	}
+	defer release()
+	if plan != nil {
+		printPlan(a.stdout, plan)
+	}
+	spool, err := fetchVerified(ctx, a, cfg, lg, backups, ids, m)
+	if spool != "" {
+		defer writeback.Remove(spool)
+	}
+	if err != nil {
+		return kubeadm.Written{}, err
+	}
+	w := kubeadm.Written{Revision: m.Revision, TotalKeys: m.TotalKeys}
+	ropts := restore.RestoreOptions{
+		SnapshotPath: spool, DataDir: j.NewDataDir, Name: j.Name, InitialCluster: j.InitialCluster,
+		InitialClusterToken: j.Token, MarkCompacted: j.MarkCompacted,
+	}
+	if plan != nil {
+		if err := replayPlan(ctx, a.stdout, spool, plan, backups, ids, lg); err != nil {
+			return kubeadm.Written{}, err
+		}
+		ropts.SkipHashCheck = true
+		st, err := verify.File(ctx, spool) // the replayed file: the point in time's keys
+		if err != nil {
+			return kubeadm.Written{}, fmt.Errorf("read the replayed file: %w", err)
+		}
+		w = kubeadm.Written{Revision: st.Revision, TotalKeys: st.TotalKeys}
+	}
+	if bump := j.Bump(w.Revision); bump != j.RevisionBump {
+		fmt.Fprintf(a.stdout, "the old data dir is at revision %d: the bump is raised from %d to %d, so that the restored revision is above every revision its clients have seen\n", j.OldRevision, j.RevisionBump, bump)
+		j.RevisionBump = bump
+	}
+	ropts.RevisionBump = j.RevisionBump
+	if _, err := restore.Restore(ctx, ropts); err != nil {
+		return kubeadm.Written{}, fmt.Errorf("restore backup %s into %s: %w", m.ID, j.NewDataDir, err)
+	}
+	return w, nil
 }

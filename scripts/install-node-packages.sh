@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# install-node-packages.sh: the Debian packages a kubeadm node of the tests
+# needs (internal/test/kubeadmtest): containerd (Debian's 1.6.x serves the
+# CRI v1 that kubelet 1.37 speaks), runc, the CNI plugins (bridge,
+# host-local, loopback, portmap), iptables (kubelet's and the bridge
+# plugin's chains), conntrack and socat (kubeadm's preflight), iproute2 and
+# util-linux (the network namespace: ip, nsenter). Installs only what is
+# missing, so a second run returns at once; `apt-get update` runs once,
+# before the first install.
+set -euo pipefail
+if [ "$(id -u)" != 0 ]; then
+	echo "$0: run as root (it installs Debian packages)" >&2
+	exit 2
+fi
+# package:file pairs: the package is installed when the file is missing.
+want=(
+	containerd:/usr/bin/containerd
+	runc:/usr/sbin/runc
+	containernetworking-plugins:/usr/lib/cni/bridge
+	iptables:/usr/sbin/iptables
+	conntrack:/usr/sbin/conntrack
+	socat:/usr/bin/socat
+	iproute2:/usr/sbin/ip
+	util-linux:/usr/bin/nsenter
+)
+missing=()
+for w in "${want[@]}"; do
+	if [ ! -e "${w#*:}" ]; then
+		missing+=("${w%%:*}")
+	fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+	exit 0
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+for w in "${want[@]}"; do
+	if [ ! -e "${w#*:}" ]; then
+		echo "$0: ${w#*:} still missing after installing ${w%%:*}" >&2
+		exit 1
+	fi
+done
