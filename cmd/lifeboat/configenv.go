@@ -13,11 +13,12 @@ import (
 // (optionTable) is a mistake, warned of in every command and refused by
 // config check.
 var otherEnv = []string{
-	"LIFEBOAT_CONFIG",          // the configuration file (--config)
-	"LIFEBOAT_BIN",             // tests and make test: the binary under test
-	"LIFEBOAT_BUILD_SRC",       // scripts/build-lib.sh
-	"LIFEBOAT_PROP_SEED",       // restore's property test
-	"LIFEBOAT_INSPECT_OBJECTS", // inspect's benchmark
+	"LIFEBOAT_CONFIG",             // the configuration file (--config)
+	"LIFEBOAT_BIN",                // tests and make test: the binary under test
+	"LIFEBOAT_BUILD_SRC",          // scripts/build-lib.sh
+	"LIFEBOAT_PROP_SEED",          // restore's property test
+	"LIFEBOAT_INSPECT_OBJECTS",    // inspect's benchmark
+	"LIFEBOAT_KUBEADM_KILL_AFTER", // restore --kubeadm's crash tests on a real node
 }
 
 // otherEnvPrefixes are families of variables of otherEnv's kind.
