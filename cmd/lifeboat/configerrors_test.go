@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -278,6 +279,9 @@ func TestEveryLifeboatVariableIsKnown(t *testing.T) {
 		data, err := os.ReadFile(p)
 		if err != nil {
 			return err
+		}
+		if bytes.IndexByte(data, 0) >= 0 {
+			return nil // a binary (a lifeboat built in the tree), not text
 		}
 		var env []string
 		for _, n := range name.FindAllString(string(data), -1) {
