@@ -161,6 +161,7 @@ func TestTrustAndLineage(t *testing.T) {
 			t.Fatalf("restore: exit %d\n%s\n%s", code, out, errOut)
 		}
 		p := etcdtest.StartRestored(t, etcdBin, restoredFlags(t, out))
+		nextSecond() // a backup id is its second and revision: the restored cluster is at the backup's
 		code, out, errOut = e.cli(t, append([]string{"snapshot", "--endpoints", p.ClientURL}, signed...)...)
 		if code != 0 {
 			t.Fatalf("snapshot of the restored cluster: exit %d\n%s\n%s", code, out, errOut)
@@ -185,6 +186,7 @@ func TestTrustAndLineage(t *testing.T) {
 			t.Fatalf("etcdutl snapshot restore: %v\n%s", err, out)
 		}
 		p := etcdtest.StartRestored(t, etcdBin, []string{"--name", "u1", "--data-dir", dir, "--initial-advertise-peer-urls", peer, "--listen-peer-urls", peer})
+		nextSecond() // the other restored cluster's backup may be of this second and revision
 		code, out, errOut := e.cli(t, append([]string{"snapshot", "--endpoints", p.ClientURL}, signed...)...)
 		if code != 0 {
 			t.Fatalf("snapshot of the etcdutl-restored cluster: exit %d\n%s\n%s", code, out, errOut)
