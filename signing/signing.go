@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,8 +66,8 @@ func (k *Key) Public() PublicKey { return k.pub }
 // String names the key by its public key's ID, never its private part.
 func (k *Key) String() string { return "signing key " + k.pub.ID() }
 
-// LogValue keeps the private part out of logs.
-func (k *Key) LogValue() string { return k.String() }
+// LogValue keeps the private part out of logs (slog.LogValuer).
+func (k *Key) LogValue() slog.Value { return slog.StringValue(k.String()) }
 
 // Marshal returns the key file's content (PEM, PKCS #8).
 func (k *Key) Marshal() ([]byte, error) {

@@ -2,6 +2,7 @@ package signing
 
 import (
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -130,6 +131,11 @@ func TestKeyFile(t *testing.T) {
 		t.Errorf("ParsePublicKey(String()): %v", err)
 	}
 	data, _ := os.ReadFile(path)
+	var logged strings.Builder
+	slog.New(slog.NewTextHandler(&logged, nil)).Info("key", "key", k)
+	if !strings.Contains(logged.String(), k.Public().ID()) || strings.Contains(logged.String(), string(data[40:60])) {
+		t.Errorf("logged key: %s", logged.String())
+	}
 	if strings.Contains(k.String(), string(data[40:60])) {
 		t.Error("String shows the key file's content")
 	}
