@@ -540,16 +540,21 @@ func (d *drill) freeSpool(spool string, inPlace bool) <-chan struct{} {
 	return removed
 }
 
+// etcdOptions are the throwaway etcd's options for member mb.
+func (d *drill) etcdOptions(mb drillMember, sockDir string) child.EtcdOptions {
+	return child.EtcdOptions{
+		DataDir: mb.dataDir, Name: drillName, PeerURL: mb.peer, Token: mb.token,
+		SocketDir: sockDir, Binary: d.o.EtcdBinary, NoSync: true,
+	}
+}
+
 // boot starts etcd on the restored member in a child process, on unix
 // sockets in sockDir, and waits for removed (freeSpool) after it: etcd
 // panics or exits on some logically corrupt data, and that is a failed
 // verdict, not the end of the caller.
 func (d *drill) boot(ctx context.Context, mb drillMember, sockDir string, removed <-chan struct{}) (*child.Etcd, error) {
 	t := d.now()
-	srv, err := child.StartEtcd(ctx, child.EtcdOptions{
-		DataDir: mb.dataDir, Name: drillName, PeerURL: mb.peer, Token: mb.token,
-		SocketDir: sockDir, Binary: d.o.EtcdBinary, NoSync: true,
-	})
+	srv, err := child.StartEtcd(ctx, d.etcdOptions(mb, sockDir))
 	d.phase(PhaseBoot, d.now().Sub(t))
 	<-removed
 	if errors.Is(err, child.ErrEtcdExited) && !errors.Is(err, child.ErrKilled) && ctx.Err() == nil {
