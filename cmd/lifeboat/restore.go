@@ -21,6 +21,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/internal/writeback"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/restore/child"
 	"github.com/lifeboat-dev/lifeboat/restore/drill"
 )
 
@@ -462,7 +463,23 @@ func printStartFlags(out io.Writer, members []restore.RestoredMember, o restoreO
 		}
 		fmt.Fprintf(out, "  etcd %s\n", shellJoin(flags))
 	}
+	printQuota(out, members)
 	fmt.Fprintln(out, "\nstart all members of a restored cluster before checking its health; keep the old members stopped.")
+}
+
+// printQuota tells to raise etcd's backend quota when the restored
+// database is larger than etcd's default allows: without it the restored
+// cluster refuses every write ("database space exceeded").
+func printQuota(out io.Writer, members []restore.RestoredMember) {
+	if len(members) == 0 {
+		return
+	}
+	fi, err := os.Stat(filepath.Join(members[0].DataDir, "member", "snap", "db"))
+	if err != nil || child.QuotaFor(fi.Size()) == child.DefaultQuota {
+		return
+	}
+	fmt.Fprintf(out, "\nthe database is %s, near or above etcd's default quota (2 GiB): also give --quota-backend-bytes %d (or the old cluster's, if larger), or etcd refuses writes with \"database space exceeded\"\n",
+		humanBytes(fi.Size()), child.QuotaFor(fi.Size()))
 }
 
 func shellJoin(args []string) string {

@@ -136,6 +136,17 @@ const (
 // etcd could bind it (TCP only).
 const startAttempts = 3
 
+// DefaultQuota is etcd's own default backend quota.
+const DefaultQuota = 2 << 30
+
+// QuotaFor is a backend quota for an etcd that boots on a dbSize
+// database: etcd's default, or the database and a quarter (at least
+// 256 MiB) above it when that is more, so that a backup of a cluster whose
+// quota was raised boots without its NOSPACE alarm and takes writes.
+func QuotaFor(dbSize int64) int64 {
+	return max(DefaultQuota, dbSize+max(dbSize/4, 256<<20))
+}
+
 // StartEtcd starts the server and waits until it serves clients. It never
 // listens beyond loopback, and with SocketDir on no TCP port at all. The
 // child dies with this process. An exit before it is ready wraps

@@ -541,7 +541,7 @@ func (d *drill) freeSpool(spool string, inPlace bool) <-chan struct{} {
 }
 
 // etcdOptions are the throwaway etcd's options for member mb: its
-// backend quota is sized from the database it boots on (drillQuota).
+// backend quota is sized from the database it boots on (child.QuotaFor).
 func (d *drill) etcdOptions(mb drillMember, sockDir string) child.EtcdOptions {
 	db := d.m.DBSize
 	// A point-in-time drill's replay grew the file past the backup's size.
@@ -551,19 +551,8 @@ func (d *drill) etcdOptions(mb drillMember, sockDir string) child.EtcdOptions {
 	return child.EtcdOptions{
 		DataDir: mb.dataDir, Name: drillName, PeerURL: mb.peer, Token: mb.token,
 		SocketDir: sockDir, Binary: d.o.EtcdBinary, NoSync: true,
-		QuotaBytes: drillQuota(db),
+		QuotaBytes: child.QuotaFor(db),
 	}
-}
-
-// defaultQuota is etcd's own default backend quota.
-const defaultQuota = 2 << 30
-
-// drillQuota is the throwaway etcd's backend quota for a dbSize database:
-// etcd's default, or the database and a quarter (at least 256 MiB) above
-// it when that is more, so that a backup of a cluster whose quota was
-// raised boots without its NOSPACE alarm and takes the test write.
-func drillQuota(dbSize int64) int64 {
-	return max(defaultQuota, dbSize+max(dbSize/4, 256<<20))
 }
 
 // boot starts etcd on the restored member in a child process, on unix
