@@ -14,6 +14,7 @@ import (
 	"filippo.io/age"
 	"github.com/spf13/cobra"
 
+	"github.com/lifeboat-dev/lifeboat/internal/units"
 	"github.com/lifeboat-dev/lifeboat/repository"
 )
 
@@ -279,7 +280,7 @@ func (p *changePrinter) print(gen string, r *repository.Revision, sub int, op *r
 		p.lastGen = gen
 	}
 	p.n++
-	kind, size := "PUT", humanBytes(int64(len(op.Value)))
+	kind, size := "PUT", units.Bytes(int64(len(op.Value)))
 	if op.Delete {
 		kind, size = "DELETE", "-"
 	}

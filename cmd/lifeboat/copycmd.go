@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lifeboat-dev/lifeboat/internal/units"
 	"github.com/lifeboat-dev/lifeboat/replica"
 )
 
@@ -97,7 +98,7 @@ func printCopy(out io.Writer, res *replica.Result, err error, dry bool) {
 		counts[p.Kind]++
 		bytes += p.Size
 		if dry {
-			fmt.Fprintf(out, "would copy %s %s (%s) to %s\n", p.Kind, p.Key, humanBytes(p.Size), res.Name)
+			fmt.Fprintf(out, "would copy %s %s (%s) to %s\n", p.Kind, p.Key, units.Bytes(p.Size), res.Name)
 		}
 	}
 	verb := "copied"
@@ -107,7 +108,7 @@ func printCopy(out io.Writer, res *replica.Result, err error, dry bool) {
 		bytes = res.Bytes
 	}
 	fmt.Fprintf(out, "copy %s: %s %d backups, %d kits, %d segments, %d markers (%s)", res.Name, verb,
-		counts[replica.KindBackup], counts[replica.KindKit], counts[replica.KindSegment], counts[replica.KindMarker], humanBytes(bytes))
+		counts[replica.KindBackup], counts[replica.KindKit], counts[replica.KindSegment], counts[replica.KindMarker], units.Bytes(bytes))
 	if res.Adopted+res.Replaced > 0 {
 		fmt.Fprintf(out, "; %d left by an earlier run kept, %d replaced", res.Adopted, res.Replaced)
 	}

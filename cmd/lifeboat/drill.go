@@ -15,6 +15,7 @@ import (
 	"filippo.io/age"
 	"github.com/spf13/cobra"
 
+	"github.com/lifeboat-dev/lifeboat/internal/units"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore/drill"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
@@ -105,7 +106,7 @@ func runDrill(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o drill
 	}
 	defer closeLive()
 	if o.output == "table" {
-		fmt.Fprintf(out, "drilling backup %s (revision %d, %d keys, %s) in %s\n", m.ID, m.Revision, m.TotalKeys, humanBytes(m.DBSize), cfg.Drill.ScratchDir)
+		fmt.Fprintf(out, "drilling backup %s (revision %d, %d keys, %s) in %s\n", m.ID, m.Revision, m.TotalKeys, units.Bytes(m.DBSize), cfg.Drill.ScratchDir)
 		if pt != nil {
 			printPlan(out, pt.Plan)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/lifeboat-dev/lifeboat/internal/units"
 	"github.com/lifeboat-dev/lifeboat/internal/writeback"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
@@ -121,7 +122,7 @@ func runFetch(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o fetch
 		return fmt.Errorf("write %s: %w", o.output, err)
 	}
 	fmt.Fprintf(a.stdout, "backup %s: revision %d, %d keys, written to %s (%s, sha256 %s): checked against the manifest\n",
-		m.ID, m.Revision, m.TotalKeys, o.output, humanBytes(res.Size), res.SnapshotSHA256)
+		m.ID, m.Revision, m.TotalKeys, o.output, units.Bytes(res.Size), res.SnapshotSHA256)
 	fmt.Fprintf(a.stdout, "restore it with: etcdutl snapshot restore %s --data-dir DIR --name NAME --initial-cluster NAME=PEER-URL --initial-advertise-peer-urls PEER-URL\n", shellJoin([]string{o.output}))
 	return nil
 }

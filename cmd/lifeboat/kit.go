@@ -15,6 +15,7 @@ import (
 	"filippo.io/age"
 	"github.com/spf13/cobra"
 
+	"github.com/lifeboat-dev/lifeboat/internal/units"
 	"github.com/lifeboat-dev/lifeboat/kit"
 	"github.com/lifeboat-dev/lifeboat/repository"
 )
@@ -320,7 +321,7 @@ func writeKitHeader(out io.Writer, s shownKit) {
 	fmt.Fprintf(out, "kit %s\n", m.ID)
 	fmt.Fprintf(out, "  created     %s\n", m.CreatedAt.UTC().Format(time.RFC3339))
 	fmt.Fprintf(out, "  paths       %s\n", strings.Join(m.Paths, ", "))
-	fmt.Fprintf(out, "  object      %s (%s, %s, encrypted to %s)\n", m.Object, humanBytes(m.ObjectSize), m.Compression, strings.Join(m.Recipients, ", "))
+	fmt.Fprintf(out, "  object      %s (%s, %s, encrypted to %s)\n", m.Object, units.Bytes(m.ObjectSize), m.Compression, strings.Join(m.Recipients, ", "))
 	fmt.Fprintf(out, "  backups     %d", len(s.Backups))
 	if len(s.Backups) > 0 {
 		fmt.Fprintf(out, " (newest %s)", s.Backups[0])

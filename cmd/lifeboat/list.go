@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lifeboat-dev/lifeboat/internal/units"
 	"github.com/lifeboat-dev/lifeboat/repository"
 )
 
@@ -271,7 +272,7 @@ func writeBackupRows(out io.Writer, li *listing, rows []repository.Entry, now ti
 		if m.Encryption != "none" {
 			enc = m.Encryption
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s", m.ID, humanAge(now.Sub(m.CreatedAt)), m.Revision, m.TotalKeys, humanBytes(m.DBSize), humanBytes(m.ObjectSize), enc, state, drillVerdict(li.drills[m.ID], now))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s", m.ID, humanAge(now.Sub(m.CreatedAt)), m.Revision, m.TotalKeys, units.Bytes(m.DBSize), units.Bytes(m.ObjectSize), enc, state, drillVerdict(li.drills[m.ID], now))
 		if li.stores != nil {
 			fmt.Fprintf(tw, "\t%s", strings.Join(li.stores[m.ID], ","))
 		}

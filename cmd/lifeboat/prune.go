@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lifeboat-dev/lifeboat/internal/units"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/retention/prune"
 )
@@ -386,7 +387,7 @@ func printPrune(out io.Writer, rep pruneOutput, now time.Time) {
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tAGE\tSIZE\tDECISION")
 		for _, b := range rep.Backups {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", b.ID, humanAge(now.Sub(b.CreatedAt)), humanBytes(b.Size), b.decision(rep.DryRun))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", b.ID, humanAge(now.Sub(b.CreatedAt)), units.Bytes(b.Size), b.decision(rep.DryRun))
 		}
 		tw.Flush()
 	}
@@ -406,10 +407,10 @@ func printPrune(out io.Writer, rep pruneOutput, now time.Time) {
 		fmt.Fprintf(out, "progress marker %s (%s old): %s, %s\n", m.Key, humanAge(now.Sub(m.ModTime)), m.Reason, remove)
 	}
 	for _, o := range rep.Orphans {
-		fmt.Fprintf(out, "orphan %s (%s old, %s): %s\n", o.Key, humanAge(now.Sub(o.ModTime)), humanBytes(o.Size), remove)
+		fmt.Fprintf(out, "orphan %s (%s old, %s): %s\n", o.Key, humanAge(now.Sub(o.ModTime)), units.Bytes(o.Size), remove)
 	}
 	for _, o := range rep.OrphansKept {
-		fmt.Fprintf(out, "orphan %s (%s old, %s): kept, %s\n", o.Key, humanAge(now.Sub(o.ModTime)), humanBytes(o.Size), o.Reason)
+		fmt.Fprintf(out, "orphan %s (%s old, %s): kept, %s\n", o.Key, humanAge(now.Sub(o.ModTime)), units.Bytes(o.Size), o.Reason)
 	}
 	for _, u := range rep.IncompleteUploads {
 		fmt.Fprintf(out, "incomplete upload %s (started %s ago): %s\n", u.Key, humanAge(now.Sub(u.Initiated)), abort)

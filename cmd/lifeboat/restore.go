@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/lifeboat-dev/lifeboat/internal/units"
 	"github.com/lifeboat-dev/lifeboat/internal/writeback"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
@@ -238,7 +239,7 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 		ropts.InitialClusterToken = repository.RestoreToken(m.ID)
 	}
 	fmt.Fprintf(out, "backup %s: revision %d, %d keys, %s, taken %s from %s\n",
-		m.ID, m.Revision, m.TotalKeys, humanBytes(m.DBSize), m.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC"), m.Endpoint)
+		m.ID, m.Revision, m.TotalKeys, units.Bytes(m.DBSize), m.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC"), m.Endpoint)
 	if plan != nil {
 		printPlan(out, plan)
 	}
@@ -479,7 +480,7 @@ func printQuota(out io.Writer, members []restore.RestoredMember) {
 		return
 	}
 	fmt.Fprintf(out, "\nthe database is %s, near or above etcd's default quota (2 GiB): also give --quota-backend-bytes %d (or the old cluster's, if larger), or etcd refuses writes with \"database space exceeded\"\n",
-		humanBytes(fi.Size()), child.QuotaFor(fi.Size()))
+		units.Bytes(fi.Size()), child.QuotaFor(fi.Size()))
 }
 
 func shellJoin(args []string) string {

@@ -16,6 +16,7 @@ import (
 
 	"filippo.io/age"
 
+	"github.com/lifeboat-dev/lifeboat/internal/units"
 	"github.com/lifeboat-dev/lifeboat/internal/writeback"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
@@ -173,7 +174,7 @@ func runRestoreKubeadm(ctx context.Context, a *app, cfg *Config, lg *slog.Logger
 			src.Backup = m.ID // latest, --before: the one chosen now, also on a rerun
 		}
 		fmt.Fprintf(out, "backup %s: revision %d, %d keys, %s, taken %s from %s\n",
-			m.ID, m.Revision, m.TotalKeys, humanBytes(m.DBSize), m.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC"), m.Endpoint)
+			m.ID, m.Revision, m.TotalKeys, units.Bytes(m.DBSize), m.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC"), m.Endpoint)
 		token := o.token
 		if token == "" {
 			token = "lifeboat-" + m.ID

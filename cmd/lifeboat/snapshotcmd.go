@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lifeboat-dev/lifeboat/backup"
+	"github.com/lifeboat-dev/lifeboat/internal/units"
 	"github.com/lifeboat-dev/lifeboat/repository"
 )
 
@@ -55,7 +56,7 @@ func printBackup(out io.Writer, m *repository.Manifest) {
 	fmt.Fprintf(out, "backup %s stored\n", m.ID)
 	fmt.Fprintf(out, "  from       %s (member %s, etcd %s)\n", m.Endpoint, m.EtcdMemberName, m.EtcdVersion)
 	fmt.Fprintf(out, "  revision   %d (compacted at %d), %d keys\n", m.Revision, m.CompactRevision, m.TotalKeys)
-	fmt.Fprintf(out, "  size       %s raw, %s stored (%s, encryption %s)\n", humanBytes(m.DBSize), humanBytes(m.ObjectSize), m.Compression, m.Encryption)
+	fmt.Fprintf(out, "  size       %s raw, %s stored (%s, encryption %s)\n", units.Bytes(m.DBSize), units.Bytes(m.ObjectSize), m.Compression, m.Encryption)
 	fmt.Fprintf(out, "  verified   sha256 trailer, bbolt check, bolt hash %08x, hashkv %s\n", m.BoltHash, m.HashKVStatus)
 	if m.HashKVEndpoint != "" {
 		fmt.Fprintf(out, "  hashkv of  %s (member %s)", m.HashKVEndpoint, m.HashKVMember)

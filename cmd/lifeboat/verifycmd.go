@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lifeboat-dev/lifeboat/internal/units"
 	"github.com/lifeboat-dev/lifeboat/internal/writeback"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
@@ -120,7 +121,7 @@ func runVerifyChanges(ctx context.Context, cfg *Config, lg *slog.Logger, gen str
 		if c.Problem == nil {
 			fmt.Fprintf(out, "generation %s is good: revisions %d-%d (%s to %s), %d segment(s), %d revision(s), %s\n",
 				w.Generation, c.From, c.Through, w.FromTime.UTC().Format(time.RFC3339), w.ThroughTime.UTC().Format(time.RFC3339),
-				c.Segments, c.Revisions, humanBytes(c.Bytes))
+				c.Segments, c.Revisions, units.Bytes(c.Bytes))
 			continue
 		}
 		broken++
@@ -194,7 +195,7 @@ func isFileRef(ref string) bool {
 
 func printStatus(out io.Writer, digest string, st verify.Status) {
 	fmt.Fprintf(out, "  sha256     %s\n", digest)
-	fmt.Fprintf(out, "  revision   %d (compacted at %d), %d keys, %s\n", st.Revision, st.CompactRevision, st.TotalKeys, humanBytes(st.Size))
+	fmt.Fprintf(out, "  revision   %d (compacted at %d), %d keys, %s\n", st.Revision, st.CompactRevision, st.TotalKeys, units.Bytes(st.Size))
 	fmt.Fprintf(out, "  bolt hash  %08x, hashkv %08x\n", st.BoltHash, st.HashKV)
 }
 

@@ -18,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/lifeboat-dev/lifeboat/internal/units"
 	"github.com/lifeboat-dev/lifeboat/internal/writeback"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
@@ -420,7 +421,7 @@ func (d *drill) checkSpace(work string, inPlace bool) error {
 		return err
 	} else if known && free < need {
 		return fmt.Errorf("%w in scratch directory %s: need %s (the %s database restored beside its snapshot, etcd's 64 MiB WAL segment and a margin), have %s free",
-			ErrNoSpace, d.o.ScratchDir, humanSize(int64(need)), humanSize(m.DBSize), humanSize(int64(free)))
+			ErrNoSpace, d.o.ScratchDir, units.Bytes(int64(need)), units.Bytes(m.DBSize), units.Bytes(int64(free)))
 	}
 	return nil
 }
@@ -793,19 +794,4 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// humanSize writes n bytes in B, KiB, MiB or GiB, as the rest of the
-// output does.
-func humanSize(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 3; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGT"[exp])
 }
