@@ -7,5 +7,6 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	checkInvariants = true // capt's invariants, after every handled item
 	goleak.VerifyTestMain(m)
 }

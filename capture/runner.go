@@ -116,6 +116,46 @@ func (e *gapError) Unwrap() error { return e.err }
 
 // capt is the capture of one generation: the watch stream, the buffered
 // changes and the flushing.
+//
+// # Phases
+//
+// A capt lives through up to three phases, and its fields keep one
+// meaning in all of them:
+//
+//   - Before its generation's snapshot (prewatch.go; pre and hold set):
+//     the stream opened at the cluster's revision R0 and everything it
+//     sends is held (memory, then spill) without back-pressure; nothing is
+//     handled. lastRev is R0, the stream's start.
+//   - Capturing (loop): lastRev starts at the generation's durable
+//     revision (its snapshot's S, or what a resumed generation stored);
+//     hold is cleared. When the stream came from before the snapshot (pre),
+//     skipRev = S: the held events through S are in the snapshot.
+//   - After a broken stream (openStream): the new stream starts at lastRev
+//     (so that an idle cluster answers progress requests), skipRev =
+//     lastRev, the fragmented revision not yet closed (open) is dropped
+//     and sent again whole, and what the old stream queued is dropped
+//     (closeStream; pre is cleared).
+//
+// # Invariants (checked after every handled item by the tests: invariants)
+//
+//  1. g.durable <= lastRev, and pend holds exactly the revisions
+//     g.durable+1 … lastRev, dense and in order: every revision up to
+//     lastRev is stored (snapshot or segments) or pending.
+//  2. open is nil or assembles revision lastRev+1.
+//  3. skipRev is 0 or equals lastRev. An event is dropped (event) only
+//     when its revision is at most skipRev, that is at most lastRev: it is
+//     stored or pending already (invariant 1), so a dropped event is never
+//     lost. skipRev returns to 0 at the first event above it, and lastRev
+//     moves only after that (closeRev needs an open revision).
+//  4. knownRev <= lastRev, and at knownAt the cluster was at knownRev: a
+//     progress notification (which never moves it past lastRev: one above
+//     is a broken chain, one below a restored cluster) or a whole response
+//     whose header says lastRev. Markers and recovery points take their
+//     time from it (atFor), never from a revision not yet received.
+//  5. hold is set only before the generation started (prewatch); from loop
+//     on the reader stops at MaxBufferBytes and gRPC's flow control holds
+//     etcd back. A progress notification below skipRev is ignored only
+//     while pre: that stream opened below the snapshot on purpose.
 type capt struct {
 	r   *runner
 	g   *generation
@@ -233,6 +273,7 @@ func (c *capt) loop(ctx context.Context) error {
 					}
 					break
 				}
+				c.mustHold()
 				b = newBackoff(c.job.Interval)
 			}
 		case m := <-c.job.Rollover:
@@ -248,6 +289,7 @@ func (c *capt) loop(ctx context.Context) error {
 				}
 				return c.stopWith(ctx, err)
 			}
+			c.mustHold()
 		}
 	}
 }
