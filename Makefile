@@ -19,7 +19,7 @@ GOTEST_FLAGS ?= -timeout 30m
 
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build test test-scripts test-short lint bench bench-cpu tools clean demo deploy-check image kube-apiserver kube-node-binaries node-packages kubeadm-tools kubeadm-up kubeadm-down FORCE
+.PHONY: all build test test-scripts test-short lint bench bench-cpu bench-scale tools clean demo deploy-check image kube-apiserver kube-node-binaries node-packages kubeadm-tools kubeadm-up kubeadm-down FORCE
 
 all: build
 
@@ -194,6 +194,12 @@ bench: tools build
 # user's own drill; wall ratios need a quiet machine.
 bench-cpu: tools build
 	./scripts/bench-cpu.sh
+
+# issue 31's big-cluster bench: every command at SIZE (1GB, 2GB, 4GB, 8GB)
+# beside the user's own tools; not in make test (minutes to hours).
+SIZE ?= 1GB
+bench-scale: tools build
+	./scripts/bench-scale.sh $(SIZE)
 
 demo: build
 	$(BIN)/lifeboat demo

@@ -92,4 +92,12 @@ if LIFEBOAT_BUILD_SRC=$work/src GO=$work/go-fails "$root/scripts/build-kube.sh" 
 	fail "build-kube.sh accepted kube-proxy, a command it does not build"
 fi
 
+# bench-scale.sh refuses a size it cannot seed (exit 2) before building or
+# starting anything.
+set +e
+out=$("$root/scripts/bench-scale.sh" 8TB 2>&1)
+rc=$?
+set -e
+[ $rc -eq 2 ] && [[ $out == *"want whole gigabytes"* ]] || fail "bench-scale.sh 8TB: exit $rc, $out"
+
 echo "test-scripts: ok"

@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# bench-scale.sh: issue 31's big-cluster bench. One real etcd (the binary,
+# a 10 GiB quota) seeded with Kubernetes-like keys of 1–16 KiB, updated,
+# partly deleted and compacted (so the file has free pages) to about SIZE,
+# then every command end to end beside what a user runs instead:
+#
+#   snapshot  `etcdctl snapshot save`  vs `lifeboat snapshot` to S3 (versitygw) with age
+#   verify    `lifeboat verify latest` (no baseline: time and memory per GB)
+#   drill     the user's pipeline (age -d | zstd -d, etcdutl restore, etcd, hashkv) vs `lifeboat drill latest`
+#   restore3  the user's (age -d | zstd -d once, `etcdutl snapshot restore` ×3) vs
+#             `lifeboat restore latest` of 3 members from one download
+#   inspect   the first `lifeboat ls` and `lifeboat get` of the backup
+#
+# Each under /usr/bin/time (wall, user+sys CPU, peak RSS), RUNS pairs, the
+# runs of a pair alternating. Results: bench-out/scale-SIZE.md (the table,
+# seconds per GB beside the ratios) and bench-out/scale-SIZE-runs.txt.
+#
+#   make bench-scale SIZE=2GB                  # or 1GB, 4GB, 8GB (whole GB)
+#   BENCH_RUNS=3 BENCH_SECTIONS="snapshot drill" scripts/bench-scale.sh 8GB
+#
+# The seeded data dir is kept in $BENCH_DIR (default /var/tmp/lifeboat-scale/SIZE);
+# disk needed: about 7 × SIZE while it runs (the database, etcdctl's copy,
+# the stored object and versitygw's, the drill's and the restores' copies),
+# checked before anything starts.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=$PWD/.bin
+SIZE=${1:-${SIZE:-1GB}}
+case $SIZE in
+[1-9]GB | [1-9][0-9]GB) mb=$((${SIZE%GB} * 1024)) ;;
+[1-9][0-9][0-9]MB) mb=${SIZE%MB} ;; # a smoke run of the script
+*)
+	echo "bench-scale: size $SIZE: want whole gigabytes, e.g. 1GB, 2GB, 8GB (or 100MB-999MB to try the script)" >&2
+	exit 2
+	;;
+esac
+RUNS=${BENCH_RUNS:-1}
+DIR=${BENCH_DIR:-/var/tmp/lifeboat-scale}/$SIZE
+OUT=$PWD/bench-out
+LB=${LIFEBOAT_BENCH_BIN:-$BIN/lifeboat}
+SECTIONS=" ${BENCH_SECTIONS:-snapshot verify drill restore3 inspect} "
+want() { [[ $SECTIONS == *" $1 "* ]]; }
+mkdir -p "$DIR" "$OUT"
+go build -o "$BIN/benchtool" ./internal/test/benchtool
+for t in etcd etcdctl etcdutl age age-keygen versitygw; do
+	[ -x "$BIN/$t" ] || {
+		echo "bench-scale: no $BIN/$t: run make tools" >&2
+		exit 1
+	}
+done
+[ -x "$LB" ] || {
+	echo "bench-scale: no $LB: run make build" >&2
+	exit 1
+}
+command -v zstd >/dev/null || {
+	echo "bench-scale: the user's pipeline needs the zstd command (apt-get install zstd)" >&2
+	exit 1
+}
+need_kb=$((mb * 7 * 1024))
+free_kb=$(df -Pk "$DIR" | awk 'NR==2 {print $4}')
+if [ -f "$DIR/seeded" ]; then need_kb=$((need_kb - mb * 1024)); fi
+if [ "$free_kb" -lt "$need_kb" ]; then
+	echo "bench-scale: $DIR has $((free_kb >> 20)) GiB free, a $SIZE run needs about $((need_kb >> 20)) GiB" >&2
+	exit 1
+fi
+
+. scripts/bench-lib.sh
+[ -f "$DIR/ports" ] || echo "$(free_port) $(free_port)" >"$DIR/ports"
+read -r cport pport <"$DIR/ports"
+ep=http://127.0.0.1:$cport
+[ -f "$DIR/seeded" ] || rm -rf "$DIR/etcd"
+c=http://127.0.0.1:$cport p=http://127.0.0.1:$pport
+"$BIN/etcd" --name bench --data-dir "$DIR/etcd" --quota-backend-bytes $((10 << 30)) \
+	--listen-client-urls "$c" --advertise-client-urls "$c" \
+	--listen-peer-urls "$p" --initial-advertise-peer-urls "$p" \
+	--initial-cluster "bench=$p" --log-level error >"$DIR/etcd.log" 2>&1 &
+etcd_pid=$!
+vgw_pid=""
+trap 'kill $etcd_pid $vgw_pid 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+for _ in $(seq 300); do "$BIN/etcdctl" --endpoints "$ep" endpoint health >/dev/null 2>&1 && break; sleep 0.2; done
+if [ ! -f "$DIR/seeded" ]; then
+	# About 8.5 KiB of value per object, and the seed's history and free
+	# pages around it: ~11 KiB of file per object (measured at 1 GB).
+	objects=$((mb * 93))
+	echo "bench-scale: seeding $objects objects of 1–16 KiB (once; kept in $DIR)"
+	"$BIN/benchtool" seed --endpoints "$ep" --objects "$objects" --min-value 1024 --max-value 16384
+	touch "$DIR/seeded"
+fi
+"$BIN/etcdctl" --endpoints "$ep" endpoint status -w table
+db=$(stat -c %s "$DIR/etcd/member/snap/db")
+
+vport=$(free_port)
+rm -rf "$DIR/spool" "$DIR/scratch" "$DIR/r"
+mkdir -p "$DIR/spool" "$DIR/scratch"
+start_versitygw "$DIR" "$vport"
+export AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench-secret AWS_REGION=us-east-1
+[ -f "$DIR/age.key" ] || "$BIN/age-keygen" -o "$DIR/age.key" 2>/dev/null
+recipient=$(grep -m1 -o 'age1[0-9a-z]*' "$DIR/age.key")
+S3ARGS="--store s3://bench/etcd --s3-endpoint http://127.0.0.1:$vport --s3-path-style"
+peers="m1=http://127.0.0.1:23801,m2=http://127.0.0.1:23802,m3=http://127.0.0.1:23803"
+
+etcdctl_save() { rm -f "$DIR/etcdctl.db" && "$BIN/etcdctl" --endpoints "$ep" snapshot save "$DIR/etcdctl.db" && rm -f "$DIR/etcdctl.db"; }
+lifeboat_snapshot() { "$LB" snapshot --endpoints "$ep" $S3ARGS --s3-create-bucket --recipient "$recipient" --spool-dir "$DIR/spool" --log-format json; }
+lifeboat_verify() { "$LB" verify latest $S3ARGS --identity-file "$DIR/age.key" --spool-dir "$DIR/spool" --log-format json; }
+newest_object() { find "$DIR/vgw/data/bench/etcd" -name '*.db.*.age' -printf '%T@ %p\n' | sort -n | tail -1 | cut -d' ' -f2; }
+bport=$(free_port)
+bpeer=$(free_port)
+user_drill() {
+	rm -rf "$DIR/ud" "$DIR/ud.db"
+	"$BIN/age" -d -i "$DIR/age.key" "$(newest_object)" | zstd -q -d -o "$DIR/ud.db"
+	"$BIN/etcdutl" snapshot restore "$DIR/ud.db" --data-dir "$DIR/ud" --name ud \
+		--initial-cluster "ud=http://127.0.0.1:$bpeer" --initial-advertise-peer-urls "http://127.0.0.1:$bpeer" >/dev/null 2>&1
+	"$BIN/etcd" --name ud --data-dir "$DIR/ud" --quota-backend-bytes $((10 << 30)) \
+		--listen-client-urls "http://127.0.0.1:$bport" --advertise-client-urls "http://127.0.0.1:$bport" \
+		--listen-peer-urls "http://127.0.0.1:$bpeer" --initial-advertise-peer-urls "http://127.0.0.1:$bpeer" \
+		--initial-cluster "ud=http://127.0.0.1:$bpeer" --log-level error >/dev/null 2>&1 &
+	local p=$!
+	until "$BIN/etcdctl" --endpoints "http://127.0.0.1:$bport" endpoint health >/dev/null 2>&1; do sleep 0.05; done
+	"$BIN/etcdctl" --endpoints "http://127.0.0.1:$bport" endpoint hashkv >/dev/null
+	kill $p
+	wait $p 2>/dev/null || true
+	rm -rf "$DIR/ud" "$DIR/ud.db"
+}
+lifeboat_drill() { "$LB" drill latest $S3ARGS --identity-file "$DIR/age.key" --scratch-dir "$DIR/scratch" --spool-dir "$DIR/spool" --log-format json -o json; }
+user_restore3() {
+	rm -rf "$DIR/r" "$DIR/ur.db"
+	"$BIN/age" -d -i "$DIR/age.key" "$(newest_object)" | zstd -q -d -o "$DIR/ur.db"
+	for m in m1 m2 m3; do
+		"$BIN/etcdutl" snapshot restore "$DIR/ur.db" --data-dir "$DIR/r/$m" --name "$m" \
+			--initial-cluster "$peers" --initial-advertise-peer-urls "http://127.0.0.1:2380${m#m}" >/dev/null 2>&1
+	done
+	rm -rf "$DIR/r" "$DIR/ur.db"
+}
+lifeboat_restore3() {
+	rm -rf "$DIR/r"
+	"$LB" restore latest $S3ARGS --identity-file "$DIR/age.key" --spool-dir "$DIR/spool" \
+		--data-dir "$DIR/r/{name}" --initial-cluster "$peers" --log-format json
+	rm -rf "$DIR/r"
+}
+# The first ls and get of the backup: each with an empty cache (fetch, check, index).
+lifeboat_ls() { rm -rf "$DIR/cache" && "$LB" ls latest / $S3ARGS --identity-file "$DIR/age.key" --cache-dir "$DIR/cache" --log-format json; }
+lifeboat_get() { rm -rf "$DIR/cache" && "$LB" get latest /registry/namespaces/default -o raw $S3ARGS --identity-file "$DIR/age.key" --cache-dir "$DIR/cache" --log-format json; }
+export -f etcdctl_save lifeboat_snapshot lifeboat_verify newest_object user_drill lifeboat_drill user_restore3 lifeboat_restore3 lifeboat_ls lifeboat_get
+export BIN LB DIR ep S3ARGS recipient bport bpeer peers
+
+runs=$OUT/scale-$SIZE-runs.txt
+: >"$runs"
+timed() {
+	local name=$1
+	shift
+	/usr/bin/time -f "%e %U %S %M" -o "$OUT/time.tmp" "$@" >"$OUT/scale-$name.out" 2>"$OUT/scale-$name.err" || {
+		echo "bench-scale: $name failed:"
+		tail -20 "$OUT/scale-$name.err"
+		exit 1
+	}
+	echo "$name $(cat "$OUT/time.tmp")" >>"$runs"
+}
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+bash -c lifeboat_snapshot >/dev/null 2>&1 # the bucket, the page cache, a backup to read
+for _ in $(seq "$RUNS"); do
+	if want snapshot; then timed etcdctl bash -c etcdctl_save && timed snapshot bash -c lifeboat_snapshot; fi
+	if want verify; then timed verify bash -c lifeboat_verify; fi
+	if want drill; then timed user-drill bash -c user_drill && timed drill bash -c lifeboat_drill; fi
+	if want restore3; then timed user-restore3 bash -c user_restore3 && timed restore3 bash -c lifeboat_restore3; fi
+	if want inspect; then timed ls bash -c lifeboat_ls && timed get bash -c lifeboat_get; fi
+done
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+
+python3 - "$runs" "$load_before" "$load_after" "$db" "$RUNS" "$SIZE" >"$OUT/scale-$SIZE.md" <<'EOF'
+import statistics as st, sys
+runs, lb, la, db, n, size = sys.argv[1:]
+gb = int(db) / 1e9
+rows = {}
+for line in open(runs):
+    name, wall, user, sys_, rss = line.split()
+    rows.setdefault(name, []).append((float(wall), float(user) + float(sys_), int(rss) / 1024))
+med = st.median
+print(f"{size}: database {int(db) / (1 << 30):.2f} GiB ({gb:.2f} GB), {n} run(s) of each; load average before {lb}, after {la}\n")
+print("| command | wall | s per GB | CPU | peak RSS | baseline | baseline wall | wall ratio | baseline CPU | baseline RSS |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for name, label, base, blabel in [
+    ("snapshot", "snapshot to S3 with age", "etcdctl", "etcdctl snapshot save"),
+    ("verify", "verify latest", None, ""),
+    ("drill", "drill latest", "user-drill", "age -d \\| zstd -d, etcdutl, etcd, hashkv"),
+    ("restore3", "restore latest, 3 members", "user-restore3", "age -d \\| zstd -d, etcdutl restore ×3"),
+    ("ls", "first ls of the backup", None, ""),
+    ("get", "first get of a key", None, ""),
+]:
+    if name not in rows:
+        continue
+    l = rows[name]
+    w, c, r = med([x[0] for x in l]), med([x[1] for x in l]), med([x[2] for x in l])
+    cells = [label, f"{w:.1f} s", f"{w / gb:.1f}", f"{c:.1f} s", f"{r:.0f} MiB"]
+    if base and base in rows:
+        b = rows[base]
+        ratio = med([y[0] / x[0] for x, y in zip(b, l)])
+        cells += [blabel, f"{med([x[0] for x in b]):.1f} s", f"{ratio:.2f}×", f"{med([x[1] for x in b]):.1f} s", f"{med([x[2] for x in b]):.0f} MiB"]
+    else:
+        cells += ["", "", "", "", ""]
+    print("| " + " | ".join(cells) + " |")
+EOF
+cat "$OUT/scale-$SIZE.md"
