@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lifeboat-dev/lifeboat/repository"
+	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
 // ErrReplay is wrapped when replayed changes do not land as recorded: the
@@ -182,36 +183,47 @@ func replay(ctx context.Context, dbPath string, p *PointInTimePlan, repo *reposi
 // reader that parses them.
 func checkedSegments(ctx context.Context, p *PointInTimePlan, repo *repository.Repo, ids []age.Identity, raw bool, lg *slog.Logger, bufs segBuffers) iter.Seq2[checkedSegment, error] {
 	return func(yield func(checkedSegment, error) bool) {
-		var prev repository.ChainLink
-		i := 0
+		// The links checked, the newest spliceLinks of them, and the
+		// first: what a splice after planning again is checked against.
+		var seen []repository.ChainLink
+		var first *repository.ChainLink
 		for rs, err := range ahead(ctx, readSegments(repo, p, ids, raw, bufs)) {
 			if err != nil {
 				yield(checkedSegment{}, fmt.Errorf("replay: %w", err))
 				return
 			}
-			si := p.Segments[i]
-			if i < len(p.Links) && p.Links[i].Hash != "" && rs.hash != p.Links[i].Hash {
-				yield(checkedSegment{}, fmt.Errorf("replay: segment %s changed since it was checked (sha256 %.12s…, checked %.12s…): plan again", si.Object.Key, rs.hash, p.Links[i].Hash))
+			si := rs.si
+			if rs.planned != "" && rs.hash != rs.planned {
+				yield(checkedSegment{}, fmt.Errorf("replay: segment %s changed since it was checked (sha256 %.12s…, checked %.12s…): plan again", si.Object.Key, rs.hash, rs.planned))
 				return
 			}
 			link := repository.ChainLink{Key: si.Object.Key, Header: rs.header, Hash: rs.hash}
-			if i == 0 {
+			switch {
+			case rs.spliced:
+				err = checkSplice(&p.Window, first, seen, link)
+			case first == nil:
 				err = checkStart(&p.Window, link)
-			} else if err = repository.CheckLink(prev, link); err != nil {
-				err = fmt.Errorf("check the changes of generation %s: %w", p.Window.Generation, err)
+			default:
+				if err = repository.CheckLink(seen[len(seen)-1], link); err != nil {
+					err = fmt.Errorf("check the changes of generation %s: %w", p.Window.Generation, err)
+				}
 			}
 			if err != nil {
 				yield(checkedSegment{}, fmt.Errorf("replay: %w", err))
 				return
 			}
-			prev = link
+			if first == nil {
+				first = &link
+			}
+			if seen = append(seen, link); len(seen) >= 2*spliceLinks {
+				seen = append(seen[:0], seen[len(seen)-spliceLinks:]...)
+			}
 			if !yield(checkedSegment{key: si.Object.Key, seg: rs.seg, raw: rs.raw, done: bufs.release(rs.buf)}, nil) {
 				return
 			}
 			lg.Debug("replayed segment", "segment", si.Object.Key, "revision", min(rs.header.Last, p.Revision))
-			i++
 		}
-		if i < len(p.Segments) {
+		if ctx.Err() != nil && p.Revisions > 0 && (len(seen) == 0 || seen[len(seen)-1].Header.Last < p.Revision) {
 			// Cut short by ctx.
 			yield(checkedSegment{}, ctx.Err())
 		}
@@ -317,25 +329,48 @@ func (r *replayer) applyAll(ctx context.Context, job replayJob, segs iter.Seq2[c
 }
 
 type readSegment struct {
-	header repository.SegmentHeader
-	seg    *repository.Segment // parsed, or
-	raw    []byte              // decoded only
-	hash   string
-	buf    []byte // the decoded bytes, for segBuffers
+	si repository.SegmentInfo
+	// planned is the sha256 planning read of it ("" when it read none);
+	// spliced says it is the first segment read after planning again
+	// (readSegments): it replaced the segment that was gone.
+	planned string
+	spliced bool
+	header  repository.SegmentHeader
+	seg     *repository.Segment // parsed, or
+	raw     []byte              // decoded only
+	hash    string
+	buf     []byte // the decoded bytes, for segBuffers
 }
 
 // readSegments reads the plan's segments in order, decoded
 // (ReadSegmentRaw) and, unless raw, parsed (ParseSegmentBytes: the
 // values are slices of the decoded bytes), stopping after the first
-// error (yielded).
+// error (yielded). A planned segment that is gone (a compaction in
+// another process replaced it, and its grace ran out while this replay
+// ran) makes it plan the rest again (replanAfter) and go on with the
+// segments that replaced it, each read marked spliced.
 func readSegments(repo *repository.Repo, p *PointInTimePlan, ids []age.Identity, raw bool, bufs segBuffers) func(context.Context) iter.Seq2[readSegment, error] {
 	return func(ctx context.Context) iter.Seq2[readSegment, error] {
 		return func(yield func(readSegment, error) bool) {
-			for _, si := range p.Segments {
-				var rs readSegment
+			segs, planned := p.Segments, p.Links
+			after, replans, spliced := p.Snapshot.Revision, 0, false
+			for i := 0; i < len(segs); i++ {
+				si := segs[i]
+				rs := readSegment{si: si, spliced: spliced}
+				if i < len(planned) {
+					rs.planned = planned[i].Hash
+				}
 				var err error
 				rs.raw, rs.header, rs.hash, err = repo.ReadSegmentRawInto(ctx, si, ids, bufs.get())
 				rs.buf = rs.raw
+				if errors.Is(err, uploader.ErrNotFound) && replans < maxReplans {
+					bufs.release(rs.buf)()
+					replans++
+					if segs, err = replanAfter(ctx, repo, p, after, err); err == nil {
+						planned, spliced, i = nil, true, -1
+						continue
+					}
+				}
 				if err == nil && !raw {
 					// Parsed in memory, its values slices of the raw
 					// form (ReadSegment's checks and text).
@@ -347,6 +382,7 @@ func readSegments(repo *repository.Repo, p *PointInTimePlan, ids []age.Identity,
 				if !yield(rs, err) || err != nil {
 					return
 				}
+				after, spliced = max(after, rs.header.Last), false
 			}
 		}
 	}
