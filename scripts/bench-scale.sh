@@ -100,8 +100,8 @@ S3ARGS="--store s3://bench/etcd --s3-endpoint http://127.0.0.1:$vport --s3-path-
 peers="m1=http://127.0.0.1:23801,m2=http://127.0.0.1:23802,m3=http://127.0.0.1:23803"
 
 etcdctl_save() { rm -f "$DIR/etcdctl.db" && "$BIN/etcdctl" --endpoints "$ep" snapshot save "$DIR/etcdctl.db" && rm -f "$DIR/etcdctl.db"; }
-lifeboat_snapshot() { "$LB" snapshot --endpoints "$ep" $S3ARGS --s3-create-bucket --recipient "$recipient" --spool-dir "$DIR/spool" --log-format json; }
-lifeboat_verify() { "$LB" verify latest $S3ARGS --identity-file "$DIR/age.key" --spool-dir "$DIR/spool" --log-format json; }
+lifeboat_snapshot() { exec "$LB" snapshot --endpoints "$ep" $S3ARGS --s3-create-bucket --recipient "$recipient" --spool-dir "$DIR/spool" --log-format json; }
+lifeboat_verify() { exec "$LB" verify latest $S3ARGS --identity-file "$DIR/age.key" --spool-dir "$DIR/spool" --log-format json; }
 newest_object() { find "$DIR/vgw/data/bench/etcd" -name '*.db.*.age' -printf '%T@ %p\n' | sort -n | tail -1 | cut -d' ' -f2; }
 bport=$(free_port)
 bpeer=$(free_port)
@@ -121,7 +121,7 @@ user_drill() {
 	wait $p 2>/dev/null || true
 	rm -rf "$DIR/ud" "$DIR/ud.db"
 }
-lifeboat_drill() { "$LB" drill latest $S3ARGS --identity-file "$DIR/age.key" --scratch-dir "$DIR/scratch" --spool-dir "$DIR/spool" --log-format json -o json; }
+lifeboat_drill() { exec "$LB" drill latest $S3ARGS --identity-file "$DIR/age.key" --scratch-dir "$DIR/scratch" --spool-dir "$DIR/spool" --log-format json -o json; }
 user_restore3() {
 	rm -rf "$DIR/r" "$DIR/ur.db"
 	"$BIN/age" -d -i "$DIR/age.key" "$(newest_object)" | zstd -q -d -o "$DIR/ur.db"
@@ -133,27 +133,41 @@ user_restore3() {
 }
 lifeboat_restore3() {
 	rm -rf "$DIR/r"
-	"$LB" restore latest $S3ARGS --identity-file "$DIR/age.key" --spool-dir "$DIR/spool" \
+	exec "$LB" restore latest $S3ARGS --identity-file "$DIR/age.key" --spool-dir "$DIR/spool" \
 		--data-dir "$DIR/r/{name}" --initial-cluster "$peers" --log-format json
-	rm -rf "$DIR/r"
 }
 # The first ls and get of the backup: each with an empty cache (fetch, check, index).
-lifeboat_ls() { rm -rf "$DIR/cache" && "$LB" ls latest / $S3ARGS --identity-file "$DIR/age.key" --cache-dir "$DIR/cache" --log-format json; }
-lifeboat_get() { rm -rf "$DIR/cache" && "$LB" get latest /registry/namespaces/default -o raw $S3ARGS --identity-file "$DIR/age.key" --cache-dir "$DIR/cache" --log-format json; }
+lifeboat_ls() { rm -rf "$DIR/cache" && exec "$LB" ls latest / $S3ARGS --identity-file "$DIR/age.key" --cache-dir "$DIR/cache" --log-format json; }
+lifeboat_get() { rm -rf "$DIR/cache" && exec "$LB" get latest /registry/namespaces/default -o raw $S3ARGS --identity-file "$DIR/age.key" --cache-dir "$DIR/cache" --log-format json; }
 export -f etcdctl_save lifeboat_snapshot lifeboat_verify newest_object user_drill lifeboat_drill user_restore3 lifeboat_restore3 lifeboat_ls lifeboat_get
 export BIN LB DIR ep S3ARGS recipient bport bpeer peers
 
 runs=$OUT/scale-$SIZE-runs.txt
 : >"$runs"
+# timed NAME CMD...: CMD under /usr/bin/time; appends "NAME wall user sys
+# rss_kb self_kb" to the runs: rss_kb is the largest of the process and
+# its children (a drill's throwaway etcd maps the whole database), self_kb
+# the peak of the command's own process (VmHWM; the lifeboat_* functions
+# exec lifeboat), sampled every 50 ms.
 timed() {
-	local name=$1
+	local name=$1 pid child hwm=0 v
 	shift
-	/usr/bin/time -f "%e %U %S %M" -o "$OUT/time.tmp" "$@" >"$OUT/scale-$name.out" 2>"$OUT/scale-$name.err" || {
+	/usr/bin/time -f "%e %U %S %M" -o "$OUT/time.tmp" "$@" >"$OUT/scale-$name.out" 2>"$OUT/scale-$name.err" &
+	pid=$!
+	while kill -0 "$pid" 2>/dev/null; do
+		child=$(pgrep -P "$pid" | head -1 || true)
+		if [ -n "$child" ]; then
+			v=$(awk '/^VmHWM/ {print $2}' "/proc/$child/status" 2>/dev/null || true)
+			[ -n "$v" ] && [ "$v" -gt "$hwm" ] && hwm=$v
+		fi
+		sleep 0.05
+	done
+	wait "$pid" || {
 		echo "bench-scale: $name failed:"
 		tail -20 "$OUT/scale-$name.err"
 		exit 1
 	}
-	echo "$name $(cat "$OUT/time.tmp")" >>"$runs"
+	echo "$name $(cat "$OUT/time.tmp") $hwm" >>"$runs"
 }
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 bash -c lifeboat_snapshot >/dev/null 2>&1 # the bucket, the page cache, a backup to read
@@ -172,12 +186,12 @@ runs, lb, la, db, n, size = sys.argv[1:]
 gb = int(db) / 1e9
 rows = {}
 for line in open(runs):
-    name, wall, user, sys_, rss = line.split()
-    rows.setdefault(name, []).append((float(wall), float(user) + float(sys_), int(rss) / 1024))
+    name, wall, user, sys_, rss, own = line.split()
+    rows.setdefault(name, []).append((float(wall), float(user) + float(sys_), int(rss) / 1024, int(own) / 1024))
 med = st.median
 print(f"{size}: database {int(db) / (1 << 30):.2f} GiB ({gb:.2f} GB), {n} run(s) of each; load average before {lb}, after {la}\n")
-print("| command | wall | s per GB | CPU | peak RSS | baseline | baseline wall | wall ratio | baseline CPU | baseline RSS |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+print("| command | wall | s per GB | CPU | peak RSS, lifeboat's own | peak RSS with children | baseline | baseline wall | wall ratio | baseline CPU | baseline RSS |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for name, label, base, blabel in [
     ("snapshot", "snapshot to S3 with age", "etcdctl", "etcdctl snapshot save"),
     ("verify", "verify latest", None, ""),
@@ -189,8 +203,8 @@ for name, label, base, blabel in [
     if name not in rows:
         continue
     l = rows[name]
-    w, c, r = med([x[0] for x in l]), med([x[1] for x in l]), med([x[2] for x in l])
-    cells = [label, f"{w:.1f} s", f"{w / gb:.1f}", f"{c:.1f} s", f"{r:.0f} MiB"]
+    w, c, r, o = (med([x[i] for x in l]) for i in range(4))
+    cells = [label, f"{w:.1f} s", f"{w / gb:.1f}", f"{c:.1f} s", f"{o:.0f} MiB", f"{r:.0f} MiB"]
     if base and base in rows:
         b = rows[base]
         ratio = med([y[0] / x[0] for x, y in zip(b, l)])
