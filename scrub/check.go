@@ -39,6 +39,7 @@ type outcome struct {
 	v       verdict
 	problem string
 	bytes   int64
+	full    bool // read in full and good
 }
 
 // watch is a Store that remembers whether a read failed in the store

@@ -3,7 +3,6 @@ package scrub
 import (
 	"context"
 	"fmt"
-	"path"
 	"strings"
 
 	"github.com/lifeboat-dev/lifeboat/kit"
@@ -170,6 +169,3 @@ func (inv *inventory) changes(ctx context.Context, b *repository.Repo, stored ma
 	}
 	return nil
 }
-
-// kitID is the id of the kit manifest at key.
-func kitID(key string) string { return strings.TrimSuffix(path.Base(key), ".json") }
