@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,9 +17,11 @@ import (
 	"github.com/lifeboat-dev/lifeboat/internal/test/changetest"
 	"github.com/lifeboat-dev/lifeboat/internal/test/kittest"
 	"github.com/lifeboat-dev/lifeboat/internal/test/restoretest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/s3test"
 	"github.com/lifeboat-dev/lifeboat/kit"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/scrub"
+	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
 // store is a directory store with real backups (one encrypted to an old
@@ -201,4 +204,81 @@ func TestScrubFindsDamage(t *testing.T) {
 			t.Errorf("scrub without identities: %v, want ErrNoIdentity", err)
 		}
 	})
+}
+
+// TestNetworkFaultIsNotChecked: on a real S3 (versitygw) behind a fault
+// proxy, a backup whose body is cut short on every attempt and a segment
+// whose reads fail with 500 are "not checked", never damaged nor good:
+// no damage is recorded, and the run is not sound.
+func TestNetworkFaultIsNotChecked(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd and S3")
+	}
+	ctx := t.Context()
+	srv := s3test.Start(t)
+	srv.Env(t)
+	srv.CreateBucket(t, "scrub", false)
+	proxy := s3test.NewProxy(t, srv.Endpoint)
+	st, err := uploader.NewS3(ctx, uploader.S3Config{
+		Bucket: "scrub", Prefix: "backups", Endpoint: proxy.URL, Region: srv.Region, PathStyle: true,
+		PartSize: uploader.MinS3PartSize, Concurrency: 2, MaxAttempts: 2, MaxBackoff: 50 * time.Millisecond, ReadTimeout: 5 * time.Second,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := &repository.Repo{Store: st, Cluster: "test"}
+	id := restoretest.NewIdentity(t)
+	src := restoretest.StartSource(t, 30)
+	first := src.Backup(t, repo, restoretest.AgeEncoding(id))
+	time.Sleep(1100 * time.Millisecond)
+	anchor := src.Backup(t, repo, restoretest.AgeEncoding(id))
+	cli := src.C.Client(t)
+	c := changetest.Start(t, changetest.Options{Client: cli, Repo: repo, Anchor: anchor, Encoding: restoretest.AgeEncoding(id), SegmentRevisions: 2})
+	for i := range 4 {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/scrub/k%d", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Sync(t)
+	segs, _, err := repo.ListSegments(ctx, anchor.ID)
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("segments %v, %v", segs, err)
+	}
+	lg := slog.New(slog.DiscardHandler)
+	job := scrub.Job{Repo: repo, Identities: []age.Identity{id}, ReadData: 100}
+	if res, err := scrub.Run(ctx, job, lg); err != nil || !res.Sound() {
+		t.Fatalf("sound store on S3: %+v, %v", res, err)
+	}
+
+	seg := segs[0].Object.Key
+	proxy.SetFault(func(r *http.Request, n int) s3test.Fault {
+		switch {
+		case s3test.Op(r) != "GetObject":
+			return s3test.None
+		case strings.HasSuffix(r.URL.Path, first.Object) && r.Header.Get("Range") == "":
+			return s3test.Truncate(1000)
+		case strings.HasSuffix(r.URL.Path, seg):
+			return s3test.Status(500)
+		}
+		return s3test.None
+	})
+	res, err := scrub.Run(ctx, job, lg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Damaged) != 0 {
+		t.Errorf("damaged %+v, want none (the store failed, the objects are not proven damaged)", res.Damaged)
+	}
+	want := []string{first.Object, seg}
+	sort.Strings(want)
+	if got := keys(res.NotChecked); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("not checked %v, want %v (%+v)", got, want, res.NotChecked)
+	}
+	if res.Sound() {
+		t.Error("a run that could not read two objects is sound")
+	}
+	recs, err := repo.ReadDamage(ctx)
+	if err != nil || len(recs.Current) != 0 {
+		t.Errorf("damage records %+v, %v; want none", recs, err)
+	}
 }
