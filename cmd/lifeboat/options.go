@@ -567,7 +567,9 @@ func (p *Percent) UnmarshalYAML(n *yaml.Node) error {
 }
 
 // MarshalYAML implements yaml.Marshaler.
-func (p Percent) MarshalYAML() (any, error) { return strconv.FormatFloat(float64(p), 'g', -1, 64) + "%", nil }
+func (p Percent) MarshalYAML() (any, error) {
+	return strconv.FormatFloat(float64(p), 'g', -1, 64) + "%", nil
+}
 
 // splitURLs splits a comma-separated list of URLs at the commas that
 // are followed by (spaces and) http:// or https://: a comma inside a URL
