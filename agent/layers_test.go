@@ -42,6 +42,7 @@ func TestJobsDoNotImportTheDaemon(t *testing.T) {
 		"snapshotcmd.go": module + "/backup",
 		"prune.go":       module + "/retention/prune",
 		"drill.go":       module + "/restore/drill",
+		"scrubcmd.go":    module + "/scrub",
 	} {
 		f, err := parser.ParseFile(token.NewFileSet(), filepath.Join("..", "cmd", "lifeboat", file), nil, parser.ImportsOnly)
 		if err != nil {

@@ -102,10 +102,9 @@ func scrubOne(ctx context.Context, cfg *Config, lg *slog.Logger, ids []age.Ident
 	if err != nil {
 		return nil, err
 	}
-	return scrub.Run(ctx, scrub.Job{
-		Repo: repo, Identities: ids, ReadData: float64(cfg.Scrub.ReadData), Cycle: time.Duration(cfg.Scrub.Cycle),
-		Now: now, DryRun: o.dryRun,
-	}, lg)
+	j := scrubJob(cfg, repo, ids)
+	j.Now, j.DryRun = now, o.dryRun
+	return scrub.Run(ctx, *j, lg)
 }
 
 // verdictWords says what is wrong with a run that is not sound.
