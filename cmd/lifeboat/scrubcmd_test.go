@@ -92,3 +92,40 @@ func TestScrubCommand(t *testing.T) {
 		}
 	})
 }
+
+// TestScrubConfig: the scrub keys in the file and the environment, and
+// their errors at the key's line.
+func TestScrubConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name, file string
+		env        map[string]string
+		want       string // error; "" for none
+		read       float64
+	}{
+		{name: "defaults", file: "cluster: a\n", read: 5},
+		{name: "percent", file: "scrub:\n  read_data: 2.5%\n  cycle: 14d\n  schedule: '@daily'\n", read: 2.5},
+		{name: "number", file: "scrub:\n  read_data: 10\n", read: 10},
+		{name: "environment", file: "cluster: a\n", env: map[string]string{"LIFEBOAT_SCRUB_READ_DATA": "7%"}, read: 7},
+		{name: "not a percentage", file: "scrub:\n  read_data: five\n", want: `config FILE:2: scrub.read_data: "five" is not a percentage from 0% to 100% (e.g. 5%)`},
+		{name: "too much", file: "scrub:\n  read_data: 101%\n", want: `config FILE:2: scrub.read_data: "101%" is not a percentage from 0% to 100% (e.g. 5%)`},
+		{name: "short cycle", file: "scrub:\n  cycle: 10m\n", want: "config FILE:2: scrub.cycle: 10m0s: must be at least 1h (every object is read in full once per cycle)"},
+		{name: "bad schedule", file: "scrub:\n  schedule: every day\n", want: `config FILE:2: scrub.schedule: "every day" is not a cron schedule`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeFile(t, "c.yaml", tc.file)
+			cfg, err := LoadConfig(path, envMap(tc.env), nil)
+			if tc.want != "" {
+				if want := strings.ReplaceAll(tc.want, "FILE", path); err == nil || !strings.HasPrefix(err.Error(), want) {
+					t.Fatalf("LoadConfig: %v, want %q", err, want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if float64(cfg.Scrub.ReadData) != tc.read {
+				t.Errorf("scrub.read_data = %v, want %v", cfg.Scrub.ReadData, tc.read)
+			}
+		})
+	}
+}
