@@ -18,6 +18,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore/drill"
 	"github.com/lifeboat-dev/lifeboat/retention/prune"
+	"github.com/lifeboat-dev/lifeboat/scrub"
 )
 
 // Schedules are cron expressions (robfig/cron: five fields with optional
@@ -27,6 +28,8 @@ type Schedules struct {
 	Snapshot string
 	Prune    string
 	Drill    string
+	// Scrub is scrub.schedule: the primary's scrub, then each copy's.
+	Scrub string
 }
 
 // Config is what an Agent runs.
@@ -43,6 +46,9 @@ type Config struct {
 	Snapshot *backup.Job
 	Prune    *prune.Job
 	Drill    DrillFunc
+	// Scrub, when not nil, is the primary's scrub (Schedules.Scrub); the
+	// agent sets its clock. Each copy's is Copy.Scrub.
+	Scrub *scrub.Job
 	// Capture, when not nil, is the continuous capture job (see
 	// CaptureFunc): run without a schedule, for as long as this agent
 	// leads. It needs Snapshot (its fresh snapshots are snapshot runs).
@@ -146,6 +152,7 @@ type Agent struct {
 
 	copiers []*copier
 	cm      *copyMetrics
+	sm      *scrubMetrics // nil without a scheduled scrub
 }
 
 // RunRecord describes one job run.
@@ -192,6 +199,9 @@ func New(cfg Config, lg *slog.Logger) (*Agent, error) {
 	}
 	a.m = m
 	if err := a.initCopies(); err != nil {
+		return nil, err
+	}
+	if err := a.initScrub(); err != nil {
 		return nil, err
 	}
 	if cfg.Lock == nil {
@@ -279,6 +289,9 @@ func (a *Agent) addJobs() error {
 		{JobSnapshot, a.cfg.Schedules.Snapshot, EventSnapshotFailed, a.cfg.Snapshot != nil, a.snapshot},
 		{JobPrune, a.cfg.Schedules.Prune, EventPruneFailed, a.cfg.Prune != nil, a.prune},
 		{JobDrill, a.cfg.Schedules.Drill, EventDrillFailed, a.cfg.Drill != nil, a.drill},
+		// Damage is the scrub's alert (LifeboatScrubFoundDamage), not a
+		// webhook event of its own yet.
+		{JobScrub, a.cfg.Schedules.Scrub, "", a.cfg.Scrub != nil, a.scrubRun},
 	} {
 		// Capture takes its snapshots through the snapshot job, scheduled
 		// or not (then it runs only for capture).

@@ -13,6 +13,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/replica"
 	"github.com/lifeboat-dev/lifeboat/restore/drill"
 	"github.com/lifeboat-dev/lifeboat/retention/prune"
+	"github.com/lifeboat-dev/lifeboat/scrub"
 )
 
 // Copy is one copy store the agent keeps in step with the primary.
@@ -28,6 +29,9 @@ type Copy struct {
 	// Drill, when not nil, drills a backup of the copy (its report is
 	// written to the copy): drill.store names it, or alternates.
 	Drill DrillFunc
+	// Scrub, when not nil, scrubs the copy after the primary (the scrub
+	// job, scrub.schedule).
+	Scrub *scrub.Job
 }
 
 // DrillStorePrimary and DrillStoreAlternate are Config.DrillStore's

@@ -26,7 +26,7 @@ func TestJobsDoNotImportTheDaemon(t *testing.T) {
 		}
 		t.Skipf("no go command to list the import graph: %v", err)
 	}
-	jobs := []string{module + "/backup", module + "/retention/prune", module + "/restore", module + "/restore/drill", module + "/capture", module + "/fleet"}
+	jobs := []string{module + "/backup", module + "/retention/prune", module + "/restore", module + "/restore/drill", module + "/capture", module + "/fleet", module + "/scrub"}
 	for _, pkg := range jobs {
 		out, err := exec.Command(goBin, "list", "-deps", pkg).Output()
 		if err != nil {
@@ -42,6 +42,7 @@ func TestJobsDoNotImportTheDaemon(t *testing.T) {
 		"snapshotcmd.go": module + "/backup",
 		"prune.go":       module + "/retention/prune",
 		"drill.go":       module + "/restore/drill",
+		"scrubcmd.go":    module + "/scrub",
 	} {
 		f, err := parser.ParseFile(token.NewFileSet(), filepath.Join("..", "cmd", "lifeboat", file), nil, parser.ImportsOnly)
 		if err != nil {
@@ -74,7 +75,7 @@ var layers = map[string]int{
 	"verify": 0, "retention": 0, "signing": 0, "internal/writeback": 0, "internal/syncbuf": 0, "internal/seed": 0, "internal/units": 0, "internal/sysfilter": 0,
 	"snapshot": 1, "uploader": 1,
 	"repository": 2, "kit": 2, "restore/child": 2,
-	"backup": 3, "retention/prune": 3, "restore": 3, "capture": 3, "inspect": 3, "replica": 3,
+	"backup": 3, "retention/prune": 3, "restore": 3, "capture": 3, "inspect": 3, "replica": 3, "scrub": 3,
 	"restore/drill": 4, "restore/kubeadm": 4,
 	"agent": 5, "fleet": 5,
 	"cmd/lifeboat": 6,

@@ -192,7 +192,7 @@ func (a *Agent) executeWith(ctx context.Context, j *job, why string, run func(co
 			// the stale event covers a store without backups.
 			// A drill that reached no verdict is no drill failure either.
 			var runErr *drillRunError
-			if !(j.name == JobDrill && (errors.Is(err, repository.ErrNoBackups) || errors.As(err, &runErr))) {
+			if j.notifyOn != "" && !(j.name == JobDrill && (errors.Is(err, repository.ErrNoBackups) || errors.As(err, &runErr))) {
 				a.notif.notify(event{kind: j.notifyOn, backupID: id, err: err.Error(), at: rec.End})
 			}
 		}

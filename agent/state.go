@@ -72,6 +72,7 @@ func (a *Agent) refresh(ctx context.Context) {
 	newestDrill := a.learnSuccesses(st, drills)
 	a.setState(st, newestDrill)
 	a.checkStale(now, st)
+	a.learnScrubs(ctx)
 }
 
 // listFailed records that the store could not be listed: the store is

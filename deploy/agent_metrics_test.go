@@ -60,6 +60,7 @@ func TestAgentExportsMetrics(t *testing.T) {
 		"--scratch-dir", filepath.Join(dir, "scratch"),
 		"--check-prefix", "/registry/namespaces/",
 		"--prune-schedule", "@every 6h",
+		"--scrub-schedule", "@daily",
 		"--keep-last", "3",
 		"--log-format", "json",
 		"--textfile", textfile,

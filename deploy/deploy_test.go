@@ -83,6 +83,11 @@ var lifeboatMetrics = []string{
 	"lifeboat_copy_bytes_total",
 	"lifeboat_copy_drill_last_timestamp_seconds",
 	"lifeboat_copy_drill_last_result",
+	"lifeboat_scrub_bytes_read_total",
+	"lifeboat_scrub_objects_checked_total",
+	"lifeboat_scrub_damaged_objects",
+	"lifeboat_scrub_not_checked_objects",
+	"lifeboat_scrub_last_success_timestamp_seconds",
 }
 
 // afterCopyDrill are the metrics absent until a copy was drilled (a

@@ -106,7 +106,7 @@ func configOptions(t *testing.T) []configOption {
 
 // agentSchedules are the config keys whose values are robfig/cron
 // schedules: the schema checks their form.
-var agentSchedules = map[string]bool{"schedule.snapshot": true, "schedule.prune": true, "schedule.drill": true}
+var agentSchedules = map[string]bool{"schedule.snapshot": true, "schedule.prune": true, "schedule.drill": true, "scrub.schedule": true}
 
 // leafSchema is the JSON schema of one option's value by its type name
 // (cmd/lifeboat/options.go typeName).
@@ -132,6 +132,9 @@ func leafSchema(t *testing.T, o configOption) map[string]any {
 			"properties": map[string]any{"name": map[string]any{"type": "string", "pattern": `^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`}, "url": map[string]any{"type": "string"},
 				"s3": map[string]any{"type": "object"}, "object_lock": map[string]any{"type": "object"}, "retention": map[string]any{"type": "object"}},
 			"additionalProperties": false}}
+	case "percent":
+		// 5%, 2.5% or a plain number from 0 to 100 (scrub.ParsePercent).
+		s = map[string]any{"type": []string{"string", "number"}, "pattern": `^\s*[0-9]+(\.[0-9]+)?\s*%?\s*$`, "minimum": 0, "maximum": 100}
 	case "duration":
 		// 30s, 1h30m, 14d, 2w (retention.ParseDuration); 0 is off.
 		s = map[string]any{"type": []string{"string", "integer"}, "pattern": `^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h|d|w))+)$`}

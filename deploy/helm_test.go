@@ -338,6 +338,12 @@ func checkChartPod(t *testing.T, name string, c chartCase, ps map[string]any) {
 		t.Fatalf("%s: %d containers", name, len(ctrs))
 	}
 	ctr := ctrs[0].(map[string]any)
+	if strings.HasSuffix(name, "-backup") {
+		// The scrub runs with the daily drill job, never with every backup.
+		if args, _ := ctr["args"].([]any); !slices.Contains(args, any("--scrub-schedule=")) {
+			t.Errorf("%s: args %v do not turn the scrub off (--scrub-schedule=)", name, args)
+		}
+	}
 	sc := ctr["securityContext"]
 	if dig(sc, "readOnlyRootFilesystem") != true || dig(sc, "allowPrivilegeEscalation") != false {
 		t.Errorf("%s: container securityContext %v", name, sc)

@@ -15,6 +15,26 @@
 //	<cluster>/drills/<id>/<time>.json          drill reports
 //	<cluster>/changes/<generation>/<first>-<last>.seg[.zst][.age]   change segments
 //	<cluster>/agents/<agent>/<time>.json       agent status documents (agentstatus.go)
+//	<cluster>/damage/<sha256 of object key>.json   damage records (damage.go)
+//
+// Damage records (damage.go) are a reader's verdict that a stored object
+// is damaged (checksum mismatch, undecryptable with the configured
+// identities, bad signature, broken chain; not a missing key, a store
+// error or a cancelled context). The API:
+//
+//	Repo.RecordDamage(ctx, Damage{Object, FoundBy, FoundAt, Error}) error
+//	    stores a record signed like drill reports (kind "damage record"),
+//	    with the object's size and time as the store has them; an object
+//	    already gone is not recorded, a current record is kept (the first
+//	    finder's), an obsolete one replaced. Callers log a failure (read-only
+//	    credentials) and keep the error that proved the damage.
+//	Repo.ReadDamage(ctx) (*DamageRecords, error)
+//	    Current (object stored as recorded), Obsolete (object gone or of
+//	    another size or time: prune deletes them), Unreadable.
+//	Listing.Damage (List fills it) and Listing.DamageOf(key) *Damage.
+//
+// A backup whose data object has a current, trusted record is listed
+// broken; a window with a damaged segment has a problem (windows.go).
 //
 // Change segments (segment.go) are a generation's change log after its
 // snapshot: every revision in [first, last] with its operations, the

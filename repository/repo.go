@@ -91,6 +91,9 @@ type Listing struct {
 	Orphans []uploader.ObjectInfo
 	// Unreadable are manifests that could not be read or parsed.
 	Unreadable []uploader.ObjectInfo
+	// Damage is the cluster's damage records (damage.go): objects a
+	// reader proved damaged, backups' and change segments' alike.
+	Damage *DamageRecords
 }
 
 func (b *Repo) dir() string { return path.Join(b.Cluster, "snapshots") + "/" }
@@ -121,6 +124,9 @@ func (b *Repo) List(ctx context.Context) (*Listing, error) {
 		return nil, err
 	}
 	l := &Listing{}
+	if l.Damage, err = b.ReadDamage(ctx); err != nil {
+		return nil, err
+	}
 	claimed := map[string]bool{}
 	parsed, errs := b.readManifests(ctx, manifests)
 	for i, mo := range manifests {
@@ -147,6 +153,8 @@ func (b *Repo) List(ctx context.Context) (*Listing, error) {
 			e.State, e.Problem = StateBroken, "data object "+m.Object+" is missing"
 		case o.Size != m.ObjectSize:
 			e.State, e.Problem = StateBroken, fmt.Sprintf("data object %s has %d bytes, manifest says %d", m.Object, o.Size, m.ObjectSize)
+		case l.DamageOf(m.Object) != nil && l.DamageOf(m.Object).Untrusted == "":
+			e.State, e.Problem = StateBroken, l.DamageOf(m.Object).String()
 		}
 		e.Object = o
 		claimed[m.Object] = true

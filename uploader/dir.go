@@ -169,6 +169,19 @@ func (d *Dir) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	return f, nil
 }
 
+// GetRange implements RangeReader.
+func (d *Dir) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	rc, err := d.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	f := rc.(*os.File)
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.NewSectionReader(f, off, n), f}, nil
+}
+
 // Stat implements Store.
 func (d *Dir) Stat(ctx context.Context, key string) (ObjectInfo, error) {
 	p, err := d.path(key)

@@ -756,6 +756,28 @@ func (s *S3) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	return &getReader{rc: out.Body, want: want, name: s.name(full)}, nil
 }
 
+// GetRange reads n bytes of the object from off (fewer at its end): see
+// RangeReader.
+func (s *S3) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	if off < 0 || n <= 0 {
+		return nil, fmt.Errorf("get %s: bad range %d+%d", s.name(s.prefix+key), off, n)
+	}
+	full := s.prefix + key
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{
+		Bucket: aws.String(s.cfg.Bucket),
+		Key:    aws.String(full),
+		Range:  aws.String(fmt.Sprintf("bytes=%d-%d", off, off+n-1)),
+	})
+	if err != nil {
+		return nil, s.objectError("get", full, err)
+	}
+	want := int64(-1)
+	if out.ContentLength != nil {
+		want = *out.ContentLength
+	}
+	return &getReader{rc: out.Body, want: want, name: s.name(full)}, nil
+}
+
 // getReader checks that the body has the advertised length.
 type getReader struct {
 	rc   io.ReadCloser

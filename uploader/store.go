@@ -117,3 +117,33 @@ type Store interface {
 	// String describes the store for logs and errors (URL without secrets).
 	String() string
 }
+
+// RangeReader is a Store that reads a part of an object without
+// transferring the rest (S3's ranged GET, a file's ReadAt). The reader is
+// the caller's to Close; a missing key wraps ErrNotFound; a range past the
+// end gives what there is.
+type RangeReader interface {
+	GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error)
+}
+
+// ReadHead returns the object's first n bytes, fewer when it is shorter:
+// a ranged read where st is a RangeReader, else the start of a Get (the
+// rest is never read).
+func ReadHead(ctx context.Context, st Store, key string, n int64) ([]byte, error) {
+	var rc io.ReadCloser
+	var err error
+	if rr, ok := st.(RangeReader); ok {
+		rc, err = rr.GetRange(ctx, key, 0, n)
+	} else {
+		rc, err = st.Get(ctx, key)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, n))
+	if err != nil {
+		return nil, fmt.Errorf("read the head of %s: %w", key, err)
+	}
+	return b, nil
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore/drill"
 	"github.com/lifeboat-dev/lifeboat/retention/prune"
+	"github.com/lifeboat-dev/lifeboat/scrub"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 )
 
@@ -130,6 +131,10 @@ func agentConfig(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptio
 	if pruning {
 		acfg.Prune = &prune.Job{Backups: backups, Policy: policy, OrphanGrace: time.Duration(cfg.Retention.OrphanGrace)}
 	}
+	if cfg.Scrub.Schedule != "" {
+		acfg.Schedules.Scrub = cfg.Scrub.Schedule
+		acfg.Scrub = scrubJob(cfg, backups, ids)
+	}
 	dj := agentDrillJob(cfg, backups, ids, lg)
 	acfg.Drill = func(ctx context.Context) (*drill.Outcome, error) { return drill.RunJob(ctx, dj, lg) }
 	if err := agentCopies(ctx, &acfg, cfg, dj, lg); err != nil {
@@ -218,6 +223,11 @@ func agentDrillJob(cfg *Config, backups *repository.Repo, ids []age.Identity, lg
 	return dj
 }
 
+// scrubJob is the scrub of the store repo is in, by the scrub.* keys.
+func scrubJob(cfg *Config, repo *repository.Repo, ids []age.Identity) *scrub.Job {
+	return &scrub.Job{Repo: repo, Identities: ids, ReadData: float64(cfg.Scrub.ReadData), Cycle: time.Duration(cfg.Scrub.Cycle)}
+}
+
 // agentServing sets how the agent serves: agent --once has no HTTP and no
 // systemd, and its metrics lack the Go and process collectors (see
 // agent.NewRegistry); the daemon listens, talks to systemd and serves
@@ -256,6 +266,9 @@ func agentCopies(ctx context.Context, acfg *agent.Config, cfg *Config, drillJob 
 		dj.Backups = cs.repo
 		dlg := lg.With("store", cs.cfg.Name)
 		c.Drill = func(ctx context.Context) (*drill.Outcome, error) { return drill.RunJob(ctx, dj, dlg) }
+		if acfg.Scrub != nil {
+			c.Scrub = scrubJob(cfg, cs.repo, acfg.Scrub.Identities)
+		}
 		acfg.Copies = append(acfg.Copies, c)
 	}
 	return nil

@@ -40,6 +40,31 @@ type Config struct {
 	Inspect    InspectConfig
 	Kit        KitConfig
 	Fleet      FleetConfig
+	Scrub      ScrubConfig
+}
+
+// ScrubConfig configures the scrub (lifeboat scrub, and the agent's on
+// its schedule): see package scrub.
+type ScrubConfig struct {
+	// Schedule is the agent's cron schedule of the scrub ("": off).
+	Schedule string `yaml:"schedule"`
+	// ReadData is the least share of the stored bytes read in full each run.
+	ReadData Percent `yaml:"read_data"`
+	// Cycle is the longest an object goes without being read in full.
+	Cycle Duration `yaml:"cycle"`
+}
+
+// validate checks the scrub's keys.
+func (s ScrubConfig) validate() error {
+	if s.Schedule != "" {
+		if _, err := agent.ParseSchedule(s.Schedule); err != nil {
+			return cfgErr("scrub.schedule", "%q is not a cron schedule (5 fields with optional seconds, @every 30m, @daily, CRON_TZ=…): %v", s.Schedule, err)
+		}
+	}
+	if s.Cycle < Duration(time.Hour) {
+		return cfgErr("scrub.cycle", "%s: must be at least 1h (every object is read in full once per cycle)", time.Duration(s.Cycle))
+	}
+	return nil
 }
 
 // FleetConfig is what lifeboat fleet reads.
@@ -351,6 +376,7 @@ func (c *Config) Validate() error {
 		func() error { return c.validateCopies(store) },
 		c.validateDrillStore,
 		c.Fleet.validate,
+		c.Scrub.validate,
 	} {
 		if err := step(); err != nil {
 			return err

@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/lifeboat-dev/lifeboat/retention"
+	"github.com/lifeboat-dev/lifeboat/scrub"
 )
 
 // decodeConfigFile strictly decodes YAML into c: unknown keys (with the
@@ -284,6 +285,10 @@ func prepareLeaf(key string, t reflect.Type, secret bool, v *yaml.Node) error {
 			return wrong("%s", notA(t, v.Value))
 		}
 		v.Value, v.Tag, v.Style = time.Duration(d).String(), "!!str", 0
+	case t == percentType:
+		if _, err := scrub.ParsePercent(v.Value); err != nil {
+			return wrong("%v", err)
+		}
 	case t.Kind() == reflect.Bool:
 		if v.Tag == "!!bool" {
 			return nil

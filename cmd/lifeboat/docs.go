@@ -88,7 +88,7 @@ func configReference() string {
 			b.WriteString(g.doc + "\n\n")
 		}
 		var cmds []string
-		for _, name := range []string{"snapshot", "list", "verify", "fetch", "restore", "drill", "prune", "copy", "ls", "get", "diff", "demo", "agent", "fleet status", "fleet serve"} {
+		for _, name := range []string{"snapshot", "list", "verify", "fetch", "restore", "drill", "prune", "scrub", "copy", "ls", "get", "diff", "demo", "agent", "fleet status", "fleet serve"} {
 			if commandGroups[name]&g.g != 0 {
 				cmds = append(cmds, "`"+name+"`")
 			}

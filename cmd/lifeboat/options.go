@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/lifeboat-dev/lifeboat/retention"
+	"github.com/lifeboat-dev/lifeboat/scrub"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
 )
 
@@ -41,6 +42,7 @@ const (
 	groupCopies                         // further stores that hold copies of the backups
 	groupTrust                          // signing keys, trusted keys and the store's lineage
 	groupFleet                          // the stores lifeboat fleet reads
+	groupScrub                          // the scrub: every retained object checked, a rotating share read
 	groupAll        group = 1<<iota - 1 // every group above
 )
 
@@ -70,6 +72,7 @@ var groupNames = []struct {
 	{groupCopies, "copies", "Copies", "Further stores, each a complete store, that the agent and `lifeboat copy` keep in step with the primary. See [Copies](copies.md)."},
 	{groupTrust, "trust", "Signing and lineage", "Who may write what lifeboat trusts: the agent's signing key, the public keys readers trust, and the one etcd cluster lineage a cluster name holds. See [Security](security.md)."},
 	{groupFleet, "fleet", "Fleet", "`lifeboat fleet status`: every cluster of several stores in one view. See [The fleet](fleet.md)."},
+	{groupScrub, "scrub", "Scrub", "Every retained object checked each run (exists, size, encryption header), a rotating share read in full. See [Scrub](scrub.md)."},
 }
 
 // sharedGroups say where the cluster, the store and the scratch space
@@ -100,6 +103,7 @@ var commandGroups = map[string]group{
 	"restore":  groupStore | groupEncryption | groupSpool | groupDrill | groupTrust,
 	"drill":    groupStore | groupUpload | groupEncryption | groupSpool | groupDrill | groupTrust,
 	"prune":    groupStore | groupRetention | groupCopies | groupTrust,
+	"scrub":    groupStore | groupEncryption | groupCopies | groupTrust | groupScrub,
 	"ls":       groupStore | groupEncryption | groupInspect | groupTrust,
 	"get":      groupStore | groupEncryption | groupInspect | groupTrust,
 	"diff":     groupStore | groupEncryption | groupInspect | groupTrust,
@@ -352,6 +356,14 @@ var optionTable = []optionDef{
 	{Key: "fleet.stores", Flag: "fleet-store", Groups: groupFleet,
 		Help: "a store root (file:///path or s3://bucket/prefix) whose every cluster lifeboat fleet shows; repeatable",
 		Doc:  "empty: store.url. Each is read with the store.s3 settings and the AWS credential chain; read-only credentials are enough. An explicit --store shows that store alone"},
+
+	{Key: "scrub.schedule", Flag: "scrub-schedule", Groups: groupScrub,
+		Help: "cron schedule of the agent's scrub of the primary and every copy (empty disables), e.g. @daily"},
+	{Key: "scrub.read_data", Flag: "read-data", Default: "5%", Groups: groupScrub,
+		Help: "the least share of the stored bytes each scrub reads in full, e.g. 5%",
+		Doc:  "each run also reads whatever is due (see scrub.cycle) and at least the cycle's share for the time since the previous run"},
+	{Key: "scrub.cycle", Flag: "scrub-cycle", Default: "30d", Groups: groupScrub,
+		Help: "every retained object is read in full at least once in this time"},
 }
 
 // section is the group the option is listed under.
@@ -370,6 +382,7 @@ var (
 	timeDurationType = reflect.TypeOf(time.Duration(0))
 	secretType       = reflect.TypeOf(snapshot.Secret(""))
 	secretsType      = reflect.TypeOf([]snapshot.Secret(nil))
+	percentType      = reflect.TypeOf(Percent(0))
 )
 
 // typeName is how help and docs name a field's type: string, strings,
@@ -378,6 +391,8 @@ func typeName(t reflect.Type) string {
 	switch {
 	case t == durationType || t == timeDurationType:
 		return "duration"
+	case t == percentType:
+		return "percent"
 	case t.Kind() == reflect.Int64:
 		return "size"
 	case t == reflect.TypeOf([]CopyConfig(nil)):
@@ -448,6 +463,13 @@ func (o option) set(s string) error {
 			return cfgErr(o.key, "%s", notA(f.Type(), s))
 		}
 		f.SetInt(int64(d))
+		return nil
+	case Percent:
+		p, err := scrub.ParsePercent(s)
+		if err != nil {
+			return cfgErr(o.key, "%v", err)
+		}
+		f.SetFloat(p)
 		return nil
 	case time.Duration:
 		d, err := retention.ParseDuration(s)
@@ -530,6 +552,24 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 
 // MarshalYAML implements yaml.Marshaler.
 func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// Percent is a share from 0 to 100, written 5% or 5 (scrub.read_data).
+type Percent float64
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (p *Percent) UnmarshalYAML(n *yaml.Node) error {
+	v, err := scrub.ParsePercent(n.Value)
+	if err != nil {
+		return err
+	}
+	*p = Percent(v)
+	return nil
+}
+
+// MarshalYAML implements yaml.Marshaler.
+func (p Percent) MarshalYAML() (any, error) {
+	return strconv.FormatFloat(float64(p), 'g', -1, 64) + "%", nil
+}
 
 // splitURLs splits a comma-separated list of URLs at the commas that
 // are followed by (spaces and) http:// or https://: a comma inside a URL

@@ -135,6 +135,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newVerifyCmd(a),
 		newDemoCmd(a),
 		newPruneCmd(a),
+		newScrubCmd(a),
 		newCopyCmd(a),
 		newRestoreCmd(a),
 		newFetchCmd(a),

@@ -55,7 +55,7 @@ var (
 		"encryption.recipients":  true, "encryption.recipients_file": true, "encryption.identity_file": true,
 		"retention.time_zone": true,
 		"drill.scratch_dir":   true, "drill.etcd_binary": true, "drill.check_prefixes": true, "drill.store": true, // a copy's name (copies[].url are checked by TestCopiesConfig: credentials refused, never echoed)
-		"schedule.snapshot": true, "schedule.prune": true, "schedule.drill": true, "schedule.drill_target": true,
+		"schedule.snapshot": true, "schedule.prune": true, "schedule.drill": true, "schedule.drill_target": true, "scrub.schedule": true,
 		"agent.listen": true, "agent.textfile": true,
 		"notify.on":         true,
 		"inspect.cache_dir": true, "inspect.encryption_config": true, // paths (the file holds keys; its path does not)

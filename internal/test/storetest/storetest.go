@@ -53,6 +53,7 @@ func Run(t *testing.T, newStore func(t *testing.T) uploader.Store) {
 	t.Run("CanceledContext", func(t *testing.T) { testCanceled(t, newStore(t)) })
 	t.Run("ConcurrentPuts", func(t *testing.T) { testConcurrent(t, newStore(t)) })
 	t.Run("LargeObject", func(t *testing.T) { testLarge(t, newStore(t)) })
+	t.Run("ReadHead", func(t *testing.T) { testReadHead(t, newStore(t)) })
 }
 
 // ErrInjected is the error the suite's failing readers return.
@@ -352,6 +353,31 @@ func testMissingKey(t *testing.T, s uploader.Store) {
 		t.Errorf("Get(missing) error = %v; want ErrNotFound", err)
 	} else if !strings.Contains(err.Error(), "missing.db") {
 		t.Errorf("Get(missing) error %q does not name the object", err)
+	}
+}
+
+// testReadHead: uploader.ReadHead returns an object's first bytes (all
+// of a shorter one) with a ranged read where the store has one, and
+// ErrNotFound for a missing key.
+func testReadHead(t *testing.T, s uploader.Store) {
+	data := Data(7, 100_000)
+	Put(t, s, "head/obj", data)
+	Put(t, s, "head/short", data[:10])
+	for _, tc := range []struct {
+		key  string
+		n    int64
+		want []byte
+	}{{"head/obj", 4096, data[:4096]}, {"head/obj", 1, data[:1]}, {"head/short", 4096, data[:10]}} {
+		got, err := uploader.ReadHead(t.Context(), s, tc.key, tc.n)
+		if err != nil || !bytes.Equal(got, tc.want) {
+			t.Errorf("ReadHead(%s, %d) = %d bytes, %v; want the first %d bytes", tc.key, tc.n, len(got), err, len(tc.want))
+		}
+	}
+	if _, err := uploader.ReadHead(t.Context(), s, "head/missing", 10); !errors.Is(err, uploader.ErrNotFound) {
+		t.Errorf("ReadHead(missing) error = %v; want ErrNotFound", err)
+	}
+	if _, ok := s.(uploader.RangeReader); !ok {
+		t.Logf("%T is not a RangeReader: ReadHead reads the start of a Get", s)
 	}
 }
 
