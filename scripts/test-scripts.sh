@@ -100,4 +100,12 @@ rc=$?
 set -e
 [ $rc -eq 2 ] && [[ $out == *"want whole gigabytes"* ]] || fail "bench-scale.sh 8TB: exit $rc, $out"
 
+# .bin is the tools' cache, never in the repository: a .bin symlink (a
+# worktree's, to the main tree's tools) was once committed and merged,
+# and the checkout replaced the main tree's ignored .bin directory, every
+# built tool in it, with the symlink.
+if [ -n "$(git -C "$root" ls-files .bin)" ]; then
+	fail ".bin is tracked by git: git rm --cached .bin (it is the tools' cache; .gitignore has /.bin)"
+fi
+
 echo "test-scripts: ok"

@@ -12,6 +12,7 @@ import (
 	"filippo.io/age"
 	"github.com/spf13/cobra"
 
+	"github.com/lifeboat-dev/lifeboat/internal/units"
 	"github.com/lifeboat-dev/lifeboat/scrub"
 )
 
@@ -141,7 +142,7 @@ func printScrubResult(out io.Writer, name string, r *scrub.Result) {
 	}
 	fmt.Fprintf(out, "%s (%s): %s\n", name, r.Store, verdict)
 	fmt.Fprintf(out, "  checked %d objects (%s stored): each exists with its size, encrypted ones open; %d read in full (%s read)\n",
-		r.Objects, humanBytes(r.TotalBytes), r.ObjectsRead, humanBytes(r.BytesRead))
+		r.Objects, units.Bytes(r.TotalBytes), r.ObjectsRead, units.Bytes(r.BytesRead))
 	if r.Untrusted > 0 {
 		fmt.Fprintf(out, "  %d untrusted objects not scrubbed (see lifeboat list)\n", r.Untrusted)
 	}
