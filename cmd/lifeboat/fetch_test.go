@@ -33,7 +33,7 @@ func etcdutlBinary(t *testing.T) string {
 
 // TestFetchCommand (item 20): fetch writes a plain, checked etcd snapshot
 // that etcdutl restores; it never overwrites without --force, leaves
-// nothing behind on failure, and streams to stdout with -o -. It also
+// nothing behind on failure, and streams to stdout with FILE -. It also
 // covers latest-proven (item 19) from the command line.
 func TestFetchCommand(t *testing.T) {
 	if testing.Short() {
@@ -57,7 +57,7 @@ func TestFetchCommand(t *testing.T) {
 	file := filepath.Join(outDir, "snap.db")
 
 	t.Run("latest-proven before any drill", func(t *testing.T) {
-		code, _, errOut := runCLI(t, nil, args("latest-proven", "-o", file)...)
+		code, _, errOut := runCLI(t, nil, args("latest-proven", file)...)
 		if code != 1 || !strings.Contains(errOut, "no proven backup") || !strings.Contains(errOut, "lifeboat drill") {
 			t.Errorf("fetch latest-proven without drills: exit %d, %s", code, errOut)
 		}
@@ -67,7 +67,7 @@ func TestFetchCommand(t *testing.T) {
 	})
 
 	t.Run("to a file", func(t *testing.T) {
-		code, out, errOut := runCLI(t, nil, args("latest", "-o", file)...)
+		code, out, errOut := runCLI(t, nil, args("latest", file)...)
 		if code != 0 {
 			t.Fatalf("fetch exit %d\n%s\n%s", code, out, errOut)
 		}
@@ -97,14 +97,14 @@ func TestFetchCommand(t *testing.T) {
 		if err := os.WriteFile(file, []byte("precious"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		code, _, errOut := runCLI(t, nil, args(m.ID, "-o", file)...)
+		code, _, errOut := runCLI(t, nil, args(m.ID, file)...)
 		if code != 1 || !strings.Contains(errOut, "exists") || !strings.Contains(errOut, "--force") {
 			t.Errorf("fetch onto an existing file: exit %d, %s", code, errOut)
 		}
 		if b, _ := os.ReadFile(file); string(b) != "precious" {
 			t.Errorf("existing file changed")
 		}
-		if code, out, errOut := runCLI(t, nil, args(m.ID, "-o", file, "--force")...); code != 0 {
+		if code, out, errOut := runCLI(t, nil, args(m.ID, file, "--force")...); code != 0 {
 			t.Fatalf("fetch --force exit %d\n%s\n%s", code, out, errOut)
 		}
 		if d, err := verify.Trailer(t.Context(), file); err != nil || d != m.SnapshotSHA256 {
@@ -114,7 +114,7 @@ func TestFetchCommand(t *testing.T) {
 	})
 
 	t.Run("to stdout", func(t *testing.T) {
-		code, out, errOut := runCLI(t, nil, args("latest", "-o", "-")...)
+		code, out, errOut := runCLI(t, nil, args("latest", "-")...)
 		if code != 0 {
 			t.Fatalf("fetch -o - exit %d\n%s", code, errOut)
 		}
@@ -129,7 +129,7 @@ func TestFetchCommand(t *testing.T) {
 			t.Fatalf("drill exit %d\n%s\n%s", code, out, errOut)
 		}
 		f2 := filepath.Join(t.TempDir(), "proven.db")
-		code, out, errOut := runCLI(t, nil, args("latest-proven", "-o", f2)...)
+		code, out, errOut := runCLI(t, nil, args("latest-proven", f2)...)
 		if code != 0 || !strings.Contains(out, m.ID) {
 			t.Fatalf("fetch latest-proven exit %d\n%s\n%s", code, out, errOut)
 		}
@@ -149,7 +149,7 @@ func TestFetchCommand(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if code, out, errOut := runCLI(t, nil, args("latest", "-o", filepath.Join(dir, "snap.db"))...); code != 0 {
+		if code, out, errOut := runCLI(t, nil, args("latest", filepath.Join(dir, "snap.db"))...); code != 0 {
 			t.Fatalf("fetch exit %d\n%s\n%s", code, out, errOut)
 		}
 		assertOnly(t, dir, filepath.Base(alive), "snap.db")
@@ -166,7 +166,7 @@ func TestFetchCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 		dir := t.TempDir()
-		code, _, errOut := runCLI(t, nil, args("latest", "-o", filepath.Join(dir, "snap.db"))...)
+		code, _, errOut := runCLI(t, nil, args("latest", filepath.Join(dir, "snap.db"))...)
 		if code != 1 || !strings.Contains(errOut, "does not match its manifest") {
 			t.Errorf("fetch of a damaged object: exit %d, %s", code, errOut)
 		}
@@ -178,7 +178,7 @@ func TestFetchCommand(t *testing.T) {
 	})
 
 	t.Run("usage", func(t *testing.T) {
-		for _, a := range [][]string{{"latest"}, {"-o", file}, {"not-an-id", "-o", file}} {
+		for _, a := range [][]string{{"latest"}, {file}, {"not-an-id", file}} {
 			if code, _, errOut := runCLI(t, nil, args(a...)...); code != 2 {
 				t.Errorf("fetch %v: exit %d, want 2: %s", a, code, errOut)
 			}
