@@ -92,4 +92,16 @@ if LIFEBOAT_BUILD_SRC=$work/src GO=$work/go-fails "$root/scripts/build-kube.sh" 
 	fail "build-kube.sh accepted kube-proxy, a command it does not build"
 fi
 
+# 6. make takes a binary by its relative path as by its absolute one:
+# `make .bin/etcd` does what `make $PWD/.bin/etcd` does (-n -B: print
+# the commands, as if out of date, and run none).
+for t in etcd etcdutl crane lifeboat; do
+	rel=$(cd "$root" && make -n -B ".bin/$t" GO=go 2>&1) || fail "make .bin/$t: $rel"
+	abs=$(cd "$root" && make -n -B "$root/.bin/$t" GO=go 2>&1) || fail "make $root/.bin/$t: $abs"
+	[ "$rel" = "$abs" ] || fail "make .bin/$t is not make $root/.bin/$t: got
+$rel
+want
+$abs"
+done
+
 echo "test-scripts: ok"
