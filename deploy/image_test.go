@@ -501,8 +501,15 @@ func TestImagePush(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	run("push", "--insecure", dir, ref)
+	// make push: crane push takes a layout of one entry only, and this
+	// one also tags each platform (TestImagePlatformTags).
 	imgs := readLayout(t, dir)
+	push := exec.CommandContext(t.Context(), "go", "run", ".", "push", "-insecure", dir, layoutTag(t, dir), ref)
+	push.Dir = "../scripts/image"
+	push.Env = cleanEnv()
+	if b, err := push.CombinedOutput(); err != nil {
+		t.Fatalf("scripts/image push: %v\n%s", err, b)
+	}
 	if got := strings.TrimSpace(run("digest", "--insecure", ref)); got != imgs[0].index {
 		t.Errorf("pushed index digest %s, want the layout's %s", got, imgs[0].index)
 	}
@@ -535,6 +542,26 @@ func TestImagePush(t *testing.T) {
 			t.Errorf("%s exported from the registry differs from the layout (-layout +registry):\n%s", img.platform, diff)
 		}
 	}
+}
+
+// layoutTag is the tag of the layout's image index.
+func layoutTag(t *testing.T, dir string) string {
+	t.Helper()
+	var top struct{ Manifests []descriptor }
+	b, err := os.ReadFile(filepath.Join(dir, "index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &top); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range top.Manifests {
+		if d.MediaType == "application/vnd.oci.image.index.v1+json" {
+			return d.Annotations["org.opencontainers.image.ref.name"]
+		}
+	}
+	t.Fatalf("%s: no image index", dir)
+	return ""
 }
 
 // TestImagePlatformTags (issue 29 §3): beside the multi-platform index
