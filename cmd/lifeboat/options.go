@@ -270,7 +270,7 @@ var optionTable = []optionDef{
 		Help: "keep every backup younger than this, e.g. 7d"},
 	{Key: "retention.changes_within", Flag: "changes-within", Groups: groupRetention,
 		Help: "keep the change segments of every capture generation whose window overlaps the last D, and their anchor snapshots, e.g. 7d",
-		Doc:  "0 (the default) keeps the segments of every generation whose anchor snapshot the keep_* rules keep; the newest generation is always kept. See [point-in-time recovery](pitr.md#retention-rollover-and-compaction)"},
+		Doc:  "0 (the default) keeps the segments of every generation whose anchor snapshot the keep_* rules keep; the newest generation is always kept. See [point-in-time recovery](pitr-reference.md#retention-rollover-and-compaction)"},
 	{Key: "retention.time_zone", Flag: "retention-time-zone", Default: "UTC", Groups: groupRetention,
 		Help: "time zone of the calendar buckets (IANA name)"},
 	{Key: "retention.orphan_grace", Flag: "orphan-grace", Default: "24h", Groups: groupRetention,
