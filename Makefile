@@ -19,7 +19,7 @@ GOTEST_FLAGS ?= -timeout 30m
 
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build test test-scripts test-short lint bench bench-cpu bench-scale tools clean demo deploy-check image kube-apiserver kube-node-binaries node-packages kubeadm-tools kubeadm-up kubeadm-down FORCE
+.PHONY: all build test test-scripts test-short lint bench bench-cpu bench-scale tools clean demo deploy-check image push kube-apiserver kube-node-binaries node-packages kubeadm-tools kubeadm-up kubeadm-down FORCE
 
 all: build
 
@@ -173,10 +173,21 @@ deploy-check:
 # and linux/arm64 in one OCI index, written as a layout at .bin/image/ and
 # its tar at .bin/image.tar (docker load, podman load); reproducible from a
 # commit (scripts/build-image.sh). Push it with
-#   crane push .bin/image REGISTRY/lifeboat:$(VERSION)
+#   make push IMAGE_REF=REGISTRY/lifeboat:$(VERSION)
 IMAGE ?= lifeboat
 image:
 	IMAGE=$(IMAGE) GO=$(GO) ./scripts/build-image.sh $(VERSION) $(BIN)
+
+# make push IMAGE_REF=registry.example.com/platform/lifeboat:TAG: both
+# platforms of make image's layout (crane push takes a layout of one
+# entry; this one also tags each platform). PUSH_FLAGS=-insecure for a
+# plain-HTTP registry.
+push:
+	@test -n "$(IMAGE_REF)" || { echo "make push IMAGE_REF=REGISTRY/REPOSITORY:TAG" >&2; exit 2; }
+	cd scripts/image && $(GO) run . push $(PUSH_FLAGS) $(BIN)/image $(VERSION) $(IMAGE_REF)
+
+# Relative names of the binaries: make .bin/etcd is make $(CURDIR)/.bin/etcd.
+.bin/%: $(BIN)/% ;
 
 test-scripts:
 	./scripts/test-scripts.sh

@@ -256,7 +256,7 @@ func valuesReference(t *testing.T) string {
 			desc = ""
 		}
 		if path == "config" {
-			desc = "lifeboat's config.yaml: the keys of [configuration.md](configuration.md), checked by the schema (the chart sets the credential paths, directories and, in deployment mode, agent.listen)"
+			desc = "lifeboat's config.yaml: the keys of [configuration.md](configuration.md), checked by the schema (the chart sets the credential paths, directories and, in deployment mode, agent.listen and the schedules config.schedule leaves unset; config.schedule is refused in cronjob mode, whose schedules are cronjob.*.schedule)"
 			typ, d = "object", ""
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", path, typ, strings.ReplaceAll(d, "|", "\\|"), strings.ReplaceAll(desc, "|", "\\|"))

@@ -126,9 +126,13 @@ func readLayout(t *testing.T, dir string) []*ociImage {
 	if err := json.Unmarshal(b, &top); err != nil {
 		t.Fatal(err)
 	}
-	if len(top.Manifests) != 1 || top.Manifests[0].MediaType != "application/vnd.oci.image.index.v1+json" {
+	// One image index, and beside it a single-platform tag per platform
+	// (TestImagePlatformTags).
+	indexes := slices.DeleteFunc(slices.Clone(top.Manifests), func(d descriptor) bool { return d.MediaType != "application/vnd.oci.image.index.v1+json" })
+	if len(indexes) != 1 {
 		t.Fatalf("index.json: %+v, want one image index", top.Manifests)
 	}
+	top.Manifests = indexes
 	var idx struct {
 		Manifests   []descriptor
 		Annotations map[string]string
@@ -497,8 +501,15 @@ func TestImagePush(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	run("push", "--insecure", dir, ref)
+	// make push: crane push takes a layout of one entry only, and this
+	// one also tags each platform (TestImagePlatformTags).
 	imgs := readLayout(t, dir)
+	push := exec.CommandContext(t.Context(), "go", "run", ".", "push", "-insecure", dir, layoutTag(t, dir), ref)
+	push.Dir = "../scripts/image"
+	push.Env = cleanEnv()
+	if b, err := push.CombinedOutput(); err != nil {
+		t.Fatalf("scripts/image push: %v\n%s", err, b)
+	}
 	if got := strings.TrimSpace(run("digest", "--insecure", ref)); got != imgs[0].index {
 		t.Errorf("pushed index digest %s, want the layout's %s", got, imgs[0].index)
 	}
@@ -529,6 +540,106 @@ func TestImagePush(t *testing.T) {
 		}
 		if diff := cmp.Diff(want, names); diff != "" {
 			t.Errorf("%s exported from the registry differs from the layout (-layout +registry):\n%s", img.platform, diff)
+		}
+	}
+}
+
+// layoutTag is the tag of the layout's image index.
+func layoutTag(t *testing.T, dir string) string {
+	t.Helper()
+	var top struct{ Manifests []descriptor }
+	b, err := os.ReadFile(filepath.Join(dir, "index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &top); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range top.Manifests {
+		if d.MediaType == "application/vnd.oci.image.index.v1+json" {
+			return d.Annotations["org.opencontainers.image.ref.name"]
+		}
+	}
+	t.Fatalf("%s: no image index", dir)
+	return ""
+}
+
+// TestImagePlatformTags (issue 29 §3): beside the multi-platform index
+// (tag VERSION), the layout's index.json tags each platform's manifest
+// VERSION-ARCH, so that tools that unpack one image from a layout
+// (umoci unpack --image .bin/image:VERSION-amd64) find a single manifest.
+func TestImagePlatformTags(t *testing.T) {
+	dir := imageLayout(t)
+	var top struct{ Manifests []descriptor }
+	b, err := os.ReadFile(filepath.Join(dir, "index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &top); err != nil {
+		t.Fatal(err)
+	}
+	const refName = "org.opencontainers.image.ref.name"
+	var index *descriptor
+	tags := map[string]descriptor{}
+	for _, d := range top.Manifests {
+		switch d.MediaType {
+		case "application/vnd.oci.image.index.v1+json":
+			index = &d
+		case "application/vnd.oci.image.manifest.v1+json":
+			tags[d.Annotations[refName]] = d
+		default:
+			t.Errorf("index.json entry of media type %s", d.MediaType)
+		}
+	}
+	if index == nil || index.Annotations[refName] == "" {
+		t.Fatalf("index.json: no tagged image index: %+v", top.Manifests)
+	}
+	version := index.Annotations[refName]
+	var idx struct{ Manifests []descriptor }
+	if err := json.Unmarshal(readBlob(t, dir, *index), &idx); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range idx.Manifests {
+		tag := version + "-" + m.Platform.Architecture
+		d, ok := tags[tag]
+		if !ok {
+			t.Errorf("no single-platform tag %s beside the index (tags: %v)", tag, slices.Collect(maps.Keys(tags)))
+			continue
+		}
+		if d.Digest != m.Digest || d.Size != m.Size || d.Platform == nil || d.Platform.Architecture != m.Platform.Architecture || d.Platform.OS != m.Platform.OS {
+			t.Errorf("tag %s: %+v, want the index's %s manifest %+v", tag, d, m.Platform.Architecture, m)
+		}
+		delete(tags, tag)
+	}
+	if len(tags) > 0 {
+		t.Errorf("index.json: tags of no platform of the index: %v", slices.Collect(maps.Keys(tags)))
+	}
+}
+
+// TestImageSaysHowToLoad (issue 29 §3): make image ends with where the
+// layout and the tar are and how to load or push them: skopeo, podman,
+// containerd's ctr, umoci, crane. (--howto prints what a build prints
+// last, without building.)
+func TestImageSaysHowToLoad(t *testing.T) {
+	out := t.TempDir()
+	cmd := exec.Command("../scripts/build-image.sh", "--howto", "v1.2.3", out)
+	cmd.Env = cleanEnv()
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("build-image.sh --howto: %v\n%s", err, b)
+	}
+	got := string(b)
+	for _, want := range []string{
+		out + "/image", out + "/image.tar",
+		"skopeo copy oci:" + out + "/image:v1.2.3 docker-daemon:lifeboat:v1.2.3",
+		"podman load -i " + out + "/image.tar",
+		"docker load -i " + out + "/image.tar",
+		"ctr -n k8s.io images import " + out + "/image.tar",
+		"umoci unpack --image " + out + "/image:v1.2.3-amd64",
+		"make push IMAGE_REF=",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("make image's last words lack %q:\n%s", want, got)
 		}
 	}
 }

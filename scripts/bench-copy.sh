@@ -68,7 +68,7 @@ timed() {
 : >"$OUT/copy-runs.txt"
 want copy && for i in $(seq "$RUNS"); do
   rm -f "$DIR/fetched.db"
-  timed fetch "$DIR/lb" fetch latest -o "$DIR/fetched.db"
+  timed fetch "$DIR/lb" fetch latest "$DIR/fetched.db"
   timed copy "$DIR/lb" copy --copy "s3://bench-dr-$i/etcd"
 done
 rm -f "$DIR/fetched.db"

@@ -159,7 +159,7 @@ if want inspect; then
   echo "bench: inspect: backup $iid, $ikeys keys under /registry/configmaps/, get $ikey"
   rm -rf "$DIR/icache" "$DIR/ifetch.db"
   for i in $(seq "$RUNS"); do
-    timed inspect-fetch "$lb" fetch "$iid" -o "$DIR/ifetch.db" "${s3args[@]}"
+    timed inspect-fetch "$lb" fetch "$iid" "$DIR/ifetch.db" "${s3args[@]}"
     rm -f "$DIR/ifetch.db"
     timed inspect-first-get "$lb" get "$iid" "$ikey" -o raw --cache-dir "$DIR/icache" "${s3args[@]}"
     timed inspect-cached-get "$lb" get "$iid" "$ikey" -o raw --cache-dir "$DIR/icache" "${s3args[@]}"

@@ -99,14 +99,14 @@ done
 kill "$plain_pid"; wait "$plain_pid" 2>/dev/null || true; plain_pid=""
 [ "$n" = 300 ] || fail "etcd on the hand-restored dir has $n configmaps, want 300: $(cat "$work/plain-etcd.log")"
 
-echo "e2e: lifeboat fetch -o FILE gives the same snapshot file, which etcdutl restores"
-"$LB" fetch latest "${enc[@]}" -o "$work/fetched.db" >/dev/null 2>"$work/fetch.err" || fail "fetch: $(cat "$work/fetch.err")"
+echo "e2e: lifeboat fetch latest FILE gives the same snapshot file, which etcdutl restores"
+"$LB" fetch latest "${enc[@]}" "$work/fetched.db" >/dev/null 2>"$work/fetch.err" || fail "fetch: $(cat "$work/fetch.err")"
 [ "$(stat -c %a "$work/fetched.db")" = 600 ] || fail "fetched file mode $(stat -c %a "$work/fetched.db")"
 cmp -s "$work/fetched.db" "$work/plain.db" || fail "fetch output differs from age -d | zstd -d"
 "$BIN/etcdutl" snapshot restore "$work/fetched.db" --data-dir "$work/fetched-data" \
   >"$work/etcdutl.log" 2>&1 || fail "etcdutl snapshot restore of the fetched file: $(cat "$work/etcdutl.log")"
 set +e
-"$LB" fetch latest "${enc[@]}" -o "$work/fetched.db" >/dev/null 2>&1; rc=$?
+"$LB" fetch latest "${enc[@]}" "$work/fetched.db" >/dev/null 2>&1; rc=$?
 set -e
 [ $rc = 1 ] || fail "fetch onto an existing file exited $rc, want 1"
 
@@ -117,7 +117,7 @@ s2=(--store "$store" --spool-dir "$work/spool" --log-format json --cluster s2 --
 obj=$(find "$work/store/s2" -name '*.db.s2.age')
 [ -f "$obj" ] || fail "no .db.s2.age object in $work/store/s2"
 "$LB" verify latest "${s2[@]}" >/dev/null 2>"$work/s2.err" || fail "verify of the s2 backup: $(cat "$work/s2.err")"
-"$LB" fetch latest "${s2[@]}" -o "$work/s2-fetched.db" >/dev/null 2>"$work/s2.err" || fail "fetch of the s2 backup: $(cat "$work/s2.err")"
+"$LB" fetch latest "${s2[@]}" "$work/s2-fetched.db" >/dev/null 2>"$work/s2.err" || fail "fetch of the s2 backup: $(cat "$work/s2.err")"
 "$BIN/age" -d -i "$work/key.txt" <"$obj" | "$BIN/s2d" -q -c - >"$work/s2-plain.db" || fail "age -d | s2d -c -"
 cmp -s "$work/s2-fetched.db" "$work/s2-plain.db" || fail "fetch of the s2 backup differs from age -d | s2d -c -"
 "$BIN/etcdutl" snapshot restore "$work/s2-plain.db" --data-dir "$work/s2-data" \

@@ -107,5 +107,16 @@ set -e
 if [ -n "$(git -C "$root" ls-files .bin)" ]; then
 	fail ".bin is tracked by git: git rm --cached .bin (it is the tools' cache; .gitignore has /.bin)"
 fi
+# 6. make takes a binary by its relative path as by its absolute one:
+# `make .bin/etcd` does what `make $PWD/.bin/etcd` does (-n -B: print
+# the commands, as if out of date, and run none).
+for t in etcd etcdutl crane lifeboat; do
+	rel=$(cd "$root" && make -n -B ".bin/$t" GO=go 2>&1) || fail "make .bin/$t: $rel"
+	abs=$(cd "$root" && make -n -B "$root/.bin/$t" GO=go 2>&1) || fail "make $root/.bin/$t: $abs"
+	[ "$rel" = "$abs" ] || fail "make .bin/$t is not make $root/.bin/$t: got
+$rel
+want
+$abs"
+done
 
 echo "test-scripts: ok"

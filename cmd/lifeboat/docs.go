@@ -70,7 +70,7 @@ func spliceConfigDoc(doc string) string {
 // group, and which commands take its flags.
 func configReference() string {
 	var b strings.Builder
-	b.WriteString("Types: `duration` takes Go's `90s`, `1h30m` and also `d`, `w`, `y` (`30d`); `size` takes bytes with binary units (`8MiB`, `8 MiB`, `8M`); `strings` is a YAML list in the file, comma-separated in the environment, a repeatable (or comma-separated) flag. A command shows the flags of its groups in `--help`; every command that reads the store also takes the etcd, store, upload, encryption, spool and drill flags (hidden where they are not its own), so one set of flags serves them all.\n")
+	b.WriteString("Types: `duration` takes Go's `90s`, `1h30m` and also `d`, `w`, `y` (`30d`); `size` takes bytes with binary units (`8MiB`, `8 MiB`, `8M`); `strings` is a YAML list in the file, comma-separated in the environment, a repeatable (or comma-separated) flag. A command shows the flags of its groups in `--help`, and only those it reads: the writers' `--recipient`, `--recipients-file`, `--adopt-cluster` and `--s3-create-bucket` are `snapshot`'s, the agent's and the demo's (`--s3-create-bucket` also `copy`'s), and a reader never creates a bucket; every command that reads the store also takes the etcd, store, upload, encryption, spool and drill flags (hidden where they are not its own), so one set of flags serves them all.\n")
 	var c Config
 	opts := options(&c)
 	for _, g := range groupNames {

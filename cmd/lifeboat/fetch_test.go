@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,7 +33,7 @@ func etcdutlBinary(t *testing.T) string {
 
 // TestFetchCommand (item 20): fetch writes a plain, checked etcd snapshot
 // that etcdutl restores; it never overwrites without --force, leaves
-// nothing behind on failure, and streams to stdout with -o -. It also
+// nothing behind on failure, and streams to stdout with FILE -. It also
 // covers latest-proven (item 19) from the command line.
 func TestFetchCommand(t *testing.T) {
 	if testing.Short() {
@@ -56,7 +57,7 @@ func TestFetchCommand(t *testing.T) {
 	file := filepath.Join(outDir, "snap.db")
 
 	t.Run("latest-proven before any drill", func(t *testing.T) {
-		code, _, errOut := runCLI(t, nil, args("latest-proven", "-o", file)...)
+		code, _, errOut := runCLI(t, nil, args("latest-proven", file)...)
 		if code != 1 || !strings.Contains(errOut, "no proven backup") || !strings.Contains(errOut, "lifeboat drill") {
 			t.Errorf("fetch latest-proven without drills: exit %d, %s", code, errOut)
 		}
@@ -66,7 +67,7 @@ func TestFetchCommand(t *testing.T) {
 	})
 
 	t.Run("to a file", func(t *testing.T) {
-		code, out, errOut := runCLI(t, nil, args("latest", "-o", file)...)
+		code, out, errOut := runCLI(t, nil, args("latest", file)...)
 		if code != 0 {
 			t.Fatalf("fetch exit %d\n%s\n%s", code, out, errOut)
 		}
@@ -96,14 +97,14 @@ func TestFetchCommand(t *testing.T) {
 		if err := os.WriteFile(file, []byte("precious"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		code, _, errOut := runCLI(t, nil, args(m.ID, "-o", file)...)
+		code, _, errOut := runCLI(t, nil, args(m.ID, file)...)
 		if code != 1 || !strings.Contains(errOut, "exists") || !strings.Contains(errOut, "--force") {
 			t.Errorf("fetch onto an existing file: exit %d, %s", code, errOut)
 		}
 		if b, _ := os.ReadFile(file); string(b) != "precious" {
 			t.Errorf("existing file changed")
 		}
-		if code, out, errOut := runCLI(t, nil, args(m.ID, "-o", file, "--force")...); code != 0 {
+		if code, out, errOut := runCLI(t, nil, args(m.ID, file, "--force")...); code != 0 {
 			t.Fatalf("fetch --force exit %d\n%s\n%s", code, out, errOut)
 		}
 		if d, err := verify.Trailer(t.Context(), file); err != nil || d != m.SnapshotSHA256 {
@@ -113,7 +114,7 @@ func TestFetchCommand(t *testing.T) {
 	})
 
 	t.Run("to stdout", func(t *testing.T) {
-		code, out, errOut := runCLI(t, nil, args("latest", "-o", "-")...)
+		code, out, errOut := runCLI(t, nil, args("latest", "-")...)
 		if code != 0 {
 			t.Fatalf("fetch -o - exit %d\n%s", code, errOut)
 		}
@@ -128,7 +129,7 @@ func TestFetchCommand(t *testing.T) {
 			t.Fatalf("drill exit %d\n%s\n%s", code, out, errOut)
 		}
 		f2 := filepath.Join(t.TempDir(), "proven.db")
-		code, out, errOut := runCLI(t, nil, args("latest-proven", "-o", f2)...)
+		code, out, errOut := runCLI(t, nil, args("latest-proven", f2)...)
 		if code != 0 || !strings.Contains(out, m.ID) {
 			t.Fatalf("fetch latest-proven exit %d\n%s\n%s", code, out, errOut)
 		}
@@ -148,7 +149,7 @@ func TestFetchCommand(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if code, out, errOut := runCLI(t, nil, args("latest", "-o", filepath.Join(dir, "snap.db"))...); code != 0 {
+		if code, out, errOut := runCLI(t, nil, args("latest", filepath.Join(dir, "snap.db"))...); code != 0 {
 			t.Fatalf("fetch exit %d\n%s\n%s", code, out, errOut)
 		}
 		assertOnly(t, dir, filepath.Base(alive), "snap.db")
@@ -165,7 +166,7 @@ func TestFetchCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 		dir := t.TempDir()
-		code, _, errOut := runCLI(t, nil, args("latest", "-o", filepath.Join(dir, "snap.db"))...)
+		code, _, errOut := runCLI(t, nil, args("latest", filepath.Join(dir, "snap.db"))...)
 		if code != 1 || !strings.Contains(errOut, "does not match its manifest") {
 			t.Errorf("fetch of a damaged object: exit %d, %s", code, errOut)
 		}
@@ -177,7 +178,7 @@ func TestFetchCommand(t *testing.T) {
 	})
 
 	t.Run("usage", func(t *testing.T) {
-		for _, a := range [][]string{{"latest"}, {"-o", file}, {"not-an-id", "-o", file}} {
+		for _, a := range [][]string{{"latest"}, {file}, {"not-an-id", file}} {
 			if code, _, errOut := runCLI(t, nil, args(a...)...); code != 2 {
 				t.Errorf("fetch %v: exit %d, want 2: %s", a, code, errOut)
 			}
@@ -196,4 +197,115 @@ func assertOnly(t *testing.T, dir string, names ...string) {
 	if strings.Join(got, ",") != strings.Join(names, ",") {
 		t.Errorf("%s holds %v, want %v", dir, got, names)
 	}
+}
+
+// TestFetchOutputConventions (issue 29 §3): -o is the output format, as in
+// every command (table or json); the file is the second argument or
+// --output-file. The old -o FILE still works for one release, with a
+// warning: a value of -o that is not a format name is a file.
+func TestFetchOutputConventions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd")
+	}
+	e := newDrillEnv(t)
+	e.snapshot(t)
+	l, err := e.backups(t).List(t.Context())
+	if err != nil || len(l.Backups) != 1 {
+		t.Fatalf("backups: %v %v", l, err)
+	}
+	m := l.Backups[0].Manifest
+	args := func(extra ...string) []string { return append(append([]string{"fetch"}, extra...), e.args...) }
+	dir := t.TempDir()
+	written := func(t *testing.T, file string) {
+		t.Helper()
+		if d, err := verify.Trailer(t.Context(), file); err != nil || d != m.SnapshotSHA256 {
+			t.Errorf("%s: trailer %s %v, manifest %s", file, d, err, m.SnapshotSHA256)
+		}
+	}
+	const deprecated = "-o FILE is deprecated"
+
+	t.Run("positional file", func(t *testing.T) {
+		f := filepath.Join(dir, "pos.db")
+		code, out, errOut := runCLI(t, nil, args("latest", f)...)
+		if code != 0 || strings.Contains(errOut, deprecated) {
+			t.Fatalf("fetch latest FILE: exit %d\n%s\n%s", code, out, errOut)
+		}
+		written(t, f)
+		if !strings.Contains(out, "written to "+f) {
+			t.Errorf("table output does not name the file:\n%s", out)
+		}
+	})
+	t.Run("--output-file", func(t *testing.T) {
+		f := filepath.Join(dir, "flag.db")
+		code, out, errOut := runCLI(t, nil, args("latest", "--output-file", f)...)
+		if code != 0 || strings.Contains(errOut, deprecated) {
+			t.Fatalf("fetch --output-file: exit %d\n%s\n%s", code, out, errOut)
+		}
+		written(t, f)
+	})
+	t.Run("-o json", func(t *testing.T) {
+		f := filepath.Join(dir, "json.db")
+		code, out, errOut := runCLI(t, nil, args("latest", f, "-o", "json")...)
+		if code != 0 {
+			t.Fatalf("fetch -o json: exit %d\n%s\n%s", code, out, errOut)
+		}
+		written(t, f)
+		var got struct {
+			BackupID       string `json:"backup_id"`
+			Revision       int64  `json:"revision"`
+			File           string `json:"file"`
+			Bytes          int64  `json:"bytes"`
+			SnapshotSHA256 string `json:"snapshot_sha256"`
+		}
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("-o json output is not JSON: %v\n%s", err, out)
+		}
+		if got.BackupID != m.ID || got.File != f || got.Revision != m.Revision || got.SnapshotSHA256 != m.SnapshotSHA256 || got.Bytes <= 0 {
+			t.Errorf("-o json: %+v, backup %s revision %d", got, m.ID, m.Revision)
+		}
+	})
+	t.Run("the old -o FILE, with a warning", func(t *testing.T) {
+		f := filepath.Join(dir, "old.db")
+		code, out, errOut := runCLI(t, nil, args("latest", "-o", f)...)
+		if code != 0 || !strings.Contains(errOut, deprecated) || !strings.Contains(errOut, "--output-file") {
+			t.Fatalf("fetch -o FILE: exit %d, want 0 with a warning\n%s\n%s", code, out, errOut)
+		}
+		written(t, f)
+	})
+	t.Run("the old -o - (stdout), with a warning", func(t *testing.T) {
+		code, out, errOut := runCLI(t, nil, args("latest", "-o", "-")...)
+		if code != 0 || !strings.Contains(errOut, deprecated) {
+			t.Fatalf("fetch -o -: exit %d\n%s", code, errOut)
+		}
+		if want, _ := os.ReadFile(filepath.Join(dir, "pos.db")); !bytes.Equal([]byte(out), want) {
+			t.Errorf("stdout: %d bytes, the file has %d", len(out), len(want))
+		}
+	})
+	t.Run("- for stdout", func(t *testing.T) {
+		code, out, errOut := runCLI(t, nil, args("latest", "-")...)
+		if code != 0 || strings.Contains(errOut, deprecated) {
+			t.Fatalf("fetch latest -: exit %d\n%s", code, errOut)
+		}
+		if want, _ := os.ReadFile(filepath.Join(dir, "pos.db")); !bytes.Equal([]byte(out), want) {
+			t.Errorf("stdout: %d bytes, the file has %d", len(out), len(want))
+		}
+	})
+	t.Run("usage errors", func(t *testing.T) {
+		f := filepath.Join(dir, "usage.db")
+		for _, tt := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"latest", "-o", "json"}, "give the file"},
+			{[]string{"latest", f, "--output-file", f + "2"}, "either"},
+			{[]string{"latest", f, "-o", f + "2"}, "either"},
+			{[]string{"latest", "-", "-o", "json"}, "stdout"},
+		} {
+			code, _, errOut := runCLI(t, nil, args(tt.args...)...)
+			if code != 2 || !strings.Contains(errOut, tt.want) {
+				t.Errorf("fetch %v: exit %d, want 2 and %q: %s", tt.args, code, tt.want, errOut)
+			}
+		}
+		assertOnly(t, dir, "flag.db", "json.db", "old.db", "pos.db")
+	})
 }

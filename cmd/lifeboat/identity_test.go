@@ -30,7 +30,7 @@ func TestIdentityErrors(t *testing.T) {
 	os.WriteFile(publicFile, []byte(right.Recipient().String()+"\n"), 0o600)
 	for _, cmd := range [][]string{
 		{"verify", "latest"},
-		{"fetch", "latest", "-o", filepath.Join(dir, "snap.db")},
+		{"fetch", "latest", filepath.Join(dir, "snap.db")},
 		{"restore", "latest", "--data-dir", filepath.Join(dir, "data"), "--name", "m1", "--initial-advertise-peer-urls", "http://127.0.0.1:2380"},
 	} {
 		t.Run(cmd[0]+" wrong identity", func(t *testing.T) {
@@ -79,7 +79,7 @@ func TestCorruptLatestSuggestsPrevious(t *testing.T) {
 	dir := t.TempDir()
 	for _, cmd := range [][]string{
 		{"verify", "latest"},
-		{"fetch", "latest", "-o", filepath.Join(dir, "snap.db")},
+		{"fetch", "latest", filepath.Join(dir, "snap.db")},
 		{"restore", "latest", "--data-dir", filepath.Join(dir, "data"), "--name", "m1", "--initial-advertise-peer-urls", "http://127.0.0.1:2380"},
 	} {
 		code, out, errOut := runCLI(t, nil, append(cmd, e.args...)...)

@@ -162,9 +162,9 @@ func BenchmarkInspect(b *testing.B) {
 			// cache, the store's warmth).
 			if i%2 == 0 {
 				timed(&get, "get", "latest", key, "--cache-dir", fresh)
-				timed(&fetch, "fetch", "latest", "-o", out)
+				timed(&fetch, "fetch", "latest", out)
 			} else {
-				timed(&fetch, "fetch", "latest", "-o", out)
+				timed(&fetch, "fetch", "latest", out)
 				timed(&get, "get", "latest", key, "--cache-dir", fresh)
 			}
 			i++
@@ -210,7 +210,7 @@ func BenchmarkInspect(b *testing.B) {
 			b.ReportMetric(rss("get", "latest", key, "--cache-dir", fresh), "cached-get-MiB")
 			b.ReportMetric(rss("ls", "latest", "/registry/configmaps/bench/", "--cache-dir", fresh), "cached-ls-MiB")
 			out := filepath.Join(b.TempDir(), "snap.db")
-			b.ReportMetric(rss("fetch", "latest", "-o", out), "fetch-MiB")
+			b.ReportMetric(rss("fetch", "latest", out), "fetch-MiB")
 			os.Remove(out)
 		}
 	})

@@ -28,7 +28,7 @@ func TestMemoryLimitByCommand(t *testing.T) {
 		want int64
 	}{
 		{"list", []string{"list"}, memoryHeadroom},
-		{"fetch", []string{"fetch", "latest", "-o", t.TempDir() + "/snap.db"}, memoryHeadroom},
+		{"fetch", []string{"fetch", "latest", t.TempDir() + "/snap.db"}, memoryHeadroom},
 		{"snapshot", []string{"snapshot", "--endpoints", "http://127.0.0.1:1", "--dial-timeout", "1s"}, memoryHeadroom + parts},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -17,7 +17,7 @@ func TestMissingStoreDirectory(t *testing.T) {
 		{"list"},
 		{"verify", "latest"},
 		{"restore", "latest", "--data-dir", filepath.Join(t.TempDir(), "d"), "--name", "m1", "--initial-advertise-peer-urls", "http://127.0.0.1:2380"},
-		{"fetch", "latest", "-o", filepath.Join(t.TempDir(), "snap.db")},
+		{"fetch", "latest", filepath.Join(t.TempDir(), "snap.db")},
 		{"kit", "list"},
 		{"log"},
 		{"prune", "--keep-last", "3"},

@@ -43,8 +43,21 @@ const (
 	groupTrust                          // signing keys, trusted keys and the store's lineage
 	groupFleet                          // the stores lifeboat fleet reads
 	groupScrub                          // the scrub: every retained object checked, a rotating share read
+	groupTakes                          // qualifier: read only by commands that take backups (snapshot, agent, demo)
+	groupCreates                        // qualifier: read only by commands that may create a store (the backup takers, copy)
 	groupAll        group = 1<<iota - 1 // every group above
 )
+
+// qualifiers narrow an option's groups: an option with one is a flag only
+// of commands that have its groups and the qualifier (encryption's
+// recipients are the writers', not ls's). They are never a section.
+const qualifiers = groupTakes | groupCreates
+
+// shows reports whether a command of groups g lists option groups o in
+// its help: one of o's groups is g's, and so are o's qualifiers.
+func (g group) shows(o group) bool {
+	return o&^qualifiers&g != 0 && o&qualifiers&^g == 0
+}
 
 // groupNames name the groups in help and in docs/configuration.md, in
 // this order.
@@ -94,9 +107,9 @@ var commandKeys = map[string][]string{
 // takes, with sharedGroups). A command reads every key from the file and
 // the environment; its flags are the keys that change what it does.
 var commandGroups = map[string]group{
-	"snapshot": groupEtcd | groupStore | groupUpload | groupEncryption | groupSpool | groupSnapshot | groupKit | groupTrust,
+	"snapshot": groupEtcd | groupStore | groupUpload | groupEncryption | groupSpool | groupSnapshot | groupKit | groupTrust | groupTakes | groupCreates,
 	"list":     groupStore | groupCopies | groupTrust,
-	"copy":     groupStore | groupCopies | groupRetention | groupTrust,
+	"copy":     groupStore | groupCopies | groupRetention | groupTrust | groupCreates,
 	"log":      groupStore | groupEncryption | groupTrust,
 	"verify":   groupStore | groupEncryption | groupSpool | groupTrust,
 	"fetch":    groupStore | groupEncryption | groupSpool | groupTrust,
@@ -107,7 +120,7 @@ var commandGroups = map[string]group{
 	"ls":       groupStore | groupEncryption | groupInspect | groupTrust,
 	"get":      groupStore | groupEncryption | groupInspect | groupTrust,
 	"diff":     groupStore | groupEncryption | groupInspect | groupTrust,
-	"demo":     groupStore | groupUpload | groupEncryption | groupDrill,
+	"demo":     groupStore | groupUpload | groupEncryption | groupDrill | groupTakes | groupCreates,
 	"agent":    groupAll,
 	"check":    groupAll, // config check
 
@@ -205,7 +218,7 @@ var optionTable = []optionDef{
 		Help: "multipart part size, 5MiB to 5GiB (default 5MiB)"},
 	{Key: "store.s3.concurrency", Flag: "s3-concurrency", Groups: groupUpload,
 		Help: "parts uploaded at once (default 3)"},
-	{Key: "store.s3.create_bucket", Flag: "s3-create-bucket", Groups: groupStore,
+	{Key: "store.s3.create_bucket", Flag: "s3-create-bucket", Groups: groupStore | groupCreates,
 		Help: "create the bucket when it does not exist (with Object Lock enabled when store.object_lock is set)"},
 	{Key: "store.s3.profile", Flag: "s3-profile", Groups: groupStore,
 		Help: "AWS shared config profile"},
@@ -223,9 +236,9 @@ var optionTable = []optionDef{
 		Help: "a further store (file:///path or s3://bucket/prefix) that holds copies of the backups; repeatable",
 		Doc:  "in the file, a list of stores, each `name` (required: lower-case letters, digits, hyphens; the label in metrics, logs, `list` and `drill.store`), `url`, and optionally `s3` (the keys of store.s3; absent: the primary's), `object_lock` (the keys of store.object_lock; absent: none) and `retention` (the keys of retention; absent: the primary's policy). A flag or LIFEBOAT_COPIES (comma-separated) names them copy1, copy2, … with the primary's S3 settings and policy, and replaces the file's list"},
 
-	{Key: "encryption.recipients", Flag: "recipient", Groups: groupEncryption,
+	{Key: "encryption.recipients", Flag: "recipient", Groups: groupEncryption | groupTakes,
 		Help: "age recipient (age1…) to encrypt backups to; repeatable"},
-	{Key: "encryption.recipients_file", Flag: "recipients-file", Groups: groupEncryption,
+	{Key: "encryption.recipients_file", Flag: "recipients-file", Groups: groupEncryption | groupTakes,
 		Help: "file of age recipients, one per line"},
 	{Key: "encryption.identity_file", Flag: "identity-file", Groups: groupEncryption,
 		Help: "age identity file to decrypt backups (restore, drill, verify)"},
@@ -239,7 +252,7 @@ var optionTable = []optionDef{
 	{Key: "signing.allow_unsigned", Flag: "allow-unsigned", Groups: groupTrust,
 		Help: "read unsigned objects (a store written before signing), with a warning for each",
 		Doc:  "signed objects must still verify; turn it off once every retained backup is signed"},
-	{Key: "lineage.adopt_cluster", Flag: "adopt-cluster", Groups: groupTrust,
+	{Key: "lineage.adopt_cluster", Flag: "adopt-cluster", Groups: groupTrust | groupTakes,
 		Help: "etcd cluster ID (hex) allowed to start a new lineage under this cluster name, after a rebuild lifeboat did not restore",
 		Doc:  "a snapshot of a cluster that is not of the name's lineage is refused (exit 2) and names the ID to give here; the new lineage supersedes the old one for `restore latest`, whose backups stay listed apart"},
 	{Key: "lineage.select", Flag: "lineage", Groups: groupTrust,
@@ -261,7 +274,7 @@ var optionTable = []optionDef{
 		Help: "keep every backup younger than this, e.g. 7d"},
 	{Key: "retention.changes_within", Flag: "changes-within", Groups: groupRetention,
 		Help: "keep the change segments of every capture generation whose window overlaps the last D, and their anchor snapshots, e.g. 7d",
-		Doc:  "0 (the default) keeps the segments of every generation whose anchor snapshot the keep_* rules keep; the newest generation is always kept. See [point-in-time recovery](pitr.md#retention-rollover-and-compaction)"},
+		Doc:  "0 (the default) keeps the segments of every generation whose anchor snapshot the keep_* rules keep; the newest generation is always kept. See [point-in-time recovery](pitr-reference.md#retention-rollover-and-compaction)"},
 	{Key: "retention.time_zone", Flag: "retention-time-zone", Default: "UTC", Groups: groupRetention,
 		Help: "time zone of the calendar buckets (IANA name)"},
 	{Key: "retention.orphan_grace", Flag: "orphan-grace", Default: "24h", Groups: groupRetention,
@@ -672,7 +685,7 @@ func (a *app) addOptionFlags(fs *pflag.FlagSet, groups, hidden group, hiddenKeys
 				f.DefValue = "false"
 			}
 		}
-		f.Hidden = o.Groups&groups == 0
+		f.Hidden = !groups.shows(o.Groups)
 		fs.AddFlag(f)
 		a.optFlags = append(a.optFlags, boundFlag{key: o.key, flag: f})
 	}
@@ -725,6 +738,22 @@ func flagsByGroup(fs *pflag.FlagSet) string {
 }
 
 func init() { cobra.AddTemplateFunc("flagsByGroup", flagsByGroup) }
+
+// withoutConfig is for a command that reads no configuration (version,
+// keygen): its help lists its own flags only, not the root's --config
+// and --log-* (still accepted, and ignored).
+func withoutConfig(c *cobra.Command) *cobra.Command {
+	c.SetUsageTemplate(localUsageTemplate)
+	return c
+}
+
+// localUsageTemplate is groupedUsageTemplate without the inherited flags.
+var localUsageTemplate = strings.Replace(groupedUsageTemplate, globalFlagsBlock, "", 1)
+
+const globalFlagsBlock = `{{if .HasAvailableInheritedFlags}}
+
+Global Flags:
+{{.InheritedFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}`
 
 // groupedUsageTemplate is cobra's usage template with the flags listed by
 // option group.

@@ -126,9 +126,9 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	a.addOptionFlags(pf, groupGlobal, 0)
 
 	root.AddCommand(
-		newVersionCmd(a),
+		withoutConfig(newVersionCmd(a)),
 		newConfigCmd(a),
-		newKeygenCmd(a),
+		withoutConfig(newKeygenCmd(a)),
 		newSnapshotCmd(a),
 		newListCmd(a),
 		newLogCmd(a),

@@ -175,7 +175,7 @@ func TestTrustAndLineage(t *testing.T) {
 	t.Run("a cluster restored with fetch and etcdutl continues the lineage", func(t *testing.T) {
 		etcdutl := etcdtest.NeedBinary(t, "ETCDUTL_BIN", "etcdutl")
 		snap := filepath.Join(e.dir, "snap.db")
-		if code, _, errOut := e.cli(t, append([]string{"fetch", good.ID, "-o", snap}, trusted...)...); code != 0 {
+		if code, _, errOut := e.cli(t, append([]string{"fetch", good.ID, snap}, trusted...)...); code != 0 {
 			t.Fatalf("fetch: exit %d\n%s", code, errOut)
 		}
 		dir := filepath.Join(e.dir, "restored-etcdutl")

@@ -30,7 +30,9 @@ func openStore(ctx context.Context, cfg *Config, lg *slog.Logger, create bool) (
 		}
 		return uploader.NewDir(u.Dir)
 	case "s3":
-		st, err := uploader.NewS3(ctx, cfg.s3Config(u), lg)
+		sc := cfg.s3Config(u)
+		sc.CreateBucket = sc.CreateBucket && create // a reader never creates the bucket
+		st, err := uploader.NewS3(ctx, sc, lg)
 		if err != nil {
 			return nil, err
 		}

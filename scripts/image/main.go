@@ -28,10 +28,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -57,6 +60,9 @@ func main() {
 }
 
 func run(args []string) error {
+	if len(args) > 0 && args[0] == "push" {
+		return push(args[1:])
+	}
 	fl := flag.NewFlagSet("image", flag.ContinueOnError)
 	var platforms, labels multiFlag
 	fl.Var(&platforms, "platform", "OS/ARCH=ROOTFS, repeatable (linux/amd64=.bin/src/image/amd64)")
@@ -83,6 +89,7 @@ func run(args []string) error {
 
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	var first v1.Image
+	var single []platformImage
 	for _, p := range platforms {
 		plat, root, ok := strings.Cut(p, "=")
 		osName, arch, ok2 := strings.Cut(plat, "/")
@@ -96,6 +103,7 @@ func run(args []string) error {
 		if first == nil {
 			first = img
 		}
+		single = append(single, platformImage{v1.Platform{OS: osName, Architecture: arch}, img})
 		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{
 			Add:        img,
 			Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: osName, Architecture: arch}},
@@ -121,15 +129,95 @@ func run(args []string) error {
 	})); err != nil {
 		return fmt.Errorf("write layout %s: %w", *layoutDir, err)
 	}
+	// The tar (docker load, podman load, ctr import) holds the index alone;
+	// the layout also tags each platform's image beside it.
+	tarIndex, err := os.ReadFile(filepath.Join(*layoutDir, "index.json"))
+	if err != nil {
+		return err
+	}
+	if err := tagPlatforms(lp, version, single); err != nil {
+		return fmt.Errorf("write layout %s: %w", *layoutDir, err)
+	}
 	digest, err := idx.Digest()
 	if err != nil {
 		return err
 	}
-	if err := writeTar(*layoutDir, *tarFile, *tag, first, when); err != nil {
+	if err := writeTar(*layoutDir, *tarFile, *tag, first, when, tarIndex); err != nil {
 		return err
 	}
 	fmt.Println(digest)
 	return nil
+}
+
+// platformImage is one platform's image of the index.
+type platformImage struct {
+	platform v1.Platform
+	img      v1.Image
+}
+
+// tagPlatforms adds each platform's manifest to the layout's index.json
+// beside the index, tagged VERSION-ARCH: tools that unpack one image of
+// a layout by tag (umoci unpack --image LAYOUT:TAG) need a tag that
+// names a single manifest, not an index.
+func tagPlatforms(lp layout.Path, version string, imgs []platformImage) error {
+	for _, p := range imgs {
+		if err := lp.AppendImage(p.img, layout.WithPlatform(p.platform), layout.WithAnnotations(map[string]string{
+			"org.opencontainers.image.ref.name": version + "-" + p.platform.Architecture,
+		})); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// push copies the index tagged REF in a layout to a registry: push
+// [-insecure] LAYOUT REF DEST (make push). crane push takes a layout of
+// one entry only; this one has the index and its single-platform tags.
+func push(args []string) error {
+	fl := flag.NewFlagSet("image push", flag.ContinueOnError)
+	insecure := fl.Bool("insecure", false, "plain HTTP to the registry")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	if fl.NArg() != 3 {
+		return errors.New("usage: push [-insecure] LAYOUT TAG REGISTRY/REPOSITORY:TAG")
+	}
+	dir, tag, dest := fl.Arg(0), fl.Arg(1), fl.Arg(2)
+	var opts []name.Option
+	if *insecure {
+		opts = append(opts, name.Insecure)
+	}
+	ref, err := name.ParseReference(dest, opts...)
+	if err != nil {
+		return err
+	}
+	lp, err := layout.FromPath(dir)
+	if err != nil {
+		return err
+	}
+	top, err := lp.ImageIndex()
+	if err != nil {
+		return err
+	}
+	m, err := top.IndexManifest()
+	if err != nil {
+		return err
+	}
+	for _, d := range m.Manifests {
+		if d.Annotations["org.opencontainers.image.ref.name"] != tag || !d.MediaType.IsIndex() {
+			continue
+		}
+		idx, err := top.ImageIndex(d.Digest)
+		if err != nil {
+			return err
+		}
+		if err := remote.WriteIndex(ref, idx, remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
+			return fmt.Errorf("push %s: %w", dest, err)
+		}
+		fmt.Println(d.Digest)
+		return nil
+	}
+	return fmt.Errorf("%s has no index tagged %s", dir, tag)
 }
 
 // buildImage makes the image of one platform from its root filesystem.
@@ -274,10 +362,11 @@ func addFile(w *tar.Writer, file, rel string, when time.Time) error {
 	return nil
 }
 
-// writeTar writes the layout as a tar (an OCI archive) with a Docker
+// writeTar writes the layout as a tar (an OCI archive; index.json is
+// index, the layout's before the single-platform tags) with a Docker
 // manifest.json naming the first platform's image, for docker load
 // versions that do not read index.json.
-func writeTar(layoutDir, tarFile, tag string, first v1.Image, when time.Time) error {
+func writeTar(layoutDir, tarFile, tag string, first v1.Image, when time.Time, index []byte) error {
 	cfgName, err := first.ConfigName()
 	if err != nil {
 		return err
@@ -335,6 +424,9 @@ func writeTar(layoutDir, tarFile, tag string, first v1.Image, when time.Time) er
 		data, err := os.ReadFile(filepath.Join(layoutDir, filepath.FromSlash(f)))
 		if err != nil {
 			return err
+		}
+		if f == "index.json" {
+			data = index
 		}
 		if err := add(f, data); err != nil {
 			return fmt.Errorf("write %s: %w", tarFile, err)

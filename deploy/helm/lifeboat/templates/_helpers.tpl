@@ -77,6 +77,17 @@ app.kubernetes.io/part-of: lifeboat
 {{- if hasKey (.Values.config.kit | default dict) "root" }}
 {{- fail "config.kit.root: set by the chart (/host, where it mounts the host's files of config.kit.paths); leave it out" }}
 {{- end }}
+{{- if and (ne .Values.mode "deployment") (not (empty .Values.config.schedule)) }}
+{{- fail "config.schedule: the agent daemon's schedules (mode: deployment); the CronJobs never read them. In cronjob mode set cronjob.backup.schedule and cronjob.drill.schedule (Kubernetes cron syntax, in cronjob.timeZone)" }}
+{{- end }}
+{{- end }}
+
+{{/* The agent daemon's schedules when config.schedule does not set them (mode deployment). */}}
+{{- define "lifeboat.defaultSchedule" -}}
+snapshot: "@every 1h"
+prune: "@every 6h"
+drill: "CRON_TZ=UTC 30 3 * * *"
+jitter: 1m
 {{- end }}
 
 {{/* The host files and directories the recovery kit reads (config.kit.paths),
@@ -131,6 +142,7 @@ kitRoot: /host
 {{- $_ := set $managed "kit" (dict "root" $p.kitRoot) }}
 {{- end }}
 {{- if eq .Values.mode "deployment" }}
+{{- $_ := set $cfg "schedule" (mergeOverwrite (include "lifeboat.defaultSchedule" . | fromYaml) ($cfg.schedule | default dict)) }}
 {{- $_ := set $managed "agent" (dict "listen" (printf "0.0.0.0:%v" .Values.service.port)) }}
 {{- $_ := set $managed "capture" (dict "enabled" .Values.capture.enabled) }}
 {{- end }}
