@@ -1,7 +1,9 @@
 package fleet
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -17,16 +19,20 @@ var ErrReadOnly = errors.New("the fleet reads stores only")
 
 // listedStore is a store as listed once: List is served from the
 // listing (so the many prefix listings of every cluster's reads cost
-// one pass over the store), Get and Stat go to the store, and Put and
+// one pass over the store), Get of a small listed object is served from
+// the document cache when it holds the object as listed (docs.go), else
+// goes to the store and is kept; Stat goes to the store, and Put and
 // Delete are refused.
 type listedStore struct {
 	st   uploader.Store
 	objs []uploader.ObjectInfo // sorted by key
+	docs *docCache             // nil: nothing cached
 }
 
-// listStore lists st once.
-func listStore(ctx context.Context, st uploader.Store) (*listedStore, error) {
-	ls := &listedStore{st: st}
+// listStore lists st once; docs, when not nil, serves and keeps the
+// small objects read through it.
+func listStore(ctx context.Context, st uploader.Store, docs *docCache) (*listedStore, error) {
+	ls := &listedStore{st: st, docs: docs}
 	err := st.List(ctx, "", func(o uploader.ObjectInfo) error {
 		ls.objs = append(ls.objs, o)
 		return nil
@@ -51,8 +57,60 @@ func (s *listedStore) List(ctx context.Context, prefix string, fn func(uploader.
 	return nil
 }
 
+// find returns the listed object at key.
+func (s *listedStore) find(key string) (uploader.ObjectInfo, bool) {
+	i := sort.Search(len(s.objs), func(i int) bool { return s.objs[i].Key >= key })
+	if i < len(s.objs) && s.objs[i].Key == key {
+		return s.objs[i], true
+	}
+	return uploader.ObjectInfo{}, false
+}
+
+// Get serves a listed object of at most maxDoc bytes from the document
+// cache when it holds it with the listed size and time; otherwise it
+// reads the store, and keeps what it read when its length is the listed
+// size (an object replaced between the listing and the read is not
+// kept under the listing's name for it).
 func (s *listedStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
-	return s.st.Get(ctx, key)
+	o, ok := s.find(key)
+	if s.docs == nil || !ok || o.Size > maxDoc {
+		return s.st.Get(ctx, key)
+	}
+	if data, ok := s.docs.get(o); ok {
+		return io.NopCloser(bytes.NewReader(data)), nil
+	}
+	rc, err := s.st.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(io.LimitReader(rc, maxDoc+1))
+	if err != nil {
+		rc.Close()
+		return nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	if len(data) > maxDoc { // grown since the listing: the rest follows, nothing kept
+		return struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(data), rc), rc}, nil
+	}
+	rc.Close()
+	if int64(len(data)) == o.Size {
+		s.docs.put(o, data)
+	}
+	return io.NopCloser(bytes.NewReader(data)), nil
+}
+
+// fingerprint is the sha256 of every listed object under prefix (key,
+// size, time): equal fingerprints are the same objects as listed.
+func (s *listedStore) fingerprint(prefix string) [sha256.Size]byte {
+	h := sha256.New()
+	i := sort.Search(len(s.objs), func(i int) bool { return s.objs[i].Key >= prefix })
+	for ; i < len(s.objs) && strings.HasPrefix(s.objs[i].Key, prefix); i++ {
+		o := s.objs[i]
+		fmt.Fprintf(h, "%s\x00%d\x00%d\n", o.Key, o.Size, o.ModTime.UnixNano())
+	}
+	return [sha256.Size]byte(h.Sum(nil))
 }
 
 func (s *listedStore) Stat(ctx context.Context, key string) (uploader.ObjectInfo, error) {
