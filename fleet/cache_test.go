@@ -176,4 +176,3 @@ func checkPerm(t *testing.T, path string, want os.FileMode) {
 		t.Errorf("%s: mode %v, want %v", path, got, want)
 	}
 }
-
