@@ -171,7 +171,13 @@ type Reader struct {
 	// cacheFile is where the document cache is kept ("": in memory
 	// only).
 	cacheFile string
+	lastSave  time.Time
 }
+
+// saveEvery spaces the saves of the cache file by Read: the first read
+// saves, then at most one read in saveEvery (the hub saves on exit
+// too). Losing the newest minutes of it costs their objects' reads.
+const saveEvery = 5 * time.Minute
 
 // cachedRow is a cluster's row and the fingerprint of the listing it
 // was read from.
@@ -290,8 +296,11 @@ func (r *Reader) Read(ctx context.Context, sources []Source, lg *slog.Logger) ([
 		}
 		return out[i].Name < out[j].Name
 	})
-	if err := r.Save(); err != nil {
-		lg.Warn("cannot save the fleet cache (the next start reads the stores cold)", "err", err)
+	if r.lastSave.IsZero() || time.Since(r.lastSave) >= saveEvery {
+		if err := r.Save(); err != nil {
+			lg.Warn("cannot save the fleet cache (the next start reads the stores cold)", "err", err)
+		}
+		r.lastSave = time.Now()
 	}
 	return out, nil
 }

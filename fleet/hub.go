@@ -18,6 +18,8 @@ import (
 // HubConfig is what a Hub reads and how often.
 type HubConfig struct {
 	Sources []Source
+	// Reader reads them (nil: NewReader, nothing kept across restarts).
+	Reader *Reader
 	// Interval is the time between refreshes (default 1m).
 	Interval time.Duration
 	// Policy judges the clusters (zero: DefaultPolicy).
@@ -62,7 +64,10 @@ func NewHub(cfg HubConfig, lg *slog.Logger) *Hub {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	h := &Hub{cfg: cfg, lg: lg, reader: NewReader(), reg: prometheus.NewRegistry()}
+	if cfg.Reader == nil {
+		cfg.Reader = NewReader()
+	}
+	h := &Hub{cfg: cfg, lg: lg, reader: cfg.Reader, reg: prometheus.NewRegistry()}
 	h.reg.MustRegister(hubCollector{h})
 	return h
 }
@@ -94,6 +99,9 @@ func (h *Hub) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
+			if err := h.reader.Save(); err != nil {
+				h.lg.Warn("cannot save the fleet cache (the next start reads the stores cold)", "err", err)
+			}
 			return nil
 		case <-h.cfg.After(h.cfg.Interval):
 		}

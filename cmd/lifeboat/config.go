@@ -47,6 +47,9 @@ type FleetConfig struct {
 	// Stores are the store roots (file:// or s3:// URLs) whose clusters
 	// the fleet shows; empty: store.url.
 	Stores []string `yaml:"stores"`
+	// CacheDir is where the fleet keeps the documents it read across
+	// runs and restarts (fleet.CacheFile); empty: in memory only.
+	CacheDir string `yaml:"cache_dir"`
 }
 
 // validate checks every fleet store's URL.

@@ -75,7 +75,8 @@ func runFleetServe(ctx context.Context, cfg *Config, lg *slog.Logger, o fleetSer
 	if err != nil {
 		return fmt.Errorf("fleet serve: listen on %s: %w", o.listen, err)
 	}
-	hub := fleet.NewHub(fleet.HubConfig{Sources: sources, Interval: o.interval}, lg)
+	reader := fleetReader(cfg, lg)
+	hub := fleet.NewHub(fleet.HubConfig{Sources: sources, Interval: o.interval, Reader: reader}, lg)
 	srv := &http.Server{Handler: hub.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(lg.Handler(), slog.LevelWarn)}
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -128,7 +129,7 @@ func runFleetStatus(ctx context.Context, cfg *Config, lg *slog.Logger, o fleetSt
 	if err != nil {
 		return err
 	}
-	cs, err := fleet.Read(ctx, sources, lg)
+	cs, err := fleetReader(cfg, lg).Read(ctx, sources, lg)
 	if err != nil {
 		return err
 	}
@@ -149,6 +150,20 @@ func runFleetStatus(ctx context.Context, cfg *Config, lg *slog.Logger, o fleetSt
 		return fmt.Errorf("%d of %d %w", n, len(r.Clusters), errFleetProblems)
 	}
 	return nil
+}
+
+// fleetReader is a fleet.Reader keeping its documents in
+// fleet.cache_dir when set; a cache that cannot be used is logged and
+// the stores are read cold.
+func fleetReader(cfg *Config, lg *slog.Logger) *fleet.Reader {
+	if cfg.Fleet.CacheDir == "" {
+		return fleet.NewReader()
+	}
+	r, err := fleet.NewCachedReader(cfg.Fleet.CacheDir)
+	if err != nil {
+		lg.Warn("the fleet cache cannot be used: reading the stores cold, the cache is rewritten", "err", err)
+	}
+	return r
 }
 
 // fleetSources opens the fleet's stores, read-only: fleet.stores, or

@@ -352,6 +352,9 @@ var optionTable = []optionDef{
 	{Key: "fleet.stores", Flag: "fleet-store", Groups: groupFleet,
 		Help: "a store root (file:///path or s3://bucket/prefix) whose every cluster lifeboat fleet shows; repeatable",
 		Doc:  "empty: store.url. Each is read with the store.s3 settings and the AWS credential chain; read-only credentials are enough. An explicit --store shows that store alone"},
+	{Key: "fleet.cache_dir", Flag: "fleet-cache-dir", Groups: groupFleet,
+		Help: "directory where lifeboat fleet keeps the documents it read (manifests, drill reports, status documents) across runs and restarts; empty: none",
+		Doc:  "one file, fleet-cache.v1 (0600, the directory 0700), keyed by each object's key, size and time as listed: an object listed otherwise is read again, a missing one is never served. A corrupt or older cache is ignored and rewritten (a cold read). It holds no secret; losing it costs one cold read"},
 }
 
 // section is the group the option is listed under.
