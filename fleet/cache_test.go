@@ -18,13 +18,13 @@ func cacheFleet(t *testing.T, st uploader.Store, now time.Time) {
 	t.Helper()
 	for _, name := range []string{"one", "two", "three"} {
 		synthetic(t, st, name, "aa01", now.Add(-3*time.Hour), now.Add(-2*time.Hour), now.Add(-time.Hour))
-		drill(t, st, name, now.Add(-30*time.Minute), true)
+		putDrill(t, st, name, now.Add(-30*time.Minute), true)
 		status(t, st, name, "@hourly", now)
 	}
 }
 
-// drill stores a drill report of the cluster's newest backup.
-func drill(t *testing.T, st uploader.Store, name string, start time.Time, passed bool) {
+// putDrill stores a drill report of the cluster's newest backup.
+func putDrill(t *testing.T, st uploader.Store, name string, start time.Time, passed bool) {
 	t.Helper()
 	r := &repository.DrillReport{Format: repository.DrillReportFormat, BackupID: mustNewest(t, st, name), Cluster: name,
 		StartedAt: start, FinishedAt: start.Add(time.Minute), Passed: passed, RecoverySeconds: 9}
@@ -91,7 +91,7 @@ func TestReaderCache(t *testing.T) {
 	// One cluster changes: a new backup and a failed drill of it; only
 	// its two new objects (and its kit: none) are fetched.
 	synthetic(t, fs.s3, "two", "aa01", now.Add(-time.Minute))
-	drill(t, fs.s3, "two", now.Add(-10*time.Minute), false)
+	putDrill(t, fs.s3, "two", now.Add(-10*time.Minute), false)
 	fs.proxy.ResetCounts()
 	cs := readWith(t, restarted, fs.s3)
 	if n := fs.proxy.Count("GetObject"); n != 2 {

@@ -1,0 +1,143 @@
+package fleet
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/jobtest"
+	"github.com/lifeboat-dev/lifeboat/repository"
+	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/restore/child"
+	"github.com/lifeboat-dev/lifeboat/uploader"
+)
+
+// TestMain runs the drill's children (its throwaway etcd, the restore)
+// when a hub drill starts this test binary as one.
+func TestMain(m *testing.M) {
+	if ran, code := child.Main(os.Args, os.Stderr, restore.ChildWork()); ran {
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// TestHubDrills: three clusters with real backups of a real etcd in a
+// bucket, one of them with a flipped byte in its newest backup's data
+// object. The hub drills all three, two at once: the damaged one FAILS
+// (a verdict, stored as its drill report), the two others pass, and the
+// fleet read afterwards shows drill_failed for that cluster only. Every
+// write went to drills/; the drill view refuses anything else; the
+// scratch directory is empty afterwards.
+func TestHubDrills(t *testing.T) {
+	fs := newFleetStores(t)
+	ec := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	names := []string{"able", "baker", "charlie"}
+	for _, n := range names {
+		snap(t, ec, fs.s3, n)
+	}
+	damaged := mustNewest(t, fs.s3, "baker")
+	m, err := repository.New(fs.s3, "baker").Manifest(t.Context(), damaged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipByte(t, fs.s3, m.Object)
+
+	src := []Source{{Name: "bucket", Store: fs.s3}}
+	cs, err := Read(t.Context(), src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	rep := NewReport(cs, DefaultPolicy(), now)
+	lg, _ := jobtest.Logger(t)
+	scratch := t.TempDir()
+	d, err := NewDrills(DrillConfig{Schedule: "@daily", Concurrency: 2, ScratchDir: scratch, Version: "test"}, DefaultPolicy(), lg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := d.Due(rep, now)
+	if len(due) != 3 {
+		t.Fatalf("%d clusters due, want 3 (never drilled)", len(due))
+	}
+	fs.proxy.ResetCounts()
+	results := d.Run(t.Context(), src, due)
+	for _, r := range results {
+		passed := r.Outcome != nil && r.Outcome.Passed
+		switch {
+		case r.Cluster == "baker" && (passed || r.Outcome == nil || r.Outcome.RunError):
+			t.Errorf("baker's drill of a damaged backup: outcome %+v, err %v; want a failed verdict", r.Outcome, r.Err)
+		case r.Cluster != "baker" && !passed:
+			t.Errorf("%s's drill: outcome %+v, err %v; want passed", r.Cluster, r.Outcome, r.Err)
+		}
+	}
+	for op, n := range fs.proxy.Counts() {
+		if op != "GetObject" && op != "ListObjectsV2" && op != "HeadObject" && op != "PutObject" {
+			t.Errorf("the hub's drills sent %d %s requests", n, op)
+		}
+	}
+	if es, _ := os.ReadDir(scratch); len(es) > 0 {
+		for _, e := range es {
+			sub, _ := os.ReadDir(scratch + "/" + e.Name())
+			if len(sub) > 0 {
+				t.Errorf("scratch directory %s holds %d entries after the drills", e.Name(), len(sub))
+			}
+		}
+	}
+
+	// The reports are the clusters' own: the fleet and the repository
+	// read them; only baker has the problem.
+	cs, err = Read(t.Context(), src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range NewReport(cs, DefaultPolicy(), time.Now()).Clusters {
+		failed := false
+		for _, p := range s.Problems {
+			failed = failed || p.Kind == ProblemDrillFailed
+		}
+		if s.Drill == nil || failed != (s.Name == "baker") {
+			t.Errorf("%s after the hub's drills: drill %+v, problems %+v", s.Name, s.Drill, s.Problems)
+		}
+	}
+	if due := d.Due(NewReport(cs, DefaultPolicy(), time.Now()), time.Now()); len(due) != 0 {
+		t.Errorf("%d clusters due right after their drills, want 0", len(due))
+	}
+
+	// The view writes drill reports of its cluster only.
+	v := drillView{st: fs.s3, cluster: "able"}
+	for _, key := range []string{"able/snapshots/x.json", "baker/drills/x/y.json", "able/agents/a/b.json", "able/drills/../snapshots/x.json"} {
+		if _, err := v.Put(t.Context(), key, strings.NewReader("{}"), uploader.PutOptions{}); !errors.Is(err, ErrReadOnly) {
+			t.Errorf("drill view of able: Put %s: %v, want ErrReadOnly", key, err)
+		}
+	}
+	if err := v.Delete(t.Context(), "able/drills/x/y.json"); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("drill view: Delete: %v, want ErrReadOnly", err)
+	}
+}
+
+// flipByte rewrites the object at key with one byte in its middle
+// flipped (the same size: only its checksum tells).
+func flipByte(t *testing.T, st uploader.Store, key string) {
+	t.Helper()
+	rc, err := st.Get(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0xff
+	if err := st.Delete(t.Context(), key); err != nil { // objects are never replaced
+		t.Fatal(err)
+	}
+	if _, err := st.Put(t.Context(), key, bytes.NewReader(b), uploader.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
