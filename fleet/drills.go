@@ -70,7 +70,14 @@ type Drills struct {
 	lg      *slog.Logger
 	mu      sync.Mutex
 	running map[[2]string]bool
+	tried   map[[2]string]time.Time // when each cluster's last drill ended
 }
+
+// retryAfter spaces two hub drills of one cluster: one that could not
+// run to a verdict (no report stored) is tried again after it, not at
+// every refresh, and a refresh that read the store before the last
+// drill's report was stored does not drill again.
+const retryAfter = 15 * time.Minute
 
 // NewDrills returns the drill runner of cfg; p decides when a schedule's
 // drill is due.
@@ -89,7 +96,7 @@ func NewDrills(cfg DrillConfig, p Policy, lg *slog.Logger) (*Drills, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	return &Drills{cfg: cfg, policy: p, lg: lg, running: map[[2]string]bool{}}, nil
+	return &Drills{cfg: cfg, policy: p, lg: lg, running: map[[2]string]bool{}, tried: map[[2]string]time.Time{}}, nil
 }
 
 // Due returns the clusters of r whose drill is due at now: never
@@ -99,7 +106,7 @@ func NewDrills(cfg DrillConfig, p Policy, lg *slog.Logger) (*Drills, error) {
 func (d *Drills) Due(r *Report, now time.Time) []Status {
 	var out []Status
 	for _, s := range r.Clusters {
-		if s.ReadError != "" || s.Newest == nil {
+		if s.ReadError != "" || s.Newest == nil || d.triedSince(s.Store, s.Name, now.Add(-retryAfter)) {
 			continue
 		}
 		var next *time.Time
@@ -169,6 +176,15 @@ func (d *Drills) release(store, cluster string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.running, [2]string{store, cluster})
+	d.tried[[2]string{store, cluster}] = time.Now()
+}
+
+// triedSince reports whether a drill of the cluster ended after t.
+func (d *Drills) triedSince(store, cluster string, t time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	at, ok := d.tried[[2]string{store, cluster}]
+	return ok && at.After(t)
 }
 
 // one drills the newest backup of cluster in src through the drill

@@ -104,8 +104,12 @@ func TestHubDrills(t *testing.T) {
 			t.Errorf("%s after the hub's drills: drill %+v, problems %+v", s.Name, s.Drill, s.Problems)
 		}
 	}
-	if due := d.Due(NewReport(cs, DefaultPolicy(), time.Now()), time.Now()); len(due) != 0 {
-		t.Errorf("%d clusters due right after their drills, want 0", len(due))
+	fresh, _ := NewDrills(DrillConfig{Schedule: "@daily", ScratchDir: scratch}, DefaultPolicy(), lg)
+	if due := fresh.Due(NewReport(cs, DefaultPolicy(), time.Now()), time.Now()); len(due) != 0 {
+		t.Errorf("%d clusters due right after their drills (by their reports), want 0", len(due))
+	}
+	if due := d.Due(rep, now); len(due) != 0 {
+		t.Errorf("%d clusters due again by the report read before the drills, want 0 (retryAfter)", len(due))
 	}
 
 	// The view writes drill reports of its cluster only.
