@@ -15,6 +15,7 @@ import (
 
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore/drill"
+	"github.com/lifeboat-dev/lifeboat/signing"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
@@ -51,6 +52,9 @@ type DrillConfig struct {
 	EtcdBinary string
 	// Version is lifeboat's version, recorded in the reports.
 	Version string
+	// Signer, when set, signs the reports (nil: unsigned; readers with
+	// trusted keys then call them untrusted).
+	Signer *signing.Key
 }
 
 // DrillResult is one drill the hub ran.
@@ -198,7 +202,7 @@ func (d *Drills) one(ctx context.Context, src Source, cluster string) (*drill.Ou
 		}
 	}
 	repo := repository.New(drillView{st: src.Store, cluster: cluster}, cluster)
-	repo.Trust = src.Trust
+	repo.Trust, repo.Signer = src.Trust, d.cfg.Signer
 	job := drill.Job{Backups: repo, Target: "latest", Options: drill.Options{
 		Identities: ids, ScratchDir: filepath.Join(d.cfg.ScratchDir, scratchName(cluster)),
 		EtcdBinary: d.cfg.EtcdBinary, Timeout: d.cfg.Timeout, Version: d.cfg.Version,

@@ -170,7 +170,11 @@ func fleetDrills(cfg *Config, lg *slog.Logger) (*fleet.Drills, error) {
 	if err != nil {
 		return nil, &ConfigError{Key: "fleet.drills.identities", Err: err}
 	}
-	d, err := fleet.NewDrills(fleet.DrillConfig{Schedule: dc.Schedule, Concurrency: dc.Concurrency, Identities: ids,
+	key, _, err := signingFromConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	d, err := fleet.NewDrills(fleet.DrillConfig{Signer: key, Schedule: dc.Schedule, Concurrency: dc.Concurrency, Identities: ids,
 		ScratchDir: cfg.Drill.ScratchDir, Timeout: cfg.Drill.Timeout, EtcdBinary: cfg.Drill.EtcdBinary, Version: Version}, fleet.DefaultPolicy(), lg)
 	if err != nil {
 		return nil, &ConfigError{Key: "fleet.drills", Err: err}
