@@ -176,3 +176,33 @@ func checkPerm(t *testing.T, path string, want os.FileMode) {
 		t.Errorf("%s: mode %v, want %v", path, got, want)
 	}
 }
+
+// FuzzLoadCache: any bytes in the cache file give a cache or an error,
+// never a panic; a file that loads holds what its checksum covers.
+func FuzzLoadCache(f *testing.F) {
+	dir := f.TempDir()
+	path := filepath.Join(dir, CacheFile)
+	c := newDocCache()
+	c.put(uploader.ObjectInfo{Key: "a/snapshots/x.json", Size: 2, ModTime: time.Unix(1, 0)}, []byte("{}"))
+	if err := saveCache(path, map[string]*docCache{"bucket": c}); err != nil {
+		f.Fatal(err)
+	}
+	valid, err := os.ReadFile(path)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(valid)
+	f.Add([]byte(cacheMagic))
+	f.Add([]byte{})
+	f.Add(append([]byte(cacheMagic), make([]byte, 40)...))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := filepath.Join(t.TempDir(), CacheFile)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		caches, err := loadCache(p)
+		if err != nil && len(caches) != 0 {
+			t.Errorf("loadCache failed (%v) but returned %d caches", err, len(caches))
+		}
+	})
+}

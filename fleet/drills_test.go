@@ -2,12 +2,16 @@ package fleet
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/internal/test/jobtest"
@@ -144,4 +148,74 @@ func flipByte(t *testing.T, st uploader.Store, key string) {
 	if _, err := st.Put(t.Context(), key, bytes.NewReader(b), uploader.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestHubRunDrills: the hub's Run drills the due clusters beside its
+// refreshes (lifeboat_fleet_drills_total counts them), its next refresh
+// shows their reports, and on the way out it saves its cache and
+// returns only after the drills have ended.
+func TestHubRunDrills(t *testing.T) {
+	st, err := uploader.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	snap(t, ec, st, "one")
+	snap(t, ec, st, "two")
+	lg, _ := jobtest.Logger(t)
+	d, err := NewDrills(DrillConfig{Schedule: "@daily", Concurrency: 2, ScratchDir: t.TempDir()}, DefaultPolicy(), lg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheDir := t.TempDir()
+	reader, err := NewCachedReader(cacheDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := make(chan time.Time)
+	h := NewHub(HubConfig{Sources: []Source{{Name: "dir", Store: st}}, Reader: reader, Drills: d,
+		After: func(time.Duration) <-chan time.Time { return tick }}, lg)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	deadline := time.Now().Add(2 * time.Minute)
+	for h.drills("passed") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("drills: passed %v, failed %v, error %v; want 2 passed", h.drills("passed"),
+				h.drills("failed"), h.drills("error"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	tick <- time.Now()
+	for {
+		n := 0
+		for _, s := range h.Report().Clusters {
+			if s.Drill != nil && s.Drill.State == repository.DrillPassed {
+				n++
+			}
+		}
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the refresh after the drills shows %d passed drills, want 2", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(cacheDir, CacheFile)); err != nil {
+		t.Errorf("the cache after Run: %v", err)
+	}
+}
+
+// drills is the hub's count of drills with result.
+func (h *Hub) drills(result string) float64 {
+	var m dto.Metric
+	if err := h.drillRuns.WithLabelValues(result).Write(&m); err != nil {
+		return -1
+	}
+	return m.GetCounter().GetValue()
 }
