@@ -587,6 +587,47 @@ func TestSystemdWiring(t *testing.T) {
 	}
 }
 
+// TestSystemdFleet: the hub's unit runs lifeboat fleet serve with
+// fleet.yaml, keeps the cache and the drills' scratch space in its
+// StateDirectory (ProtectSystem=strict leaves nothing else writable),
+// runs as the lifeboat user with no capability, and lets the drills'
+// children install their seccomp filter.
+func TestSystemdFleet(t *testing.T) {
+	var cfg struct {
+		Fleet struct {
+			CacheDir string `yaml:"cache_dir"`
+		} `yaml:"fleet"`
+		Drill struct {
+			ScratchDir string `yaml:"scratch_dir"`
+		} `yaml:"drill"`
+	}
+	data, err := os.ReadFile("systemd/fleet.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	u := unitFile(t, "systemd/lifeboat-fleet.service")
+	exec := strings.Join(u["ExecStart"], " ")
+	if !strings.HasPrefix(exec, "/usr/local/bin/lifeboat fleet serve") || !strings.Contains(exec, "--config /etc/lifeboat/fleet.yaml") {
+		t.Errorf("ExecStart %q: want /usr/local/bin/lifeboat fleet serve --config /etc/lifeboat/fleet.yaml", exec)
+	}
+	for _, dir := range []string{cfg.Fleet.CacheDir, cfg.Drill.ScratchDir} {
+		if !slices.Equal(u["StateDirectory"], []string{"lifeboat-fleet"}) || !strings.HasPrefix(dir, "/var/lib/lifeboat-fleet/") {
+			t.Errorf("%q is outside StateDirectory=lifeboat-fleet (%v): ProtectSystem=strict makes it read-only", dir, u["StateDirectory"])
+		}
+	}
+	for k, want := range map[string]string{"ProtectSystem": "strict", "User": "lifeboat", "CapabilityBoundingSet": "", "StateDirectoryMode": "0700", "UMask": "0077"} {
+		if got := u[k]; !slices.Equal(got, []string{want}) {
+			t.Errorf("%s=%q, want %q", k, got, want)
+		}
+	}
+	if !syscallAllowed(u["SystemCallFilter"], "seccomp") {
+		t.Errorf("SystemCallFilter=%q refuses seccomp, which a drill's children call", u["SystemCallFilter"])
+	}
+}
+
 // TestSystemdKit: the units keep what the recovery kit reads (kubeadm's PKI
 // and kube-apiserver manifest, k3s's server files) read-only, and the
 // kit's drop-in grants the one capability that reads kubeadm's 0600 keys,
@@ -717,7 +758,7 @@ func TestExampleConfigs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files = append([]string{"systemd/config.yaml", "kubernetes/base/config.yaml"}, files...)
+	files = append([]string{"systemd/config.yaml", "systemd/fleet.yaml", "kubernetes/base/config.yaml"}, files...)
 	for _, f := range files {
 		t.Run(f, func(t *testing.T) {
 			data, err := os.ReadFile(f)

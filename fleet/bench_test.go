@@ -57,10 +57,27 @@ func BenchmarkFleetRead(b *testing.B) {
 		}
 	}
 	// cold: what one `fleet status` costs; refresh: the hub's next read,
-	// nothing changed (the listing, the status documents, no manifest).
+	// nothing changed (the listing, no object read).
 	b.Run("cold", func(b *testing.B) {
 		for b.Loop() {
 			read(b, NewReader())
+		}
+	})
+	// restart: a new hub process with fleet.cache_dir, the cache file
+	// written by an earlier read (nothing changed since).
+	b.Run("restart", func(b *testing.B) {
+		dir := b.TempDir()
+		r, err := NewCachedReader(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		read(b, r)
+		for b.Loop() {
+			r, err := NewCachedReader(dir)
+			if err != nil {
+				b.Fatal(err)
+			}
+			read(b, r)
 		}
 	})
 	b.Run("refresh", func(b *testing.B) {

@@ -18,6 +18,11 @@ import (
 // HubConfig is what a Hub reads and how often.
 type HubConfig struct {
 	Sources []Source
+	// Reader reads them (nil: NewReader, nothing kept across restarts).
+	Reader *Reader
+	// Drills, when set, drills the clusters that are due after each
+	// refresh (one round at a time, beside the refreshes).
+	Drills *Drills
 	// Interval is the time between refreshes (default 1m).
 	Interval time.Duration
 	// Policy judges the clusters (zero: DefaultPolicy).
@@ -36,6 +41,8 @@ type Hub struct {
 	lg     *slog.Logger
 	reader *Reader
 	reg    *prometheus.Registry
+	// drillRuns counts the hub's drills by result.
+	drillRuns *prometheus.CounterVec
 
 	mu        sync.Mutex
 	report    *Report
@@ -62,8 +69,16 @@ func NewHub(cfg HubConfig, lg *slog.Logger) *Hub {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	h := &Hub{cfg: cfg, lg: lg, reader: NewReader(), reg: prometheus.NewRegistry()}
-	h.reg.MustRegister(hubCollector{h})
+	if cfg.Reader == nil {
+		cfg.Reader = NewReader()
+	}
+	h := &Hub{cfg: cfg, lg: lg, reader: cfg.Reader, reg: prometheus.NewRegistry(),
+		drillRuns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lifeboat_fleet_drills_total",
+			Help: "Drills the hub ran, by result: passed, failed (a verdict against the backup, stored as the cluster's report), error (no verdict)."}, []string{"result"})}
+	for _, r := range []string{"passed", "failed", "error"} {
+		h.drillRuns.WithLabelValues(r)
+	}
+	h.reg.MustRegister(hubCollector{h}, h.drillRuns)
 	return h
 }
 
@@ -85,18 +100,55 @@ func (h *Hub) Refresh(ctx context.Context) error {
 	return nil
 }
 
-// Run refreshes now and every Interval until ctx ends; it returns nil
-// then, having started no goroutine of its own.
+// Run refreshes now and every Interval until ctx ends; with Drills, a
+// round of the drills due is started after a refresh when none is
+// running. It returns nil when ctx ends, after the round has ended
+// (its drills stop and clean up with ctx).
 func (h *Hub) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	round := make(chan struct{}, 1)
 	for {
 		if err := h.Refresh(ctx); err != nil && ctx.Err() == nil {
 			h.lg.Warn("fleet refresh failed", "err", err)
 		}
+		if rep := h.Report(); h.cfg.Drills != nil && rep != nil && ctx.Err() == nil {
+			select {
+			case round <- struct{}{}:
+				wg.Go(func() {
+					defer func() { <-round }()
+					h.drillRound(ctx, rep)
+				})
+			default: // the last round is still running
+			}
+		}
 		select {
 		case <-ctx.Done():
+			if err := h.reader.Save(); err != nil {
+				h.lg.Warn("cannot save the fleet cache (the next start reads the stores cold)", "err", err)
+			}
 			return nil
 		case <-h.cfg.After(h.cfg.Interval):
 		}
+	}
+}
+
+// drillRound runs the drills due by rep and counts their results.
+func (h *Hub) drillRound(ctx context.Context, rep *Report) {
+	due := h.cfg.Drills.Due(rep, h.cfg.Now())
+	if len(due) == 0 {
+		return
+	}
+	h.lg.Info("fleet drills starting", "clusters", len(due))
+	for _, r := range h.cfg.Drills.Run(ctx, h.cfg.Sources, due) {
+		result := "error"
+		switch {
+		case r.Outcome != nil && r.Outcome.Passed:
+			result = "passed"
+		case r.Outcome != nil && !r.Outcome.RunError:
+			result = "failed"
+		}
+		h.drillRuns.WithLabelValues(result).Inc()
 	}
 }
 

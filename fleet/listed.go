@@ -1,12 +1,15 @@
 package fleet
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -17,22 +20,69 @@ var ErrReadOnly = errors.New("the fleet reads stores only")
 
 // listedStore is a store as listed once: List is served from the
 // listing (so the many prefix listings of every cluster's reads cost
-// one pass over the store), Get and Stat go to the store, and Put and
+// one pass over the store), Get of a small listed object is served from
+// the document cache when it holds the object as listed (docs.go), else
+// goes to the store and is kept; Stat goes to the store, and Put and
 // Delete are refused.
 type listedStore struct {
 	st   uploader.Store
 	objs []uploader.ObjectInfo // sorted by key
+	docs *docCache             // nil: nothing cached
 }
 
-// listStore lists st once.
-func listStore(ctx context.Context, st uploader.Store) (*listedStore, error) {
-	ls := &listedStore{st: st}
-	err := st.List(ctx, "", func(o uploader.ObjectInfo) error {
-		ls.objs = append(ls.objs, o)
-		return nil
-	})
+// topLister is a store that names the directories at its root without
+// listing every object (uploader.S3 and uploader.Dir).
+type topLister interface {
+	Tops(ctx context.Context) ([]string, error)
+}
+
+// listers bounds the prefixes listed at once.
+const listers = 8
+
+// listStore lists st once; docs, when not nil, serves and keeps the
+// small objects read through it. A store that names its top-level
+// directories (topLister) is listed a directory at a time, listers at
+// once: on S3 every cluster's listing is its own request chain, so a
+// fleet of many clusters lists in the time of a few, not of one long
+// chain of 1000-key pages. Keys at the root (no "/") are no cluster's.
+func listStore(ctx context.Context, st uploader.Store, docs *docCache) (*listedStore, error) {
+	ls := &listedStore{st: st, docs: docs}
+	tl, ok := st.(topLister)
+	if !ok {
+		err := st.List(ctx, "", func(o uploader.ObjectInfo) error {
+			ls.objs = append(ls.objs, o)
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", st, err)
+		}
+		sort.Slice(ls.objs, func(i, j int) bool { return ls.objs[i].Key < ls.objs[j].Key })
+		return ls, nil
+	}
+	tops, err := tl.Tops(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", st, err)
+	}
+	parts := make([][]uploader.ObjectInfo, len(tops))
+	errs := make([]error, len(tops))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, listers)
+	for i, top := range tops {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			errs[i] = st.List(ctx, top+"/", func(o uploader.ObjectInfo) error {
+				parts[i] = append(parts[i], o)
+				return nil
+			})
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("list %s: %w", st, err)
+	}
+	for _, p := range parts {
+		ls.objs = append(ls.objs, p...)
 	}
 	sort.Slice(ls.objs, func(i, j int) bool { return ls.objs[i].Key < ls.objs[j].Key })
 	return ls, nil
@@ -51,8 +101,60 @@ func (s *listedStore) List(ctx context.Context, prefix string, fn func(uploader.
 	return nil
 }
 
+// find returns the listed object at key.
+func (s *listedStore) find(key string) (uploader.ObjectInfo, bool) {
+	i := sort.Search(len(s.objs), func(i int) bool { return s.objs[i].Key >= key })
+	if i < len(s.objs) && s.objs[i].Key == key {
+		return s.objs[i], true
+	}
+	return uploader.ObjectInfo{}, false
+}
+
+// Get serves a listed object of at most maxDoc bytes from the document
+// cache when it holds it with the listed size and time; otherwise it
+// reads the store, and keeps what it read when its length is the listed
+// size (an object replaced between the listing and the read is not
+// kept under the listing's name for it).
 func (s *listedStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
-	return s.st.Get(ctx, key)
+	o, ok := s.find(key)
+	if s.docs == nil || !ok || o.Size > maxDoc {
+		return s.st.Get(ctx, key)
+	}
+	if data, ok := s.docs.get(o); ok {
+		return io.NopCloser(bytes.NewReader(data)), nil
+	}
+	rc, err := s.st.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(io.LimitReader(rc, maxDoc+1))
+	if err != nil {
+		rc.Close()
+		return nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	if len(data) > maxDoc { // grown since the listing: the rest follows, nothing kept
+		return struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(data), rc), rc}, nil
+	}
+	rc.Close()
+	if int64(len(data)) == o.Size {
+		s.docs.put(o, data)
+	}
+	return io.NopCloser(bytes.NewReader(data)), nil
+}
+
+// fingerprint is the sha256 of every listed object under prefix (key,
+// size, time): equal fingerprints are the same objects as listed.
+func (s *listedStore) fingerprint(prefix string) [sha256.Size]byte {
+	h := sha256.New()
+	i := sort.Search(len(s.objs), func(i int) bool { return s.objs[i].Key >= prefix })
+	for ; i < len(s.objs) && strings.HasPrefix(s.objs[i].Key, prefix); i++ {
+		o := s.objs[i]
+		fmt.Fprintf(h, "%s\x00%d\x00%d\n", o.Key, o.Size, o.ModTime.UnixNano())
+	}
+	return [sha256.Size]byte(h.Sum(nil))
 }
 
 func (s *listedStore) Stat(ctx context.Context, key string) (uploader.ObjectInfo, error) {

@@ -72,10 +72,38 @@ type FleetConfig struct {
 	// Stores are the store roots (file:// or s3:// URLs) whose clusters
 	// the fleet shows; empty: store.url.
 	Stores []string `yaml:"stores"`
+	// CacheDir is where the fleet keeps the documents it read across
+	// runs and restarts (fleet.CacheFile); empty: in memory only.
+	CacheDir string `yaml:"cache_dir"`
+	// Drills are the hub's drills of every cluster.
+	Drills FleetDrillsConfig `yaml:"drills"`
 }
 
-// validate checks every fleet store's URL.
+// FleetDrillsConfig is how lifeboat fleet serve drills the clusters
+// (with drill.scratch_dir, drill.etcd_binary, drill.timeout).
+type FleetDrillsConfig struct {
+	// Enabled turns the hub's drills on.
+	Enabled bool `yaml:"enabled"`
+	// Schedule is a cron schedule for every cluster; empty: each
+	// cluster's own.
+	Schedule string `yaml:"schedule"`
+	// Concurrency bounds the drills at once.
+	Concurrency int `yaml:"concurrency"`
+	// Identities is an age identity file, or a directory of files named
+	// by cluster.
+	Identities string `yaml:"identities"`
+}
+
+// validate checks every fleet store's URL and the drills' settings.
 func (f FleetConfig) validate() error {
+	if f.Drills.Concurrency < 0 {
+		return cfgErr("fleet.drills.concurrency", "%d: must not be negative", f.Drills.Concurrency)
+	}
+	if f.Drills.Schedule != "" {
+		if _, err := agent.ParseSchedule(f.Drills.Schedule); err != nil {
+			return cfgErr("fleet.drills.schedule", "%q is not a cron schedule (5 fields with optional seconds, @every 30m, @daily, CRON_TZ=…): %v", f.Drills.Schedule, err)
+		}
+	}
 	for i, raw := range f.Stores {
 		if _, err := uploader.ParseStoreURL(raw); err != nil {
 			return cfgErr("fleet.stores", "entry %d: %v", i+1, err)

@@ -9,12 +9,16 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
+	"filippo.io/age"
 	"github.com/spf13/cobra"
 
 	"github.com/lifeboat-dev/lifeboat/fleet"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
@@ -75,7 +79,11 @@ func runFleetServe(ctx context.Context, cfg *Config, lg *slog.Logger, o fleetSer
 	if err != nil {
 		return fmt.Errorf("fleet serve: listen on %s: %w", o.listen, err)
 	}
-	hub := fleet.NewHub(fleet.HubConfig{Sources: sources, Interval: o.interval}, lg)
+	drills, err := fleetDrills(cfg, lg)
+	if err != nil {
+		return err
+	}
+	hub := fleet.NewHub(fleet.HubConfig{Sources: sources, Interval: o.interval, Reader: fleetReader(cfg, lg), Drills: drills}, lg)
 	srv := &http.Server{Handler: hub.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(lg.Handler(), slog.LevelWarn)}
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -128,7 +136,7 @@ func runFleetStatus(ctx context.Context, cfg *Config, lg *slog.Logger, o fleetSt
 	if err != nil {
 		return err
 	}
-	cs, err := fleet.Read(ctx, sources, lg)
+	cs, err := fleetReader(cfg, lg).Read(ctx, sources, lg)
 	if err != nil {
 		return err
 	}
@@ -149,6 +157,73 @@ func runFleetStatus(ctx context.Context, cfg *Config, lg *slog.Logger, o fleetSt
 		return fmt.Errorf("%d of %d %w", n, len(r.Clusters), errFleetProblems)
 	}
 	return nil
+}
+
+// fleetDrills is the hub's drill runner (nil when fleet.drills.enabled
+// is off).
+func fleetDrills(cfg *Config, lg *slog.Logger) (*fleet.Drills, error) {
+	dc := cfg.Fleet.Drills
+	if !dc.Enabled {
+		return nil, nil
+	}
+	ids, err := fleetIdentities(dc.Identities)
+	if err != nil {
+		return nil, &ConfigError{Key: "fleet.drills.identities", Err: err}
+	}
+	key, _, err := signingFromConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	d, err := fleet.NewDrills(fleet.DrillConfig{Signer: key, Schedule: dc.Schedule, Concurrency: dc.Concurrency, Identities: ids,
+		ScratchDir: cfg.Drill.ScratchDir, Timeout: cfg.Drill.Timeout, EtcdBinary: cfg.Drill.EtcdBinary, Version: Version}, fleet.DefaultPolicy(), lg)
+	if err != nil {
+		return nil, &ConfigError{Key: "fleet.drills", Err: err}
+	}
+	return d, nil
+}
+
+// fleetIdentities returns the identities of each cluster from path: one
+// identity file for all, or a directory with a file per cluster, named
+// as the cluster (read at each drill: a key added later is found).
+func fleetIdentities(path string) (func(cluster string) ([]age.Identity, error), error) {
+	if path == "" {
+		return nil, nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		ids, err := repository.ParseIdentityFile(path)
+		if err != nil {
+			return nil, err
+		}
+		return func(string) ([]age.Identity, error) { return ids, nil }, nil
+	}
+	return func(cluster string) ([]age.Identity, error) {
+		if cluster == "" || strings.ContainsAny(cluster, `/\`) || cluster == "." || cluster == ".." {
+			return nil, fmt.Errorf("no identity file for cluster %q", cluster)
+		}
+		file := filepath.Join(path, cluster)
+		if _, err := os.Stat(file); errors.Is(err, os.ErrNotExist) {
+			return nil, nil // unencrypted backups need none
+		}
+		return repository.ParseIdentityFile(file)
+	}, nil
+}
+
+// fleetReader is a fleet.Reader keeping its documents in
+// fleet.cache_dir when set; a cache that cannot be used is logged and
+// the stores are read cold.
+func fleetReader(cfg *Config, lg *slog.Logger) *fleet.Reader {
+	if cfg.Fleet.CacheDir == "" {
+		return fleet.NewReader()
+	}
+	r, err := fleet.NewCachedReader(cfg.Fleet.CacheDir)
+	if err != nil {
+		lg.Warn("the fleet cache cannot be used: reading the stores cold, the cache is rewritten", "err", err)
+	}
+	return r
 }
 
 // fleetSources opens the fleet's stores, read-only: fleet.stores, or

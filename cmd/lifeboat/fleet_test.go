@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"filippo.io/age"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/lifeboat-dev/lifeboat/agent"
@@ -226,4 +228,47 @@ func TestFleetSeesADeadAgent(t *testing.T) {
 	killedAt := time.Now()
 	waitFor(map[string][]string{"alive": {}, "killed": {fleet.ProblemStale, fleet.ProblemAgentSilent}}, 30*time.Second)
 	t.Logf("the stopped agent's cluster was stale and silent %s after it stopped; the live one clean", time.Since(killedAt).Round(100*time.Millisecond))
+}
+
+// TestFleetIdentities: fleet.drills.identities is one identity file for
+// every cluster, or a directory with a file per cluster (a cluster
+// without one gets none; a name that leaves the directory is refused).
+func TestFleetIdentities(t *testing.T) {
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "prod")
+	if err := os.WriteFile(file, []byte(id.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	one, err := fleetIdentities(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := one("anything"); err != nil || len(ids) != 1 {
+		t.Errorf("one file, any cluster: %d identities, %v; want 1", len(ids), err)
+	}
+	byName, err := fleetIdentities(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := byName("prod"); err != nil || len(ids) != 1 {
+		t.Errorf("directory, prod: %d identities, %v; want its file's 1", len(ids), err)
+	}
+	if ids, err := byName("staging"); err != nil || len(ids) != 0 {
+		t.Errorf("directory, staging (no file): %d identities, %v; want none, no error", len(ids), err)
+	}
+	for _, bad := range []string{"..", "a/b", ""} {
+		if _, err := byName(bad); err == nil {
+			t.Errorf("directory, cluster %q: no error", bad)
+		}
+	}
+	if _, err := fleetIdentities(filepath.Join(dir, "missing")); err == nil {
+		t.Error("a missing identities path: no error")
+	}
+	if f, err := fleetIdentities(""); f != nil || err != nil {
+		t.Errorf("no identities: %v, %v; want nil, nil", f != nil, err)
+	}
 }

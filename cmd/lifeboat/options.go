@@ -132,7 +132,7 @@ var commandGroups = map[string]group{
 
 	// The fleet reads stores only.
 	"fleet status": groupStore | groupTrust | groupFleet,
-	"fleet serve":  groupStore | groupTrust | groupFleet,
+	"fleet serve":  groupStore | groupTrust | groupFleet | groupDrill,
 }
 
 // optionDef is one configuration key: its flag, extra environment names,
@@ -377,6 +377,20 @@ var optionTable = []optionDef{
 		Doc:  "each run also reads whatever is due (see scrub.cycle) and at least the cycle's share for the time since the previous run"},
 	{Key: "scrub.cycle", Flag: "scrub-cycle", Default: "30d", Groups: groupScrub,
 		Help: "every retained object is read in full at least once in this time"},
+	{Key: "fleet.cache_dir", Flag: "fleet-cache-dir", Groups: groupFleet,
+		Help: "directory where lifeboat fleet keeps the documents it read (manifests, drill reports, status documents) across runs and restarts; empty: none",
+		Doc:  "one file, fleet-cache.v1 (0600, the directory 0700), keyed by each object's key, size and time as listed: an object listed otherwise is read again, a missing one is never served. A corrupt or older cache is ignored and rewritten (a cold read). It holds no secret; losing it costs one cold read"},
+	{Key: "fleet.drills.enabled", Flag: "fleet-drills", Default: "false", Groups: groupFleet,
+		Help: "lifeboat fleet serve drills every cluster itself (newest backup) and stores the reports as the clusters' own",
+		Doc:  "needs write access to <cluster>/drills/ only (s3:PutObject on prefix/*/drills/*); every other write is refused in code. Uses drill.scratch_dir, drill.etcd_binary and drill.timeout. See [fleet.md](fleet.md#drills-off-the-control-plane)"},
+	{Key: "fleet.drills.schedule", Flag: "fleet-drill-schedule", Groups: groupFleet,
+		Help: "cron schedule of the hub's drill of every cluster; empty: each cluster's own drill schedule (from its agent's status document)",
+		Doc:  "a cluster never drilled is drilled at once; one whose agent states no drill schedule is drilled only with this set"},
+	{Key: "fleet.drills.concurrency", Flag: "fleet-drill-concurrency", Default: "1", Groups: groupFleet,
+		Help: "drills the hub runs at once (each needs scratch space for its backup's database twice over)"},
+	{Key: "fleet.drills.identities", Flag: "fleet-drill-identities", Groups: groupFleet,
+		Help: "age identities for the hub's drills of encrypted backups: one identity file for every cluster, or a directory holding a file per cluster named as the cluster",
+		Doc:  "keep it 0600 (a directory 0700); a cluster without its file in the directory is drilled without identities (its encrypted backups cannot run to a verdict)"},
 }
 
 // section is the group the option is listed under.
