@@ -23,6 +23,11 @@ type Backup struct {
 	// Anchor: it is the snapshot a retained change window starts from
 	// (PlanChanges sets it); it is kept with the reason "anchor".
 	Anchor bool
+	// State names the etcd state the backup holds (its lineage,
+	// revision and HashKV): keep-last counts distinct states, so a newer
+	// backup of the same state does not push an older, different one
+	// out. Empty means unknown: a state of its own.
+	State string
 }
 
 // Decision is the verdict on one backup.
