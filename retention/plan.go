@@ -79,20 +79,35 @@ func Plan(backups []Backup, p Policy, now time.Time) ([]Decision, error) {
 
 	order := sortNewestFirst(backups)
 	marks := make([]uint16, len(order))
-	markLast(marks, p)
+	markLast(marks, backups, order, p)
 	markCalendar(marks, backups, order, p, loc)
 	markWithin(marks, backups, order, p, now)
 	markGuarantees(marks, backups, order)
 	return decide(backups, order, marks, p, loc), nil
 }
 
-// markLast marks the newest p.Last backups (keep-last).
-func markLast(marks []uint16, p Policy) {
-	for i := range marks {
-		if p.Last != Unlimited && i >= p.Last {
+// markLast marks the newest backup of each of the newest p.Last distinct
+// states (keep-last). A backup whose state a newer one holds takes no
+// slot: an idle cluster's identical backups do not push older, different
+// states out.
+func markLast(marks []uint16, backups []Backup, order []entry, p Policy) {
+	var seen map[string]bool
+	n := 0
+	for i, e := range order {
+		if p.Last != Unlimited && n >= p.Last {
 			break
 		}
+		if st := backups[e.idx].State; st != "" {
+			if seen[st] {
+				continue
+			}
+			if seen == nil {
+				seen = make(map[string]bool)
+			}
+			seen[st] = true
+		}
 		marks[i] |= keepLast
+		n++
 	}
 }
 
