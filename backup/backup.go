@@ -58,6 +58,12 @@ type Job struct {
 	// otherwise a backup of a cluster that is not of the name's lineage
 	// is refused with a *repository.LineageError.
 	AdoptCluster string
+	// SkipUnchanged: when the live cluster is at the newest backup's
+	// revision and every reachable member's HashKV there equals the
+	// backup's, nothing is stored and Run returns an *UnchangedError
+	// (an idle cluster's scheduled snapshot). The newest backup compared
+	// with is the newest intact, trusted one of this etcd cluster.
+	SkipUnchanged bool
 
 	kitID     string           // set by Run from storeKit
 	claim     repository.Claim // set by Run: the lineage the backup joins
@@ -79,6 +85,19 @@ func (e *ExistsError) Error() string {
 }
 
 func (e *ExistsError) Unwrap() error { return ErrExists }
+
+// UnchangedError is Run's answer, with SkipUnchanged, when the cluster
+// holds what its newest backup holds: the check succeeded and nothing was
+// stored.
+type UnchangedError struct {
+	Backup  *repository.Manifest // the newest backup, which holds this state
+	Members int                  // members whose live HashKV matched it
+}
+
+func (e *UnchangedError) Error() string {
+	return fmt.Sprintf("cluster unchanged since backup %s (revision %d, HashKV %08x on %d members): not stored again",
+		e.Backup.ID, e.Backup.Revision, e.Backup.HashKV, e.Members)
+}
 
 // ErrVerify is wrapped when a snapshot was taken but failed verification:
 // nothing was kept.
