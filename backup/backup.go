@@ -65,9 +65,10 @@ type Job struct {
 	// with is the newest intact, trusted one of this etcd cluster.
 	SkipUnchanged bool
 
-	kitID     string           // set by Run from storeKit
-	claim     repository.Claim // set by Run: the lineage the backup joins
-	claimedID uint64           // the etcd cluster ID it was claimed for
+	kitID     string              // set by Run from storeKit
+	claim     repository.Claim    // set by Run: the lineage the backup joins
+	claimedID uint64              // the etcd cluster ID it was claimed for
+	listing   *repository.Listing // set by Run: the store as claimLineage read it
 }
 
 // ErrExists is wrapped when a backup with the same id is already stored
@@ -154,6 +155,11 @@ func Run(ctx context.Context, job Job, lg *slog.Logger) (*repository.Manifest, e
 	// written (the kit included).
 	if err := claimLineage(ctx, sess, &job, lg); err != nil {
 		return nil, err
+	}
+	if job.SkipUnchanged {
+		if ue := unchanged(ctx, sess, job, lg); ue != nil {
+			return nil, ue
+		}
 	}
 	if job.kitID, err = storeKit(ctx, job, now(), lg); err != nil {
 		return nil, err
@@ -815,6 +821,6 @@ func claimLineage(ctx context.Context, sess *snapshot.Session, job *Job, lg *slo
 		lg.Info("this etcd cluster was restored from a backup of the store's lineage: its backups continue it",
 			"etcd_cluster_id", fmt.Sprintf("%x", cid), "lineage", c.Lineage, "restored_from", c.RestoredFrom)
 	}
-	job.claim, job.claimedID = c, cid
+	job.claim, job.claimedID, job.listing = c, cid, l
 	return nil
 }
