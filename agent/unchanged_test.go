@@ -1,0 +1,68 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSnapshotUnchanged: on an idle cluster the agent's scheduled snapshot
+// is not stored again: the run is a success (last success advances, so
+// LifeboatBackupMissing stays quiet), lifeboat_snapshot_unchanged_total
+// counts it, the log says so, and the status document names the backup
+// the cluster is unchanged since (the fleet's staleness reads it). A
+// write makes the next run store a backup again (issue 29).
+func TestSnapshotUnchanged(t *testing.T) {
+	lg, logs := testLogger(t)
+	f := newFixture(t, nil, 20)
+	cfg := f.config(t, lg)
+	cfg.Listen, cfg.Drill, cfg.Prune = "", nil, nil
+	cfg.Schedules = Schedules{Snapshot: "@every 10m"}
+	cfg.Snapshot.SkipUnchanged = true
+	runOnce := func(cycle int) *Agent {
+		t.Helper()
+		a, err := New(cfg, lg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.RunOnce(t.Context()); err != nil {
+			t.Fatalf("cycle %d: RunOnce: %v", cycle, err)
+		}
+		return a
+	}
+	runOnce(1)
+	first := manifests(t, f.backups)
+	a := runOnce(2)
+	if got := manifests(t, f.backups); len(got) != 1 {
+		t.Fatalf("backups after an idle cycle: %v; want only %v", got, first)
+	}
+	mfs := gather(t, a.Registry())
+	if v := must(t, mfs, "lifeboat_snapshot_unchanged_total"); v != 1 {
+		t.Errorf("lifeboat_snapshot_unchanged_total = %v, want 1", v)
+	}
+	if v := must(t, mfs, "lifeboat_job_runs_total", JobLabel, JobSnapshot, "result", ResultSuccess); v != 1 {
+		t.Errorf("successful snapshot runs = %v, want 1", v)
+	}
+	if v := must(t, mfs, "lifeboat_job_last_success_timestamp_seconds", JobLabel, JobSnapshot); v < float64(time.Now().Add(-time.Minute).Unix()) {
+		t.Errorf("last success %v: did not advance", v)
+	}
+	if !strings.Contains(logs.String(), "cluster unchanged since the newest backup; not stored again") {
+		t.Errorf("no log line says the snapshot was unchanged:\n%s", logs.String())
+	}
+	got, err := f.backups.AgentStatuses(t.Context())
+	if err != nil || len(got) != 1 || got[0].Err != nil {
+		t.Fatalf("AgentStatuses: %v, %+v", err, got)
+	}
+	j := got[0].Status.Jobs[JobSnapshot]
+	if j.LastResult != ResultSuccess || j.UnchangedSince != first[0] || j.LastUnchanged == nil || j.LastSuccess == nil || !j.LastUnchanged.Equal(*j.LastSuccess) {
+		t.Errorf("snapshot job in the status document: %+v; want unchanged since %s at its last success", j, first[0])
+	}
+
+	if _, err := f.etcd.Client(t).Put(t.Context(), "/cycle", "x"); err != nil {
+		t.Fatal(err)
+	}
+	runOnce(3)
+	if got := manifests(t, f.backups); len(got) != 2 {
+		t.Errorf("backups after a write: %v; want 2", got)
+	}
+}
