@@ -114,6 +114,10 @@ type Config struct {
 
 // Agent runs the scheduled jobs. Create it with New; Run it once.
 type Agent struct {
+	// unchangedSince is the backup the last snapshot run found the
+	// cluster unchanged since (nil after a run that stored one).
+	unchangedSince atomic.Pointer[string]
+
 	cfg    Config
 	lg     *slog.Logger
 	clock  Clock

@@ -298,7 +298,7 @@ func (a *Agent) captureSnapshot(ctx context.Context) (*repository.Manifest, erro
 	err := a.executeWith(ctx, j, JobCapture, func(ctx context.Context) (string, error) {
 		for attempt := 0; ; attempt++ {
 			var err error
-			m, err = a.takeSnapshotRetry(ctx, false)
+			m, err = a.takeSnapshotRetry(ctx, false, false)
 			if err == nil {
 				return m.ID, nil
 			}

@@ -16,25 +16,35 @@ import (
 )
 
 // snapshot runs the snapshot job, retrying failed attempts with backoff.
+// With Snapshot.SkipUnchanged, a cluster unchanged since its newest
+// backup is checked, not stored again: a successful run named for that
+// backup.
 func (a *Agent) snapshot(ctx context.Context) (string, error) {
-	m, err := a.takeSnapshot(ctx)
+	m, err := a.takeSnapshotRetry(ctx, true, a.cfg.Snapshot.SkipUnchanged)
+	var ue *backup.UnchangedError
+	if errors.As(err, &ue) {
+		a.m.unchanged.Inc()
+		a.unchangedSince.Store(&ue.Backup.ID)
+		a.lg.Info("cluster unchanged since the newest backup; not stored again", "backup_id", ue.Backup.ID,
+			"revision", ue.Backup.Revision, "hash_kv", fmt.Sprintf("%08x", ue.Backup.HashKV), "members", ue.Members)
+		return ue.Backup.ID, nil
+	}
 	if err != nil {
 		return "", err
 	}
+	a.unchangedSince.Store(nil)
 	a.offerRollover(m)
 	return m.ID, nil
 }
 
-// takeSnapshot is snapshot returning the committed backup's manifest.
-func (a *Agent) takeSnapshot(ctx context.Context) (*repository.Manifest, error) {
-	return a.takeSnapshotRetry(ctx, true)
-}
-
-// takeSnapshotRetry is takeSnapshot; with !retryExists, a backup already
+// takeSnapshotRetry takes a snapshot, retrying failed attempts, and
+// returns the committed backup's manifest; with !retryExists, a backup already
 // stored at this revision and second (backup.ErrExists) is returned at
-// once instead of retried (capture adopts that one).
-func (a *Agent) takeSnapshotRetry(ctx context.Context, retryExists bool) (*repository.Manifest, error) {
+// once instead of retried (capture adopts that one). With skipUnchanged
+// a *backup.UnchangedError is returned at once.
+func (a *Agent) takeSnapshotRetry(ctx context.Context, retryExists, skipUnchanged bool) (*repository.Manifest, error) {
 	sj := *a.cfg.Snapshot
+	sj.SkipUnchanged = skipUnchanged
 	sj.Now = a.clock.Now
 	b := *sj.Backups
 	b.Store = countingStore{Store: b.Store, c: a.m.uploadBytes}
@@ -56,6 +66,10 @@ func (a *Agent) takeSnapshotRetry(ctx context.Context, retryExists bool) (*repos
 			}
 			a.kickCopies()
 			return m, nil
+		}
+		var ue *backup.UnchangedError
+		if errors.As(err, &ue) {
+			return nil, err
 		}
 		if ctx.Err() != nil || attempt >= a.cfg.SnapshotRetries || (!retryExists && errors.Is(err, backup.ErrExists)) {
 			if attempt > 0 {

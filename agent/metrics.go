@@ -79,6 +79,7 @@ type metrics struct {
 	snapSize     *prometheus.GaugeVec
 	snapRevision prometheus.Gauge
 	hashKVErrors prometheus.Counter
+	unchanged    prometheus.Counter
 	backups      *prometheus.GaugeVec
 	newest       prometheus.Gauge
 	newestProven prometheus.Gauge
@@ -136,6 +137,8 @@ var agentMetrics = []metricDef[metrics]{
 		help: "etcd revision of the last snapshot this agent stored."},
 	{field: func(m *metrics) any { return &m.hashKVErrors }, name: "lifeboat_snapshot_hashkv_errors_total",
 		help: "Stored backups whose live HashKV comparison failed with an error (not a mismatch, which fails the backup; not a compaction past the revision)."},
+	{field: func(m *metrics) any { return &m.unchanged }, name: "lifeboat_snapshot_unchanged_total",
+		help: "Scheduled snapshots not stored because the cluster was unchanged since the newest backup (same revision, every member's HashKV equal to it): successful runs."},
 	{field: func(m *metrics) any { return &m.backups }, name: "lifeboat_backups", labels: []string{"state"},
 		help: "Backups in the store by state: ok, locked (ok and under Object Lock or legal hold), broken (data object missing or wrong, or manifest unreadable)."},
 	{field: func(m *metrics) any { return &m.newest }, name: "lifeboat_backup_newest_timestamp_seconds",
