@@ -100,6 +100,11 @@ func (e *UnchangedError) Error() string {
 		e.Backup.ID, e.Backup.Revision, e.Backup.HashKV, e.Members)
 }
 
+// SelfComparedWarning starts the warning (log and summary) of a backup
+// whose live HashKV was answered by the snapshot's own member of a larger
+// cluster (snapshot.SelfCompared).
+const SelfComparedWarning = "HashKV compared the snapshot's member with itself"
+
 // ErrVerify is wrapped when a snapshot was taken but failed verification:
 // nothing was kept.
 var ErrVerify = errors.New("snapshot failed verification")
@@ -496,6 +501,10 @@ func (a *attempt) store(c *checks, info snapshot.Info) (verify.Status, liveHashK
 	}
 	a.lg.Info("snapshot verified", "revision", st.Revision, "total_keys", st.TotalKeys, "hash_kv", hk.status,
 		"hash_kv_endpoint", c.member.Endpoint, "hash_kv_same_member", c.same)
+	if c.deferred == "" && snapshot.SelfCompared(c.same) {
+		a.lg.Warn(SelfComparedWarning+": a member that diverged from the others would go unnoticed; give lifeboat every member's endpoint and check the others",
+			"endpoint", c.member.Endpoint, "reason", c.same)
+	}
 	a.gate.decide(nil)
 	a.putWG.Wait()
 	a.lg.Debug("object stored", "after_stream", a.now().Sub(a.received), "err", a.putErr)

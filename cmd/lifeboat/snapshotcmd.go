@@ -11,6 +11,7 @@ import (
 
 	"github.com/lifeboat-dev/lifeboat/backup"
 	"github.com/lifeboat-dev/lifeboat/repository"
+	"github.com/lifeboat-dev/lifeboat/snapshot"
 )
 
 func newSnapshotCmd(a *app) *cobra.Command {
@@ -83,6 +84,9 @@ func printBackup(out io.Writer, m *repository.Manifest) {
 			fmt.Fprintf(out, ", the snapshot's own: %s", m.HashKVSameMember)
 		}
 		fmt.Fprintln(out)
+		if snapshot.SelfCompared(m.HashKVSameMember) {
+			fmt.Fprintf(out, "  warning: %s: member divergence not checked\n", backup.SelfComparedWarning)
+		}
 	}
 	fmt.Fprintf(out, "  object     %s\n", m.Object)
 	fmt.Fprintf(out, "  took       %.1fs\n", m.DurationSeconds)
