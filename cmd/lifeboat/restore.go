@@ -44,6 +44,9 @@ type restoreOptions struct {
 	// kubeadm restores a kubeadm control-plane node in place (package
 	// restore/kubeadm); rollback undoes its last restore.
 	kubeadm, rollback bool
+	// keepLifeboatKeys keeps lifeboat's own keys (the agent's lock) in
+	// the restored data (restore.RemoveOwnKeys removes them otherwise).
+	keepLifeboatKeys bool
 }
 
 // target is the point-in-time target the options give, if any (a
@@ -147,6 +150,7 @@ clients watching from the old revisions re-list instead of missing changes.`,
 	f.Int64Var(&o.toRevision, "to-revision", 0, "point in time: restore the state after revision R (a snapshot plus the captured changes up to R)")
 	f.StringVar(&o.toTime, "to-time", "", "point in time: restore the state after the last revision received at or before T (2026-11-30T11:00:00Z, 2026-11-30 11:00:00 in UTC, or a duration ago: 90m)")
 	f.BoolVar(&o.kubeadm, "kubeadm", false, "restore this kubeadm control-plane node in place: stop etcd and the apiserver (static pods), restore, swap the data dir (the old one kept), start and check both; a rerun finishes an interrupted one (docs/restore.md#kubeadm-control-plane)")
+	f.BoolVar(&o.keepLifeboatKeys, "keep-lifeboat-keys", false, "keep lifeboat's own keys (the agent's lock /lifeboat/lock/… with its lease) in the restored data; by default they are removed, one revision above the backup's")
 	f.BoolVar(&o.rollback, "rollback", false, "with --kubeadm: put the old data dir and the manifests back (the restored data dir is kept)")
 	return c
 }
@@ -274,8 +278,33 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 			return nil
 		}
 	}
+	if _, err := removeOwnKeys(ctx, out, spool, o.keepLifeboatKeys); err != nil {
+		return err
+	}
+	// The file changed (its trailer at least), checked by fetchVerified.
+	ropts.SkipHashCheck = ropts.SkipHashCheck || !o.keepLifeboatKeys
 	ropts.SnapshotPath = spool
 	return restoreMembers(ctx, out, ropts, m, o)
+}
+
+// removeOwnKeys removes lifeboat's own keys from the fetched (and
+// replayed) snapshot at spool, unless keep, and says what it removed.
+func removeOwnKeys(ctx context.Context, out io.Writer, spool string, keep bool) (restore.OwnKeys, error) {
+	if keep {
+		return restore.OwnKeys{}, nil
+	}
+	own, err := restore.RemoveOwnKeys(ctx, spool)
+	if err != nil {
+		return own, err
+	}
+	if len(own.Keys) > 0 {
+		fmt.Fprintf(out, "removed lifeboat's own keys (revision %d; --keep-lifeboat-keys keeps them): %s", own.Revision, strings.Join(own.Keys, ", "))
+		if len(own.Leases) > 0 {
+			fmt.Fprintf(out, "; %d lease(s) revoked", len(own.Leases))
+		}
+		fmt.Fprintln(out)
+	}
+	return own, nil
 }
 
 // parseOwner is --owner's owner (nil: none).
