@@ -363,6 +363,9 @@ func (o *openReader) Read(p []byte) (int, error) {
 			io.Copy(io.Discard, o.cr)
 		}
 		if cerr := o.cr.check(); cerr != nil {
+			if errors.Is(err, ErrObjectMismatch) {
+				return n, cerr // the decoder read the mismatch itself: say it once
+			}
 			return n, fmt.Errorf("%w (decoding failed: %v)", cerr, err)
 		}
 		return n, fmt.Errorf("decode backup %s: %w", o.cr.m.ID, err)
