@@ -214,6 +214,11 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 	if err != nil {
 		return err
 	}
+	// The options' mistakes first, before the store is read: the token
+	// is the backup's, a placeholder will do to check them.
+	if _, err := planRestore(restoreOpts(o, "lifeboat-check", owner, now), o); err != nil {
+		return err
+	}
 	backups, err := openBackups(ctx, cfg, lg)
 	if err != nil {
 		return err
@@ -230,16 +235,7 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 	if plan == nil {
 		defer func() { err = withPrevious(ctx, backups, o.ref, m, err) }()
 	}
-	ropts := restore.RestoreOptions{
-		DataDir: o.dataDir, WALDir: o.walDir, Name: o.name, InitialCluster: o.cluster,
-		InitialClusterToken: o.token, PeerURLs: o.peerURLs,
-		RevisionBump: o.bumpRevision, MarkCompacted: o.markCompacted, Force: o.force,
-		Now: func() time.Time { return now },
-	}
-	ropts.Owner = owner
-	if ropts.InitialClusterToken == "" {
-		ropts.InitialClusterToken = repository.RestoreToken(m.ID)
-	}
+	ropts := restoreOpts(o, repository.RestoreToken(m.ID), owner, now)
 	fmt.Fprintf(out, "backup %s: revision %d, %d keys, %s, taken %s from %s\n",
 		m.ID, m.Revision, m.TotalKeys, humanBytes(m.DBSize), m.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC"), m.Endpoint)
 	if plan != nil {
@@ -285,6 +281,20 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 	ropts.SkipHashCheck = ropts.SkipHashCheck || !o.keepLifeboatKeys
 	ropts.SnapshotPath = spool
 	return restoreMembers(ctx, out, ropts, m, o)
+}
+
+// restoreOpts are the restore options o gives; token is the cluster
+// token unless --initial-cluster-token gives one.
+func restoreOpts(o restoreOptions, token string, owner *restore.Owner, now time.Time) restore.RestoreOptions {
+	if o.token != "" {
+		token = o.token
+	}
+	return restore.RestoreOptions{
+		DataDir: o.dataDir, WALDir: o.walDir, Name: o.name, InitialCluster: o.cluster,
+		InitialClusterToken: token, PeerURLs: o.peerURLs,
+		RevisionBump: o.bumpRevision, MarkCompacted: o.markCompacted, Force: o.force,
+		Now: func() time.Time { return now }, Owner: owner,
+	}
 }
 
 // removeOwnKeys removes lifeboat's own keys from the fetched (and
