@@ -566,10 +566,11 @@ type progress struct {
 	total   int64
 	nextLog int64
 	start   time.Time
+	now     func() time.Time // the clock (tests drive it)
 }
 
 func newProgress(w io.Writer, lg *slog.Logger, what string, total int64) *progress {
-	p := &progress{lg: lg, what: what, total: total, start: time.Now()}
+	p := &progress{lg: lg, what: what, total: total, start: time.Now(), now: time.Now}
 	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) && total > 0 {
 		p.bar = pb.New64(total).Set(pb.Bytes, true).SetWriter(f).SetRefreshRate(200 * time.Millisecond)
 		p.bar.SetTemplateString(`{{string . "prefix"}} {{counters . }} {{bar . }} {{percent . }} {{speed . }}`)
