@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lifeboat-dev/lifeboat/backup"
+	"github.com/lifeboat-dev/lifeboat/internal/logfield"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore/drill"
 	"github.com/lifeboat-dev/lifeboat/retention/prune"
@@ -77,7 +78,7 @@ func (a *Agent) takeSnapshotRetry(ctx context.Context, retryExists, skipUnchange
 			}
 			return nil, err
 		}
-		a.lg.Warn("snapshot failed; retrying", "attempt", attempt+1, "of", a.cfg.SnapshotRetries+1, "retry_in", delay.String(), "err", err)
+		a.lg.Warn("snapshot failed; retrying", "attempt", attempt+1, "of", a.cfg.SnapshotRetries+1, "retry_in_seconds", logfield.Seconds(delay), "err", err)
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%w (retry cancelled: %v)", err, ctx.Err())

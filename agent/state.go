@@ -239,5 +239,3 @@ func b2f(b bool) float64 {
 	}
 	return 0
 }
-
-func round(d time.Duration) string { return fmt.Sprintf("%.2f", d.Seconds()) }

@@ -10,12 +10,12 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/lifeboat-dev/lifeboat/internal/logfield"
 	"github.com/lifeboat-dev/lifeboat/internal/writeback"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
@@ -479,9 +479,9 @@ func (a *attempt) encode(c *checks) error {
 	if tailErr == nil {
 		tailErr = a.enc.Close()
 	}
-	a.lg.Debug("spool encoded", "after_stream", a.now().Sub(a.received), "err", tailErr)
+	a.lg.Debug("spool encoded", "after_stream_seconds", logfield.Seconds(a.now().Sub(a.received)), "err", tailErr)
 	c.fileResult = <-c.file
-	a.lg.Debug("spool checked", "after_stream", a.now().Sub(a.received), "err", c.fileResult.err)
+	a.lg.Debug("spool checked", "after_stream_seconds", logfield.Seconds(a.now().Sub(a.received)), "err", c.fileResult.err)
 	<-c.revRead
 	a.removeSpool() // every reader of the spool is done
 	if tailErr != nil {
@@ -507,7 +507,7 @@ func (a *attempt) store(c *checks, info snapshot.Info) (verify.Status, liveHashK
 	}
 	a.gate.decide(nil)
 	a.putWG.Wait()
-	a.lg.Debug("object stored", "after_stream", a.now().Sub(a.received), "err", a.putErr)
+	a.lg.Debug("object stored", "after_stream_seconds", logfield.Seconds(a.now().Sub(a.received)), "err", a.putErr)
 	if a.putErr != nil {
 		return st, hk, fmt.Errorf("store backup %s: %w", a.id, a.putErr)
 	}
@@ -530,7 +530,7 @@ func (a *attempt) verdict(c *checks, info snapshot.Info) (verify.Status, liveHas
 			ErrVerify, a.fed.crc, a.fed.n, a.prog.crc, written)
 	}
 	lh := <-c.live
-	a.lg.Debug("live hashkv", "after_stream", a.now().Sub(a.received), "revision", lh.rev, "err", lh.err)
+	a.lg.Debug("live hashkv", "after_stream_seconds", logfield.Seconds(a.now().Sub(a.received)), "revision", lh.rev, "err", lh.err)
 	if lh.rev != st.Revision && c.deferred == "" {
 		// Only a file that changed under us gets here; ask again at the
 		// revision File read.
@@ -592,7 +592,7 @@ func (a *attempt) commit(info snapshot.Info, st verify.Status, hk liveHashKV) (*
 		// backup does not exist.
 		return nil, fmt.Errorf("commit backup %s: %w", a.id, err)
 	}
-	a.lg.Info("backup stored", "backup_id", a.id, "object", a.key, "bytes", a.obj.Size, "seconds", strconv.FormatFloat(m.DurationSeconds, 'f', 2, 64))
+	a.lg.Info("backup stored", "backup_id", a.id, "object", a.key, "bytes", a.obj.Size, "seconds", m.DurationSeconds)
 	return m, nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/lifeboat-dev/lifeboat/internal/logfield"
 	"github.com/lifeboat-dev/lifeboat/internal/writeback"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
@@ -557,8 +558,8 @@ func runRestoreDryRun(ctx context.Context, a *app, cfg *Config, lg *slog.Logger,
 	return nil
 }
 
-// progress shows a download: a bar on a terminal, a log line every 10%
-// otherwise.
+// progress shows a download: a bar on a terminal, otherwise a log line
+// every 10%, at most one a second.
 type progress struct {
 	bar     *pb.ProgressBar
 	lg      *slog.Logger
@@ -566,6 +567,7 @@ type progress struct {
 	total   int64
 	nextLog int64
 	start   time.Time
+	lastLog time.Time
 	now     func() time.Time // the clock (tests drive it)
 }
 
@@ -588,8 +590,13 @@ func (p *progress) update(stored, _ int64) {
 	if p.total <= 0 || stored < p.nextLog {
 		return
 	}
+	now := p.now()
+	if !p.lastLog.IsZero() && now.Sub(p.lastLog) < time.Second {
+		return
+	}
+	p.lastLog = now
 	pct := stored * 100 / p.total
-	p.lg.Info(p.what+" progress", "bytes", stored, "total_bytes", p.total, "percent", pct, "seconds", time.Since(p.start).Round(time.Millisecond).Seconds())
+	p.lg.Info(p.what+" progress", "bytes", stored, "total_bytes", p.total, "percent", pct, "seconds", logfield.Seconds(now.Sub(p.start)))
 	p.nextLog = (pct/10 + 1) * p.total / 10
 }
 
