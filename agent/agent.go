@@ -116,7 +116,7 @@ type Config struct {
 type Agent struct {
 	// unchangedSince is the backup the last snapshot run found the
 	// cluster unchanged since (nil after a run that stored one).
-	unchangedSince atomic.Pointer[string]
+	unchangedSince atomic.Pointer[unchanged]
 
 	cfg    Config
 	lg     *slog.Logger

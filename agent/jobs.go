@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -25,7 +26,7 @@ func (a *Agent) snapshot(ctx context.Context) (string, error) {
 	var ue *backup.UnchangedError
 	if errors.As(err, &ue) {
 		a.m.unchanged.Inc()
-		a.unchangedSince.Store(&ue.Backup.ID)
+		a.noteUnchanged(ue.Backup.ID)
 		a.lg.Info("cluster unchanged since the newest backup; not stored again", "backup_id", ue.Backup.ID,
 			"revision", ue.Backup.Revision, "hash_kv", fmt.Sprintf("%08x", ue.Backup.HashKV), "members", ue.Members)
 		return ue.Backup.ID, nil
@@ -249,4 +250,17 @@ func (c *countingReader) Read(p []byte) (int, error) {
 		c.c.Add(float64(n))
 	}
 	return n, err
+}
+
+// unchanged is the last snapshot run's finding that the cluster was
+// unchanged since backup id, at time at.
+type unchanged struct {
+	id string
+	at time.Time
+}
+
+// noteUnchanged records that the cluster was found unchanged since
+// backup id now.
+func (a *Agent) noteUnchanged(id string) {
+	a.unchangedSince.Store(&unchanged{id: id, at: a.clock.Now()})
 }

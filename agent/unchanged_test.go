@@ -4,6 +4,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lifeboat-dev/lifeboat/repository"
 )
 
 // TestSnapshotUnchanged: on an idle cluster the agent's scheduled snapshot
@@ -64,5 +68,33 @@ func TestSnapshotUnchanged(t *testing.T) {
 	runOnce(3)
 	if got := manifests(t, f.backups); len(got) != 2 {
 		t.Errorf("backups after a write: %v; want 2", got)
+	}
+}
+
+// TestNewestProvenWhenUnchanged: a cluster found unchanged since its
+// newest backup, whose drill passed, is proven as of that check:
+// lifeboat_backup_newest_proven_timestamp_seconds is the check's time, so
+// that LifeboatNoProvenBackup (48 h) does not fire on an idle cluster
+// whose one state is drilled every day. Unchanged since another backup
+// than the proven one proves nothing new.
+func TestNewestProvenWhenUnchanged(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := newMetrics(reg, []string{JobSnapshot}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	checked := created.Add(72 * time.Hour)
+	proven := &repository.Manifest{ID: "20261201T000000Z-r5", CreatedAt: created}
+	a := &Agent{m: m, clock: newFakeClock(checked)}
+	a.noteUnchanged(proven.ID)
+	a.setBackupGauges(backupState{newest: proven, newestProven: proven})
+	if got := must(t, gather(t, reg), "lifeboat_backup_newest_proven_timestamp_seconds"); got != float64(checked.Unix()) {
+		t.Errorf("newest proven = %v, want the unchanged check's time %d", got, checked.Unix())
+	}
+	a.noteUnchanged("20261130T000000Z-r4")
+	a.setBackupGauges(backupState{newest: proven, newestProven: proven})
+	if got := must(t, gather(t, reg), "lifeboat_backup_newest_proven_timestamp_seconds"); got != float64(created.Unix()) {
+		t.Errorf("newest proven = %v, want the backup's creation %d", got, created.Unix())
 	}
 }
