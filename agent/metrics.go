@@ -144,7 +144,7 @@ var agentMetrics = []metricDef[metrics]{
 	{field: func(m *metrics) any { return &m.newest }, name: "lifeboat_backup_newest_timestamp_seconds",
 		help: "Creation time of the newest backup whose data object is present (Unix time; 0: none)."},
 	{field: func(m *metrics) any { return &m.newestProven }, name: "lifeboat_backup_newest_proven_timestamp_seconds",
-		help: "Creation time of the newest backup whose last drill passed (Unix time; 0: none)."},
+		help: "Creation time of the newest backup whose last drill passed, or the last time the snapshot job found the cluster unchanged since it when it is the newest backup (Unix time; 0: none)."},
 	{field: func(m *metrics) any { return &m.drillResult }, name: "lifeboat_drill_last_result",
 		help: "Verdict of the last drill: 1 passed, 0 failed (absent until a drill is known)."},
 	{field: func(m *metrics) any { return &m.drillTime }, name: "lifeboat_drill_last_timestamp_seconds",

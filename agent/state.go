@@ -143,7 +143,20 @@ func (a *Agent) setBackupGauges(st backupState) {
 	a.m.backups.WithLabelValues(stateLocked).Set(float64(st.locked))
 	a.m.backups.WithLabelValues(stateBroken).Set(float64(st.broken))
 	a.m.newest.Set(unixOrZero(st.newest))
-	a.m.newestProven.Set(unixOrZero(st.newestProven))
+	a.m.newestProven.Set(a.provenAt(st))
+}
+
+// provenAt is when the cluster's state was last proven restorable: the
+// newest proven backup's creation, or the last check that found the
+// cluster unchanged since that backup when it is the newest (the state
+// then was the one the drill restored).
+func (a *Agent) provenAt(st backupState) float64 {
+	at := unixOrZero(st.newestProven)
+	u := a.unchangedSince.Load()
+	if u == nil || st.newestProven == nil || st.newest == nil || st.newest.ID != st.newestProven.ID || u.id != st.newestProven.ID {
+		return at
+	}
+	return max(at, unixSeconds(u.at))
 }
 
 // learnSuccesses takes what the store proves about the last successes
