@@ -98,3 +98,26 @@ func TestNewestProvenWhenUnchanged(t *testing.T) {
 		t.Errorf("newest proven = %v, want the backup's creation %d", got, created.Unix())
 	}
 }
+
+// TestNotStaleWhenUnchanged: the stale event counts the newest backup's
+// age from the last check that found the cluster unchanged since it: an
+// idle cluster is not stale; a check against an older backup does not
+// count.
+func TestNotStaleWhenUnchanged(t *testing.T) {
+	lg, logs := testLogger(t)
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	clock := newFakeClock(now)
+	newest := &repository.Manifest{ID: "20261204T070000Z-r5", CreatedAt: now.Add(-5 * time.Hour)}
+	a := &Agent{cfg: Config{StaleAfter: 3 * time.Hour}, lg: lg, clock: clock}
+	a.notif = newNotifier(NotifyConfig{}, "c", "a", clock, nil, lg)
+	a.noteUnchanged(newest.ID)
+	a.checkStale(now, backupState{newest: newest})
+	if a.stale || strings.Contains(logs.String(), "backups are stale") {
+		t.Errorf("stale although the cluster was found unchanged since %s just now:\n%s", newest.ID, logs.String())
+	}
+	a.noteUnchanged("20261204T060000Z-r4")
+	a.checkStale(now, backupState{newest: newest})
+	if !a.stale {
+		t.Errorf("not stale: the unchanged check was against another backup than the newest")
+	}
+}
