@@ -222,10 +222,13 @@ func (a *Agent) checkStale(now time.Time, st backupState) {
 		stale = now.Sub(a.start) >= a.cfg.StaleAfter
 		msg = fmt.Sprintf("no backup in the store after %s", a.cfg.StaleAfter)
 	} else {
-		age := now.Sub(st.newest.CreatedAt)
+		age := now.Sub(a.backedUpAt(st.newest))
 		stale = age > a.cfg.StaleAfter
 		id = st.newest.ID
-		msg = fmt.Sprintf("the newest backup %s is %s old (stale after %s)", id, age.Truncate(time.Second), a.cfg.StaleAfter)
+		msg = fmt.Sprintf("the newest backup %s is %s old (stale after %s)", id, now.Sub(st.newest.CreatedAt).Truncate(time.Second), a.cfg.StaleAfter)
+		if age < now.Sub(st.newest.CreatedAt) {
+			msg += fmt.Sprintf(", last found unchanged %s ago", age.Truncate(time.Second))
+		}
 	}
 	a.mu.Lock()
 	send := stale && !a.stale
@@ -235,6 +238,16 @@ func (a *Agent) checkStale(now time.Time, st backupState) {
 		a.lg.Warn("backups are stale", "backup_id", id, "err", msg)
 		a.notif.notify(event{kind: EventStale, backupID: id, err: msg, at: now})
 	}
+}
+
+// backedUpAt is when the cluster's state was last known to be in backup
+// newest: its creation, or the last check that found the cluster
+// unchanged since it.
+func (a *Agent) backedUpAt(newest *repository.Manifest) time.Time {
+	if u := a.unchangedSince.Load(); u != nil && u.id == newest.ID && u.at.After(newest.CreatedAt) {
+		return u.at
+	}
+	return newest.CreatedAt
 }
 
 func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
