@@ -160,6 +160,9 @@ type RunRecord struct {
 	Error    string    `json:"error,omitempty"`
 	BackupID string    `json:"backup_id,omitempty"`
 	Trigger  string    `json:"trigger"`
+	// Unchanged: a snapshot run that found the cluster unchanged since
+	// backup BackupID and stored nothing (a success).
+	Unchanged bool `json:"unchanged,omitempty"`
 }
 
 // cronParser takes five fields with optional seconds, descriptors (@daily,

@@ -176,6 +176,9 @@ func (a *Agent) executeWith(ctx context.Context, j *job, why string, run func(co
 	rec.End, rec.BackupID = a.clock.Now(), id
 	dur := rec.End.Sub(rec.Start)
 	a.m.duration.WithLabelValues(j.name).Observe(dur.Seconds())
+	if u := a.unchangedSince.Load(); err == nil && j.name == JobSnapshot && u != nil && u.id == id && !u.at.Before(rec.Start) {
+		rec.Unchanged = true
+	}
 	if err == nil {
 		rec.Result = ResultSuccess
 		a.m.runs.WithLabelValues(j.name, ResultSuccess).Inc()

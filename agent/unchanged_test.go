@@ -40,6 +40,9 @@ func TestSnapshotUnchanged(t *testing.T) {
 	if got := manifests(t, f.backups); len(got) != 1 {
 		t.Fatalf("backups after an idle cycle: %v; want only %v", got, first)
 	}
+	if r := a.byName[JobSnapshot].last; r == nil || !r.Unchanged || r.BackupID != first[0] || r.Result != ResultSuccess {
+		t.Errorf("the snapshot job's last run: %+v; want a success, unchanged since %s", r, first[0])
+	}
 	mfs := gather(t, a.Registry())
 	if v := must(t, mfs, "lifeboat_snapshot_unchanged_total"); v != 1 {
 		t.Errorf("lifeboat_snapshot_unchanged_total = %v, want 1", v)
