@@ -242,7 +242,7 @@ var optionTable = []optionDef{
 		Help: "the lineage (etcd cluster ID of its founder) that latest, random and --to-time choose from, when the store holds more than one"},
 
 	{Key: "retention.keep_last", Flag: "keep-last", Groups: groupRetention,
-		Help: "keep the N newest backups"},
+		Help: "keep the newest backup of each of the N newest distinct states (backups of one revision and HashKV count once)"},
 	{Key: "retention.keep_hourly", Flag: "keep-hourly", Groups: groupRetention,
 		Help: "keep the newest backup of each of the last N hours (-1: all)"},
 	{Key: "retention.keep_daily", Flag: "keep-daily", Groups: groupRetention,
