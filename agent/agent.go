@@ -120,6 +120,10 @@ type Config struct {
 
 // Agent runs the scheduled jobs. Create it with New; Run it once.
 type Agent struct {
+	// unchangedSince is the backup the last snapshot run found the
+	// cluster unchanged since (nil after a run that stored one).
+	unchangedSince atomic.Pointer[unchanged]
+
 	cfg    Config
 	lg     *slog.Logger
 	clock  Clock
@@ -163,6 +167,9 @@ type RunRecord struct {
 	Error    string    `json:"error,omitempty"`
 	BackupID string    `json:"backup_id,omitempty"`
 	Trigger  string    `json:"trigger"`
+	// Unchanged: a snapshot run that found the cluster unchanged since
+	// backup BackupID and stored nothing (a success).
+	Unchanged bool `json:"unchanged,omitempty"`
 }
 
 // cronParser takes five fields with optional seconds, descriptors (@daily,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lifeboat-dev/lifeboat/backup"
 	"github.com/lifeboat-dev/lifeboat/capture"
+	"github.com/lifeboat-dev/lifeboat/internal/logfield"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -216,7 +217,7 @@ func (a *Agent) captureLead(ctx, lctx context.Context, token int64) {
 		c.restarts++
 		c.lastErr = err.Error()
 		c.mu.Unlock()
-		a.lg.Error("capture failed; starting it again", "job", JobCapture, "retry_in", delay.String(), "err", err)
+		a.lg.Error("capture failed; starting it again", "job", JobCapture, "retry_in_seconds", logfield.Seconds(delay), "err", err)
 		select {
 		case <-ctx.Done():
 			return
@@ -298,7 +299,7 @@ func (a *Agent) captureSnapshot(ctx context.Context) (*repository.Manifest, erro
 	err := a.executeWith(ctx, j, JobCapture, func(ctx context.Context) (string, error) {
 		for attempt := 0; ; attempt++ {
 			var err error
-			m, err = a.takeSnapshotRetry(ctx, false)
+			m, err = a.takeSnapshotRetry(ctx, false, false)
 			if err == nil {
 				return m.ID, nil
 			}

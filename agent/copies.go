@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/lifeboat-dev/lifeboat/internal/logfield"
 	"github.com/lifeboat-dev/lifeboat/replica"
 	"github.com/lifeboat-dev/lifeboat/restore/drill"
 	"github.com/lifeboat-dev/lifeboat/retention/prune"
@@ -188,7 +189,7 @@ func (a *Agent) copyLoop(ctx context.Context, c *copier) {
 			} else {
 				wait = min(wait*2, a.cfg.CopyInterval)
 			}
-			a.lg.Warn("copy failed; retrying", "store", c.c.Name, "retry_in", wait.String(), "err", err)
+			a.lg.Warn("copy failed; retrying", "store", c.c.Name, "retry_in_seconds", logfield.Seconds(wait), "err", err)
 			continue
 		}
 		wait = a.cfg.CopyInterval

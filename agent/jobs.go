@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lifeboat-dev/lifeboat/backup"
+	"github.com/lifeboat-dev/lifeboat/internal/logfield"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore/drill"
 	"github.com/lifeboat-dev/lifeboat/retention/prune"
@@ -16,25 +18,35 @@ import (
 )
 
 // snapshot runs the snapshot job, retrying failed attempts with backoff.
+// With Snapshot.SkipUnchanged, a cluster unchanged since its newest
+// backup is checked, not stored again: a successful run named for that
+// backup.
 func (a *Agent) snapshot(ctx context.Context) (string, error) {
-	m, err := a.takeSnapshot(ctx)
+	m, err := a.takeSnapshotRetry(ctx, true, a.cfg.Snapshot.SkipUnchanged)
+	var ue *backup.UnchangedError
+	if errors.As(err, &ue) {
+		a.m.unchanged.Inc()
+		a.noteUnchanged(ue.Backup.ID)
+		a.lg.Info("cluster unchanged since the newest backup; not stored again", "backup_id", ue.Backup.ID,
+			"revision", ue.Backup.Revision, "hash_kv", fmt.Sprintf("%08x", ue.Backup.HashKV), "members", ue.Members)
+		return ue.Backup.ID, nil
+	}
 	if err != nil {
 		return "", err
 	}
+	a.unchangedSince.Store(nil)
 	a.offerRollover(m)
 	return m.ID, nil
 }
 
-// takeSnapshot is snapshot returning the committed backup's manifest.
-func (a *Agent) takeSnapshot(ctx context.Context) (*repository.Manifest, error) {
-	return a.takeSnapshotRetry(ctx, true)
-}
-
-// takeSnapshotRetry is takeSnapshot; with !retryExists, a backup already
+// takeSnapshotRetry takes a snapshot, retrying failed attempts, and
+// returns the committed backup's manifest; with !retryExists, a backup already
 // stored at this revision and second (backup.ErrExists) is returned at
-// once instead of retried (capture adopts that one).
-func (a *Agent) takeSnapshotRetry(ctx context.Context, retryExists bool) (*repository.Manifest, error) {
+// once instead of retried (capture adopts that one). With skipUnchanged
+// a *backup.UnchangedError is returned at once.
+func (a *Agent) takeSnapshotRetry(ctx context.Context, retryExists, skipUnchanged bool) (*repository.Manifest, error) {
 	sj := *a.cfg.Snapshot
+	sj.SkipUnchanged = skipUnchanged
 	sj.Now = a.clock.Now
 	b := *sj.Backups
 	b.Store = countingStore{Store: b.Store, c: a.m.uploadBytes}
@@ -57,13 +69,17 @@ func (a *Agent) takeSnapshotRetry(ctx context.Context, retryExists bool) (*repos
 			a.kickCopies()
 			return m, nil
 		}
+		var ue *backup.UnchangedError
+		if errors.As(err, &ue) {
+			return nil, err
+		}
 		if ctx.Err() != nil || attempt >= a.cfg.SnapshotRetries || (!retryExists && errors.Is(err, backup.ErrExists)) {
 			if attempt > 0 {
 				err = fmt.Errorf("after %d attempts: %w", attempt+1, err)
 			}
 			return nil, err
 		}
-		a.lg.Warn("snapshot failed; retrying", "attempt", attempt+1, "of", a.cfg.SnapshotRetries+1, "retry_in", delay.String(), "err", err)
+		a.lg.Warn("snapshot failed; retrying", "attempt", attempt+1, "of", a.cfg.SnapshotRetries+1, "retry_in_seconds", logfield.Seconds(delay), "err", err)
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%w (retry cancelled: %v)", err, ctx.Err())
@@ -234,4 +250,17 @@ func (c *countingReader) Read(p []byte) (int, error) {
 		c.c.Add(float64(n))
 	}
 	return n, err
+}
+
+// unchanged is the last snapshot run's finding that the cluster was
+// unchanged since backup id, at time at.
+type unchanged struct {
+	id string
+	at time.Time
+}
+
+// noteUnchanged records that the cluster was found unchanged since
+// backup id now.
+func (a *Agent) noteUnchanged(id string) {
+	a.unchangedSince.Store(&unchanged{id: id, at: a.clock.Now()})
 }

@@ -10,6 +10,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/lifeboat-dev/lifeboat/internal/logfield"
 )
 
 // LockPrefix is where the leader locks live in etcd: one per cluster name,
@@ -135,7 +137,7 @@ func (l *leader) run(ctx context.Context, clock Clock) {
 		if held {
 			delay = time.Second
 		}
-		l.lg.Warn("leader lock: lost or not reachable; trying again", "lock", l.key, "retry_in", delay.String(), "err", err)
+		l.lg.Warn("leader lock: lost or not reachable; trying again", "lock", l.key, "retry_in_seconds", logfield.Seconds(delay), "err", err)
 		select {
 		case <-ctx.Done():
 			return

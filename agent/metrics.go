@@ -79,6 +79,7 @@ type metrics struct {
 	snapSize     *prometheus.GaugeVec
 	snapRevision prometheus.Gauge
 	hashKVErrors prometheus.Counter
+	unchanged    prometheus.Counter
 	backups      *prometheus.GaugeVec
 	newest       prometheus.Gauge
 	newestProven prometheus.Gauge
@@ -136,12 +137,14 @@ var agentMetrics = []metricDef[metrics]{
 		help: "etcd revision of the last snapshot this agent stored."},
 	{field: func(m *metrics) any { return &m.hashKVErrors }, name: "lifeboat_snapshot_hashkv_errors_total",
 		help: "Stored backups whose live HashKV comparison failed with an error (not a mismatch, which fails the backup; not a compaction past the revision)."},
+	{field: func(m *metrics) any { return &m.unchanged }, name: "lifeboat_snapshot_unchanged_total",
+		help: "Scheduled snapshots not stored because the cluster was unchanged since the newest backup (same revision, every member's HashKV equal to it): successful runs."},
 	{field: func(m *metrics) any { return &m.backups }, name: "lifeboat_backups", labels: []string{"state"},
 		help: "Backups in the store by state: ok, locked (ok and under Object Lock or legal hold), broken (data object missing or wrong, or manifest unreadable)."},
 	{field: func(m *metrics) any { return &m.newest }, name: "lifeboat_backup_newest_timestamp_seconds",
 		help: "Creation time of the newest backup whose data object is present (Unix time; 0: none)."},
 	{field: func(m *metrics) any { return &m.newestProven }, name: "lifeboat_backup_newest_proven_timestamp_seconds",
-		help: "Creation time of the newest backup whose last drill passed (Unix time; 0: none)."},
+		help: "Creation time of the newest backup whose last drill passed, or the last time the snapshot job found the cluster unchanged since it when it is the newest backup (Unix time; 0: none)."},
 	{field: func(m *metrics) any { return &m.drillResult }, name: "lifeboat_drill_last_result",
 		help: "Verdict of the last drill: 1 passed, 0 failed (absent until a drill is known)."},
 	{field: func(m *metrics) any { return &m.drillTime }, name: "lifeboat_drill_last_timestamp_seconds",

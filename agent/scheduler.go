@@ -10,6 +10,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/lifeboat-dev/lifeboat/internal/logfield"
 	"github.com/lifeboat-dev/lifeboat/repository"
 )
 
@@ -175,19 +176,22 @@ func (a *Agent) executeWith(ctx context.Context, j *job, why string, run func(co
 	rec.End, rec.BackupID = a.clock.Now(), id
 	dur := rec.End.Sub(rec.Start)
 	a.m.duration.WithLabelValues(j.name).Observe(dur.Seconds())
+	if u := a.unchangedSince.Load(); err == nil && j.name == JobSnapshot && u != nil && u.id == id && !u.at.Before(rec.Start) {
+		rec.Unchanged = true
+	}
 	if err == nil {
 		rec.Result = ResultSuccess
 		a.m.runs.WithLabelValues(j.name, ResultSuccess).Inc()
 		a.m.lastSuccess.WithLabelValues(j.name).Set(unixSeconds(rec.End))
-		a.lg.Info("job succeeded", "job", j.name, "backup_id", id, "seconds", round(dur))
+		a.lg.Info("job succeeded", "job", j.name, "backup_id", id, "seconds", logfield.Seconds(dur))
 	} else {
 		rec.Result, rec.Error = ResultFailure, err.Error()
 		a.m.runs.WithLabelValues(j.name, ResultFailure).Inc()
 		if jctx.Err() != nil {
 			// Shutdown or a lost lock: not a failure of the job itself.
-			a.lg.Warn("job cancelled", "job", j.name, "backup_id", id, "seconds", round(dur), "err", err)
+			a.lg.Warn("job cancelled", "job", j.name, "backup_id", id, "seconds", logfield.Seconds(dur), "err", err)
 		} else {
-			a.lg.Error("job failed", "job", j.name, "backup_id", id, "seconds", round(dur), "err", err)
+			a.lg.Error("job failed", "job", j.name, "backup_id", id, "seconds", logfield.Seconds(dur), "err", err)
 			// A drill with nothing to drill proves nothing either way;
 			// the stale event covers a store without backups.
 			// A drill that reached no verdict is no drill failure either.

@@ -144,7 +144,20 @@ func (a *Agent) setBackupGauges(st backupState) {
 	a.m.backups.WithLabelValues(stateLocked).Set(float64(st.locked))
 	a.m.backups.WithLabelValues(stateBroken).Set(float64(st.broken))
 	a.m.newest.Set(unixOrZero(st.newest))
-	a.m.newestProven.Set(unixOrZero(st.newestProven))
+	a.m.newestProven.Set(a.provenAt(st))
+}
+
+// provenAt is when the cluster's state was last proven restorable: the
+// newest proven backup's creation, or the last check that found the
+// cluster unchanged since that backup when it is the newest (the state
+// then was the one the drill restored).
+func (a *Agent) provenAt(st backupState) float64 {
+	at := unixOrZero(st.newestProven)
+	u := a.unchangedSince.Load()
+	if u == nil || st.newestProven == nil || st.newest == nil || st.newest.ID != st.newestProven.ID || u.id != st.newestProven.ID {
+		return at
+	}
+	return max(at, unixSeconds(u.at))
 }
 
 // learnSuccesses takes what the store proves about the last successes
@@ -210,10 +223,13 @@ func (a *Agent) checkStale(now time.Time, st backupState) {
 		stale = now.Sub(a.start) >= a.cfg.StaleAfter
 		msg = fmt.Sprintf("no backup in the store after %s", a.cfg.StaleAfter)
 	} else {
-		age := now.Sub(st.newest.CreatedAt)
+		age := now.Sub(a.backedUpAt(st.newest))
 		stale = age > a.cfg.StaleAfter
 		id = st.newest.ID
-		msg = fmt.Sprintf("the newest backup %s is %s old (stale after %s)", id, age.Truncate(time.Second), a.cfg.StaleAfter)
+		msg = fmt.Sprintf("the newest backup %s is %s old (stale after %s)", id, now.Sub(st.newest.CreatedAt).Truncate(time.Second), a.cfg.StaleAfter)
+		if age < now.Sub(st.newest.CreatedAt) {
+			msg += fmt.Sprintf(", last found unchanged %s ago", age.Truncate(time.Second))
+		}
 	}
 	a.mu.Lock()
 	send := stale && !a.stale
@@ -223,6 +239,16 @@ func (a *Agent) checkStale(now time.Time, st backupState) {
 		a.lg.Warn("backups are stale", "backup_id", id, "err", msg)
 		a.notif.notify(event{kind: EventStale, backupID: id, err: msg, at: now})
 	}
+}
+
+// backedUpAt is when the cluster's state was last known to be in backup
+// newest: its creation, or the last check that found the cluster
+// unchanged since it.
+func (a *Agent) backedUpAt(newest *repository.Manifest) time.Time {
+	if u := a.unchangedSince.Load(); u != nil && u.id == newest.ID && u.at.After(newest.CreatedAt) {
+		return u.at
+	}
+	return newest.CreatedAt
 }
 
 func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
@@ -240,5 +266,3 @@ func b2f(b bool) float64 {
 	}
 	return 0
 }
-
-func round(d time.Duration) string { return fmt.Sprintf("%.2f", d.Seconds()) }

@@ -93,6 +93,9 @@ func (a *Agent) statusDocument(ctx context.Context) *repository.AgentStatus {
 			js.LastAttempt, js.LastResult, js.LastError = timePtr(r.Start), r.Result, repository.RedactURLs(r.Error)
 		}
 		js.LastSuccess, js.NextRun = timePtr(j.success), timePtr(j.next)
+		if u := a.unchangedSince.Load(); j.name == JobSnapshot && u != nil && j.last != nil && j.last.Result == ResultSuccess && j.last.BackupID == u.id {
+			js.LastUnchanged, js.UnchangedSince = timePtr(j.last.End), u.id
+		}
 		j.mu.Unlock()
 		s.Jobs[j.name] = js
 	}

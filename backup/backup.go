@@ -10,12 +10,12 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/lifeboat-dev/lifeboat/internal/logfield"
 	"github.com/lifeboat-dev/lifeboat/internal/writeback"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/snapshot"
@@ -58,10 +58,17 @@ type Job struct {
 	// otherwise a backup of a cluster that is not of the name's lineage
 	// is refused with a *repository.LineageError.
 	AdoptCluster string
+	// SkipUnchanged: when the live cluster is at the newest backup's
+	// revision and every reachable member's HashKV there equals the
+	// backup's, nothing is stored and Run returns an *UnchangedError
+	// (an idle cluster's scheduled snapshot). The newest backup compared
+	// with is the newest intact, trusted one of this etcd cluster.
+	SkipUnchanged bool
 
-	kitID     string           // set by Run from storeKit
-	claim     repository.Claim // set by Run: the lineage the backup joins
-	claimedID uint64           // the etcd cluster ID it was claimed for
+	kitID     string              // set by Run from storeKit
+	claim     repository.Claim    // set by Run: the lineage the backup joins
+	claimedID uint64              // the etcd cluster ID it was claimed for
+	listing   *repository.Listing // set by Run: the store as claimLineage read it
 }
 
 // ErrExists is wrapped when a backup with the same id is already stored
@@ -79,6 +86,24 @@ func (e *ExistsError) Error() string {
 }
 
 func (e *ExistsError) Unwrap() error { return ErrExists }
+
+// UnchangedError is Run's answer, with SkipUnchanged, when the cluster
+// holds what its newest backup holds: the check succeeded and nothing was
+// stored.
+type UnchangedError struct {
+	Backup  *repository.Manifest // the newest backup, which holds this state
+	Members int                  // members whose live HashKV matched it
+}
+
+func (e *UnchangedError) Error() string {
+	return fmt.Sprintf("cluster unchanged since backup %s (revision %d, HashKV %08x on %d members): not stored again",
+		e.Backup.ID, e.Backup.Revision, e.Backup.HashKV, e.Members)
+}
+
+// SelfComparedWarning starts the warning (log and summary) of a backup
+// whose live HashKV was answered by the snapshot's own member of a larger
+// cluster (snapshot.SelfCompared).
+const SelfComparedWarning = "HashKV compared the snapshot's member with itself"
 
 // ErrVerify is wrapped when a snapshot was taken but failed verification:
 // nothing was kept.
@@ -135,6 +160,11 @@ func Run(ctx context.Context, job Job, lg *slog.Logger) (*repository.Manifest, e
 	// written (the kit included).
 	if err := claimLineage(ctx, sess, &job, lg); err != nil {
 		return nil, err
+	}
+	if job.SkipUnchanged {
+		if ue := unchanged(ctx, sess, job, lg); ue != nil {
+			return nil, ue
+		}
 	}
 	if job.kitID, err = storeKit(ctx, job, now(), lg); err != nil {
 		return nil, err
@@ -449,9 +479,9 @@ func (a *attempt) encode(c *checks) error {
 	if tailErr == nil {
 		tailErr = a.enc.Close()
 	}
-	a.lg.Debug("spool encoded", "after_stream", a.now().Sub(a.received), "err", tailErr)
+	a.lg.Debug("spool encoded", "after_stream_seconds", logfield.Seconds(a.now().Sub(a.received)), "err", tailErr)
 	c.fileResult = <-c.file
-	a.lg.Debug("spool checked", "after_stream", a.now().Sub(a.received), "err", c.fileResult.err)
+	a.lg.Debug("spool checked", "after_stream_seconds", logfield.Seconds(a.now().Sub(a.received)), "err", c.fileResult.err)
 	<-c.revRead
 	a.removeSpool() // every reader of the spool is done
 	if tailErr != nil {
@@ -471,9 +501,13 @@ func (a *attempt) store(c *checks, info snapshot.Info) (verify.Status, liveHashK
 	}
 	a.lg.Info("snapshot verified", "revision", st.Revision, "total_keys", st.TotalKeys, "hash_kv", hk.status,
 		"hash_kv_endpoint", c.member.Endpoint, "hash_kv_same_member", c.same)
+	if c.deferred == "" && snapshot.SelfCompared(c.same) {
+		a.lg.Warn(SelfComparedWarning+": a member that diverged from the others would go unnoticed; give lifeboat every member's endpoint and check the others",
+			"endpoint", c.member.Endpoint, "reason", c.same)
+	}
 	a.gate.decide(nil)
 	a.putWG.Wait()
-	a.lg.Debug("object stored", "after_stream", a.now().Sub(a.received), "err", a.putErr)
+	a.lg.Debug("object stored", "after_stream_seconds", logfield.Seconds(a.now().Sub(a.received)), "err", a.putErr)
 	if a.putErr != nil {
 		return st, hk, fmt.Errorf("store backup %s: %w", a.id, a.putErr)
 	}
@@ -496,7 +530,7 @@ func (a *attempt) verdict(c *checks, info snapshot.Info) (verify.Status, liveHas
 			ErrVerify, a.fed.crc, a.fed.n, a.prog.crc, written)
 	}
 	lh := <-c.live
-	a.lg.Debug("live hashkv", "after_stream", a.now().Sub(a.received), "revision", lh.rev, "err", lh.err)
+	a.lg.Debug("live hashkv", "after_stream_seconds", logfield.Seconds(a.now().Sub(a.received)), "revision", lh.rev, "err", lh.err)
 	if lh.rev != st.Revision && c.deferred == "" {
 		// Only a file that changed under us gets here; ask again at the
 		// revision File read.
@@ -558,7 +592,7 @@ func (a *attempt) commit(info snapshot.Info, st verify.Status, hk liveHashKV) (*
 		// backup does not exist.
 		return nil, fmt.Errorf("commit backup %s: %w", a.id, err)
 	}
-	a.lg.Info("backup stored", "backup_id", a.id, "object", a.key, "bytes", a.obj.Size, "seconds", strconv.FormatFloat(m.DurationSeconds, 'f', 2, 64))
+	a.lg.Info("backup stored", "backup_id", a.id, "object", a.key, "bytes", a.obj.Size, "seconds", m.DurationSeconds)
 	return m, nil
 }
 
@@ -796,6 +830,6 @@ func claimLineage(ctx context.Context, sess *snapshot.Session, job *Job, lg *slo
 		lg.Info("this etcd cluster was restored from a backup of the store's lineage: its backups continue it",
 			"etcd_cluster_id", fmt.Sprintf("%x", cid), "lineage", c.Lineage, "restored_from", c.RestoredFrom)
 	}
-	job.claim, job.claimedID = c, cid
+	job.claim, job.claimedID, job.listing = c, cid, l
 	return nil
 }

@@ -48,6 +48,7 @@ var lifeboatMetrics = []string{
 	"lifeboat_snapshot_size_bytes",
 	"lifeboat_snapshot_revision",
 	"lifeboat_snapshot_hashkv_errors_total",
+	"lifeboat_snapshot_unchanged_total",
 	"lifeboat_backups",
 	"lifeboat_untrusted_objects",
 	"lifeboat_lineages",

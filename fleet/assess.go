@@ -226,7 +226,12 @@ func (s *Status) assessBackups(p Policy, now time.Time, add func(kind, format st
 		add(ProblemStale, "no intact backup in the store")
 		return
 	}
-	last := c.Newest.CreatedAt
+	last, checked := c.Newest.CreatedAt, ""
+	if t := unchangedAt(&c); t.After(last) {
+		// The agent found the cluster unchanged since the newest backup
+		// then: its state was backed up as of that check.
+		last, checked = t, fmt.Sprintf(", checked unchanged at %s", t.UTC().Format(time.RFC3339))
+	}
 	var d due
 	var ok bool
 	if a := c.Agent; a != nil {
@@ -250,14 +255,27 @@ func (s *Status) assessBackups(p Policy, now time.Time, add func(kind, format st
 	}
 	s.ExpectedBy, s.NextExpected, s.StaleAt = d.how, &d.next, &d.late
 	if now.After(d.late) {
-		add(ProblemStale, "stale: the newest backup %s is %s old; by %s one was due at %s",
-			c.Newest.ID, human(now.Sub(last)), d.how, d.next.UTC().Format(time.RFC3339))
+		add(ProblemStale, "stale: the newest backup %s%s is %s old; by %s one was due at %s",
+			c.Newest.ID, checked, human(now.Sub(last)), d.how, d.next.UTC().Format(time.RFC3339))
 	}
 	rp, src := c.Newest.RevisionTime, "backup"
 	if w := c.Window; w != nil && w.Recoverable && w.ThroughTime.After(rp) {
 		rp, src = w.ThroughTime, "capture"
 	}
 	s.RecoveryPoint, s.RecoverySource = &rp, src
+}
+
+// unchangedAt is when the agent's snapshot job last found the cluster
+// unchanged since its newest backup (zero when it did not).
+func unchangedAt(c *Cluster) time.Time {
+	if c.Agent == nil {
+		return time.Time{}
+	}
+	j, ok := c.Agent.Jobs["snapshot"]
+	if !ok || j.LastUnchanged == nil || j.UnchangedSince != c.Newest.ID {
+		return time.Time{}
+	}
+	return *j.LastUnchanged
 }
 
 // assessAgent reports a silent agent and failed job runs.

@@ -53,6 +53,16 @@ func TestAssess(t *testing.T) {
 		{"stale_after earlier than the schedule decides", func(c *Cluster) {
 			c.Agent.Schedules.Snapshot, c.Agent.StaleAfter, c.Agent.WrittenAt = "@every 1h", repository.SecondsOf(30*time.Minute), at(45*time.Minute)
 		}, at(45 * time.Minute), []string{ProblemStale}},
+		{"idle cluster checked unchanged at 20 min is not stale at 25 min", func(c *Cluster) {
+			c.Agent.WrittenAt = at(24 * time.Minute)
+			c.Agent.Jobs = map[string]repository.AgentJob{"snapshot": {LastAttempt: ptr(at(20 * time.Minute)), LastResult: "success",
+				LastSuccess: ptr(at(20 * time.Minute)), LastUnchanged: ptr(at(20 * time.Minute)), UnchangedSince: c.Newest.ID}}
+		}, at(25 * time.Minute), nil},
+		{"unchanged since another backup than the newest is stale", func(c *Cluster) {
+			c.Agent.WrittenAt = at(24 * time.Minute)
+			c.Agent.Jobs = map[string]repository.AgentJob{"snapshot": {LastAttempt: ptr(at(20 * time.Minute)), LastResult: "success",
+				LastSuccess: ptr(at(20 * time.Minute)), LastUnchanged: ptr(at(20 * time.Minute)), UnchangedSince: "20261130T110000Z-r90"}}
+		}, at(25 * time.Minute), []string{ProblemStale}},
 		{"no agent: 10-minute spacing at 14 min is not stale", func(c *Cluster) { c.Agent = nil }, at(14 * time.Minute), nil},
 		{"no agent: 10-minute spacing at 25 min is stale", func(c *Cluster) { c.Agent = nil }, at(25 * time.Minute), []string{ProblemStale}},
 		{"no agent, one backup: default 25h", func(c *Cluster) { c.Agent, c.Recent = nil, c.Recent[:1] }, at(24 * time.Hour), nil},

@@ -165,7 +165,7 @@ func (r *runner) wanted(l *repository.Listing, windows []repository.Window) (bac
 	var bs []retention.Backup
 	for _, e := range l.Backups {
 		if e.State == repository.StateOK {
-			bs = append(bs, retention.Backup{ID: e.Manifest.ID, Time: e.Manifest.CreatedAt, Size: e.Manifest.ObjectSize})
+			bs = append(bs, retention.Backup{ID: e.Manifest.ID, Time: e.Manifest.CreatedAt, Size: e.Manifest.ObjectSize, State: e.Manifest.State()})
 		}
 	}
 	var gs []retention.Generation

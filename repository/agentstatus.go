@@ -133,6 +133,12 @@ type AgentJob struct {
 	LastError   string     `json:"last_error,omitempty"`
 	LastSuccess *time.Time `json:"last_success,omitempty"`
 	NextRun     *time.Time `json:"next_run,omitempty"`
+	// LastUnchanged is when the snapshot job last found the cluster
+	// unchanged since backup UnchangedSince (same revision, every
+	// member's HashKV equal to the backup's) and stored nothing: the
+	// cluster's state was backed up as of then.
+	LastUnchanged  *time.Time `json:"last_unchanged,omitempty"`
+	UnchangedSince string     `json:"unchanged_since,omitempty"`
 }
 
 // ErrBadAgentStatus is wrapped when a status document does not parse or

@@ -176,10 +176,14 @@ func NewDecoder(r io.Reader, compression, encryption string, ids []age.Identity)
 		if len(ids) == 0 {
 			return nil, ErrNoIdentity
 		}
-		dr, err := age.Decrypt(r, ids...)
+		head := &headRecorder{r: r}
+		dr, err := age.Decrypt(head, ids...)
 		if err != nil {
 			var nm *age.NoIdentityMatchError
 			if errors.As(err, &nm) {
+				if what := describeStanzas(head.buf); what != "" {
+					return nil, fmt.Errorf("%w: the object is encrypted to %s", ErrDecrypt, what)
+				}
 				return nil, ErrDecrypt
 			}
 			return nil, fmt.Errorf("age decryption: %w", err)
@@ -405,4 +409,65 @@ func ParseIdentityFile(path string) ([]age.Identity, error) {
 		return nil, fmt.Errorf("identity file %s: not a valid age identity file (want the AGE-SECRET-KEY-1… lines age-keygen writes)", path)
 	}
 	return ids, nil
+}
+
+// headRecorder passes reads through and keeps the first headMax bytes:
+// an age header, whose stanzas say what an object is encrypted to when
+// no identity opens it.
+type headRecorder struct {
+	r   io.Reader
+	buf []byte
+}
+
+// headMax bounds what headRecorder keeps (an age header with a few dozen
+// recipients).
+const headMax = 16 << 10
+
+func (h *headRecorder) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	if room := headMax - len(h.buf); room > 0 {
+		h.buf = append(h.buf, p[:min(n, room)]...)
+	}
+	return n, err
+}
+
+// describeStanzas says what an age header's recipient stanzas are, as
+// "2 X25519 recipients and 1 scrypt": an X25519 recipient's public key is
+// not in its stanza, but the stanzas' types and count are. "" when head
+// holds no stanza.
+func describeStanzas(head []byte) string {
+	var order []string
+	count := map[string]int{}
+	for line := range bytes.SplitSeq(head, []byte("\n")) {
+		if bytes.HasPrefix(line, []byte("---")) {
+			break
+		}
+		f := bytes.Fields(line)
+		if len(f) < 2 || string(f[0]) != "->" {
+			continue
+		}
+		t := string(f[1])
+		if count[t] == 0 {
+			order = append(order, t)
+		}
+		count[t]++
+	}
+	var parts []string
+	for _, t := range order {
+		part := fmt.Sprintf("%d %s", count[t], t)
+		if t == "X25519" {
+			part += " recipient"
+			if count[t] > 1 {
+				part += "s"
+			}
+		}
+		parts = append(parts, part)
+	}
+	switch len(parts) {
+	case 0:
+		return ""
+	case 1:
+		return parts[0]
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
 }

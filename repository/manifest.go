@@ -105,6 +105,17 @@ func (m *Manifest) LineageID() string {
 	return m.EtcdClusterID
 }
 
+// State names the etcd state the backup holds: its lineage, revision and
+// the HashKV computed from its snapshot. Two backups with one state hold
+// the same keys and values (an idle cluster's). Empty when the snapshot's
+// HashKV was not computed: unknown is a state of its own.
+func (m *Manifest) State() string {
+	if m.Revision <= 0 || m.HashKV == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s/%d/%08x", m.LineageID(), m.Revision, m.HashKV)
+}
+
 // Untrusted says why the manifest is not to be trusted (nil when it is,
 // or when its reader checks no signatures): an *UntrustedError.
 func (m *Manifest) Untrusted() error { return m.note.untrusted }

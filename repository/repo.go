@@ -330,7 +330,10 @@ func (b *Repo) Open(ctx context.Context, m *Manifest, ids []age.Identity) (io.Re
 		rc.Close()
 		if errors.Is(err, ErrDecrypt) {
 			// The caller names the backup; this says whom it wants.
-			return nil, fmt.Errorf("%w: the backup is encrypted to %s; give an identity of one of them (--identity-file)", ErrDecrypt, strings.Join(m.Recipients, ", "))
+			if len(m.Recipients) == 0 {
+				return nil, fmt.Errorf("%w; give an identity of a recipient it was encrypted to (--identity-file)", err)
+			}
+			return nil, fmt.Errorf("%w (the manifest names %s); give an identity of one of them (--identity-file)", err, strings.Join(m.Recipients, ", "))
 		}
 		if errors.Is(err, ErrNoIdentity) {
 			return nil, err
@@ -371,6 +374,9 @@ func (o *openReader) Read(p []byte) (int, error) {
 			io.Copy(io.Discard, o.cr)
 		}
 		if cerr := o.cr.check(); cerr != nil {
+			if errors.Is(err, ErrObjectMismatch) {
+				return n, cerr // the decoder read the mismatch itself: say it once
+			}
 			return n, fmt.Errorf("%w (decoding failed: %v)", cerr, err)
 		}
 		return n, fmt.Errorf("decode backup %s: %w", o.cr.m.ID, err)

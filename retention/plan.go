@@ -23,6 +23,11 @@ type Backup struct {
 	// Anchor: it is the snapshot a retained change window starts from
 	// (PlanChanges sets it); it is kept with the reason "anchor".
 	Anchor bool
+	// State names the etcd state the backup holds (its lineage,
+	// revision and HashKV): keep-last counts distinct states, so a newer
+	// backup of the same state does not push an older, different one
+	// out. Empty means unknown: a state of its own.
+	State string
 }
 
 // Decision is the verdict on one backup.
@@ -74,20 +79,35 @@ func Plan(backups []Backup, p Policy, now time.Time) ([]Decision, error) {
 
 	order := sortNewestFirst(backups)
 	marks := make([]uint16, len(order))
-	markLast(marks, p)
+	markLast(marks, backups, order, p)
 	markCalendar(marks, backups, order, p, loc)
 	markWithin(marks, backups, order, p, now)
 	markGuarantees(marks, backups, order)
 	return decide(backups, order, marks, p, loc), nil
 }
 
-// markLast marks the newest p.Last backups (keep-last).
-func markLast(marks []uint16, p Policy) {
-	for i := range marks {
-		if p.Last != Unlimited && i >= p.Last {
+// markLast marks the newest backup of each of the newest p.Last distinct
+// states (keep-last). A backup whose state a newer one holds takes no
+// slot: an idle cluster's identical backups do not push older, different
+// states out.
+func markLast(marks []uint16, backups []Backup, order []entry, p Policy) {
+	var seen map[string]bool
+	n := 0
+	for i, e := range order {
+		if p.Last != Unlimited && n >= p.Last {
 			break
 		}
+		if st := backups[e.idx].State; st != "" {
+			if seen[st] {
+				continue
+			}
+			if seen == nil {
+				seen = make(map[string]bool)
+			}
+			seen[st] = true
+		}
 		marks[i] |= keepLast
+		n++
 	}
 }
 

@@ -170,6 +170,15 @@ func orderMembers(sts []MemberStatus, pref string) []MemberStatus {
 	return out
 }
 
+// SameSingleMember is HashKVMember's reason when the cluster has one
+// member: comparing it with itself is all there is, not a warning.
+const SameSingleMember = "single-member cluster"
+
+// SelfCompared reports whether HashKVMember's reason same means that a
+// member of a larger cluster was compared with itself (a diverged member
+// would go unnoticed): a warning.
+func SelfCompared(same string) bool { return same != "" && same != SameSingleMember }
+
 // HashKVMember picks the member to ask for the live HashKV that a snapshot
 // taken from snapEndpoint is compared with. Asking a different member is
 // what makes the comparison detect member divergence (members whose stores
@@ -222,7 +231,7 @@ func HashKVMember(members []MemberStatus, snapEndpoint string) (m MemberStatus, 
 	case len(why) > 0:
 		return self, "no other member could answer: " + strings.Join(why, ", ")
 	case self.ClusterSize == 1:
-		return self, "single-member cluster"
+		return self, SameSingleMember
 	case self.ClusterSize > 1:
 		return self, fmt.Sprintf("no other endpoint given: --endpoints lists 1 of the cluster's %d members", self.ClusterSize)
 	default:

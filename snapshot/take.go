@@ -8,6 +8,8 @@ import (
 	"os"
 	"slices"
 	"time"
+
+	"github.com/lifeboat-dev/lifeboat/internal/logfield"
 )
 
 // Info describes a snapshot taken by Take.
@@ -145,7 +147,7 @@ func (s *Session) takeFirst(ctx context.Context, members []MemberStatus, f *os.F
 				Duration:       time.Since(start),
 			}
 			s.lg.Info("snapshot taken", "endpoint", m.Endpoint, "member", m.Name,
-				"leader", m.Leader, "bytes", n, "sha256", sha, "duration", info.Duration)
+				"leader", m.Leader, "bytes", n, "sha256", sha, "seconds", logfield.Seconds(info.Duration))
 			return info, nil
 		}
 		if n > 0 || ctx.Err() != nil {

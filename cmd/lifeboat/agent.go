@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lifeboat-dev/lifeboat/agent"
+	"github.com/lifeboat-dev/lifeboat/backup"
 	"github.com/lifeboat-dev/lifeboat/capture"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore/drill"
@@ -176,7 +177,7 @@ func agentSchedules(cfg *Config, backups *repository.Repo, enc repository.Encodi
 	return agent.Config{
 		Cluster:         cfg.Cluster,
 		Backups:         backups,
-		Snapshot:        snapshotJob(cfg, backups, enc),
+		Snapshot:        agentSnapshotJob(cfg, backups, enc),
 		Schedules:       agent.Schedules{Snapshot: s.Snapshot, Prune: s.Prune, Drill: s.Drill},
 		Jitter:          s.Jitter,
 		RunAtStart:      s.RunAtStart,
@@ -337,4 +338,12 @@ func pushInstance(cfg *Config) string {
 		return "none"
 	}
 	return strings.Join(jobs, "-")
+}
+
+// agentSnapshotJob is the scheduled snapshot job: snapshotJob, skipping a
+// cluster unchanged since its newest backup as agent.skip_unchanged says.
+func agentSnapshotJob(cfg *Config, backups *repository.Repo, enc repository.Encoding) *backup.Job {
+	j := snapshotJob(cfg, backups, enc)
+	j.SkipUnchanged = cfg.Agent.SkipUnchanged
+	return j
 }

@@ -215,6 +215,7 @@ type AgentConfig struct {
 	Lock            bool            `yaml:"lock"`
 	LockTTL         time.Duration   `yaml:"lock_ttl"`
 	SnapshotRetries int             `yaml:"snapshot_retries"`
+	SkipUnchanged   bool            `yaml:"skip_unchanged"`
 	StaleAfter      time.Duration   `yaml:"stale_after"`
 	Pushgateway     snapshot.Secret `yaml:"pushgateway"`
 	Textfile        string          `yaml:"textfile"`

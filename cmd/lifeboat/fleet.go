@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lifeboat-dev/lifeboat/fleet"
+	"github.com/lifeboat-dev/lifeboat/internal/logfield"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -91,7 +92,7 @@ func runFleetServe(ctx context.Context, cfg *Config, lg *slog.Logger, o fleetSer
 			lg.Error("http server stopped", "err", err)
 		}
 	})
-	lg.Info("fleet hub serving / /api/v1/clusters /metrics", "addr", ln.Addr().String(), "stores", len(sources), "interval", o.interval.String())
+	lg.Info("fleet hub serving / /api/v1/clusters /metrics", "addr", ln.Addr().String(), "stores", len(sources), "interval_seconds", logfield.Seconds(o.interval))
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}

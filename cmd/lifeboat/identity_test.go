@@ -38,6 +38,9 @@ func TestIdentityErrors(t *testing.T) {
 			if code != 2 || !strings.Contains(errOut, right.Recipient().String()) {
 				t.Errorf("exit %d, want 2 naming the recipient %s\n%s\n%s", code, right.Recipient(), out, errOut)
 			}
+			if !strings.Contains(errOut, "1 X25519 recipient") || !strings.Contains(errOut, "none of the identities in "+wrongFile+" matches") {
+				t.Errorf("the error does not say what the object wants and whose identities failed:\n%s", errOut)
+			}
 			if strings.Count(errOut, "backup "+strings.Fields(strings.SplitN(errOut, "backup ", 2)[1])[0]) > 1 {
 				t.Errorf("the backup is named more than once (repeated prefixes):\n%s", errOut)
 			}
@@ -86,5 +89,20 @@ func TestCorruptLatestSuggestsPrevious(t *testing.T) {
 		if code != 1 || !strings.Contains(errOut, older.ID) || !strings.Contains(errOut, "latest-proven") {
 			t.Errorf("%s of a damaged latest: exit %d, want 1 naming %s and latest-proven\n%s\n%s", cmd[0], code, older.ID, out, errOut)
 		}
+		if n := strings.Count(errOut, "does not match its manifest"); n != 1 {
+			t.Errorf("%s of a damaged latest says the mismatch %d times, want once:\n%s", cmd[0], n, errOut)
+		}
+	}
+}
+
+// TestRestoreOptionErrorsFirst (issue 29): a mistake in restore's options
+// is reported before the store is read (here the store does not even
+// exist): the user fixes the command line first.
+func TestRestoreOptionErrorsFirst(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := runCLI(t, nil, "restore", "latest", "--store", "file://"+filepath.Join(dir, "nostore"), "--cluster", "c",
+		"--spool-dir", filepath.Join(dir, "spool"), "--data-dir", filepath.Join(dir, "data"))
+	if code != 2 || !strings.Contains(errOut, "--name is required") {
+		t.Errorf("restore without --name: exit %d, want 2 saying --name is required\n%s\n%s", code, out, errOut)
 	}
 }

@@ -84,12 +84,13 @@ func main() {
 // run executes the command line and turns its error into an exit code:
 // the one place that happens.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	root := newRootCmd(stdout, stderr)
+	root, a := newRoot(stdout, stderr)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
 	}
+	err = a.explainKeys(err)
 	fmt.Fprintln(stderr, "lifeboat: "+err.Error())
 	var ce *ConfigError
 	var ue usageError

@@ -453,3 +453,34 @@ func TestSnapshotDivergedMember(t *testing.T) {
 		})
 	}
 }
+
+// TestSnapshotWarnsHashKVWithItself: when no other member can answer
+// HashKV (here: --endpoints names one of three members), the live
+// comparison compares the snapshot's member with itself, which detects no
+// divergence: the log warns and the summary says so. A single-member
+// cluster has no other member: no warning (issue 29).
+func TestSnapshotWarnsHashKVWithItself(t *testing.T) {
+	const warning = "HashKV compared the snapshot's member with itself"
+	t.Run("one of three", func(t *testing.T) {
+		c := etcdtest.Start(t, etcdtest.Options{Members: 3})
+		seedCluster(t, c, 50)
+		code, out, errOut := runCLI(t, nil, snapshotArgs(t.TempDir(), c.Endpoints()[0])...)
+		if code != exitOK {
+			t.Fatalf("snapshot exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+		}
+		if !strings.Contains(errOut, `"level":"WARN"`) || !strings.Contains(errOut, warning) {
+			t.Errorf("no warning logged that HashKV compared a member with itself:\n%s", errOut)
+		}
+		if !strings.Contains(out, "warning: "+warning) {
+			t.Errorf("the summary does not warn:\n%s", out)
+		}
+	})
+	t.Run("single member", func(t *testing.T) {
+		c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+		seedCluster(t, c, 50)
+		code, out, errOut := runCLI(t, nil, snapshotArgs(t.TempDir(), c.Endpoints()...)...)
+		if code != exitOK || strings.Contains(out+errOut, warning) {
+			t.Errorf("snapshot exit %d; a single-member cluster warns\nstdout: %s\nstderr: %s", code, out, errOut)
+		}
+	})
+}

@@ -259,7 +259,7 @@ var optionTable = []optionDef{
 		Help: "the lineage (etcd cluster ID of its founder) that latest, random and --to-time choose from, when the store holds more than one"},
 
 	{Key: "retention.keep_last", Flag: "keep-last", Groups: groupRetention,
-		Help: "keep the N newest backups"},
+		Help: "keep the newest backup of each of the N newest distinct states (backups of one revision and HashKV count once)"},
 	{Key: "retention.keep_hourly", Flag: "keep-hourly", Groups: groupRetention,
 		Help: "keep the newest backup of each of the last N hours (-1: all)"},
 	{Key: "retention.keep_daily", Flag: "keep-daily", Groups: groupRetention,
@@ -314,6 +314,9 @@ var optionTable = []optionDef{
 		Help: "lease TTL of the lock: how soon a dead agent's lock expires"},
 	{Key: "agent.snapshot_retries", Flag: "snapshot-retries", Default: "2", Groups: groupAgent,
 		Help: "retries of a failed snapshot, with backoff"},
+	{Key: "agent.skip_unchanged", Flag: "skip-unchanged-snapshots", Default: "true", Groups: groupAgent,
+		Help: "do not store a scheduled snapshot of a cluster unchanged since its newest backup",
+		Doc:  "unchanged: every reachable member at the newest intact, trusted backup's revision (of this etcd cluster and lineage) with its HashKV there equal to the backup's. The run is a success (the log says so, `lifeboat_snapshot_unchanged_total` counts it, `lifeboat_job_last_success_timestamp_seconds` advances, the status document names the backup); capture's snapshots are always stored. `lifeboat snapshot` stores every time unless given its own `--skip-unchanged`"},
 	{Key: "agent.stale_after", Flag: "stale-after", Default: "3h", Groups: groupAgent,
 		Help: "the newest backup is stale after this"},
 	{Key: "agent.pushgateway", Flag: "pushgateway", Groups: groupAgent,

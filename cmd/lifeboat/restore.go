@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/lifeboat-dev/lifeboat/internal/logfield"
 	"github.com/lifeboat-dev/lifeboat/internal/units"
 	"github.com/lifeboat-dev/lifeboat/internal/writeback"
 	"github.com/lifeboat-dev/lifeboat/repository"
@@ -46,6 +47,9 @@ type restoreOptions struct {
 	// kubeadm restores a kubeadm control-plane node in place (package
 	// restore/kubeadm); rollback undoes its last restore.
 	kubeadm, rollback bool
+	// keepLifeboatKeys keeps lifeboat's own keys (the agent's lock) in
+	// the restored data (restore.RemoveOwnKeys removes them otherwise).
+	keepLifeboatKeys bool
 }
 
 // target is the point-in-time target the options give, if any (a
@@ -149,6 +153,7 @@ clients watching from the old revisions re-list instead of missing changes.`,
 	f.Int64Var(&o.toRevision, "to-revision", 0, "point in time: restore the state after revision R (a snapshot plus the captured changes up to R)")
 	f.StringVar(&o.toTime, "to-time", "", "point in time: restore the state after the last revision received at or before T (2026-11-30T11:00:00Z, 2026-11-30 11:00:00 in UTC, or a duration ago: 90m)")
 	f.BoolVar(&o.kubeadm, "kubeadm", false, "restore this kubeadm control-plane node in place: stop etcd and the apiserver (static pods), restore, swap the data dir (the old one kept), start and check both; a rerun finishes an interrupted one (docs/restore.md#kubeadm-control-plane)")
+	f.BoolVar(&o.keepLifeboatKeys, "keep-lifeboat-keys", false, "keep lifeboat's own keys (the agent's lock /lifeboat/lock/… with its lease) in the restored data; by default they are removed, one revision above the backup's")
 	f.BoolVar(&o.rollback, "rollback", false, "with --kubeadm: put the old data dir and the manifests back (the restored data dir is kept)")
 	return c
 }
@@ -212,6 +217,11 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 	if err != nil {
 		return err
 	}
+	// The options' mistakes first, before the store is read: the token
+	// is the backup's, a placeholder will do to check them.
+	if _, err := planRestore(restoreOpts(o, "lifeboat-check", owner, now), o); err != nil {
+		return err
+	}
 	backups, err := openBackups(ctx, cfg, lg)
 	if err != nil {
 		return err
@@ -228,16 +238,7 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 	if plan == nil {
 		defer func() { err = withPrevious(ctx, backups, o.ref, m, err) }()
 	}
-	ropts := restore.RestoreOptions{
-		DataDir: o.dataDir, WALDir: o.walDir, Name: o.name, InitialCluster: o.cluster,
-		InitialClusterToken: o.token, PeerURLs: o.peerURLs,
-		RevisionBump: o.bumpRevision, MarkCompacted: o.markCompacted, Force: o.force,
-		Now: func() time.Time { return now },
-	}
-	ropts.Owner = owner
-	if ropts.InitialClusterToken == "" {
-		ropts.InitialClusterToken = repository.RestoreToken(m.ID)
-	}
+	ropts := restoreOpts(o, repository.RestoreToken(m.ID), owner, now)
 	fmt.Fprintf(out, "backup %s: revision %d, %d keys, %s, taken %s from %s\n",
 		m.ID, m.Revision, m.TotalKeys, units.Bytes(m.DBSize), m.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC"), m.Endpoint)
 	if plan != nil {
@@ -276,8 +277,47 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 			return nil
 		}
 	}
+	if _, err := removeOwnKeys(ctx, out, spool, o.keepLifeboatKeys); err != nil {
+		return err
+	}
+	// The file changed (its trailer at least), checked by fetchVerified.
+	ropts.SkipHashCheck = ropts.SkipHashCheck || !o.keepLifeboatKeys
 	ropts.SnapshotPath = spool
 	return restoreMembers(ctx, out, ropts, m, o)
+}
+
+// restoreOpts are the restore options o gives; token is the cluster
+// token unless --initial-cluster-token gives one.
+func restoreOpts(o restoreOptions, token string, owner *restore.Owner, now time.Time) restore.RestoreOptions {
+	if o.token != "" {
+		token = o.token
+	}
+	return restore.RestoreOptions{
+		DataDir: o.dataDir, WALDir: o.walDir, Name: o.name, InitialCluster: o.cluster,
+		InitialClusterToken: token, PeerURLs: o.peerURLs,
+		RevisionBump: o.bumpRevision, MarkCompacted: o.markCompacted, Force: o.force,
+		Now: func() time.Time { return now }, Owner: owner,
+	}
+}
+
+// removeOwnKeys removes lifeboat's own keys from the fetched (and
+// replayed) snapshot at spool, unless keep, and says what it removed.
+func removeOwnKeys(ctx context.Context, out io.Writer, spool string, keep bool) (restore.OwnKeys, error) {
+	if keep {
+		return restore.OwnKeys{}, nil
+	}
+	own, err := restore.RemoveOwnKeys(ctx, spool)
+	if err != nil {
+		return own, err
+	}
+	if len(own.Keys) > 0 {
+		fmt.Fprintf(out, "removed lifeboat's own keys (revision %d; --keep-lifeboat-keys keeps them): %s", own.Revision, strings.Join(own.Keys, ", "))
+		if len(own.Leases) > 0 {
+			fmt.Fprintf(out, "; %d lease(s) revoked", len(own.Leases))
+		}
+		fmt.Fprintln(out)
+	}
+	return own, nil
 }
 
 // parseOwner is --owner's owner (nil: none).
@@ -536,8 +576,8 @@ func runRestoreDryRun(ctx context.Context, a *app, cfg *Config, lg *slog.Logger,
 	return nil
 }
 
-// progress shows a download: a bar on a terminal, a log line every 10%
-// otherwise.
+// progress shows a download: a bar on a terminal, otherwise a log line
+// every 10%, at most one a second.
 type progress struct {
 	bar     *pb.ProgressBar
 	lg      *slog.Logger
@@ -545,10 +585,12 @@ type progress struct {
 	total   int64
 	nextLog int64
 	start   time.Time
+	lastLog time.Time
+	now     func() time.Time // the clock (tests drive it)
 }
 
 func newProgress(w io.Writer, lg *slog.Logger, what string, total int64) *progress {
-	p := &progress{lg: lg, what: what, total: total, start: time.Now()}
+	p := &progress{lg: lg, what: what, total: total, start: time.Now(), now: time.Now}
 	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) && total > 0 {
 		p.bar = pb.New64(total).Set(pb.Bytes, true).SetWriter(f).SetRefreshRate(200 * time.Millisecond)
 		p.bar.SetTemplateString(`{{string . "prefix"}} {{counters . }} {{bar . }} {{percent . }} {{speed . }}`)
@@ -566,8 +608,13 @@ func (p *progress) update(stored, _ int64) {
 	if p.total <= 0 || stored < p.nextLog {
 		return
 	}
+	now := p.now()
+	if !p.lastLog.IsZero() && now.Sub(p.lastLog) < time.Second {
+		return
+	}
+	p.lastLog = now
 	pct := stored * 100 / p.total
-	p.lg.Info(p.what+" progress", "bytes", stored, "total_bytes", p.total, "percent", pct, "seconds", time.Since(p.start).Round(time.Millisecond).Seconds())
+	p.lg.Info(p.what+" progress", "bytes", stored, "total_bytes", p.total, "percent", pct, "seconds", logfield.Seconds(now.Sub(p.start)))
 	p.nextLog = (pct/10 + 1) * p.total / 10
 }
 

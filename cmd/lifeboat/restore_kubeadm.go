@@ -187,6 +187,7 @@ func runRestoreKubeadm(ctx context.Context, a *app, cfg *Config, lg *slog.Logger
 			fmt.Fprintf(out, "the journal of the previous restore (%s) is kept at %s\n", j.Phase, to)
 		}
 		j = kubeadm.NewJournal(n, src, o.bumpRevision, o.markCompacted, token, now)
+		j.KeepLifeboatKeys = o.keepLifeboatKeys
 		fmt.Fprintf(out, "kubeadm control-plane node: member %s, data dir %s\n", n.Name, n.DataDir)
 		for _, s := range kubeadm.Steps(j) {
 			fmt.Fprintln(out, "  "+s)
@@ -294,6 +295,16 @@ func writeKubeadmMember(ctx context.Context, a *app, cfg *Config, lg *slog.Logge
 			return kubeadm.Written{}, fmt.Errorf("read the replayed file: %w", err)
 		}
 		w = kubeadm.Written{Revision: st.Revision, TotalKeys: st.TotalKeys}
+	}
+	own, err := removeOwnKeys(ctx, a.stdout, spool, j.KeepLifeboatKeys)
+	if err != nil {
+		return kubeadm.Written{}, err
+	}
+	if !j.KeepLifeboatKeys {
+		ropts.SkipHashCheck = true // the file changed; fetchVerified checked it
+	}
+	if len(own.Keys) > 0 {
+		w.Revision, w.TotalKeys = own.Revision, w.TotalKeys-len(own.Keys)
 	}
 	if bump := j.Bump(w.Revision); bump != j.RevisionBump {
 		fmt.Fprintf(a.stdout, "the old data dir is at revision %d: the bump is raised from %d to %d, so that the restored revision is above every revision its clients have seen\n", j.OldRevision, j.RevisionBump, bump)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -8,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lifeboat-dev/lifeboat/kit"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
@@ -20,6 +23,9 @@ type app struct {
 	getenv         func(string) string
 	environ        func() []string // NAME=value, as os.Environ
 	envWarned      bool            // unknown LIFEBOAT_* variables were warned of
+	// identityFile is the loaded configuration's encryption.identity_file:
+	// a decryption error names it (explainKeys).
+	identityFile string
 }
 
 // config loads the effective configuration (file, env, flags) for a
@@ -66,7 +72,17 @@ func (a *app) loadConfig(uploads bool) (*Config, error) {
 		return nil, err
 	}
 	setMemoryLimit(uploadBuffers(cfg, uploads))
+	a.identityFile = cfg.Encryption.IdentityFile
 	return cfg, nil
+}
+
+// explainKeys adds to an error of identities that decrypt nothing the
+// file they came from.
+func (a *app) explainKeys(err error) error {
+	if a.identityFile != "" && (errors.Is(err, repository.ErrDecrypt) || errors.Is(err, kit.ErrDecrypt)) {
+		return fmt.Errorf("%w; none of the identities in %s matches", err, a.identityFile)
+	}
+	return err
 }
 
 // uploadBuffers is what a command that stores (uploads) holds in bounded
@@ -106,6 +122,12 @@ func (a *app) logger(c *Config) *slog.Logger {
 }
 
 func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
+	root, _ := newRoot(stdout, stderr)
+	return root
+}
+
+// newRoot is newRootCmd with its app, whose state outlives a run.
+func newRoot(stdout, stderr io.Writer) (*cobra.Command, *app) {
 	a := &app{stdout: stdout, stderr: stderr, getenv: os.Getenv, environ: os.Environ}
 	root := &cobra.Command{
 		Use:           "lifeboat",
@@ -167,5 +189,5 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		}
 	}
 	bind(root)
-	return root
+	return root, a
 }

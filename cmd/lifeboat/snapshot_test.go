@@ -229,3 +229,26 @@ func smallTmpfs(t *testing.T) string {
 	t.Cleanup(func() { exec.Command("umount", dir).Run() })
 	return dir
 }
+
+// TestSnapshotSkipUnchanged: lifeboat snapshot --skip-unchanged stores
+// nothing when the cluster is unchanged since its newest backup, and says
+// so (exit 0); without the flag a snapshot is stored (issue 29).
+func TestSnapshotSkipUnchanged(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	seedCluster(t, c, 20)
+	dir := t.TempDir()
+	store := filepath.Join(dir, "store")
+	args := []string{"--store", "file://" + store, "--spool-dir", filepath.Join(dir, "spool"), "--cluster", "test",
+		"--endpoints", strings.Join(c.Endpoints(), ",")}
+	code, out, errOut := runCLI(t, nil, append([]string{"snapshot"}, args...)...)
+	if code != 0 || !strings.Contains(out, "stored") {
+		t.Fatalf("snapshot exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	code, out, errOut = runCLI(t, nil, append([]string{"snapshot", "--skip-unchanged"}, args...)...)
+	if code != 0 || !strings.Contains(out, "cluster unchanged since backup") || strings.Contains(out, "stored\n") {
+		t.Fatalf("snapshot --skip-unchanged exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if n := len(storeFiles(t, filepath.Join(store, "test", "snapshots"))); n != 2 {
+		t.Errorf("%d files in the snapshot area, want 2 (one backup)", n)
+	}
+}

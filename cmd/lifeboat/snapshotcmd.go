@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,10 +12,12 @@ import (
 	"github.com/lifeboat-dev/lifeboat/backup"
 	"github.com/lifeboat-dev/lifeboat/internal/units"
 	"github.com/lifeboat-dev/lifeboat/repository"
+	"github.com/lifeboat-dev/lifeboat/snapshot"
 )
 
 func newSnapshotCmd(a *app) *cobra.Command {
-	return &cobra.Command{
+	var skip bool
+	c := &cobra.Command{
 		Use:   "snapshot",
 		Short: "Take one backup now: snapshot, verify, encode, store",
 		Args:  cobra.NoArgs,
@@ -23,14 +26,24 @@ func newSnapshotCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			_, err = runSnapshot(cmd.Context(), cfg, a.logger(cfg), a.stdout)
+			_, err = runSnapshotSkip(cmd.Context(), cfg, a.logger(cfg), a.stdout, skip)
 			return err
 		},
 	}
+	c.Flags().BoolVar(&skip, "skip-unchanged", false,
+		"store nothing when every member is at the newest backup's revision with its HashKV (exit 0, saying so)")
+	return c
 }
 
 // runSnapshot takes one backup as cfg says and prints its summary.
 func runSnapshot(ctx context.Context, cfg *Config, lg *slog.Logger, out io.Writer) (*repository.Manifest, error) {
+	return runSnapshotSkip(ctx, cfg, lg, out, false)
+}
+
+// runSnapshotSkip is runSnapshot; with skipUnchanged, a cluster unchanged
+// since its newest backup is checked and reported, and the newest
+// backup's manifest returned.
+func runSnapshotSkip(ctx context.Context, cfg *Config, lg *slog.Logger, out io.Writer, skipUnchanged bool) (*repository.Manifest, error) {
 	backups, err := createBackups(ctx, cfg, lg)
 	if err != nil {
 		return nil, err
@@ -44,7 +57,15 @@ func runSnapshot(ctx context.Context, cfg *Config, lg *slog.Logger, out io.Write
 		ctx, cancel = context.WithTimeout(ctx, cfg.Snapshot.Timeout)
 		defer cancel()
 	}
-	m, err := backup.Run(ctx, *snapshotJob(cfg, backups, enc), lg)
+	job := snapshotJob(cfg, backups, enc)
+	job.SkipUnchanged = skipUnchanged
+	m, err := backup.Run(ctx, *job, lg)
+	var ue *backup.UnchangedError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(out, "cluster unchanged since backup %s (revision %d, HashKV %08x on %d members): not stored again\n",
+			ue.Backup.ID, ue.Backup.Revision, ue.Backup.HashKV, ue.Members)
+		return ue.Backup, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("backup not taken: %w", err)
 	}
@@ -64,6 +85,9 @@ func printBackup(out io.Writer, m *repository.Manifest) {
 			fmt.Fprintf(out, ", the snapshot's own: %s", m.HashKVSameMember)
 		}
 		fmt.Fprintln(out)
+		if snapshot.SelfCompared(m.HashKVSameMember) {
+			fmt.Fprintf(out, "  warning: %s: member divergence not checked\n", backup.SelfComparedWarning)
+		}
 	}
 	fmt.Fprintf(out, "  object     %s\n", m.Object)
 	fmt.Fprintf(out, "  took       %.1fs\n", m.DurationSeconds)

@@ -97,6 +97,9 @@ type Journal struct {
 	RevisionBump  uint64 `json:"revision_bump"`
 	MarkCompacted bool   `json:"mark_compacted"`
 	OldRevision   int64  `json:"old_revision,omitempty"`
+	// KeepLifeboatKeys keeps lifeboat's own keys in the restored data
+	// (restore.RemoveOwnKeys removes them otherwise).
+	KeepLifeboatKeys bool `json:"keep_lifeboat_keys,omitempty"`
 	// Member is the restored member: name, peer URLs, its single-member
 	// initial cluster and the new cluster's token.
 	Name           string   `json:"name"`

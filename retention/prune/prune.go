@@ -405,6 +405,7 @@ func (p *pruner) retentionInput(ok []repository.Entry) ([]retention.Backup, map[
 			// primary's writer asked for, and a copy's objects may be
 			// locked otherwise (issue 28). checkDelete asks the store.
 			Locked: e.Object.Locked(p.now),
+			State:  m.State(),
 		}
 		byID[m.ID] = e
 	}

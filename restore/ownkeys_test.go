@@ -1,0 +1,79 @@
+package restore_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/lease"
+	"go.etcd.io/etcd/server/v3/storage/backend"
+	"go.etcd.io/etcd/server/v3/storage/mvcc"
+	"go.uber.org/zap"
+
+	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/restore"
+	"github.com/lifeboat-dev/lifeboat/verify"
+)
+
+// TestRemoveOwnKeys: the agent's lock key and a drill probe key go, in
+// one revision; the lock's lease is revoked; a lease another key shares
+// stays, and so do the other keys.
+func TestRemoveOwnKeys(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	cli := c.Client(t)
+	ctx := t.Context()
+	lock, err := cli.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := cli.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range []struct {
+		k     string
+		lease clientv3.LeaseID
+	}{{"/app/a", 0}, {"/lifeboat/lock/c/1", lock.ID}, {"/lifeboat/drill/ab", shared.ID}, {"/app/leased", shared.ID}, {"/lifeboatish", 0}} {
+		if _, err := cli.Put(ctx, kv.k, "v", clientv3.WithLease(kv.lease)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap := c.SaveSnapshot(t)
+	before, err := verify.File(ctx, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := restore.RemoveOwnKeys(ctx, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := restore.OwnKeys{Keys: []string{"/lifeboat/drill/ab", "/lifeboat/lock/c/1"}, Leases: []int64{int64(lock.ID)}, Revision: before.Revision + 1}
+	if diff := cmp.Diff(want, own); diff != "" {
+		t.Errorf("RemoveOwnKeys (-want +got):\n%s", diff)
+	}
+	after, err := verify.File(ctx, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.TotalKeys != before.TotalKeys-2 || after.Revision != before.Revision+1 {
+		t.Errorf("after: %d keys at revision %d; before %d at %d", after.TotalKeys, after.Revision, before.TotalKeys, before.Revision)
+	}
+	be := backend.NewDefaultBackend(zap.NewNop(), snap)
+	le := lease.NewLessor(zap.NewNop(), be, nil, lease.LessorConfig{MinLeaseTTL: 1})
+	kv := mvcc.NewStore(zap.NewNop(), be, le, mvcc.StoreConfig{})
+	defer func() { le.Stop(); kv.Close(); be.Close() }()
+	if le.Lookup(lease.LeaseID(lock.ID)) != nil || le.Lookup(lease.LeaseID(shared.ID)) == nil {
+		t.Errorf("leases after: lock %v (want gone), shared %v (want kept)", le.Lookup(lease.LeaseID(lock.ID)), le.Lookup(lease.LeaseID(shared.ID)))
+	}
+	res, err := kv.Range(ctx, []byte("/"), []byte("0"), mvcc.RangeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, k := range res.KVs {
+		keys = append(keys, string(k.Key))
+	}
+	if diff := cmp.Diff([]string{"/app/a", "/app/leased", "/lifeboatish"}, keys); diff != "" {
+		t.Errorf("keys after (-want +got):\n%s", diff)
+	}
+}
