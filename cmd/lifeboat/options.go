@@ -373,13 +373,6 @@ var optionTable = []optionDef{
 		Help: "a store root (file:///path or s3://bucket/prefix) whose every cluster lifeboat fleet shows; repeatable",
 		Doc:  "empty: store.url. Each is read with the store.s3 settings and the AWS credential chain; read-only credentials are enough. An explicit --store shows that store alone"},
 
-	{Key: "scrub.schedule", Flag: "scrub-schedule", Groups: groupScrub,
-		Help: "cron schedule of the agent's scrub of the primary and every copy (empty disables), e.g. @daily"},
-	{Key: "scrub.read_data", Flag: "read-data", Default: "5%", Groups: groupScrub,
-		Help: "the least share of the stored bytes each scrub reads in full, e.g. 5%",
-		Doc:  "each run also reads whatever is due (see scrub.cycle) and at least the cycle's share for the time since the previous run"},
-	{Key: "scrub.cycle", Flag: "scrub-cycle", Default: "30d", Groups: groupScrub,
-		Help: "every retained object is read in full at least once in this time"},
 	{Key: "fleet.cache_dir", Flag: "fleet-cache-dir", Groups: groupFleet,
 		Help: "directory where lifeboat fleet keeps the documents it read (manifests, drill reports, status documents) across runs and restarts; empty: none",
 		Doc:  "one file, fleet-cache.v1 (0600, the directory 0700), keyed by each object's key, size and time as listed: an object listed otherwise is read again, a missing one is never served. A corrupt or older cache is ignored and rewritten (a cold read). It holds no secret; losing it costs one cold read"},
@@ -394,6 +387,14 @@ var optionTable = []optionDef{
 	{Key: "fleet.drills.identities", Flag: "fleet-drill-identities", Groups: groupFleet,
 		Help: "age identities for the hub's drills of encrypted backups: one identity file for every cluster, or a directory holding a file per cluster named as the cluster",
 		Doc:  "keep it 0600 (a directory 0700); a cluster without its file in the directory is drilled without identities (its encrypted backups cannot run to a verdict)"},
+
+	{Key: "scrub.schedule", Flag: "scrub-schedule", Groups: groupScrub,
+		Help: "cron schedule of the agent's scrub of the primary and every copy (empty disables), e.g. @daily"},
+	{Key: "scrub.read_data", Flag: "read-data", Default: "5%", Groups: groupScrub,
+		Help: "the least share of the stored bytes each scrub reads in full, e.g. 5%",
+		Doc:  "each run also reads whatever is due (see scrub.cycle) and at least the cycle's share for the time since the previous run"},
+	{Key: "scrub.cycle", Flag: "scrub-cycle", Default: "30d", Groups: groupScrub,
+		Help: "every retained object is read in full at least once in this time"},
 }
 
 // section is the group the option is listed under.

@@ -47,7 +47,7 @@ var (
 	// schedules, public keys, addresses.
 	plainKeys = map[string]bool{
 		"cluster": true, "capture.compaction_levels": true,
-		"signing.key_file": true, "signing.trusted_keys": true, "fleet.cache_dir": true, "fleet.drills.enabled": true, "fleet.drills.schedule": true, "fleet.drills.concurrency": true, "fleet.drills.identities": true, "lineage.adopt_cluster": true, "lineage.select": true, "log.level": true, "log.format": true,
+		"signing.key_file": true, "signing.trusted_keys": true, "fleet.cache_dir": true, "fleet.drills.schedule": true, "fleet.drills.identities": true, "lineage.adopt_cluster": true, "lineage.select": true, "log.level": true, "log.format": true,
 		"etcd.cacert": true, "etcd.cert": true, "etcd.key": true, "etcd.user": true,
 		"snapshot.spool_dir": true, "snapshot.live_hashkv": true, "store.compression": true,
 		"store.s3.region": true, "store.s3.sse": true, "store.s3.sse_kms_key_id": true, "store.s3.storage_class": true, "store.s3.profile": true,
