@@ -318,7 +318,8 @@ var ErrObjectMismatch = errors.New("stored object does not match its manifest")
 // Open returns a reader of backup m's raw snapshot (decrypted with ids and
 // decompressed). The stored bytes are hashed as they stream; at the end
 // the reader returns an error wrapping ErrObjectMismatch instead of io.EOF
-// if their size or sha256 differ from the manifest's.
+// if their size or sha256 differ from the manifest's, within a
+// *DamageError naming the object (damage.go).
 func (b *Repo) Open(ctx context.Context, m *Manifest, ids []age.Identity) (io.ReadCloser, error) {
 	rc, err := b.Store.Get(ctx, m.Object)
 	if err != nil {
@@ -327,13 +328,20 @@ func (b *Repo) Open(ctx context.Context, m *Manifest, ids []age.Identity) (io.Re
 	cr := &checkedReader{r: rc, h: sha256.New(), m: m}
 	dec, err := NewDecoder(cr, m.Compression, m.Encryption, ids)
 	if err != nil {
-		rc.Close()
+		defer rc.Close()
 		if errors.Is(err, ErrDecrypt) {
 			// The caller names the backup; this says whom it wants.
 			return nil, fmt.Errorf("%w: the backup is encrypted to %s; give an identity of one of them (--identity-file)", ErrDecrypt, strings.Join(m.Recipients, ", "))
 		}
 		if errors.Is(err, ErrNoIdentity) {
 			return nil, err
+		}
+		// A header that does not decode: the sha256 says whether the
+		// stored bytes are damaged.
+		if _, derr := io.Copy(io.Discard, cr); derr == nil {
+			if cerr := cr.check(); cerr != nil {
+				return nil, damaged(m.Object, fmt.Errorf("%w (decoding failed: %v)", cerr, err))
+			}
 		}
 		return nil, fmt.Errorf("backup %s: %w", m.ID, err)
 	}
@@ -347,6 +355,11 @@ type openReader struct {
 }
 
 func (o *openReader) Read(p []byte) (int, error) {
+	n, err := o.read(p)
+	return n, damaged(o.cr.m.Object, err)
+}
+
+func (o *openReader) read(p []byte) (int, error) {
 	n, err := o.dec.Read(p)
 	if err != nil {
 		// The decoder's read-ahead, if any, reads cr in a goroutine:

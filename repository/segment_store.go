@@ -208,7 +208,15 @@ func (b *Repo) ListSegments(ctx context.Context, generation string) (segs []Segm
 // With the Repo's Trust enabled, a segment that is not signed by a
 // trusted key for its key (unsigned unless AllowUnsigned, an unknown key,
 // altered or moved after signing) is an *UntrustedError naming it.
+//
+// Damage (ErrBadSegment, a bad signature) is a *DamageError naming the
+// object (damage.go).
 func (b *Repo) ReadSegment(ctx context.Context, si SegmentInfo, ids []age.Identity) (*Segment, string, error) {
+	s, h, err := b.readSegment(ctx, si, ids)
+	return s, h, damaged(si.Object.Key, err)
+}
+
+func (b *Repo) readSegment(ctx context.Context, si SegmentInfo, ids []age.Identity) (*Segment, string, error) {
 	data, err := b.readStoredSegment(ctx, si)
 	if err != nil {
 		return nil, "", err
@@ -245,8 +253,13 @@ func (b *Repo) ReadSegmentRaw(ctx context.Context, si SegmentInfo, ids []age.Ide
 
 // ReadSegmentRawInto is ReadSegmentRaw decoding into buf's memory (from
 // its start, growing it as needed), for a reader that recycles its
-// buffers.
+// buffers. Damage is a *DamageError naming the object, as in ReadSegment.
 func (b *Repo) ReadSegmentRawInto(ctx context.Context, si SegmentInfo, ids []age.Identity, buf []byte) ([]byte, SegmentHeader, string, error) {
+	raw, h, sum, err := b.readSegmentRawInto(ctx, si, ids, buf)
+	return raw, h, sum, damaged(si.Object.Key, err)
+}
+
+func (b *Repo) readSegmentRawInto(ctx context.Context, si SegmentInfo, ids []age.Identity, buf []byte) ([]byte, SegmentHeader, string, error) {
 	data, err := b.readStoredSegment(ctx, si)
 	if err != nil {
 		return nil, SegmentHeader{}, "", err

@@ -60,6 +60,11 @@ type Window struct {
 	// Untrusted are progress markers not signed by a trusted key (with
 	// signing configured): they vouch for nothing.
 	Untrusted []uploader.ObjectInfo
+	// Damaged are the generation's segments with a current damage record
+	// (damage.go): never on the path. The run ends before the first one
+	// it cannot go around (through the segments a damaged compacted one
+	// replaced, while they are stored), and Problem names it.
+	Damaged []Damage
 }
 
 // Recoverable reports whether a point-in-time restore can start from
@@ -130,7 +135,7 @@ func (b *Repo) Windows(ctx context.Context, l *Listing) ([]Window, error) {
 	}
 	var out []Window
 	for g := range gens {
-		w, err := b.window(ctx, g, anchors[g], segs[g], markers[g])
+		w, err := b.window(ctx, g, anchors[g], segs[g], markers[g], l.trustedDamage)
 		if err != nil {
 			return nil, err
 		}
@@ -146,7 +151,7 @@ func (b *Repo) Windows(ctx context.Context, l *Listing) ([]Window, error) {
 	return out, nil
 }
 
-func (b *Repo) window(ctx context.Context, gen string, anchor *Manifest, segs []SegmentInfo, markers []ProgressInfo) (Window, error) {
+func (b *Repo) window(ctx context.Context, gen string, anchor *Manifest, segs []SegmentInfo, markers []ProgressInfo, damage func(string) *Damage) (Window, error) {
 	w := Window{Generation: gen, Anchor: anchor, Markers: markers}
 	if anchor == nil {
 		w.Problem = "its snapshot " + gen + " is not an intact committed backup"
@@ -163,7 +168,9 @@ func (b *Repo) window(ctx context.Context, gen string, anchor *Manifest, segs []
 	}
 	w.From, w.FromTime = anchor.Revision, anchor.RevisionTime()
 	w.Through, w.ThroughTime = anchor.Revision, anchor.RevisionTime()
+	segs = w.dropDamaged(segs, damage)
 	w.path(segs)
+	w.damageProblem(segs)
 	for _, m := range markers {
 		if m.Through > w.Through {
 			if w.Problem == "" {
@@ -271,4 +278,73 @@ func idRevision(id string) (int64, bool) {
 		return 0, false
 	}
 	return r, true
+}
+
+// trustedDamage is DamageOf for the records signed by a trusted key (or
+// with no trust configured): an untrusted record is shown but changes no
+// window.
+func (l *Listing) trustedDamage(key string) *Damage {
+	if d := l.DamageOf(key); d != nil && d.Untrusted == "" {
+		return d
+	}
+	return nil
+}
+
+// dropDamaged returns segs without the damaged ones, which it keeps in
+// w.Damaged.
+func (w *Window) dropDamaged(segs []SegmentInfo, damage func(string) *Damage) []SegmentInfo {
+	var sound []SegmentInfo
+	for _, s := range segs {
+		if d := damage(s.Object.Key); d != nil {
+			w.Damaged = append(w.Damaged, *d)
+			w.Stray = append(w.Stray, s.Object)
+			continue
+		}
+		sound = append(sound, s)
+	}
+	return sound
+}
+
+// damageProblem says what the damaged segments do to the window: the
+// first one the run could not go around ends it (the revisions it holds
+// are lost from this snapshot on, those after the hole are stored but
+// cannot be replayed from it); one it went around is a problem all the
+// same (the damaged object is still there).
+func (w *Window) damageProblem(sound []SegmentInfo) {
+	if len(w.Damaged) == 0 {
+		return
+	}
+	var hole *Damage
+	for i := range w.Damaged {
+		d := &w.Damaged[i]
+		first, last, ok := segmentRevisions(d.Object)
+		if ok && first <= w.Through+1 && last > w.Through {
+			hole = d
+			after := int64(0)
+			for _, s := range sound {
+				after = max(after, s.Last)
+			}
+			p := fmt.Sprintf("segment %s (revisions %d-%d) is damaged: %s (found by %s at %s); recoverable through revision %d",
+				d.Object, first, last, d.Error, d.FoundBy, d.FoundAt.UTC().Format(time.RFC3339), w.Through)
+			if after > last {
+				p += fmt.Sprintf("; revisions %d-%d after the hole are stored but cannot be replayed from this snapshot", last+1, after)
+			}
+			w.Problem = p
+			break
+		}
+	}
+	if hole == nil && w.Problem == "" {
+		d := w.Damaged[0]
+		w.Problem = fmt.Sprintf("segment %s is damaged: %s (found by %s at %s); the window goes around it through the segments it replaced",
+			d.Object, d.Error, d.FoundBy, d.FoundAt.UTC().Format(time.RFC3339))
+	}
+}
+
+// segmentRevisions returns the revisions a segment's key names.
+func segmentRevisions(key string) (first, last int64, ok bool) {
+	si, err := parseSegmentName(key[strings.LastIndex(key, "/")+1:])
+	if err != nil {
+		return 0, 0, false
+	}
+	return si.First, si.Last, true
 }
