@@ -89,8 +89,12 @@ type Listing struct {
 	// Orphans are data objects without a manifest (unfinished or pruned
 	// half-way); they are never backups.
 	Orphans []uploader.ObjectInfo
-	// Unreadable are manifests that could not be read or parsed.
+	// Unreadable are manifests that could not be parsed: damaged,
+	// truncated, or of a format this build does not read. Their data
+	// objects stay in Orphans (never deleted: see UnreadableManifestOf).
 	Unreadable []uploader.ObjectInfo
+	// UnreadableWhy says why each of Unreadable could not be read, by key.
+	UnreadableWhy map[string]string
 	// Damage is the cluster's damage records (damage.go): objects a
 	// reader proved damaged, backups' and change segments' alike.
 	Damage *DamageRecords
@@ -123,7 +127,7 @@ func (b *Repo) List(ctx context.Context) (*Listing, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Listing{}
+	l := &Listing{UnreadableWhy: map[string]string{}}
 	if l.Damage, err = b.ReadDamage(ctx); err != nil {
 		return nil, err
 	}
@@ -137,6 +141,7 @@ func (b *Repo) List(ctx context.Context) (*Listing, error) {
 				continue // deleted while listing
 			case errors.Is(err, ErrBadManifest):
 				l.Unreadable = append(l.Unreadable, mo)
+				l.UnreadableWhy[mo.Key] = err.Error()
 				continue
 			default:
 				// A store error is not a verdict on the manifest: fail
@@ -436,4 +441,16 @@ func checkObject(m *Manifest, n int64, h hash.Hash) error {
 		return fmt.Errorf("%w: %s sha256 %s, manifest says %s", ErrObjectMismatch, m.Object, got, m.ObjectSHA256)
 	}
 	return nil
+}
+
+// UnreadableManifestOf returns the unreadable manifest of the backup
+// whose data object is at objectKey, and why it is unreadable; ok is
+// false when its manifest is not among Unreadable. Such an object is no
+// unfinished upload: its backup's manifest is damaged, truncated or of a
+// newer format, and the object is kept.
+func (l *Listing) UnreadableManifestOf(objectKey string) (manifestKey, why string, ok bool) {
+	id, _, _ := strings.Cut(path.Base(objectKey), ".")
+	manifestKey = path.Dir(objectKey) + "/" + id + ".json"
+	why, ok = l.UnreadableWhy[manifestKey]
+	return manifestKey, why, ok
 }

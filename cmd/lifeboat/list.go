@@ -283,11 +283,24 @@ func writeBackupRows(out io.Writer, li *listing, rows []repository.Entry, now ti
 // writeListNotes writes what is in the store but is not a backup (orphans,
 // unreadable manifests) and the drills whose last report cannot be read.
 func writeListNotes(out io.Writer, li *listing) {
-	if n := len(li.l.Orphans); n > 0 {
+	objects := map[string]string{} // unreadable manifest -> its data object
+	n := 0
+	for _, o := range li.l.Orphans {
+		if mk, _, ok := li.l.UnreadableManifestOf(o.Key); ok {
+			objects[mk] = o.Key
+			continue
+		}
+		n++
+	}
+	if n > 0 {
 		fmt.Fprintf(out, "%d data object(s) without a manifest (unfinished uploads; not backups; prune removes them)\n", n)
 	}
 	for _, u := range li.l.Unreadable {
-		fmt.Fprintf(out, "unreadable manifest: %s\n", u.Key)
+		fmt.Fprintf(out, "unreadable manifest %s: %s (damaged, truncated or of a newer format: not a backup until it is repaired", u.Key, li.l.UnreadableWhy[u.Key])
+		if o, ok := objects[u.Key]; ok {
+			fmt.Fprintf(out, "; its data object %s is kept, prune never removes it", o)
+		}
+		fmt.Fprintln(out, ")")
 	}
 	if n := li.l.Untrusted(); n > 0 {
 		fmt.Fprintf(out, "%d untrusted backup(s): not signed by a trusted key, so someone without this cluster's signing key wrote them to the store; never restored, drilled, copied or counted by prune (docs/security.md)\n", n)
