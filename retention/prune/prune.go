@@ -107,7 +107,9 @@ type Plan struct {
 	UnreadableWhy map[string]string
 	// Orphans are objects that belong to no backup and are older than the
 	// grace period: data objects without a manifest, drill reports of
-	// backups that no longer exist. They are removed.
+	// backups that no longer exist, damage records whose object is gone
+	// or was replaced (repository.DamageRecords.Obsolete). They are
+	// removed.
 	Orphans []uploader.ObjectInfo
 	// OrphansKept are orphans left in place: younger than the grace period,
 	// locked, or belonging to an unreadable manifest.
@@ -354,6 +356,13 @@ func (p *pruner) plan(ctx context.Context) (*Plan, error) {
 			continue
 		}
 		p.planOrphan(ctx, plan, o)
+	}
+	if l.Damage != nil {
+		// Damage records whose object is gone or was replaced: removed
+		// like orphans (after the grace period, unless locked).
+		for _, o := range l.Damage.Obsolete {
+			p.planOrphan(ctx, plan, o)
+		}
 	}
 	if err := p.planDrillOrphans(ctx, plan, known); err != nil {
 		return nil, err

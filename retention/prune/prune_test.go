@@ -579,3 +579,35 @@ func BenchmarkPruneDryRunDir(b *testing.B) {
 		}
 	}
 }
+
+// TestPruneObsoleteDamage: a damage record whose object is gone is
+// removed once past the grace period; a current one stays.
+func TestPruneObsoleteDamage(t *testing.T) {
+	realNow := time.Now().UTC()
+	st, err := uploader.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &repository.Repo{Store: st, Cluster: jobtest.Cluster}
+	gone := jobtest.PutBackup(t, b, realNow.Add(-3*time.Hour), uploader.PutOptions{}, true)
+	kept := jobtest.PutBackup(t, b, realNow.Add(-2*time.Hour), uploader.PutOptions{}, true)
+	for _, m := range []*repository.Manifest{gone, kept} {
+		if err := b.RecordDamage(t.Context(), repository.Damage{Object: m.Object, FoundBy: repository.FoundByScrub, Error: "x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Delete(t.Context(), gone.Object); err != nil {
+		t.Fatal(err)
+	}
+	job := Job{Backups: b, Policy: retention.Policy{Last: 5}, OrphanGrace: time.Hour, Now: fixedClock(realNow.Add(2 * time.Hour))}
+	if _, err := Run(t.Context(), job, nil); err != nil {
+		t.Fatalf("Prune: %v", err)
+	}
+	d, err := b.ReadDamage(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Obsolete) != 0 || len(d.Current) != 1 || d.Current[0].Object != kept.Object {
+		t.Errorf("after prune: current %+v, obsolete %+v: want only %s's record", d.Current, d.Obsolete, kept.Object)
+	}
+}
