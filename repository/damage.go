@@ -330,15 +330,41 @@ func damaged(key string, err error) error {
 }
 
 // NoteDamage records the damage err proves (when it wraps a
-// *DamageError), found by foundBy, and logs a failure to record it to
-// the Repo's Log: the caller goes on with err either way.
-func (b *Repo) NoteDamage(ctx context.Context, err error, foundBy string) {
+// *DamageError), found by foundBy. It returns the error of recording it
+// (nil when err proves nothing), for the caller to log: the caller goes
+// on with err either way (read-only credentials cannot record).
+func (b *Repo) NoteDamage(ctx context.Context, err error, foundBy string) error {
 	de := AsDamage(err)
 	if de == nil {
-		return
+		return nil
 	}
-	rerr := b.RecordDamage(ctx, Damage{Object: de.Key, FoundBy: foundBy, Error: de.Err.Error()})
-	if rerr != nil && b.Log != nil {
-		b.Log.Warn("cannot record the damage found (read-only credentials?); it is reported all the same", "object", de.Key, "err", rerr)
+	if rerr := b.RecordDamage(ctx, Damage{Object: de.Key, FoundBy: foundBy, Error: de.Err.Error()}); rerr != nil {
+		return fmt.Errorf("record the damage of %s: %w", de.Key, rerr)
 	}
+	return nil
+}
+
+// SegmentDamage returns the damage err proves in one of segs (a replay's
+// or a compaction's segments): the *DamageError err wraps, or, for
+// ErrBadSegment without one (a replay child's error crosses a process
+// boundary as text) or a chain whose link names the wrong hash
+// (ChainBadHash: a stored segment is not what its successor was chained
+// to), one naming the segment whose key the error names.
+func SegmentDamage(err error, segs []SegmentInfo) *DamageError {
+	if de := AsDamage(err); de != nil {
+		return de
+	}
+	var ce *ChainError
+	if errors.As(err, &ce) && ce.Problem == ChainBadHash {
+		return &DamageError{Key: ce.Key, Err: err}
+	}
+	if !errors.Is(err, ErrBadSegment) {
+		return nil
+	}
+	for _, s := range segs {
+		if strings.Contains(err.Error(), s.Object.Key) {
+			return &DamageError{Key: s.Object.Key, Err: err}
+		}
+	}
+	return nil
 }

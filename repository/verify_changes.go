@@ -69,7 +69,9 @@ func (b *Repo) VerifyChanges(ctx context.Context, w Window, ids []age.Identity) 
 		}
 		s, hash, err := b.ReadSegment(ctx, si, ids)
 		if err != nil {
-			b.NoteDamage(ctx, err, FoundByVerify)
+			if rerr := b.NoteDamage(ctx, err, FoundByVerify); rerr != nil && b.Log != nil {
+				b.Log.Warn("verify: the damage found is not recorded (read-only credentials?)", "err", rerr)
+			}
 			c.Problem, c.ProblemKey, c.ProblemFrom, c.ProblemTo = err, si.Object.Key, si.First, si.Last
 			if !errors.Is(err, ErrBadSegment) && !errors.Is(err, ErrUntrusted) {
 				c.Problem = fmt.Errorf("%w (the segment could not be read: retry, or check the store)", err)
