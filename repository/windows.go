@@ -65,6 +65,11 @@ type Window struct {
 	// it cannot go around (through the segments a damaged compacted one
 	// replaced, while they are stored), and Problem names it.
 	Damaged []Damage
+
+	damagedSegs []SegmentInfo // w.Damaged's segments, while the window is made
+	// endsAtDamage: the run ends at a damaged segment, so its last
+	// segment is no writer's head (PlanCompaction closes its buckets).
+	endsAtDamage bool
 }
 
 // Recoverable reports whether a point-in-time restore can start from
@@ -171,6 +176,7 @@ func (b *Repo) window(ctx context.Context, gen string, anchor *Manifest, segs []
 	segs = w.dropDamaged(segs, damage)
 	w.path(segs)
 	w.damageProblem(segs)
+	w.supersededDamage()
 	for _, m := range markers {
 		if m.Through > w.Through {
 			if w.Problem == "" {
@@ -291,18 +297,34 @@ func (l *Listing) trustedDamage(key string) *Damage {
 }
 
 // dropDamaged returns segs without the damaged ones, which it keeps in
-// w.Damaged.
+// w.Damaged and w.damagedSegs.
 func (w *Window) dropDamaged(segs []SegmentInfo, damage func(string) *Damage) []SegmentInfo {
 	var sound []SegmentInfo
 	for _, s := range segs {
 		if d := damage(s.Object.Key); d != nil {
 			w.Damaged = append(w.Damaged, *d)
-			w.Stray = append(w.Stray, s.Object)
+			w.damagedSegs = append(w.damagedSegs, s)
 			continue
 		}
 		sound = append(sound, s)
 	}
 	return sound
+}
+
+// supersededDamage files the damaged segments: one that a compacted
+// segment on the path covers is Superseded (compaction deletes it, as it
+// would a sound one; no problem), any other is Stray.
+func (w *Window) supersededDamage() {
+	var left []Damage
+	for i, s := range w.damagedSegs {
+		if w.covered(s) {
+			w.Superseded = append(w.Superseded, s)
+			continue
+		}
+		w.Stray = append(w.Stray, s.Object)
+		left = append(left, w.Damaged[i])
+	}
+	w.Damaged, w.damagedSegs = left, nil
 }
 
 // damageProblem says what the damaged segments do to the window: the
@@ -329,14 +351,21 @@ func (w *Window) damageProblem(sound []SegmentInfo) {
 			if after > last {
 				p += fmt.Sprintf("; revisions %d-%d after the hole are stored but cannot be replayed from this snapshot", last+1, after)
 			}
-			w.Problem = p
+			w.Problem, w.endsAtDamage = p, true
 			break
 		}
 	}
-	if hole == nil && w.Problem == "" {
-		d := w.Damaged[0]
+	if hole != nil || w.Problem != "" {
+		return
+	}
+	for i, s := range w.damagedSegs {
+		if w.covered(s) {
+			continue // superseded by a sound compacted segment: harmless
+		}
+		d := w.Damaged[i]
 		w.Problem = fmt.Sprintf("segment %s is damaged: %s (found by %s at %s); the window goes around it through the segments it replaced",
 			d.Object, d.Error, d.FoundBy, d.FoundAt.UTC().Format(time.RFC3339))
+		return
 	}
 }
 
@@ -347,4 +376,10 @@ func segmentRevisions(key string) (first, last int64, ok bool) {
 		return 0, 0, false
 	}
 	return si.First, si.Last, true
+}
+
+// covered reports whether a compacted segment on the path holds every
+// revision of s.
+func (w *Window) covered(s SegmentInfo) bool {
+	return slices.ContainsFunc(w.Segments, func(c SegmentInfo) bool { return c.Level > 0 && c.First <= s.First && c.Last >= s.Last })
 }
