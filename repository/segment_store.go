@@ -221,17 +221,38 @@ func (b *Repo) readSegment(ctx context.Context, si SegmentInfo, ids []age.Identi
 	if err != nil {
 		return nil, "", err
 	}
+	s, err := b.parseStored(si, data, ids)
+	if err != nil {
+		return nil, "", err
+	}
+	return s, storedHash(data), nil
+}
+
+// parseStored decodes and parses a listed segment's stored bytes and
+// checks its signature (with Trust) and its name.
+func (b *Repo) parseStored(si SegmentInfo, data []byte, ids []age.Identity) (*Segment, error) {
 	ss, err := decodeStoredSealed(bytes.NewReader(data), si.Compression, si.Encryption, ids)
 	if err != nil {
-		return nil, "", fmt.Errorf("read segment %s: %w", si.Object.Key, err)
+		return nil, fmt.Errorf("read segment %s: %w", si.Object.Key, err)
 	}
 	if err := b.checkSegment(si.Object.Key, ss.seal); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	if err := checkListed(si, &ss.seg.SegmentHeader); err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	return ss.seg, storedHash(data), nil
+	return ss.seg, nil
+}
+
+// CheckSegmentBytes checks the stored bytes of listed segment si, read
+// by someone else (a copy reads them to write them elsewhere), as
+// ReadSegment checks what it reads: decoded, parsed whole (its sha256
+// trailer), its signature (with Trust) and its name. Damage is a
+// *DamageError naming the segment; an encrypted segment with no ids
+// gives ErrNoIdentity (not checked).
+func (b *Repo) CheckSegmentBytes(si SegmentInfo, data []byte, ids []age.Identity) error {
+	_, err := b.parseStored(si, data, ids)
+	return damaged(si.Object.Key, err)
 }
 
 // ReadSegmentRaw reads a listed segment and decodes it (decrypts,
