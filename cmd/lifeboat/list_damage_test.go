@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lifeboat-dev/lifeboat/internal/test/changetest"
 	"github.com/lifeboat-dev/lifeboat/repository"
 )
 
@@ -71,5 +73,61 @@ func TestListDamagedBackup(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "broken: "+m.Object+" is damaged: sha256 differs (found by drill") {
 		t.Errorf("list:\n%s", out.String())
+	}
+}
+
+// TestCopyAndListDamagedSegment: one flipped byte in a stored change
+// segment of the primary. lifeboat copy copies the rest, names the
+// segment, records it and exits 1 saying running again does not help
+// (never "the next run continues"); lifeboat list then shows the window
+// DAMAGED, with the segment and the revisions before and after the hole.
+func TestCopyAndListDamagedSegment(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd")
+	}
+	ctx := t.Context()
+	e := newDrillEnv(t)
+	e.snapshot(t)
+	repo := e.backups(t)
+	l, err := repo.List(ctx)
+	if err != nil || len(l.Backups) != 1 {
+		t.Fatalf("backups: %v %v", l, err)
+	}
+	anchor := l.Backups[0].Manifest
+	cli := e.c.Client(t)
+	c := changetest.Start(t, changetest.Options{Client: cli, Repo: repo, Anchor: anchor, SegmentRevisions: 3})
+	for i := range 12 {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/copy/k%d", i%5), fmt.Sprintf("v%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Sync(t)
+	c.Stop()
+	segs, _, err := repo.ListSegments(ctx, anchor.ID)
+	if err != nil || len(segs) < 3 {
+		t.Fatalf("segments %v, %v", segs, err)
+	}
+	bad := segs[1]
+	p := filepath.Join(e.store, filepath.FromSlash(bad.Object.Key))
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	copyDir := filepath.Join(t.TempDir(), "copy")
+	code, out, errOut := runCLI(t, nil, append(append([]string{"copy"}, e.args...), "--copy", "file://"+copyDir)...)
+	if code != 1 || !strings.Contains(errOut, bad.Object.Key) || !strings.Contains(errOut, "does not help") || strings.Contains(errOut+out, "continues where") {
+		t.Errorf("copy: exit %d, want 1 naming %s and saying running again does not help\n%s\n%s", code, bad.Object.Key, out, errOut)
+	}
+	if !strings.Contains(out, "copied 1 backups, 0 kits, 1 segments") {
+		t.Errorf("copy did not copy what is sound:\n%s", out)
+	}
+	code, out, errOut = runCLI(t, nil, append([]string{"list"}, e.args...)...)
+	want := fmt.Sprintf("recoverable through revision %d", bad.First-1)
+	if code != 0 || !strings.Contains(out, "DAMAGED") || !strings.Contains(out, bad.Object.Key) || !strings.Contains(out, want) || !strings.Contains(out, "found by copy") {
+		t.Errorf("list: exit %d, want the window DAMAGED naming %s and %q\n%s\n%s", code, bad.Object.Key, want, out, errOut)
 	}
 }
