@@ -131,3 +131,35 @@ func TestCopyAndListDamagedSegment(t *testing.T) {
 		t.Errorf("list: exit %d, want the window DAMAGED naming %s and %q\n%s\n%s", code, bad.Object.Key, want, out, errOut)
 	}
 }
+
+// TestVerifyRecordsDamage: lifeboat verify of a backup whose data object
+// no longer matches its manifest's sha256 fails and records the damage
+// (found by verify), so list shows the backup broken from then on.
+func TestVerifyRecordsDamage(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	f := newPruneFixture(t)
+	m := f.backup(t, time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC), 30)
+	p := filepath.Join(f.dir, filepath.FromSlash(m.Object))
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := f.config(t)
+	cfg.Snapshot.SpoolDir = t.TempDir()
+	lg := slog.New(slog.DiscardHandler)
+	var out bytes.Buffer
+	if err := runVerify(t.Context(), cfg, lg, m.ID, &out); err == nil {
+		t.Fatalf("verify of a damaged object passed:\n%s", out.String())
+	}
+	out.Reset()
+	if err := runList(t.Context(), cfg, lg, listOptions{output: "table"}, &out, now); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "broken: "+m.Object+" is damaged") || !strings.Contains(out.String(), "found by verify") {
+		t.Errorf("list after verify:\n%s", out.String())
+	}
+}
