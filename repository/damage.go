@@ -158,10 +158,12 @@ func (b *Repo) RecordDamage(ctx context.Context, d Damage) error {
 	return b.putDamage(ctx, key, data, o)
 }
 
-// putDamage writes a record at key, replacing an obsolete one.
+// putDamage writes a record at key, replacing an obsolete one. Records
+// are not locked (Repo.Lock): one goes when its object is replaced, and
+// what a record says any reader finds again in the object itself.
 func (b *Repo) putDamage(ctx context.Context, key string, data []byte, o uploader.ObjectInfo) error {
 	for range 2 {
-		_, err := b.Store.Put(ctx, key, bytes.NewReader(data), b.Lock.Options("application/json"))
+		_, err := b.Store.Put(ctx, key, bytes.NewReader(data), uploader.PutOptions{ContentType: "application/json"})
 		if !errors.Is(err, uploader.ErrExists) {
 			if err != nil {
 				return fmt.Errorf("write damage record %s: %w", key, err)
