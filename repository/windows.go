@@ -331,31 +331,27 @@ func (w *Window) supersededDamage() {
 // first one the run could not go around ends it (the revisions it holds
 // are lost from this snapshot on, those after the hole are stored but
 // cannot be replayed from it); one it went around is a problem all the
-// same (the damaged object is still there).
+// same (the damaged object is still there). sound are the segments the
+// path was made of.
 func (w *Window) damageProblem(sound []SegmentInfo) {
-	if len(w.Damaged) == 0 {
+	for i, s := range w.damagedSegs {
+		if s.First > w.Through+1 || s.Last <= w.Through {
+			continue
+		}
+		d := w.Damaged[i]
+		p := fmt.Sprintf("segment %s (revisions %d-%d) is damaged: %s (found by %s at %s); recoverable through revision %d",
+			d.Object, s.First, s.Last, d.Error, d.FoundBy, d.FoundAt.UTC().Format(time.RFC3339), w.Through)
+		after := int64(0)
+		for _, o := range sound {
+			after = max(after, o.Last)
+		}
+		if after > s.Last {
+			p += fmt.Sprintf("; revisions %d-%d after the hole are stored but cannot be replayed from this snapshot", s.Last+1, after)
+		}
+		w.Problem, w.endsAtDamage = p, true
 		return
 	}
-	var hole *Damage
-	for i := range w.Damaged {
-		d := &w.Damaged[i]
-		first, last, ok := segmentRevisions(d.Object)
-		if ok && first <= w.Through+1 && last > w.Through {
-			hole = d
-			after := int64(0)
-			for _, s := range sound {
-				after = max(after, s.Last)
-			}
-			p := fmt.Sprintf("segment %s (revisions %d-%d) is damaged: %s (found by %s at %s); recoverable through revision %d",
-				d.Object, first, last, d.Error, d.FoundBy, d.FoundAt.UTC().Format(time.RFC3339), w.Through)
-			if after > last {
-				p += fmt.Sprintf("; revisions %d-%d after the hole are stored but cannot be replayed from this snapshot", last+1, after)
-			}
-			w.Problem, w.endsAtDamage = p, true
-			break
-		}
-	}
-	if hole != nil || w.Problem != "" {
+	if w.Problem != "" {
 		return
 	}
 	for i, s := range w.damagedSegs {
@@ -367,15 +363,6 @@ func (w *Window) damageProblem(sound []SegmentInfo) {
 			d.Object, d.Error, d.FoundBy, d.FoundAt.UTC().Format(time.RFC3339))
 		return
 	}
-}
-
-// segmentRevisions returns the revisions a segment's key names.
-func segmentRevisions(key string) (first, last int64, ok bool) {
-	si, err := parseSegmentName(key[strings.LastIndex(key, "/")+1:])
-	if err != nil {
-		return 0, 0, false
-	}
-	return si.First, si.Last, true
 }
 
 // covered reports whether a compacted segment on the path holds every
