@@ -80,6 +80,11 @@ type Entry struct {
 	Problem string
 	// Object is the stored data object as listed (zero when missing).
 	Object uploader.ObjectInfo
+	// Damage is the damage record that makes the backup broken (its data
+	// object is present, of its size, and proven damaged), nil otherwise.
+	// Such a backup is still what latest names: a restore of it fails
+	// loudly instead of quietly taking an older one.
+	Damage *Damage
 }
 
 // Listing is the content of a cluster's snapshot area.
@@ -158,8 +163,9 @@ func (b *Repo) List(ctx context.Context) (*Listing, error) {
 			e.State, e.Problem = StateBroken, "data object "+m.Object+" is missing"
 		case o.Size != m.ObjectSize:
 			e.State, e.Problem = StateBroken, fmt.Sprintf("data object %s has %d bytes, manifest says %d", m.Object, o.Size, m.ObjectSize)
-		case l.DamageOf(m.Object) != nil && l.DamageOf(m.Object).Untrusted == "":
-			e.State, e.Problem = StateBroken, l.DamageOf(m.Object).String()
+		case l.trustedDamage(m.Object) != nil:
+			e.Damage = l.trustedDamage(m.Object)
+			e.State, e.Problem = StateBroken, e.Damage.String()
 		}
 		e.Object = o
 		claimed[m.Object] = true
