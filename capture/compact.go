@@ -58,8 +58,12 @@ type compactLocks struct {
 	damaged map[string]bool
 }
 
-// skip reports whether a step takes a segment found damaged.
+// skip reports whether a step takes a segment found damaged, or is a
+// step that found damage before (the compacted segment at its name).
 func (l *compactLocks) skip(st repository.CompactStep) bool {
+	if l.damaged[stepKey(st)] {
+		return true
+	}
 	for _, s := range st.Sources {
 		if l.damaged[s.Object.Key] {
 			return true
@@ -131,6 +135,9 @@ func (r *runner) compactOnce(ctx context.Context, p repository.CompactPolicy, lo
 			}
 			out, err := repo.Compact(ctx, st, p, r.job.Encoding, r.job.Identities)
 			if locks.damage(err, r.lg) {
+				// Not again: the damage may be the compacted segment
+				// already at this step's name, not a source.
+				locks.damaged[stepKey(st)] = true
 				continue
 			}
 			if err != nil {
@@ -170,4 +177,9 @@ func (r *runner) compactOnce(ctx context.Context, p repository.CompactPolicy, lo
 		}
 	}
 	return nil
+}
+
+// stepKey names a compaction step by its first and last source.
+func stepKey(st repository.CompactStep) string {
+	return "step " + st.Sources[0].Object.Key + " " + st.Sources[len(st.Sources)-1].Object.Key
 }
