@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -84,6 +85,9 @@ type captureState struct {
 	roll    chan *repository.Manifest
 	lastGap capture.GapReason
 	gapAt   time.Time
+	// problems are the store's windows with a problem, as the last
+	// refresh listed them ("<generation>: <problem>").
+	problems []string
 }
 
 // CaptureStatus is the capture section of /status.
@@ -105,6 +109,10 @@ type CaptureStatus struct {
 	// LastGap is the reason the last generation was sealed, at LastGapAt.
 	LastGap   string     `json:"last_gap,omitempty"`
 	LastGapAt *time.Time `json:"last_gap_at,omitempty"`
+	// WindowProblems are the store's capture windows with a problem
+	// (lifeboat_capture_window_problems counts them), each as
+	// "<generation>: <problem>": a fork, a gap, a damaged segment.
+	WindowProblems []string `json:"window_problems,omitempty"`
 }
 
 // initCapture sets the capture gauges that do not move and the lag's
@@ -403,14 +411,17 @@ func (a *Agent) refreshWindows(ctx context.Context, l *repository.Listing) (untr
 		}
 		return 0, err
 	}
-	n := 0
+	var problems []string
 	for i := range ws {
 		if ws[i].Problem != "" {
-			n++
+			problems = append(problems, ws[i].Generation+": "+ws[i].Problem)
 		}
 		untrusted += len(ws[i].Untrusted)
 	}
-	a.m.captureWindows.Set(float64(n))
+	a.m.captureWindows.Set(float64(len(problems)))
+	a.capt.mu.Lock()
+	a.capt.problems = problems
+	a.capt.mu.Unlock()
 	return untrusted, nil
 }
 
@@ -425,6 +436,7 @@ func (a *Agent) captureStatus(now time.Time) *CaptureStatus {
 	st := &CaptureStatus{
 		Active: c.active, Running: c.status.Running, Token: c.token, Generation: c.status.Generation,
 		Revision: c.status.Revision, Restarts: c.restarts, LastError: c.lastErr, LastGap: string(c.lastGap),
+		WindowProblems: slices.Clone(c.problems),
 	}
 	if !c.point.IsZero() {
 		t := c.point

@@ -183,7 +183,14 @@ func (a *Agent) copyLoop(ctx context.Context, c *copier) {
 			wait = a.cfg.CopyInterval
 			continue
 		}
-		if err := a.copyOnce(ctx, c); err != nil && ctx.Err() == nil {
+		err := a.copyOnce(ctx, c)
+		if err != nil && ctx.Err() == nil && onlyDamage(err) {
+			// Not retried sooner: running again does not repair it.
+			a.lg.Error("copy caught up except for damaged objects of the primary", "store", c.c.Name, "err", err)
+			wait = a.cfg.CopyInterval
+			continue
+		}
+		if err != nil && ctx.Err() == nil {
 			if wait < copyFirstBackoff || wait >= a.cfg.CopyInterval {
 				wait = copyFirstBackoff
 			} else {
@@ -220,13 +227,20 @@ func (a *Agent) copyOnce(ctx context.Context, c *copier) error {
 		a.cm.recoveryPoint.WithLabelValues(c.c.Name, "backup").Set(unixSeconds(res.RecoveryPoint))
 		a.cm.recoveryPoint.WithLabelValues(c.c.Name, "changes").Set(unixSeconds(res.ChangesPoint))
 	}
-	if err != nil {
+	if err != nil && !onlyDamage(err) {
 		if jctx.Err() == nil {
 			a.cm.failures.WithLabelValues(c.c.Name).Inc()
 		}
 		return err
 	}
+	// A run that copied everything but the primary's damaged objects is
+	// caught up as far as it can be: the damage alerts on the primary
+	// (LifeboatCaptureWindowBroken, LifeboatBrokenBackups), not as a
+	// failing copy; the error says which objects (status, log).
 	a.cm.lastSuccess.WithLabelValues(c.c.Name).Set(unixSeconds(a.clock.Now()))
+	if err != nil {
+		return err
+	}
 	if n := len(res.Copied); n > 0 {
 		a.lg.Info("copy caught up", "store", c.c.Name, "objects", n, "bytes", res.Bytes, "backups", res.Backups)
 	}
@@ -355,4 +369,11 @@ func (a *Agent) drillCopy(ctx context.Context, c *copier) (string, error) {
 	}
 	a.lg.Info("drill of a copy passed", "store", c.c.Name, "backup_id", out.BackupID)
 	return out.BackupID, nil
+}
+
+// onlyDamage reports whether a copy run's error is only the primary's
+// damaged objects it skipped (replica.ErrDamaged, every other object
+// copied).
+func onlyDamage(err error) bool {
+	return errors.Is(err, replica.ErrDamaged)
 }

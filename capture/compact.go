@@ -2,6 +2,7 @@ package capture
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/lifeboat-dev/lifeboat/repository"
@@ -12,7 +13,14 @@ import (
 // window (repository.PlanCompaction) and runs the steps, then deletes
 // what compacted segments replaced past the grace period. It writes and
 // deletes only while the lock is held (Job.Token), like the writer.
-// Failures are logged and counted; the next pass tries again.
+// Failures are logged and counted; the next pass tries again. Proven
+// damage is not a failure to retry: compaction records it
+// (repository.Compact), logs it once as an error naming the object, and
+// goes on with the other windows; from the next pass on the window ends
+// before the damaged segment (or goes around it), so what is sound is
+// still compacted and the damaged range is left alone (it is evidence,
+// and a human decides: docs/pitr.md#damage). The window problem, not a
+// compaction error, is what alerts (LifeboatCaptureWindowBroken).
 func (r *runner) compactLoop(ctx context.Context) {
 	p := r.job.Compact.WithDefaults()
 	if len(p.Levels) == 0 {
@@ -24,7 +32,7 @@ func (r *runner) compactLoop(ctx context.Context) {
 	}
 	t := time.NewTicker(max(p.Levels[0]/3, 100*time.Millisecond))
 	defer t.Stop()
-	locks := &compactLocks{extended: map[string]bool{}}
+	locks := &compactLocks{extended: map[string]bool{}, damaged: map[string]bool{}}
 	for {
 		select {
 		case <-ctx.Done():
@@ -38,12 +46,44 @@ func (r *runner) compactLoop(ctx context.Context) {
 	}
 }
 
-// compactLocks is what the compactor remembers between passes about
-// Object Lock: the stayers whose lock it extended already, and whether it
-// said that locked replaced segments wait.
+// compactLocks is what the compactor remembers between passes: about
+// Object Lock, the stayers whose lock it extended already, and whether it
+// said that locked replaced segments wait; and the segments it found
+// damaged.
 type compactLocks struct {
 	extended map[string]bool
 	logged   bool
+	// damaged are the segments this compactor found damaged: skipped
+	// even when the record of it could not be stored.
+	damaged map[string]bool
+}
+
+// skip reports whether a step takes a segment found damaged, or is a
+// step that found damage before (the compacted segment at its name).
+func (l *compactLocks) skip(st repository.CompactStep) bool {
+	if l.damaged[stepKey(st)] {
+		return true
+	}
+	for _, s := range st.Sources {
+		if l.damaged[s.Object.Key] {
+			return true
+		}
+	}
+	return false
+}
+
+// damage notes the damage err proves, once per object (logged as an
+// error: a human decides what to do with it); false when err proves none.
+func (l *compactLocks) damage(err error, lg *slog.Logger) bool {
+	de := repository.AsDamage(err)
+	if de == nil {
+		return false
+	}
+	if !l.damaged[de.Key] {
+		l.damaged[de.Key] = true
+		lg.Error("capture: compaction found a damaged change segment; it is recorded, left alone and the rest compacted (docs/pitr.md#damage)", "object", de.Key, "err", err)
+	}
+	return true
 }
 
 // forget drops the extended keys no longer in any of ws (deleted, or
@@ -90,7 +130,16 @@ func (r *runner) compactOnce(ctx context.Context, p repository.CompactPolicy, lo
 			if _, ok := r.job.Token(); !ok {
 				return nil
 			}
+			if locks.skip(st) {
+				continue
+			}
 			out, err := repo.Compact(ctx, st, p, r.job.Encoding, r.job.Identities)
+			if locks.damage(err, r.lg) {
+				// Not again: the damage may be the compacted segment
+				// already at this step's name, not a source.
+				locks.damaged[stepKey(st)] = true
+				continue
+			}
 			if err != nil {
 				return err
 			}
@@ -100,7 +149,7 @@ func (r *runner) compactOnce(ctx context.Context, p repository.CompactPolicy, lo
 		}
 		for _, by := range w.Segments {
 			replaced := plan.Replaced[by.Object.Key]
-			if len(replaced) == 0 {
+			if len(replaced) == 0 || locks.damaged[by.Object.Key] {
 				continue
 			}
 			if _, ok := r.job.Token(); !ok {
@@ -108,6 +157,9 @@ func (r *runner) compactOnce(ctx context.Context, p repository.CompactPolicy, lo
 			}
 			n, pending, err := repo.DeleteReplacedPending(ctx, by, replaced, r.job.Identities)
 			r.job.Stats.Replaced.Add(int64(n))
+			if locks.damage(err, r.lg) {
+				continue
+			}
 			if err != nil {
 				return err
 			}
@@ -125,4 +177,9 @@ func (r *runner) compactOnce(ctx context.Context, p repository.CompactPolicy, lo
 		}
 	}
 	return nil
+}
+
+// stepKey names a compaction step by its first and last source.
+func stepKey(st repository.CompactStep) string {
+	return "step " + st.Sources[0].Object.Key + " " + st.Sources[len(st.Sources)-1].Object.Key
 }

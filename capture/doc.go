@@ -224,7 +224,11 @@
 // compaction, so the writer's head and every marker stay valid. With age
 // encryption it needs Job.Identities; without them it logs that it does
 // not compact. A failed pass is counted (Stats.CompactErrors) and retried
-// at the next one.
+// at the next one. Proven damage of a segment is not a failed pass: it is
+// recorded (repository.RecordDamage), logged once as an error naming the
+// object, and left alone; the window ends before it (a window problem,
+// alert LifeboatCaptureWindowBroken) and what lies before it is still
+// compacted.
 //
 // # The segment format
 //

@@ -80,7 +80,14 @@ func (r *runner) copyChanges(ctx context.Context, windows []repository.Window, w
 		return err
 	}
 	for _, w := range todo {
-		if err := r.copyWindow(ctx, w, copies[w.Generation]); err != nil {
+		for _, d := range w.Damaged {
+			r.skipped(d.Object, d.Error)
+		}
+		err := r.copyWindow(ctx, w, copies[w.Generation])
+		if r.damage(ctx, err) {
+			continue // the window is copied up to the damaged segment
+		}
+		if err != nil {
 			return fmt.Errorf("changes of generation %s: %w", w.Generation, err)
 		}
 	}
@@ -163,7 +170,7 @@ func (r *runner) copySegment(ctx context.Context, s repository.SegmentInfo) erro
 		r.res.Copied = append(r.res.Copied, p)
 		return nil
 	}
-	same, err := r.syncSegment(ctx, s.Object.Key)
+	same, err := r.syncSegment(ctx, s)
 	if same {
 		r.res.Adopted++
 	}
@@ -176,10 +183,21 @@ func (r *runner) copySegment(ctx context.Context, s repository.SegmentInfo) erro
 // syncSegment makes the copy hold the primary's segment at key, byte for
 // byte: one the copy already holds there is kept when its bytes, read
 // back, are the primary's (same is true), and replaced otherwise.
-func (r *runner) syncSegment(ctx context.Context, key string) (same bool, err error) {
+//
+// The primary's bytes are checked first (repository.CheckSegmentBytes;
+// an encrypted one only with Job.Identities): a damaged segment is a
+// *repository.DamageError and is not copied.
+func (r *runner) syncSegment(ctx context.Context, s repository.SegmentInfo) (same bool, err error) {
+	key := s.Object.Key
 	data, err := readAll(ctx, r.job.From.Store, key, maxChangeObject)
 	if err != nil {
 		return false, fmt.Errorf("read segment %s from the primary: %w", key, err)
+	}
+	if err := r.job.From.CheckSegmentBytes(s, data, r.job.Identities); err != nil && !errors.Is(err, repository.ErrNoIdentity) && !errors.Is(err, repository.ErrDecrypt) {
+		if repository.IsDamage(err) {
+			return false, err
+		}
+		return false, fmt.Errorf("check segment %s of the primary: %w", key, err)
 	}
 	sum := sha256.Sum256(data)
 	w := want{size: int64(len(data)), sha256: hex.EncodeToString(sum[:])}
@@ -280,7 +298,7 @@ func (r *runner) replacedGone(ctx context.Context, cw repository.Window, primary
 		if len(under) == 0 || r.now.Sub(c.Object.ModTime) < grace || !primary[c.Object.Key] {
 			continue
 		}
-		same, err := r.syncSegment(ctx, c.Object.Key)
+		same, err := r.syncSegment(ctx, c)
 		switch {
 		case errors.Is(err, uploader.ErrNotFound):
 			continue // the primary replaced it meanwhile: the copy follows next run

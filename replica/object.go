@@ -10,6 +10,7 @@ import (
 	"hash"
 	"io"
 
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
@@ -153,12 +154,21 @@ func (c *checking) Read(p []byte) (int, error) {
 	c.h.Write(p[:n])
 	c.n += int64(n)
 	if c.w.size >= 0 && c.n > c.w.size {
-		return n, c.w.check(c.key, c.where, c.n, c.h)
+		return n, c.damaged(c.w.check(c.key, c.where, c.n, c.h))
 	}
 	if err == io.EOF {
 		if cerr := c.w.check(c.key, c.where, c.n, c.h); cerr != nil {
-			return n, cerr
+			return n, c.damaged(cerr)
 		}
 	}
 	return n, err
+}
+
+// damaged makes a mismatch of the primary's bytes against their manifest
+// proven damage of the primary's object (a *repository.DamageError).
+func (c *checking) damaged(err error) error {
+	if err == nil || c.where != "the primary" {
+		return err
+	}
+	return &repository.DamageError{Key: c.key, Err: err}
 }

@@ -8,7 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
+
+	"filippo.io/age"
 
 	"github.com/lifeboat-dev/lifeboat/kit"
 	"github.com/lifeboat-dev/lifeboat/repository"
@@ -38,6 +41,25 @@ type Job struct {
 	Now func() time.Time
 	// DryRun plans without writing anything.
 	DryRun bool
+	// Identities decrypt the primary's change segments so that each is
+	// checked (parsed whole, its sha256 and signature) before it is
+	// copied; without them an encrypted segment is copied as its bytes,
+	// unchecked (the copy's own drills and verify read it).
+	Identities []age.Identity
+}
+
+// ErrDamaged is wrapped when objects of the primary the copy wants are
+// proven damaged (repository.DamageError: a data object whose sha256 is
+// not its manifest's, a segment that does not parse): they are not
+// copied, everything else is, and the run fails naming them. Running
+// again does not help: the objects must be repaired or pruned.
+var ErrDamaged = errors.New("objects of the primary are damaged")
+
+// Damaged is an object of the primary the copy wants but does not take:
+// proven damaged (found now or recorded before).
+type Damaged struct {
+	Key   string `json:"key"`
+	Error string `json:"error"`
 }
 
 // Kinds of Planned items.
@@ -72,6 +94,10 @@ type Result struct {
 	Replaced int `json:"replaced"`
 	// Bytes is how many bytes were written to the copy.
 	Bytes int64 `json:"bytes"`
+	// Damaged are the primary's objects this run did not copy because
+	// they are proven damaged (recorded in the primary: found by copy),
+	// with what the window or backup lacks in the copy because of them.
+	Damaged []Damaged `json:"damaged"`
 	// Removed counts superseded segments and markers removed from the
 	// copy because the primary no longer holds them (segments also only
 	// once the compacted one that replaced them in the copy is past the
@@ -89,14 +115,22 @@ type Result struct {
 
 // Run brings job.To up to date with job.From. It stops at the first
 // error, leaving everything copied so far committed and nothing
-// half-copied listed; running it again continues. The Result is non-nil
-// also with an error (what was copied until then).
+// half-copied listed; running it again continues. Proven damage of a
+// primary object is no such error: the damaged backup is skipped, a
+// window is copied up to the damaged segment, the damage is recorded in
+// the primary (repository.RecordDamage, found by copy), the rest is
+// copied, and the run returns an error wrapping ErrDamaged naming them
+// (and again on every run while the primary holds them). The Result is
+// non-nil also with an error (what was copied until then).
 func Run(ctx context.Context, job Job, lg *slog.Logger) (*Result, error) {
 	if job.Now == nil {
 		job.Now = time.Now
 	}
 	r := &runner{job: job, lg: lg.With("store", job.Name), res: &Result{Name: job.Name}, plannedKit: map[string]bool{}}
 	err := r.run(ctx)
+	if err == nil {
+		err = r.damageError()
+	}
 	if err != nil {
 		err = fmt.Errorf("copy %s: %w", job.Name, err)
 	}
@@ -110,6 +144,8 @@ type runner struct {
 	now time.Time
 	// plannedKit are the kits a dry run already lists.
 	plannedKit map[string]bool
+	// damageErrs are the damage errors found by this run.
+	damageErrs []error
 }
 
 func (r *runner) run(ctx context.Context) error {
@@ -141,10 +177,18 @@ func (r *runner) run(ctx context.Context) error {
 		return err
 	}
 	for _, e := range from.Backups {
+		if d := from.DamageOf(e.Manifest.Object); d != nil && d.Untrusted == "" && !has[e.Manifest.ID] {
+			r.skipped(d.Object, d.Error)
+			continue
+		}
 		if !wantB[e.Manifest.ID] || has[e.Manifest.ID] {
 			continue
 		}
-		if err := r.copyBackup(ctx, e.Manifest); err != nil {
+		err := r.copyBackup(ctx, e.Manifest)
+		if r.damage(ctx, err) {
+			continue
+		}
+		if err != nil {
 			return err
 		}
 		has[e.Manifest.ID] = true
@@ -373,4 +417,47 @@ func sameLineages(to *repository.Repo, from, copied *repository.Listing) error {
 		}
 	}
 	return nil
+}
+
+// damage records the damage err proves in the primary (found by copy)
+// and notes it in the result; false when err proves none.
+func (r *runner) damage(ctx context.Context, err error) bool {
+	de := repository.AsDamage(err)
+	if de == nil {
+		return false
+	}
+	if rerr := r.job.From.NoteDamage(ctx, de, repository.FoundByCopy); rerr != nil {
+		r.lg.Warn("copy: the damage found in the primary is not recorded (read-only credentials?)", "object", de.Key, "err", rerr)
+	}
+	r.lg.Error("copy: an object of the primary is damaged; not copied, the rest is", "object", de.Key, "err", de.Err)
+	r.damageErrs = append(r.damageErrs, err)
+	r.skipped(de.Key, de.Err.Error())
+	return true
+}
+
+// skipped notes a damaged primary object the copy does not take.
+func (r *runner) skipped(key, why string) {
+	for _, d := range r.res.Damaged {
+		if d.Key == key {
+			return
+		}
+	}
+	r.res.Damaged = append(r.res.Damaged, Damaged{Key: key, Error: why})
+}
+
+// damageError is the run's error when it skipped damaged objects.
+func (r *runner) damageError() error {
+	if len(r.res.Damaged) == 0 {
+		return nil
+	}
+	var names []string
+	for _, d := range r.res.Damaged {
+		names = append(names, d.Key+" ("+d.Error+")")
+	}
+	err := fmt.Errorf("%w: %d not copied, everything else was: %s; they are recorded in the primary (lifeboat list shows them): repair or prune them there, running copy again does not help (docs/pitr.md#damage)",
+		ErrDamaged, len(names), strings.Join(names, "; "))
+	if len(r.damageErrs) > 0 {
+		err = fmt.Errorf("%w [%w]", err, errors.Join(r.damageErrs...))
+	}
+	return err
 }

@@ -127,7 +127,9 @@ func segTime(si SegmentInfo) time.Time {
 }
 
 // PlanCompaction plans the compaction of window w at now (a pure
-// function of the listing). sealed windows have every bucket closed;
+// function of the listing). Sealed windows, and windows whose run ends
+// at a damaged segment (no writer appends to that run), have every
+// bucket closed;
 // otherwise a bucket is closed once now is past its end + Settle and a
 // later segment follows it on the path (the writer's head is never
 // compacted under it). Higher levels are planned first: a run that a
@@ -143,7 +145,7 @@ func PlanCompaction(w Window, p CompactPolicy, now time.Time) CompactPlan {
 		span := p.Levels[lv-1]
 		for i := 0; i < len(w.Segments); {
 			j := runEnd(w.Segments, taken, i, lv, span)
-			closed := j > i && (w.Sealed || j < len(w.Segments)) &&
+			closed := j > i && (w.Sealed || w.endsAtDamage || j < len(w.Segments)) &&
 				!now.Before(segTime(w.Segments[i]).Truncate(span).Add(span+p.Settle))
 			if closed && j-i >= 2 {
 				plan.Steps = append(plan.Steps, CompactStep{Generation: w.Generation, Level: lv,
@@ -207,7 +209,26 @@ var ErrCompactConflict = errors.New("compacted segment conflicts")
 // MaxBytes per compacted segment; a run above it becomes several (one
 // source alone is rewritten at the level, so that the next plan does not
 // read it again).
+//
+// Proven damage of a source or of a compacted segment already stored at
+// its name (a *DamageError: ErrBadSegment, a bad signature, a chain whose
+// link names the wrong hash) is recorded (RecordDamage, found by
+// compaction) and returned named: the window then ends before the
+// damaged segment, or goes around it through its sources, so the next
+// plan does not take it again. Failing to record it is logged (Log).
 func (b *Repo) Compact(ctx context.Context, st CompactStep, p CompactPolicy, e Encoding, ids []age.Identity) ([]SegmentInfo, error) {
+	out, err := b.compact(ctx, st, p, e, ids)
+	de := SegmentDamage(err, st.Sources)
+	if de == nil {
+		return out, err
+	}
+	if rerr := b.NoteDamage(ctx, de, FoundByCompaction); rerr != nil && b.Log != nil {
+		b.Log.Warn("compaction: the damage found is not recorded (read-only credentials?)", "object", de.Key, "err", rerr)
+	}
+	return out, &DamageError{Key: de.Key, Err: fmt.Errorf("%w (proven damage of %s, recorded: the window ends before it or goes around it through the segments it replaced; compaction leaves it alone, see docs/pitr.md#damage)", err, de.Key)}
+}
+
+func (b *Repo) compact(ctx context.Context, st CompactStep, p CompactPolicy, e Encoding, ids []age.Identity) ([]SegmentInfo, error) {
 	p = p.WithDefaults()
 	var (
 		out   []SegmentInfo
@@ -373,7 +394,11 @@ func (b *Repo) DeleteReplacedPending(ctx context.Context, by SegmentInfo, replac
 		_, err = ParseSegment(bytes.NewReader(raw))
 	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("compact: check %s before deleting what it replaced: %w", by.Object.Key, err)
+		err = damaged(by.Object.Key, err)
+		if rerr := b.NoteDamage(ctx, err, FoundByCompaction); rerr != nil && b.Log != nil {
+			b.Log.Warn("compaction: the damage found is not recorded (read-only credentials?)", "object", by.Object.Key, "err", rerr)
+		}
+		return 0, 0, fmt.Errorf("compact: check %s before deleting what it replaced (they stay): %w", by.Object.Key, err)
 	}
 	for _, s := range replaced {
 		if s.First < h.First || s.Last > h.Last || Held(s.Object.Key) {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lifeboat-dev/lifeboat/signing"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
@@ -50,12 +51,14 @@ const kindDamage = "damage record"
 type Damage struct {
 	Format  int    `json:"format"`
 	Cluster string `json:"cluster"`
-	// Object is the damaged object's key; Size and ModTime are what the
-	// store said of it when the damage was recorded (RecordDamage fills
-	// them in): the record is obsolete once the object differs.
+	// Object is the damaged object's key; Size, ModTime and SHA256 are
+	// what the store's Stat said of it when the damage was recorded
+	// (RecordDamage fills them in; SHA256 where the store knows it): the
+	// record is obsolete once the object differs.
 	Object  string    `json:"object"`
 	Size    int64     `json:"size"`
 	ModTime time.Time `json:"mod_time,omitzero"`
+	SHA256  string    `json:"sha256,omitempty"`
 	// FoundBy is who proved it (FoundByDrill, ...), FoundAt when.
 	FoundBy string    `json:"found_by"`
 	FoundAt time.Time `json:"found_at"`
@@ -137,7 +140,7 @@ func (b *Repo) RecordDamage(ctx context.Context, d Damage) error {
 	if err != nil {
 		return fmt.Errorf("record damage of %s: %w", d.Object, err)
 	}
-	d.Format, d.Cluster, d.Size, d.ModTime = DamageFormat, b.Cluster, o.Size, o.ModTime.UTC()
+	d.Format, d.Cluster, d.Size, d.ModTime, d.SHA256 = DamageFormat, b.Cluster, o.Size, o.ModTime.UTC(), o.SHA256
 	if d.FoundAt.IsZero() {
 		d.FoundAt = time.Now().UTC()
 	}
@@ -155,10 +158,12 @@ func (b *Repo) RecordDamage(ctx context.Context, d Damage) error {
 	return b.putDamage(ctx, key, data, o)
 }
 
-// putDamage writes a record at key, replacing an obsolete one.
+// putDamage writes a record at key, replacing an obsolete one. Records
+// are not locked (Repo.Lock): one goes when its object is replaced, and
+// what a record says any reader finds again in the object itself.
 func (b *Repo) putDamage(ctx context.Context, key string, data []byte, o uploader.ObjectInfo) error {
 	for range 2 {
-		_, err := b.Store.Put(ctx, key, bytes.NewReader(data), b.Lock.Options("application/json"))
+		_, err := b.Store.Put(ctx, key, bytes.NewReader(data), uploader.PutOptions{ContentType: "application/json"})
 		if !errors.Is(err, uploader.ErrExists) {
 			if err != nil {
 				return fmt.Errorf("write damage record %s: %w", key, err)
@@ -193,16 +198,18 @@ func (b *Repo) readDamage(ctx context.Context, key string) (*Damage, error) {
 }
 
 // damageCurrent reports whether d was recorded of the object o as it is
-// stored now: same size and, when both are known, the same time (to the
-// second: S3's listings and HEAD differ in precision).
+// stored now: the same size and, where the store's Stat gives them (both
+// come from Stat, so with one precision), the same time and sha256.
 func damageCurrent(d *Damage, o uploader.ObjectInfo) bool {
-	if d.Size != o.Size {
+	switch {
+	case d.Size != o.Size:
+		return false
+	case !d.ModTime.IsZero() && !o.ModTime.IsZero() && !d.ModTime.Equal(o.ModTime):
+		return false
+	case d.SHA256 != "" && o.SHA256 != "" && d.SHA256 != o.SHA256:
 		return false
 	}
-	if d.ModTime.IsZero() || o.ModTime.IsZero() {
-		return true
-	}
-	return d.ModTime.Truncate(time.Second).Equal(o.ModTime.Truncate(time.Second))
+	return true
 }
 
 // DamageRecords is what the damage area holds.
@@ -267,6 +274,98 @@ func (l *Listing) DamageOf(key string) *Damage {
 	for i := range l.Damage.Current {
 		if l.Damage.Current[i].Object == key {
 			return &l.Damage.Current[i]
+		}
+	}
+	return nil
+}
+
+// DamageError is a reader's proof that the stored object at Key is
+// damaged: its bytes do not match their checksum (ErrBadSegment,
+// ErrObjectMismatch), they do not decrypt or decompress although the
+// header opened with the configured identities, or its signature does
+// not verify over them (signing.ErrBadSignature). Readers of segments
+// (ReadSegment, ReadSegmentRaw, compaction, VerifyChanges) and of backups
+// (Open) return one; its text is Err's.
+//
+// Not damage: a header no configured identity opens (ErrDecrypt: age
+// cannot tell a wrong key from a damaged stanza, so it is the
+// configuration's problem until proven otherwise, exit 2), no identity
+// (ErrNoIdentity), an unsigned object or one signed by an unknown key
+// (untrusted: someone else wrote it), a store error, a cancelled context.
+type DamageError struct {
+	Key string
+	Err error
+}
+
+func (e *DamageError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the reader's error.
+func (e *DamageError) Unwrap() error { return e.Err }
+
+// IsDamage reports whether err proves a stored object damaged (wraps a
+// *DamageError).
+func IsDamage(err error) bool {
+	var de *DamageError
+	return errors.As(err, &de)
+}
+
+// AsDamage returns the *DamageError err wraps, nil when it wraps none.
+func AsDamage(err error) *DamageError {
+	var de *DamageError
+	if errors.As(err, &de) {
+		return de
+	}
+	return nil
+}
+
+// damaged wraps err, an error reading the object at key, in a
+// *DamageError when it proves damage: ErrBadSegment, ErrObjectMismatch or
+// a bad signature. Other errors are returned as they are.
+func damaged(key string, err error) error {
+	if err == nil || IsDamage(err) {
+		return err
+	}
+	if errors.Is(err, ErrBadSegment) || errors.Is(err, ErrObjectMismatch) || errors.Is(err, signing.ErrBadSignature) {
+		return &DamageError{Key: key, Err: err}
+	}
+	return err
+}
+
+// NoteDamage records the damage err proves (when it wraps a
+// *DamageError), found by foundBy. It returns the error of recording it
+// (nil when err proves nothing), for the caller to log: the caller goes
+// on with err either way (read-only credentials cannot record).
+func (b *Repo) NoteDamage(ctx context.Context, err error, foundBy string) error {
+	de := AsDamage(err)
+	if de == nil {
+		return nil
+	}
+	if rerr := b.RecordDamage(ctx, Damage{Object: de.Key, FoundBy: foundBy, Error: de.Err.Error()}); rerr != nil {
+		return fmt.Errorf("record the damage of %s: %w", de.Key, rerr)
+	}
+	return nil
+}
+
+// SegmentDamage returns the damage err proves in one of segs (a replay's
+// or a compaction's segments): the *DamageError err wraps, or, for
+// ErrBadSegment without one (a replay child's error crosses a process
+// boundary as text) or a chain whose link names the wrong hash
+// (ChainBadHash: a stored segment is not what its successor was chained
+// to), one naming the segment whose key the error names.
+func SegmentDamage(err error, segs []SegmentInfo) *DamageError {
+	if de := AsDamage(err); de != nil {
+		return de
+	}
+	var ce *ChainError
+	if errors.As(err, &ce) && ce.Problem == ChainBadHash {
+		return &DamageError{Key: ce.Key, Err: err}
+	}
+	if !errors.Is(err, ErrBadSegment) {
+		return nil
+	}
+	for _, s := range segs {
+		if strings.Contains(err.Error(), s.Object.Key) {
+			return &DamageError{Key: s.Object.Key, Err: err}
 		}
 	}
 	return nil

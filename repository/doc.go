@@ -32,9 +32,19 @@
 //	    Current (object stored as recorded), Obsolete (object gone or of
 //	    another size or time: prune deletes them), Unreadable.
 //	Listing.Damage (List fills it) and Listing.DamageOf(key) *Damage.
+//	*DamageError{Key, Err}, IsDamage(err), AsDamage(err): what readers
+//	    return for proven damage (ReadSegment, ReadSegmentRaw, Open,
+//	    Compact, CheckSegmentBytes); SegmentDamage(err, segs) also finds it
+//	    in a replay child's error or a chain's bad hash.
+//	Repo.NoteDamage(ctx, err, foundBy) error: RecordDamage of the damage
+//	    err proves (nil when none); the caller logs its error.
 //
 // A backup whose data object has a current, trusted record is listed
-// broken; a window with a damaged segment has a problem (windows.go).
+// broken; a window with a damaged segment ends before it, or goes around
+// it through the segments it replaced, with a Problem naming it
+// (windows.go). VerifyChanges and Compact record what they prove
+// themselves; drills, copies, verify and restore record through
+// NoteDamage.
 //
 // Change segments (segment.go) are a generation's change log after its
 // snapshot: every revision in [first, last] with its operations, the

@@ -191,7 +191,9 @@ func (b *Repo) candidates(l *Listing) ([]*Manifest, error) {
 				b.Log.Warn("skipping an untrusted backup: it is not signed by a trusted key; someone without this cluster's signing key wrote to the store (docs/security.md)",
 					"backup_id", e.Manifest.ID, "why", e.Problem)
 			}
-		case e.State != StateOK || e.Manifest.LineageID() != lineage:
+		case e.State != StateOK && e.Damage == nil || e.Manifest.LineageID() != lineage:
+			// A backup proven damaged stays a candidate: latest names it
+			// and fails loudly, never quietly an older one.
 		default:
 			out = append(out, e.Manifest)
 		}

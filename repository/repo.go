@@ -80,6 +80,11 @@ type Entry struct {
 	Problem string
 	// Object is the stored data object as listed (zero when missing).
 	Object uploader.ObjectInfo
+	// Damage is the damage record that makes the backup broken (its data
+	// object is present, of its size, and proven damaged), nil otherwise.
+	// Such a backup is still what latest names: a restore of it fails
+	// loudly instead of quietly taking an older one.
+	Damage *Damage
 }
 
 // Listing is the content of a cluster's snapshot area.
@@ -89,8 +94,12 @@ type Listing struct {
 	// Orphans are data objects without a manifest (unfinished or pruned
 	// half-way); they are never backups.
 	Orphans []uploader.ObjectInfo
-	// Unreadable are manifests that could not be read or parsed.
+	// Unreadable are manifests that could not be parsed: damaged,
+	// truncated, or of a format this build does not read. Their data
+	// objects stay in Orphans (never deleted: see UnreadableManifestOf).
 	Unreadable []uploader.ObjectInfo
+	// UnreadableWhy says why each of Unreadable could not be read, by key.
+	UnreadableWhy map[string]string
 	// Damage is the cluster's damage records (damage.go): objects a
 	// reader proved damaged, backups' and change segments' alike.
 	Damage *DamageRecords
@@ -123,7 +132,7 @@ func (b *Repo) List(ctx context.Context) (*Listing, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Listing{}
+	l := &Listing{UnreadableWhy: map[string]string{}}
 	if l.Damage, err = b.ReadDamage(ctx); err != nil {
 		return nil, err
 	}
@@ -137,6 +146,7 @@ func (b *Repo) List(ctx context.Context) (*Listing, error) {
 				continue // deleted while listing
 			case errors.Is(err, ErrBadManifest):
 				l.Unreadable = append(l.Unreadable, mo)
+				l.UnreadableWhy[mo.Key] = err.Error()
 				continue
 			default:
 				// A store error is not a verdict on the manifest: fail
@@ -153,8 +163,9 @@ func (b *Repo) List(ctx context.Context) (*Listing, error) {
 			e.State, e.Problem = StateBroken, "data object "+m.Object+" is missing"
 		case o.Size != m.ObjectSize:
 			e.State, e.Problem = StateBroken, fmt.Sprintf("data object %s has %d bytes, manifest says %d", m.Object, o.Size, m.ObjectSize)
-		case l.DamageOf(m.Object) != nil && l.DamageOf(m.Object).Untrusted == "":
-			e.State, e.Problem = StateBroken, l.DamageOf(m.Object).String()
+		case l.trustedDamage(m.Object) != nil:
+			e.Damage = l.trustedDamage(m.Object)
+			e.State, e.Problem = StateBroken, e.Damage.String()
 		}
 		e.Object = o
 		claimed[m.Object] = true
@@ -318,7 +329,8 @@ var ErrObjectMismatch = errors.New("stored object does not match its manifest")
 // Open returns a reader of backup m's raw snapshot (decrypted with ids and
 // decompressed). The stored bytes are hashed as they stream; at the end
 // the reader returns an error wrapping ErrObjectMismatch instead of io.EOF
-// if their size or sha256 differ from the manifest's.
+// if their size or sha256 differ from the manifest's, within a
+// *DamageError naming the object (damage.go).
 func (b *Repo) Open(ctx context.Context, m *Manifest, ids []age.Identity) (io.ReadCloser, error) {
 	rc, err := b.Store.Get(ctx, m.Object)
 	if err != nil {
@@ -327,7 +339,7 @@ func (b *Repo) Open(ctx context.Context, m *Manifest, ids []age.Identity) (io.Re
 	cr := &checkedReader{r: rc, h: sha256.New(), m: m}
 	dec, err := NewDecoder(cr, m.Compression, m.Encryption, ids)
 	if err != nil {
-		rc.Close()
+		defer rc.Close()
 		if errors.Is(err, ErrDecrypt) {
 			// The caller names the backup; this says whom it wants.
 			if len(m.Recipients) == 0 {
@@ -337,6 +349,13 @@ func (b *Repo) Open(ctx context.Context, m *Manifest, ids []age.Identity) (io.Re
 		}
 		if errors.Is(err, ErrNoIdentity) {
 			return nil, err
+		}
+		// A header that does not decode: the sha256 says whether the
+		// stored bytes are damaged.
+		if _, derr := io.Copy(io.Discard, cr); derr == nil {
+			if cerr := cr.check(); cerr != nil {
+				return nil, damaged(m.Object, fmt.Errorf("%w (decoding failed: %v)", cerr, err))
+			}
 		}
 		return nil, fmt.Errorf("backup %s: %w", m.ID, err)
 	}
@@ -350,6 +369,11 @@ type openReader struct {
 }
 
 func (o *openReader) Read(p []byte) (int, error) {
+	n, err := o.read(p)
+	return n, damaged(o.cr.m.Object, err)
+}
+
+func (o *openReader) read(p []byte) (int, error) {
 	n, err := o.dec.Read(p)
 	if err != nil {
 		// The decoder's read-ahead, if any, reads cr in a goroutine:
@@ -429,4 +453,16 @@ func checkObject(m *Manifest, n int64, h hash.Hash) error {
 		return fmt.Errorf("%w: %s sha256 %s, manifest says %s", ErrObjectMismatch, m.Object, got, m.ObjectSHA256)
 	}
 	return nil
+}
+
+// UnreadableManifestOf returns the unreadable manifest of the backup
+// whose data object is at objectKey, and why it is unreadable; ok is
+// false when its manifest is not among Unreadable. Such an object is no
+// unfinished upload: its backup's manifest is damaged, truncated or of a
+// newer format, and the object is kept.
+func (l *Listing) UnreadableManifestOf(objectKey string) (manifestKey, why string, ok bool) {
+	id, _, _ := strings.Cut(path.Base(objectKey), ".")
+	manifestKey = path.Dir(objectKey) + "/" + id + ".json"
+	why, ok = l.UnreadableWhy[manifestKey]
+	return manifestKey, why, ok
 }

@@ -208,22 +208,51 @@ func (b *Repo) ListSegments(ctx context.Context, generation string) (segs []Segm
 // With the Repo's Trust enabled, a segment that is not signed by a
 // trusted key for its key (unsigned unless AllowUnsigned, an unknown key,
 // altered or moved after signing) is an *UntrustedError naming it.
+//
+// Damage (ErrBadSegment, a bad signature) is a *DamageError naming the
+// object (damage.go).
 func (b *Repo) ReadSegment(ctx context.Context, si SegmentInfo, ids []age.Identity) (*Segment, string, error) {
+	s, h, err := b.readSegment(ctx, si, ids)
+	return s, h, damaged(si.Object.Key, err)
+}
+
+func (b *Repo) readSegment(ctx context.Context, si SegmentInfo, ids []age.Identity) (*Segment, string, error) {
 	data, err := b.readStoredSegment(ctx, si)
 	if err != nil {
 		return nil, "", err
 	}
+	s, err := b.parseStored(si, data, ids)
+	if err != nil {
+		return nil, "", err
+	}
+	return s, storedHash(data), nil
+}
+
+// parseStored decodes and parses a listed segment's stored bytes and
+// checks its signature (with Trust) and its name.
+func (b *Repo) parseStored(si SegmentInfo, data []byte, ids []age.Identity) (*Segment, error) {
 	ss, err := decodeStoredSealed(bytes.NewReader(data), si.Compression, si.Encryption, ids)
 	if err != nil {
-		return nil, "", fmt.Errorf("read segment %s: %w", si.Object.Key, err)
+		return nil, fmt.Errorf("read segment %s: %w", si.Object.Key, err)
 	}
 	if err := b.checkSegment(si.Object.Key, ss.seal); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	if err := checkListed(si, &ss.seg.SegmentHeader); err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	return ss.seg, storedHash(data), nil
+	return ss.seg, nil
+}
+
+// CheckSegmentBytes checks the stored bytes of listed segment si, read
+// by someone else (a copy reads them to write them elsewhere), as
+// ReadSegment checks what it reads: decoded, parsed whole (its sha256
+// trailer), its signature (with Trust) and its name. Damage is a
+// *DamageError naming the segment; an encrypted segment with no ids
+// gives ErrNoIdentity (not checked).
+func (b *Repo) CheckSegmentBytes(si SegmentInfo, data []byte, ids []age.Identity) error {
+	_, err := b.parseStored(si, data, ids)
+	return damaged(si.Object.Key, err)
 }
 
 // ReadSegmentRaw reads a listed segment and decodes it (decrypts,
@@ -245,8 +274,13 @@ func (b *Repo) ReadSegmentRaw(ctx context.Context, si SegmentInfo, ids []age.Ide
 
 // ReadSegmentRawInto is ReadSegmentRaw decoding into buf's memory (from
 // its start, growing it as needed), for a reader that recycles its
-// buffers.
+// buffers. Damage is a *DamageError naming the object, as in ReadSegment.
 func (b *Repo) ReadSegmentRawInto(ctx context.Context, si SegmentInfo, ids []age.Identity, buf []byte) ([]byte, SegmentHeader, string, error) {
+	raw, h, sum, err := b.readSegmentRawInto(ctx, si, ids, buf)
+	return raw, h, sum, damaged(si.Object.Key, err)
+}
+
+func (b *Repo) readSegmentRawInto(ctx context.Context, si SegmentInfo, ids []age.Identity, buf []byte) ([]byte, SegmentHeader, string, error) {
 	data, err := b.readStoredSegment(ctx, si)
 	if err != nil {
 		return nil, SegmentHeader{}, "", err

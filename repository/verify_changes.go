@@ -45,7 +45,8 @@ type ChangesCheck struct {
 // verified one holding their revision, are problems too.
 //
 // Only a failed listing returns an error; everything found in the
-// objects is in the check's Problem.
+// objects is in the check's Problem. A damaged segment (a *DamageError)
+// is recorded (RecordDamage, found by verify).
 func (b *Repo) VerifyChanges(ctx context.Context, w Window, ids []age.Identity) (ChangesCheck, error) {
 	c := ChangesCheck{Generation: w.Generation, From: w.From, Through: w.From}
 	if w.Anchor == nil {
@@ -68,6 +69,9 @@ func (b *Repo) VerifyChanges(ctx context.Context, w Window, ids []age.Identity) 
 		}
 		s, hash, err := b.ReadSegment(ctx, si, ids)
 		if err != nil {
+			if rerr := b.NoteDamage(ctx, err, FoundByVerify); rerr != nil && b.Log != nil {
+				b.Log.Warn("verify: the damage found is not recorded (read-only credentials?)", "err", rerr)
+			}
 			c.Problem, c.ProblemKey, c.ProblemFrom, c.ProblemTo = err, si.Object.Key, si.First, si.Last
 			if !errors.Is(err, ErrBadSegment) && !errors.Is(err, ErrUntrusted) {
 				c.Problem = fmt.Errorf("%w (the segment could not be read: retry, or check the store)", err)

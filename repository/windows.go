@@ -60,6 +60,16 @@ type Window struct {
 	// Untrusted are progress markers not signed by a trusted key (with
 	// signing configured): they vouch for nothing.
 	Untrusted []uploader.ObjectInfo
+	// Damaged are the generation's segments with a current damage record
+	// (damage.go): never on the path. The run ends before the first one
+	// it cannot go around (through the segments a damaged compacted one
+	// replaced, while they are stored), and Problem names it.
+	Damaged []Damage
+
+	damagedSegs []SegmentInfo // w.Damaged's segments, while the window is made
+	// endsAtDamage: the run ends at a damaged segment, so its last
+	// segment is no writer's head (PlanCompaction closes its buckets).
+	endsAtDamage bool
 }
 
 // Recoverable reports whether a point-in-time restore can start from
@@ -130,7 +140,7 @@ func (b *Repo) Windows(ctx context.Context, l *Listing) ([]Window, error) {
 	}
 	var out []Window
 	for g := range gens {
-		w, err := b.window(ctx, g, anchors[g], segs[g], markers[g])
+		w, err := b.window(ctx, g, anchors[g], segs[g], markers[g], l.trustedDamage)
 		if err != nil {
 			return nil, err
 		}
@@ -146,7 +156,7 @@ func (b *Repo) Windows(ctx context.Context, l *Listing) ([]Window, error) {
 	return out, nil
 }
 
-func (b *Repo) window(ctx context.Context, gen string, anchor *Manifest, segs []SegmentInfo, markers []ProgressInfo) (Window, error) {
+func (b *Repo) window(ctx context.Context, gen string, anchor *Manifest, segs []SegmentInfo, markers []ProgressInfo, damage func(string) *Damage) (Window, error) {
 	w := Window{Generation: gen, Anchor: anchor, Markers: markers}
 	if anchor == nil {
 		w.Problem = "its snapshot " + gen + " is not an intact committed backup"
@@ -163,7 +173,10 @@ func (b *Repo) window(ctx context.Context, gen string, anchor *Manifest, segs []
 	}
 	w.From, w.FromTime = anchor.Revision, anchor.RevisionTime()
 	w.Through, w.ThroughTime = anchor.Revision, anchor.RevisionTime()
+	segs = w.dropDamaged(segs, damage)
 	w.path(segs)
+	w.damageProblem(segs)
+	w.supersededDamage()
 	for _, m := range markers {
 		if m.Through > w.Through {
 			if w.Problem == "" {
@@ -271,4 +284,89 @@ func idRevision(id string) (int64, bool) {
 		return 0, false
 	}
 	return r, true
+}
+
+// trustedDamage is DamageOf for the records signed by a trusted key (or
+// with no trust configured): an untrusted record is shown but changes no
+// window.
+func (l *Listing) trustedDamage(key string) *Damage {
+	if d := l.DamageOf(key); d != nil && d.Untrusted == "" {
+		return d
+	}
+	return nil
+}
+
+// dropDamaged returns segs without the damaged ones, which it keeps in
+// w.Damaged and w.damagedSegs.
+func (w *Window) dropDamaged(segs []SegmentInfo, damage func(string) *Damage) []SegmentInfo {
+	var sound []SegmentInfo
+	for _, s := range segs {
+		if d := damage(s.Object.Key); d != nil {
+			w.Damaged = append(w.Damaged, *d)
+			w.damagedSegs = append(w.damagedSegs, s)
+			continue
+		}
+		sound = append(sound, s)
+	}
+	return sound
+}
+
+// supersededDamage files the damaged segments: one that a compacted
+// segment on the path covers is Superseded (compaction deletes it, as it
+// would a sound one; no problem), any other is Stray.
+func (w *Window) supersededDamage() {
+	var left []Damage
+	for i, s := range w.damagedSegs {
+		if w.covered(s) {
+			w.Superseded = append(w.Superseded, s)
+			continue
+		}
+		w.Stray = append(w.Stray, s.Object)
+		left = append(left, w.Damaged[i])
+	}
+	w.Damaged, w.damagedSegs = left, nil
+}
+
+// damageProblem says what the damaged segments do to the window: the
+// first one the run could not go around ends it (the revisions it holds
+// are lost from this snapshot on, those after the hole are stored but
+// cannot be replayed from it); one it went around is a problem all the
+// same (the damaged object is still there). sound are the segments the
+// path was made of.
+func (w *Window) damageProblem(sound []SegmentInfo) {
+	for i, s := range w.damagedSegs {
+		if s.First > w.Through+1 || s.Last <= w.Through {
+			continue
+		}
+		d := w.Damaged[i]
+		p := fmt.Sprintf("segment %s (revisions %d-%d) is damaged: %s (found by %s at %s); recoverable through revision %d",
+			d.Object, s.First, s.Last, d.Error, d.FoundBy, d.FoundAt.UTC().Format(time.RFC3339), w.Through)
+		after := int64(0)
+		for _, o := range sound {
+			after = max(after, o.Last)
+		}
+		if after > s.Last {
+			p += fmt.Sprintf("; revisions %d-%d after the hole are stored but cannot be replayed from this snapshot", s.Last+1, after)
+		}
+		w.Problem, w.endsAtDamage = p, true
+		return
+	}
+	if w.Problem != "" {
+		return
+	}
+	for i, s := range w.damagedSegs {
+		if w.covered(s) {
+			continue // superseded by a sound compacted segment: harmless
+		}
+		d := w.Damaged[i]
+		w.Problem = fmt.Sprintf("segment %s is damaged: %s (found by %s at %s); the window goes around it through the segments it replaced",
+			d.Object, d.Error, d.FoundBy, d.FoundAt.UTC().Format(time.RFC3339))
+		return
+	}
+}
+
+// covered reports whether a compacted segment on the path holds every
+// revision of s.
+func (w *Window) covered(s SegmentInfo) bool {
+	return slices.ContainsFunc(w.Segments, func(c SegmentInfo) bool { return c.Level > 0 && c.First <= s.First && c.Last >= s.Last })
 }

@@ -268,8 +268,15 @@ func openCopies(ctx context.Context, cfg *Config, lg *slog.Logger) ([]copyStore,
 }
 
 // copyJob is the replica job that brings copy cs up to date with primary.
+//
+// With an identity file configured, the primary's change segments are
+// checked before they are copied (replica.Job.Identities); one that does
+// not load leaves them unchecked, as without one (the commands that need
+// it say so).
 func (c *Config) copyJob(primary *repository.Repo, cs copyStore) replica.Job {
+	ids, _ := identities(c)
 	return replica.Job{
 		Name: cs.cfg.Name, From: primary, To: cs.repo, Policy: c.copyPolicy(cs.cfg), Grace: c.Capture.CompactionGrace,
+		Identities: ids,
 	}
 }

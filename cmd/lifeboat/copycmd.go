@@ -64,6 +64,7 @@ func runCopy(ctx context.Context, cfg *Config, lg *slog.Logger, o copyOptions, o
 	}
 	var results []*replica.Result
 	var failed []string
+	damaged := 0
 	for _, cs := range copies {
 		job := cfg.copyJob(primary, cs)
 		job.DryRun = o.dryRun
@@ -71,6 +72,9 @@ func runCopy(ctx context.Context, cfg *Config, lg *slog.Logger, o copyOptions, o
 		results = append(results, res)
 		if err != nil {
 			failed = append(failed, cs.cfg.Name)
+			if errors.Is(err, replica.ErrDamaged) {
+				damaged++
+			}
 			lg.Error("copy failed", "store", cs.cfg.Name, "err", err)
 		}
 		if o.output == "table" {
@@ -85,7 +89,7 @@ func runCopy(ctx context.Context, cfg *Config, lg *slog.Logger, o copyOptions, o
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("%d of %d copies failed (%s): the next run continues where they stopped; see the errors above", len(failed), len(copies), strings.Join(failed, ", "))
+		return copyFailed(failed, damaged, len(copies))
 	}
 	return nil
 }
@@ -123,4 +127,16 @@ func printCopy(out io.Writer, res *replica.Result, err error, dry bool) {
 		fmt.Fprintf(out, "; it holds %d backups, recovery point %s (with changes %s)\n", res.Backups,
 			res.RecoveryPoint.UTC().Format(time.RFC3339), res.ChangesPoint.UTC().Format(time.RFC3339))
 	}
+}
+
+// copyFailed is runCopy's error when copies failed: for damaged objects
+// of the primary (replica.ErrDamaged) it says that running again does
+// not help; for other failures that a run continues from what is
+// committed.
+func copyFailed(failed []string, damaged, total int) error {
+	names := strings.Join(failed, ", ")
+	if damaged == len(failed) {
+		return fmt.Errorf("%d of %d copies are incomplete (%s): the primary holds damaged objects they lack, named above and recorded there; everything else was copied. Repair or prune the damaged objects in the primary (docs/pitr.md#damage): running copy again does not help", len(failed), total, names)
+	}
+	return fmt.Errorf("%d of %d copies failed (%s), see the errors above: what each committed stays, and a run after the cause is fixed continues from there", len(failed), total, names)
 }

@@ -91,6 +91,9 @@ type listedWindow struct {
 	Problem string `json:"problem,omitempty"`
 	// Stray are objects of the generation outside its window.
 	Stray []string `json:"stray"`
+	// Damaged are the generation's segments proven damaged (damage
+	// records), each "<key>: <what>".
+	Damaged []string `json:"damaged"`
 }
 
 func windowRows(ws []repository.Window) []listedWindow {
@@ -98,7 +101,10 @@ func windowRows(ws []repository.Window) []listedWindow {
 	for _, w := range ws {
 		lw := listedWindow{Generation: w.Generation, Recoverable: w.Recoverable(), FromRevision: w.From, FromTime: w.FromTime,
 			Through: w.Through, ThroughTime: w.ThroughTime, Segments: len(w.Segments), Sealed: w.Sealed, SealReason: w.SealReason,
-			Problem: w.Problem, Stray: []string{}}
+			Problem: w.Problem, Stray: []string{}, Damaged: []string{}}
+		for _, d := range w.Damaged {
+			lw.Damaged = append(lw.Damaged, d.Object+": "+d.Error)
+		}
 		for _, o := range w.Stray {
 			lw.Stray = append(lw.Stray, o.Key)
 		}
@@ -113,6 +119,8 @@ func (w listedWindow) state() string {
 	switch {
 	case !w.Recoverable:
 		s = "NOT RECOVERABLE"
+	case len(w.Damaged) > 0:
+		s = "DAMAGED"
 	case w.Sealed && w.SealReason != "":
 		s = "sealed (" + w.SealReason + ")"
 	case w.Sealed:
@@ -284,12 +292,26 @@ func writeBackupRows(out io.Writer, li *listing, rows []repository.Entry, now ti
 // writeListNotes writes what is in the store but is not a backup (orphans,
 // unreadable manifests) and the drills whose last report cannot be read.
 func writeListNotes(out io.Writer, li *listing) {
-	if n := len(li.l.Orphans); n > 0 {
+	objects := map[string]string{} // unreadable manifest -> its data object
+	n := 0
+	for _, o := range li.l.Orphans {
+		if mk, _, ok := li.l.UnreadableManifestOf(o.Key); ok {
+			objects[mk] = o.Key
+			continue
+		}
+		n++
+	}
+	if n > 0 {
 		fmt.Fprintf(out, "%d data object(s) without a manifest (unfinished uploads; not backups; prune removes them)\n", n)
 	}
 	for _, u := range li.l.Unreadable {
-		fmt.Fprintf(out, "unreadable manifest: %s\n", u.Key)
+		fmt.Fprintf(out, "unreadable manifest %s: %s (damaged, truncated or of a newer format: not a backup until it is repaired", u.Key, li.l.UnreadableWhy[u.Key])
+		if o, ok := objects[u.Key]; ok {
+			fmt.Fprintf(out, "; its data object %s is kept, prune never removes it", o)
+		}
+		fmt.Fprintln(out, ")")
 	}
+	writeDamageNotes(out, li.l.Damage)
 	if n := li.l.Untrusted(); n > 0 {
 		fmt.Fprintf(out, "%d untrusted backup(s): not signed by a trusted key, so someone without this cluster's signing key wrote them to the store; never restored, drilled, copied or counted by prune (docs/security.md)\n", n)
 	}
@@ -388,5 +410,21 @@ func humanAge(d time.Duration) string {
 		return fmt.Sprintf("%dh", int(d.Hours()))
 	default:
 		return fmt.Sprintf("%dd", int(d.Hours()/24))
+	}
+}
+
+// writeDamageNotes names the damage records that mark nothing themselves:
+// untrusted and unreadable ones (backups and windows show the others).
+func writeDamageNotes(out io.Writer, d *repository.DamageRecords) {
+	if d == nil {
+		return
+	}
+	for _, r := range d.Current {
+		if r.Untrusted != "" {
+			fmt.Fprintf(out, "untrusted damage record %s (%s): it says %s\n", r.Key, r.Untrusted, r.String())
+		}
+	}
+	for _, o := range d.Unreadable {
+		fmt.Fprintf(out, "unreadable damage record %s: some object was found damaged; lifeboat verify and verify --changes say which\n", o.Key)
 	}
 }

@@ -128,21 +128,23 @@ type pruneSummary struct {
 }
 
 type pruneOutput struct {
-	Store             string             `json:"store"`
-	Cluster           string             `json:"cluster"`
-	Policy            string             `json:"policy"`
-	Now               time.Time          `json:"now"`
-	DryRun            bool               `json:"dry_run"`
-	Backups           []prunedBackup     `json:"backups"`
-	Orphans           []prunedObject     `json:"orphans"`
-	OrphansKept       []prunedObject     `json:"orphans_kept"`
-	IncompleteUploads []prunedUpload     `json:"incomplete_uploads"`
-	Broken            []brokenBackup     `json:"broken"`
-	Unreadable        []string           `json:"unreadable_manifests"`
-	Generations       []prunedGeneration `json:"generations"`
-	Markers           []prunedObject     `json:"superseded_markers"`
-	Summary           pruneSummary       `json:"summary"`
-	Errors            []string           `json:"errors"`
+	Store             string         `json:"store"`
+	Cluster           string         `json:"cluster"`
+	Policy            string         `json:"policy"`
+	Now               time.Time      `json:"now"`
+	DryRun            bool           `json:"dry_run"`
+	Backups           []prunedBackup `json:"backups"`
+	Orphans           []prunedObject `json:"orphans"`
+	OrphansKept       []prunedObject `json:"orphans_kept"`
+	IncompleteUploads []prunedUpload `json:"incomplete_uploads"`
+	Broken            []brokenBackup `json:"broken"`
+	Unreadable        []string       `json:"unreadable_manifests"`
+	// UnreadableWhy says why each unreadable manifest could not be read.
+	UnreadableWhy map[string]string  `json:"unreadable_why,omitempty"`
+	Generations   []prunedGeneration `json:"generations"`
+	Markers       []prunedObject     `json:"superseded_markers"`
+	Summary       pruneSummary       `json:"summary"`
+	Errors        []string           `json:"errors"`
 	// Kits are the recovery kits and what prune does with each.
 	Kits []prunedKit `json:"kits"`
 }
@@ -308,6 +310,7 @@ func reportObjects(rep *pruneOutput, res *prune.Result) {
 	for _, u := range p.Unreadable {
 		rep.Unreadable = append(rep.Unreadable, u.Key)
 	}
+	rep.UnreadableWhy = p.UnreadableWhy
 	for _, err := range res.Errors {
 		rep.Errors = append(rep.Errors, err.Error())
 	}
@@ -419,7 +422,7 @@ func printPrune(out io.Writer, rep pruneOutput, now time.Time) {
 		fmt.Fprintf(out, "broken backup %s: %s (kept; prune never deletes a broken backup)\n", b.ID, b.Problem)
 	}
 	for _, k := range rep.Unreadable {
-		fmt.Fprintf(out, "unreadable manifest %s (kept, with its data object)\n", k)
+		fmt.Fprintf(out, "unreadable manifest %s: %s (damaged, truncated or of a newer format; kept, with its data object)\n", k, rep.UnreadableWhy[k])
 	}
 	printPrunedKits(out, rep)
 	s := rep.Summary

@@ -410,6 +410,7 @@ func fetchVerified(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, ba
 	_, err := repository.Fetch(ctx, backups, m, spool, repository.FetchOptions{Identities: ids, Progress: p.update})
 	p.done()
 	if err != nil {
+		noteDamage(ctx, backups, err, nil, repository.FoundByRestore, lg)
 		return spool, fmt.Errorf("fetch backup %s: %w", m.ID, err)
 	}
 	if _, err := repository.CheckFile(ctx, spool, m); err != nil {
@@ -424,6 +425,7 @@ func fetchVerified(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, ba
 func replayPlan(ctx context.Context, out io.Writer, spool string, plan *restore.PointInTimePlan, backups *repository.Repo, ids []age.Identity, lg *slog.Logger) error {
 	st, err := restore.Replay(ctx, spool, plan, backups, ids, lg)
 	if err != nil {
+		noteDamage(ctx, backups, err, plan.Segments, repository.FoundByRestore, lg)
 		return fmt.Errorf("point-in-time restore to revision %d: %w: nothing was restored", plan.Revision, err)
 	}
 	fmt.Fprintf(out, "replayed %d revisions (%d operations, %d segments, %d leases recreated) onto snapshot %s in %.1fs (%.0f revisions/s): the database is at revision %d\n",

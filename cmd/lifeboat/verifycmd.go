@@ -212,6 +212,7 @@ func verifyBackup(ctx context.Context, b *repository.Repo, m *repository.Manifes
 	path := filepath.Join(spoolDir, "lifeboat-verify-"+m.ID+"-"+strconv.Itoa(os.Getpid())+".db")
 	defer writeback.Remove(path) // in steps: etcd may share the disk
 	if _, err := repository.Fetch(ctx, b, m, path, repository.FetchOptions{Identities: ids}); err != nil {
+		noteDamage(ctx, b, err, nil, repository.FoundByVerify, lg)
 		return verify.Status{}, err
 	}
 	return repository.CheckFile(ctx, path, m)

@@ -175,3 +175,19 @@ func checkOutput(o string) error {
 	}
 	return nil
 }
+
+// noteDamage records the damage err proves (a *repository.DamageError, or
+// a segment of segs a replay found damaged) in b, found by foundBy; a
+// failure to record it (read-only credentials) is logged, and the
+// command goes on with err.
+func noteDamage(ctx context.Context, b *repository.Repo, err error, segs []repository.SegmentInfo, foundBy string, lg *slog.Logger) {
+	de := repository.SegmentDamage(err, segs)
+	if de == nil {
+		return
+	}
+	if rerr := b.NoteDamage(ctx, de, foundBy); rerr != nil {
+		lg.Warn("the damage found is not recorded in the store (read-only credentials?)", "object", de.Key, "err", rerr)
+		return
+	}
+	lg.Info("damage recorded in the store: lifeboat list shows it", "object", de.Key)
+}

@@ -452,6 +452,9 @@ func (d *drill) fetch(ctx context.Context, spool string, inPlace bool) error {
 		}
 		d.check("object size", strconv.FormatInt(m.ObjectSize, 10), strconv.FormatInt(size, 10), size == m.ObjectSize)
 		d.check("object sha256", m.ObjectSHA256, sum, sum == m.ObjectSHA256)
+		if size != m.ObjectSize || sum != m.ObjectSHA256 {
+			d.noteDamage(ctx, &repository.DamageError{Key: m.Object, Err: ferr})
+		}
 		if err := d.failed(); err != nil {
 			return err
 		}
@@ -794,4 +797,14 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// noteDamage records the damage the drill proved (repository.RecordDamage,
+// found by drill); a failure to record it is logged, the verdict stands.
+func (d *drill) noteDamage(ctx context.Context, de *repository.DamageError) {
+	if err := d.o.Backups.NoteDamage(ctx, de, repository.FoundByDrill); err != nil {
+		d.lg.Warn("drill: the damage found is not recorded (read-only credentials?); the failed verdict stands", "object", de.Key, "err", err)
+		return
+	}
+	d.lg.Error("drill: stored object damaged", "object", de.Key, "err", de.Err)
 }

@@ -233,11 +233,16 @@ func (d *drill) replay(ctx context.Context, spool string) error {
 		d.check("replay", want, fmt.Sprintf("%d revisions, %d operations from %d segments", rs.Revisions, rs.Ops, rs.Segments), true)
 	case ctx.Err() != nil, errors.Is(err, child.ErrKilled):
 		return err
-	case errors.Is(err, restore.ErrReplay), errors.As(err, &ce), errors.Is(err, repository.ErrBadSegment), errors.As(err, &crash):
+	case errors.Is(err, restore.ErrReplay), errors.As(err, &ce), errors.Is(err, repository.ErrBadSegment), repository.IsDamage(err), errors.As(err, &crash):
 		// The changes do not fit the snapshot, the chain is broken, a
 		// segment is damaged, or etcd's storage code crashed the replay
 		// process on them: a verdict on what the store holds, as a
-		// crash of the throwaway etcd on the restored data is.
+		// crash of the throwaway etcd on the restored data is. Damage
+		// of a segment is recorded: the window ends before it from now
+		// on, whatever later drills of earlier targets find.
+		if de := repository.SegmentDamage(err, p.Segments); de != nil {
+			d.noteDamage(ctx, de)
+		}
 		d.check("replay", want, err.Error(), false)
 		return d.failed()
 	default:

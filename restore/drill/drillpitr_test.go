@@ -437,6 +437,86 @@ func TestPointInTimeDrill(t *testing.T) {
 	})
 }
 
+// TestPointInTimeDrillDamage: a flipped byte in a stored segment is
+// proven damage: the drill that reads it is a FAILED verdict with its
+// report stored, the damage is recorded, and the window ends before the
+// segment, so the agent's next drill (an earlier target) passes while
+// the window problem stays.
+func TestPointInTimeDrillDamage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real etcd")
+	}
+	s := restoretest.StartPITRSource(t, 120, nil)
+	ctx := t.Context()
+	live := liveSession(t, s.C.Endpoints())
+	scratch := t.TempDir()
+	l, err := s.Repo.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := restore.PlanPointInTime(ctx, s.Repo, l, restore.Target{Revision: s.Through}, s.IDs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := p.Segments[len(p.Segments)/2]
+	path := filepath.Join(s.StoreDir, filepath.FromSlash(bad.Object.Key))
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rnd := rand.New(rand.NewPCG(9, 9))
+	job := drill.Job{
+		Backups: s.Repo,
+		Options: drill.Options{Identities: s.IDs, ScratchDir: scratch, Version: "test"},
+		Live:    func(context.Context) (drill.LiveCluster, func(), error) { return live, func() {}, nil },
+		Int64n:  func(n int64) int64 { return n - 1 }, // the newest revision: past the damage
+	}
+	out, err := drill.RunJob(ctx, job, nil)
+	if out == nil || out.RunError || out.Passed || !errors.Is(err, drill.ErrFailed) || !strings.Contains(err.Error(), bad.Object.Key) {
+		t.Fatalf("drill over a damaged segment: %v, %+v: want a failed verdict naming %s", err, out, bad.Object.Key)
+	}
+	last, err := s.Repo.LastDrills(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := last[out.BackupID]; l.State() != repository.DrillFailed || l.PointInTime == nil {
+		t.Errorf("stored verdict of %s: %s", out.BackupID, l.State())
+	}
+	l, err = s.Repo.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := l.DamageOf(bad.Object.Key); d == nil || d.FoundBy != repository.FoundByDrill {
+		t.Fatalf("damage of %s not recorded: %+v", bad.Object.Key, l.Damage)
+	}
+	restoretest.AssertEmpty(t, scratch)
+
+	// The next drill: an earlier target, passes; the window still
+	// names the damage.
+	job.Int64n = rnd.Int64N
+	out, err = drill.RunJob(ctx, job, nil)
+	if err != nil || out == nil || !out.Passed || out.TargetRevision >= bad.First {
+		t.Fatalf("the next drill: %v, %+v: want a pass before revision %d", err, out, bad.First)
+	}
+	ws, err := s.Repo.Windows(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var problem string
+	for _, w := range ws {
+		if w.Generation == p.Window.Generation {
+			problem = w.Problem
+		}
+	}
+	if !strings.Contains(problem, bad.Object.Key) || !strings.Contains(problem, "damaged") {
+		t.Errorf("window problem after the passing drill: %q", problem)
+	}
+}
+
 // TestPickTarget: the agent's point-in-time drill target is uniform over
 // the revisions from the live compact revision to the newest
 // captured-through revision that recoverable windows of the live

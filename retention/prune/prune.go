@@ -103,9 +103,13 @@ type Plan struct {
 	// newer version). They, their data objects and their drill reports are
 	// left alone.
 	Unreadable []uploader.ObjectInfo
+	// UnreadableWhy says why each of Unreadable could not be read, by key.
+	UnreadableWhy map[string]string
 	// Orphans are objects that belong to no backup and are older than the
 	// grace period: data objects without a manifest, drill reports of
-	// backups that no longer exist. They are removed.
+	// backups that no longer exist, damage records whose object is gone
+	// or was replaced (repository.DamageRecords.Obsolete). They are
+	// removed.
 	Orphans []uploader.ObjectInfo
 	// OrphansKept are orphans left in place: younger than the grace period,
 	// locked, or belonging to an unreadable manifest.
@@ -325,7 +329,7 @@ func (p *pruner) plan(ctx context.Context) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prune: list backups of cluster %q in %s: %w", p.b.Cluster, p.b.Store, err)
 	}
-	plan := &Plan{Now: p.now, Unreadable: l.Unreadable}
+	plan := &Plan{Now: p.now, Unreadable: l.Unreadable, UnreadableWhy: l.UnreadableWhy}
 
 	known, claims, ok := sortEntries(l, plan)
 	in, byID := p.retentionInput(ok)
@@ -344,10 +348,21 @@ func (p *pruner) plan(ctx context.Context) (*Plan, error) {
 
 	for _, o := range l.Orphans {
 		if known[idOf(o.Key)] {
-			plan.OrphansKept = append(plan.OrphansKept, KeptObject{o, "its manifest is unreadable"})
+			reason := "its manifest is unreadable"
+			if mk, why, ok := l.UnreadableManifestOf(o.Key); ok {
+				reason = "its manifest " + mk + " is unreadable (" + why + "): not an unfinished upload, never removed"
+			}
+			plan.OrphansKept = append(plan.OrphansKept, KeptObject{o, reason})
 			continue
 		}
 		p.planOrphan(ctx, plan, o)
+	}
+	if l.Damage != nil {
+		// Damage records whose object is gone or was replaced: removed
+		// like orphans (after the grace period, unless locked).
+		for _, o := range l.Damage.Obsolete {
+			p.planOrphan(ctx, plan, o)
+		}
 	}
 	if err := p.planDrillOrphans(ctx, plan, known); err != nil {
 		return nil, err

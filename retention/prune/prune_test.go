@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -277,6 +278,7 @@ func TestPruneOrphans(t *testing.T) {
 				t.Fatal(err)
 			}
 			futureReport := putDrillReport(t, b, future.ID)
+			unreadableWhy := "manifest " + futureKey + ": bad manifest: format 99, this build reads format " + strconv.Itoa(repository.ManifestFormat)
 
 			job := Job{Backups: b, Policy: retention.Policy{Last: 5}, OrphanGrace: time.Hour, Now: fixedClock(realNow)}
 			res, err := Run(t.Context(), job, nil)
@@ -294,7 +296,7 @@ func TestPruneOrphans(t *testing.T) {
 			wantKept := map[string]string{
 				orphan.Object: "younger than the grace period",
 				strayReport:   "younger than the grace period",
-				future.Object: "its manifest is unreadable",
+				future.Object: "its manifest " + futureKey + " is unreadable (" + unreadableWhy + "): not an unfinished upload, never removed",
 			}
 			if diff := cmp.Diff(wantKept, kept); diff != "" {
 				t.Errorf("orphans kept (-want +got):\n%s", diff)
@@ -575,5 +577,37 @@ func BenchmarkPruneDryRunDir(b *testing.B) {
 		if err != nil || len(res.Plan.Backups) != n {
 			b.Fatalf("Prune: %v", err)
 		}
+	}
+}
+
+// TestPruneObsoleteDamage: a damage record whose object is gone is
+// removed once past the grace period; a current one stays.
+func TestPruneObsoleteDamage(t *testing.T) {
+	realNow := time.Now().UTC()
+	st, err := uploader.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &repository.Repo{Store: st, Cluster: jobtest.Cluster}
+	gone := jobtest.PutBackup(t, b, realNow.Add(-3*time.Hour), uploader.PutOptions{}, true)
+	kept := jobtest.PutBackup(t, b, realNow.Add(-2*time.Hour), uploader.PutOptions{}, true)
+	for _, m := range []*repository.Manifest{gone, kept} {
+		if err := b.RecordDamage(t.Context(), repository.Damage{Object: m.Object, FoundBy: repository.FoundByScrub, Error: "x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Delete(t.Context(), gone.Object); err != nil {
+		t.Fatal(err)
+	}
+	job := Job{Backups: b, Policy: retention.Policy{Last: 5}, OrphanGrace: time.Hour, Now: fixedClock(realNow.Add(2 * time.Hour))}
+	if _, err := Run(t.Context(), job, nil); err != nil {
+		t.Fatalf("Prune: %v", err)
+	}
+	d, err := b.ReadDamage(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Obsolete) != 0 || len(d.Current) != 1 || d.Current[0].Object != kept.Object {
+		t.Errorf("after prune: current %+v, obsolete %+v: want only %s's record", d.Current, d.Obsolete, kept.Object)
 	}
 }
