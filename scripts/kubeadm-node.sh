@@ -25,7 +25,7 @@
 #     and the node is Ready.
 # containerd and kubelet run in the cgroup lifeboat-kubeadm (and the
 # containers in kubepods), so down finds every process of the node there.
-# Prints NODE_IP, KUBECONFIG, NETNS lines for the harness; logs go to
+# Prints NODE_IP, KUBECONFIG, NETNS, CONTAINERD lines for the harness; logs go to
 # $NODE_LOGS (default /var/log/lifeboat-kubeadm).
 #
 # restart-kubelet: what `systemctl restart kubelet` does on a real node.
@@ -360,6 +360,7 @@ status() {
 	echo "NODE_IP=$node_ip"
 	echo "NETNS=/var/run/netns/$netns"
 	echo "KUBECONFIG=/etc/kubernetes/admin.conf"
+	echo "CONTAINERD=$sock"
 	echo "LOGS=$logs"
 }
 
