@@ -143,7 +143,9 @@ func Start(t testing.TB) *Node {
 		unlock()
 	}
 	t.Cleanup(down)
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	// Two tries of up, each with kubeadm's 8 min control-plane check at
+	// worst; a loaded machine has needed 2–4 min for one.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, script, "up")
