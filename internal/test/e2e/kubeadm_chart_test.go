@@ -39,7 +39,6 @@ func needImageLayout(t *testing.T) string {
 const chartOnNodeValues = `mode: cronjob
 image: {repository: REPO, tag: TAG, pullPolicy: Never}
 config:
-  cluster: node
   store: {url: "file:///store"}
   drill: {timeout: 5m}
 credentials:
