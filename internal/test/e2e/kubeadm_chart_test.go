@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,7 +36,8 @@ func needImageLayout(t *testing.T) string {
 // chartOnNodeValues are the chart's values of TestKubeadmChart: cronjob
 // mode with kubeadm's etcd PKI, lifeboat's image as imported (never
 // pulled), the store a directory of the node mounted by hostPath at
-// /store.
+// /store, both CronJobs scheduled 12 hours away (the chart's backup
+// schedule, 17 past every hour, once started a Job beside the test's).
 const chartOnNodeValues = `mode: cronjob
 image: {repository: REPO, tag: TAG, pullPolicy: Never}
 config:
@@ -44,6 +46,9 @@ config:
 credentials:
   etcd:
     kubeadm: {enabled: true}
+cronjob:
+  backup: {schedule: "SCHED"}
+  drill: {schedule: "SCHED"}
 extraVolumes:
   - name: store
     hostPath: {path: STORE, type: Directory}
@@ -90,7 +95,9 @@ func TestKubeadmChart(t *testing.T) {
 	repo, tag := image[:i], image[i+1:]
 	store := strings.TrimPrefix(l.store, "file://")
 	values := filepath.Join(t.TempDir(), "values.yaml")
-	v := strings.NewReplacer("REPO", repo, "TAG", tag, "STORE", store).Replace(chartOnNodeValues)
+	away := time.Now().UTC().Add(12 * time.Hour)
+	sched := fmt.Sprintf("%d %d * * *", away.Minute(), away.Hour())
+	v := strings.NewReplacer("REPO", repo, "TAG", tag, "STORE", store, "SCHED", sched).Replace(chartOnNodeValues)
 	if err := os.WriteFile(values, []byte(v), 0o600); err != nil {
 		t.Fatal(err)
 	}
