@@ -19,7 +19,7 @@ GOTEST_FLAGS ?= -timeout 30m
 
 export PATH := $(BIN):$(PATH)
 
-.PHONY: all build test test-scripts test-short lint bench bench-cpu bench-scale tools clean demo deploy-check image push kube-apiserver kube-node-binaries node-packages kubeadm-tools kubeadm-up kubeadm-down FORCE
+.PHONY: all build test test-scripts test-short lint bench bench-cpu bench-scale tools clean demo deploy-check image push kube-apiserver kube-binaries node-packages kubeadm-tools kubeadm-up kubeadm-down FORCE
 
 all: build
 
@@ -46,34 +46,40 @@ $(BIN)/etcd-3.5.15: FORCE
 $(BIN)/etcd-3.6: FORCE
 	./scripts/build-etcd.sh $(ETCD36_VERSION) $@
 
-# kube-apiserver: a real Kubernetes writer for the end-to-end tests
-# (internal/test/kubetest), built from a throwaway module under .bin/src that
-# requires k8s.io/kubernetes (scripts/build-kube-apiserver.sh; about 15 CPU-
-# minutes when nothing is cached, then it returns at once).
+# Kubernetes: kube-apiserver (a real Kubernetes writer for the end-to-end
+# tests, internal/test/kubetest) and the kubeadm node of the tests
+# (internal/test/kubeadmtest, make kubeadm-up): kubelet, kubeadm, kubectl,
+# kube-controller-manager and kube-scheduler, all six of the same
+# k8s.io/kubernetes release from ONE throwaway module under .bin/src in ONE
+# go build, so the ~2 000 packages they share compile once
+# (scripts/build-kube.sh; docs/testing.md has the figures). A command that
+# already reports the version is not built again. kube-binaries comes first
+# in tools: under make -j2 (.ci/run) it starts first and the other tools'
+# downloads overlap it. make kube-apiserver builds that one alone, from the
+# same module.
+KUBE_COMMANDS := kube-apiserver kube-controller-manager kube-scheduler kubelet kubeadm kubectl
+
+kube-binaries: FORCE
+	./scripts/build-kube.sh $(KUBE_VERSION) $(BIN) $(KUBE_COMMANDS)
+
 $(BIN)/kube-apiserver: FORCE
-	./scripts/build-kube-apiserver.sh $(KUBE_VERSION) $@
+	./scripts/build-kube.sh $(KUBE_VERSION) $(BIN) kube-apiserver
 
 kube-apiserver: $(BIN)/kube-apiserver
 
-# The kubeadm node of the tests (internal/test/kubeadmtest, make kubeadm-up):
-# kubelet, kubeadm, kubectl, kube-controller-manager and kube-scheduler of
-# the same k8s.io/kubernetes release, built in one go from a throwaway module
-# (scripts/build-kube.sh; kube-apiserver comes from its own target above
-# and is not built again), the node's images as one archive
-# (scripts/build-kube-images.sh: pause, etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler, without Docker or a registry)
-# and Debian's containerd, runc and CNI plugins
-# (scripts/install-node-packages.sh). Each returns at once when done.
-KUBE_NODE_COMMANDS := kubelet kubeadm kubectl kube-controller-manager kube-scheduler
-KUBEADM_TOOLS := kube-node-binaries $(BIN)/kube-images.tar node-packages
+# The node's images as one archive (scripts/build-kube-images.sh: pause,
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, without
+# Docker or a registry) and Debian's containerd, runc and CNI plugins
+# (scripts/install-node-packages.sh; root only: without root it says so and
+# the node's tests skip, under CI=true it fails). Each returns at once when
+# done.
+KUBEADM_TOOLS := kube-binaries $(BIN)/kube-images.tar node-packages
 
-kube-node-binaries: $(BIN)/kube-apiserver FORCE
-	./scripts/build-kube.sh $(KUBE_VERSION) $(BIN) $(KUBE_NODE_COMMANDS)
-
-$(BIN)/kube-images.tar: kube-node-binaries FORCE
+$(BIN)/kube-images.tar: kube-binaries FORCE
 	./scripts/build-kube-images.sh $(KUBE_VERSION) $(ETCD_VERSION) $(BIN) $@
 
-node-packages:
+# After promtool: both may run apt-get, which takes a lock (make -j2).
+node-packages: | $(BIN)/promtool
 	./scripts/install-node-packages.sh
 
 kubeadm-tools: $(KUBEADM_TOOLS)
@@ -132,7 +138,7 @@ $(BIN)/crane:
 $(BIN)/promtool:
 	./scripts/install-promtool.sh
 
-tools: $(BIN)/etcd $(BIN)/etcd-3.5 $(BIN)/etcd-3.5.15 $(BIN)/etcd-3.6 $(BIN)/kube-apiserver $(BIN)/etcdctl $(BIN)/etcdutl $(BIN)/age $(BIN)/s2d $(BIN)/versitygw $(BIN)/promtool $(BIN)/helm $(BIN)/crane
+tools: $(KUBEADM_TOOLS) $(BIN)/etcd $(BIN)/etcd-3.5 $(BIN)/etcd-3.5.15 $(BIN)/etcd-3.6 $(BIN)/etcdctl $(BIN)/etcdutl $(BIN)/age $(BIN)/s2d $(BIN)/versitygw $(BIN)/promtool $(BIN)/helm $(BIN)/crane
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \

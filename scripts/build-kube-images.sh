@@ -32,7 +32,7 @@ inputs=("$bindir/kubeadm" "$root/go.mod" "$bindir/kube-apiserver" "$bindir/kube-
 	"$bindir/kube-scheduler" "$tool/main.go" "$tool/pause/main.go" "$tool/go.mod" "$0")
 for f in "${inputs[@]}"; do
 	if [ ! -f "$f" ]; then
-		echo "$0: $f is missing (make kube-node-binaries builds the binaries)" >&2
+		echo "$0: $f is missing (make kube-binaries builds the binaries)" >&2
 		exit 1
 	fi
 done

@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
 # build-kube.sh VERSION OUTDIR COMMAND...: builds the named commands of
-# k8s.io/kubernetes at VERSION (e.g. v1.37.2) into OUTDIR/COMMAND, for the
-# kubeadm node of the tests (internal/test/kubeadmtest): any of
-# kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubeadm,
-# kubectl.
+# k8s.io/kubernetes at VERSION (e.g. v1.37.2) into OUTDIR/COMMAND: any of
+# kube-apiserver (the Kubernetes writer of the end-to-end tests,
+# internal/test/kubetest), kube-controller-manager, kube-scheduler, kubelet,
+# kubeadm, kubectl (the kubeadm node of the tests, internal/test/kubeadmtest).
+# make kube-binaries names all six, make kube-apiserver that one.
 # k8s.io/kubernetes refuses `go install mod@version` (its go.mod replaces
-# every k8s.io staging module with ./staging/src/k8s.io/<name>), so the
-# binaries come from one throwaway module under .bin/src/kube-VERSION that
-# requires k8s.io/kubernetes at VERSION, names the six commands as tools and
-# replaces each staging module (the list is read from kubernetes' own
-# go.mod) with the published module of the same name at v0.MINOR.PATCH.
-# The version is stamped as kubernetes' own build does, in component-base
-# and in client-go (kubeadm refuses to init with an unstamped kubelet or
-# kubeadm), so a command that already reports VERSION is not built again:
-# a second run returns at once. The commands still missing are built in one
-# `go build` (they share most packages): about 6 minutes of wall time on 2
-# idle cores for all six when nothing is cached (docs/testing.md); set
-# GOFLAGS=-p=1 on a busy machine.
+# every k8s.io staging module with ./staging/src/k8s.io/<name>, and a
+# dependency's replace directives do not apply to the module that requires
+# it), so the binaries come from one throwaway module under
+# .bin/src/kube-VERSION that requires k8s.io/kubernetes at VERSION, names
+# the six commands as tools and replaces each staging module (the list is
+# read from kubernetes' own go.mod) with the published module of the same
+# name at v0.MINOR.PATCH. The version is stamped as kubernetes' own build
+# does, in component-base and in client-go (kubeadm refuses to init with an
+# unstamped kubelet or kubeadm), so a command that already reports VERSION
+# is not built again: a second run returns at once. The commands still
+# missing are built in ONE `go build` with -trimpath -ldflags '-s -w'
+# (they share about 2 000 packages, compiled once; the links run
+# side by side, about 2 GB of memory each): docs/testing.md has the cold
+# and warm figures. Set GOFLAGS=-p=1 on a busy or small machine.
 set -euo pipefail
 if [ $# -lt 3 ]; then
 	echo "usage: $0 VERSION OUTDIR COMMAND... (e.g. $0 v1.37.2 .bin kubelet kubeadm)" >&2

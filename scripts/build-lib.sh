@@ -1,5 +1,5 @@
-# build-lib.sh: what the tool build scripts (build-etcd.sh,
-# build-kube-apiserver.sh) share; sourced by them, after they have set
+# build-lib.sh: what the tool build scripts (build-etcd.sh, build-kube.sh,
+# build-kube-images.sh) share; sourced by them, after they have set
 # version and out from their arguments.
 
 # root is the repository, go the Go command (GO overrides), out made

@@ -6,12 +6,10 @@
 # plugin's chains), conntrack and socat (kubeadm's preflight), iproute2 and
 # util-linux (the network namespace: ip, nsenter). Installs only what is
 # missing, so a second run returns at once; `apt-get update` runs once,
-# before the first install.
+# before the first install. Without root it installs nothing and says so
+# (make test runs it; the node's tests skip without root), unless
+# CI=true: then it fails, as the tests would.
 set -euo pipefail
-if [ "$(id -u)" != 0 ]; then
-	echo "$0: run as root (it installs Debian packages)" >&2
-	exit 2
-fi
 # package:file pairs: the package is installed when the file is missing.
 want=(
 	containerd:/usr/bin/containerd
@@ -30,6 +28,13 @@ for w in "${want[@]}"; do
 	fi
 done
 if [ ${#missing[@]} -eq 0 ]; then
+	exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+	echo "$0: ${missing[*]} missing and not root: not installed (the kubeadm node's tests skip; run as root)" >&2
+	if [ "${CI:-}" = true ]; then
+		exit 2
+	fi
 	exit 0
 fi
 export DEBIAN_FRONTEND=noninteractive

@@ -25,7 +25,7 @@
 #     and the node is Ready.
 # containerd and kubelet run in the cgroup lifeboat-kubeadm (and the
 # containers in kubepods), so down finds every process of the node there.
-# Prints NODE_IP, KUBECONFIG, NETNS lines for the harness; logs go to
+# Prints NODE_IP, KUBECONFIG, NETNS, CONTAINERD lines for the harness; logs go to
 # $NODE_LOGS (default /var/log/lifeboat-kubeadm).
 #
 # restart-kubelet: what `systemctl restart kubelet` does on a real node.
@@ -239,6 +239,12 @@ nodeRegistration:
   taints: []
   ignorePreflightErrors: [SystemVerification, Swap, FileExisting-crictl]
 skipPhases: [addon/coredns, addon/kube-proxy]
+# Longer than kubeadm's defaults (4m, 1m): on a loaded 2-core machine the
+# apiserver took more than a minute to take the admin user's
+# ClusterRoleBinding, and init failed twice (docs/testing.md).
+timeouts:
+  controlPlaneComponentHealthCheck: 8m0s
+  kubernetesAPICall: 4m0s
 ---
 apiVersion: kubeadm.k8s.io/v1beta4
 kind: ClusterConfiguration
@@ -258,6 +264,15 @@ kind: KubeletConfiguration
 cgroupDriver: cgroupfs
 failSwapOn: false
 failCgroupV1: false
+# The node shares the machine's disk with everything else on it: with
+# kubelet's default thresholds (imagefs.available 15%) it evicted the tests'
+# pods and tainted itself when the disk was 85% full (docs/testing.md).
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: 1Gi
+  imagefs.available: 1Gi
+  nodefs.inodesFree: 1%
+  imagefs.inodesFree: 1%
 EOF
 }
 
@@ -360,6 +375,7 @@ status() {
 	echo "NODE_IP=$node_ip"
 	echo "NETNS=/var/run/netns/$netns"
 	echo "KUBECONFIG=/etc/kubernetes/admin.conf"
+	echo "CONTAINERD=$sock"
 	echo "LOGS=$logs"
 }
 

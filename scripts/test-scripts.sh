@@ -72,10 +72,12 @@ LIFEBOAT_BUILD_SRC=$work/src GO=$work/go-builds "$root/scripts/build-etcd.sh" v0
 "$work/etcd-c" --version 2>/dev/null | sed -n 1p | grep -qx "etcd Version: 0.0.0" ||
 	fail "build-etcd.sh kept a binary of another version"
 
-# 4. build-kube-apiserver.sh with the binary already there: returns at once.
-fakebin "$work/kube-apiserver" "Kubernetes v1.0.0"
-LIFEBOAT_BUILD_SRC=$work/src GO=$work/go-fails "$root/scripts/build-kube-apiserver.sh" v1.0.0 "$work/kube-apiserver" ||
-	fail "build-kube-apiserver.sh rebuilt (or failed on) a binary of the right version: exit $?"
+# 4. build-kube.sh of kube-apiserver alone (make kube-apiserver) with the
+# binary already there: returns at once.
+mkdir -p "$work/apiserver"
+fakebin "$work/apiserver/kube-apiserver" "Kubernetes v1.0.0"
+LIFEBOAT_BUILD_SRC=$work/src GO=$work/go-fails "$root/scripts/build-kube.sh" v1.0.0 "$work/apiserver" kube-apiserver ||
+	fail "build-kube.sh rebuilt (or failed on) a kube-apiserver of the right version: exit $?"
 
 # 5. build-kube.sh with every binary already there (each asked the way it
 # answers: kubelet --version, kubeadm version -o short, kubectl version

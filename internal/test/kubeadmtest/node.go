@@ -32,6 +32,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -51,6 +52,8 @@ type Node struct {
 	NetNS string
 	// Kubeconfig is kubeadm's admin.conf.
 	Kubeconfig string
+	// Containerd is the node's containerd socket (ctr --address).
+	Containerd string
 	// Bin is the directory of kubelet, kubeadm and kubectl.
 	Bin string
 	// Logs holds kubeadm.log, kubelet.log and containerd.log.
@@ -140,7 +143,9 @@ func Start(t testing.TB) *Node {
 		unlock()
 	}
 	t.Cleanup(down)
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	// Two tries of up, each with kubeadm's 8 min control-plane check at
+	// worst; a loaded machine has needed 2–4 min for one.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, script, "up")
@@ -162,10 +167,12 @@ func Start(t testing.TB) *Node {
 			n.NetNS = v
 		case "KUBECONFIG":
 			n.Kubeconfig = v
+		case "CONTAINERD":
+			n.Containerd = v
 		}
 	}
-	if n.IP == "" || n.NetNS == "" || n.Kubeconfig == "" {
-		t.Fatalf("kubeadm node up printed no NODE_IP, NETNS and KUBECONFIG:\n%s", out)
+	if n.IP == "" || n.NetNS == "" || n.Kubeconfig == "" || n.Containerd == "" {
+		t.Fatalf("kubeadm node up printed no NODE_IP, NETNS, KUBECONFIG and CONTAINERD:\n%s", out)
 	}
 	t.Logf("kubeadm node up at %s in %.1fs", n.IP, n.StartSeconds)
 	return n
@@ -215,6 +222,41 @@ func (n *Node) Kubectl(ctx context.Context, args ...string) (string, error) {
 		return string(out), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return string(out), nil
+}
+
+// ImportImage imports the OCI image layout dir (make image's .bin/image)
+// into the node's containerd, where kubelet finds it (namespace k8s.io),
+// as `ctr -n k8s.io images import` of its tar, and returns the image's
+// name: the layout's io.containerd.image.name annotation (e.g.
+// docker.io/library/lifeboat:v1.2.3). Pods run it with imagePullPolicy
+// Never: nothing is pulled.
+func (n *Node) ImportImage(ctx context.Context, dir string) (string, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "index.json"))
+	if err != nil {
+		return "", fmt.Errorf("image layout: %w", err)
+	}
+	var index struct {
+		Manifests []struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"manifests"`
+	}
+	if err := json.Unmarshal(data, &index); err != nil {
+		return "", fmt.Errorf("image layout %s/index.json: %w", dir, err)
+	}
+	if len(index.Manifests) != 1 || index.Manifests[0].Annotations["io.containerd.image.name"] == "" {
+		return "", fmt.Errorf("image layout %s/index.json: want one manifest named by io.containerd.image.name", dir)
+	}
+	name := index.Manifests[0].Annotations["io.containerd.image.name"]
+	archive := filepath.Join(os.TempDir(), fmt.Sprintf("lifeboat-image-%d.tar", os.Getpid()))
+	defer os.Remove(archive)
+	if out, err := exec.CommandContext(ctx, "tar", "-C", dir, "-cf", archive, "oci-layout", "index.json", "blobs").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("tar of the image layout %s: %w\n%s", dir, err, out)
+	}
+	cmd := exec.CommandContext(ctx, "ctr", "--address", n.Containerd, "-n", "k8s.io", "images", "import", "--all-platforms", archive)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("ctr images import %s: %w\n%s", dir, err, out)
+	}
+	return name, nil
 }
 
 // Command is name with args run inside the node's network namespace (as a

@@ -2,7 +2,7 @@
 // Kubernetes data into etcd, and talks to it.
 //
 // Start runs the kube-apiserver binary (built by `make tools` with
-// scripts/build-kube-apiserver.sh into .bin/kube-apiserver, or named by
+// scripts/build-kube.sh into .bin/kube-apiserver, or named by
 // KUBE_APISERVER_BIN) as a child process against the etcd client URLs it is
 // given, on a free loopback port, with what a single test server needs and
 // nothing more: a generated serving certificate and service-account key

@@ -55,7 +55,7 @@ func NeedBinary(t testing.TB) string {
 	t.Helper()
 	b := FindBinary(t)
 	if b == "" {
-		msg := "no kube-apiserver binary .bin/kube-apiserver: build it with `make kube-apiserver` (scripts/build-kube-apiserver.sh: about 15 CPU-minutes the first time) or set " + BinaryEnv
+		msg := "no kube-apiserver binary .bin/kube-apiserver: build it with `make kube-apiserver` (scripts/build-kube.sh: about 15 CPU-minutes the first time, or make kube-binaries: all six Kubernetes commands in one build) or set " + BinaryEnv
 		if os.Getenv("CI") == "true" {
 			t.Fatal(msg)
 		}

@@ -119,6 +119,7 @@ are. Empty without kit paths. */}}
 config: /etc/lifeboat/config
 etcd: /etc/lifeboat/etcd
 age: /etc/lifeboat/age
+state: /var/lib/lifeboat
 spool: /var/lib/lifeboat/spool
 scratch: /var/lib/lifeboat/scratch
 kitRoot: /host
@@ -268,6 +269,13 @@ containers:
         mountPath: {{ printf "%s%s" $p.kitRoot $hp.path }}
         readOnly: true
       {{- end }}
+      {{- if $hostFiles }}
+      {{- /* Root with every capability dropped cannot search the image's
+      /var/lib/lifeboat (0700, uid 65532): an empty directory over it holds
+      the spool and scratch mounts. */}}
+      - name: state
+        mountPath: {{ $p.state }}
+      {{- end }}
       - name: spool
         mountPath: {{ $p.spool }}
       - name: scratch
@@ -305,6 +313,11 @@ volumes:
       {{- with $hp.type }}
       type: {{ . }}
       {{- end }}
+  {{- end }}
+  {{- if $hostFiles }}
+  - name: state
+    emptyDir:
+      sizeLimit: 1Mi
   {{- end }}
   - name: spool
     emptyDir:
