@@ -712,3 +712,33 @@ func TestDockerfile(t *testing.T) {
 		t.Error(".dockerignore leaves out scripts/, which the Dockerfile runs")
 	}
 }
+
+// TestImageUmociUnpack (issue 29 §3): `umoci unpack --image LAYOUT:TAG`
+// unpacks the single-platform tag of this machine's architecture into a
+// runtime bundle whose root filesystem holds lifeboat. umoci comes from
+// Debian (make test installs it with the node's packages); without it the
+// test skips, and under CI=true it fails.
+func TestImageUmociUnpack(t *testing.T) {
+	umoci, err := exec.LookPath("umoci")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("umoci not installed (scripts/install-node-packages.sh installs it)")
+		}
+		t.Skip("umoci not installed (apt-get install umoci)")
+	}
+	dir := imageLayout(t)
+	tag := layoutTag(t, dir) + "-" + runtime.GOARCH
+	bundle := filepath.Join(t.TempDir(), "bundle")
+	out, err := exec.Command(umoci, "unpack", "--rootless", "--image", dir+":"+tag, bundle).CombinedOutput()
+	if err != nil {
+		t.Fatalf("umoci unpack --image %s:%s: %v\n%s", dir, tag, err, out)
+	}
+	fi, err := os.Stat(filepath.Join(bundle, "rootfs", "lifeboat"))
+	if err != nil {
+		entries, _ := os.ReadDir(filepath.Join(bundle, "rootfs"))
+		t.Fatalf("the unpacked rootfs has no /lifeboat: %v (rootfs: %v)", err, entries)
+	}
+	if fi.Mode()&0o111 == 0 {
+		t.Errorf("/lifeboat in the unpacked image is not executable: %v", fi.Mode())
+	}
+}

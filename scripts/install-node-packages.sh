@@ -4,7 +4,8 @@
 # CRI v1 that kubelet 1.37 speaks), runc, the CNI plugins (bridge,
 # host-local, loopback, portmap), iptables (kubelet's and the bridge
 # plugin's chains), conntrack and socat (kubeadm's preflight), iproute2 and
-# util-linux (the network namespace: ip, nsenter). Installs only what is
+# util-linux (the network namespace: ip, nsenter); and umoci, with which
+# TestImageUmociUnpack unpacks make image's layout. Installs only what is
 # missing, so a second run returns at once; `apt-get update` runs once,
 # before the first install. Without root it installs nothing and says so
 # (make test runs it; the node's tests skip without root), unless
@@ -20,6 +21,7 @@ want=(
 	socat:/usr/bin/socat
 	iproute2:/usr/sbin/ip
 	util-linux:/usr/bin/nsenter
+	umoci:/usr/bin/umoci
 )
 missing=()
 for w in "${want[@]}"; do
