@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/lifeboat-dev/lifeboat/internal/test/kittest"
 	"github.com/lifeboat-dev/lifeboat/internal/test/s3test"
+	"github.com/lifeboat-dev/lifeboat/internal/test/storetest"
 	"github.com/lifeboat-dev/lifeboat/kit"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -282,7 +282,7 @@ func TestStore(t *testing.T) {
 			}
 
 			// A tampered and a truncated object: refused, named.
-			obj := readAll(t, st, m.Object)
+			obj := storetest.ReadObject(t, st, m.Object)
 			for _, bad := range []struct {
 				name string
 				b    []byte
@@ -372,7 +372,7 @@ func TestStoreRecipientSets(t *testing.T) {
 	legacy := *first.Manifest
 	legacy.ID, legacy.ContentSHA256 = kit.ID(archive), ""
 	legacy.Object = r.Dir() + legacy.ID + "-01020304.tar.zst.age"
-	if _, err := st.Put(ctx, legacy.Object, bytes.NewReader(readAll(t, st, first.Manifest.Object)), uploader.PutOptions{}); err != nil {
+	if _, err := st.Put(ctx, legacy.Object, bytes.NewReader(storetest.ReadObject(t, st, first.Manifest.Object)), uploader.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := json.Marshal(legacy)
@@ -390,20 +390,6 @@ func TestStoreRecipientSets(t *testing.T) {
 	if diff := cmp.Diff(got, k); diff != "" {
 		t.Errorf("kit stored before (-got +want):\n%s", diff)
 	}
-}
-
-func readAll(t *testing.T, st uploader.Store, key string) []byte {
-	t.Helper()
-	rc, err := st.Get(t.Context(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 func replace(t *testing.T, st uploader.Store, key string, b []byte) {

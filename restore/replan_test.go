@@ -3,7 +3,6 @@ package restore_test
 import (
 	"bytes"
 	"context"
-	"io"
 	"log/slog"
 	"path/filepath"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"filippo.io/age"
 
 	"github.com/lifeboat-dev/lifeboat/internal/test/restoretest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/storetest"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore"
 	"github.com/lifeboat-dev/lifeboat/uploader"
@@ -68,7 +68,7 @@ func TestReplayOutlivesCompactionGrace(t *testing.T) {
 			// compacted segment gone, the sources back (the same bytes).
 			saved := map[string][]byte{}
 			for _, si := range p.Segments[tc.goneFrom:tc.to] {
-				saved[si.Object.Key] = readObject(t, s.Repo.Store, si.Object.Key)
+				saved[si.Object.Key] = storetest.ReadObject(t, s.Repo.Store, si.Object.Key)
 				if err := s.Repo.Store.Delete(ctx, si.Object.Key); err != nil {
 					t.Fatal(err)
 				}
@@ -94,18 +94,4 @@ func TestReplayOutlivesCompactionGrace(t *testing.T) {
 			checkOffline(t, s, path, p.Revision)
 		})
 	}
-}
-
-func readObject(t *testing.T, st uploader.Store, key string) []byte {
-	t.Helper()
-	rc, err := st.Get(t.Context(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }

@@ -3,7 +3,6 @@ package drill_test
 import (
 	"bytes"
 	"errors"
-	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/internal/test/kittest"
 	"github.com/lifeboat-dev/lifeboat/internal/test/restoretest"
 	"github.com/lifeboat-dev/lifeboat/internal/test/s3test"
+	"github.com/lifeboat-dev/lifeboat/internal/test/storetest"
 	"github.com/lifeboat-dev/lifeboat/kit"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore/drill"
@@ -73,7 +73,7 @@ func TestDrillChecksKit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			obj := getObject(t, b.Store, km.Object)
+			obj := storetest.ReadObject(t, b.Store, km.Object)
 
 			// A tampered kit object: a failed check, a verdict.
 			putObject(t, b.Store, km.Object, flipByte(obj, len(obj)-5))
@@ -137,20 +137,6 @@ func failedCheck(rep *repository.DrillReport, name string) bool {
 		}
 	}
 	return false
-}
-
-func getObject(t *testing.T, st uploader.Store, key string) []byte {
-	t.Helper()
-	rc, err := st.Get(t.Context(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 func putObject(t *testing.T, st uploader.Store, key string, b []byte) {

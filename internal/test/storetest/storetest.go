@@ -663,3 +663,19 @@ func testLarge(t *testing.T, s uploader.Store) {
 	}
 	AssertNoLeftovers(t, s)
 }
+
+// ReadObject returns the stored bytes of key in st, failing t when they
+// cannot be read.
+func ReadObject(t testing.TB, st uploader.Store, key string) []byte {
+	t.Helper()
+	rc, err := st.Get(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
