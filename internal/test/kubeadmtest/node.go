@@ -228,28 +228,48 @@ func (n *Node) Kubectl(ctx context.Context, args ...string) (string, error) {
 // into the node's containerd, where kubelet finds it (namespace k8s.io),
 // as `ctr -n k8s.io images import` of its tar, and returns the image's
 // name: the layout's io.containerd.image.name annotation (e.g.
-// docker.io/library/lifeboat:v1.2.3). Pods run it with imagePullPolicy
-// Never: nothing is pulled.
+// docker.io/library/lifeboat:v1.2.3). Only that entry of the layout's
+// index is imported (the layout also tags each platform's manifest alone,
+// for umoci). Pods run it with imagePullPolicy Never: nothing is pulled.
 func (n *Node) ImportImage(ctx context.Context, dir string) (string, error) {
 	data, err := os.ReadFile(filepath.Join(dir, "index.json"))
 	if err != nil {
 		return "", fmt.Errorf("image layout: %w", err)
 	}
-	var index struct {
-		Manifests []struct {
-			Annotations map[string]string `json:"annotations"`
-		} `json:"manifests"`
-	}
+	var index map[string]any
 	if err := json.Unmarshal(data, &index); err != nil {
 		return "", fmt.Errorf("image layout %s/index.json: %w", dir, err)
 	}
-	if len(index.Manifests) != 1 || index.Manifests[0].Annotations["io.containerd.image.name"] == "" {
-		return "", fmt.Errorf("image layout %s/index.json: want one manifest named by io.containerd.image.name", dir)
+	entries, _ := index["manifests"].([]any)
+	var name string
+	for _, e := range entries {
+		a, _ := e.(map[string]any)["annotations"].(map[string]any)
+		if v, ok := a["io.containerd.image.name"].(string); ok && v != "" {
+			if name != "" {
+				return "", fmt.Errorf("image layout %s/index.json: two entries named by io.containerd.image.name", dir)
+			}
+			name, index["manifests"] = v, []any{e}
+		}
 	}
-	name := index.Manifests[0].Annotations["io.containerd.image.name"]
-	archive := filepath.Join(os.TempDir(), fmt.Sprintf("lifeboat-image-%d.tar", os.Getpid()))
-	defer os.Remove(archive)
-	if out, err := exec.CommandContext(ctx, "tar", "-C", dir, "-cf", archive, "oci-layout", "index.json", "blobs").CombinedOutput(); err != nil {
+	if name == "" {
+		return "", fmt.Errorf("image layout %s/index.json: no entry named by io.containerd.image.name", dir)
+	}
+	// The archive: the layout with an index of the named entry alone.
+	work, err := os.MkdirTemp("", "lifeboat-image-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(work)
+	named, err := json.Marshal(index)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(work, "index.json"), named, 0o600); err != nil {
+		return "", err
+	}
+	archive := filepath.Join(work, "image.tar")
+	tar := exec.CommandContext(ctx, "tar", "-cf", archive, "-C", work, "index.json", "-C", dir, "oci-layout", "blobs")
+	if out, err := tar.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("tar of the image layout %s: %w\n%s", dir, err, out)
 	}
 	cmd := exec.CommandContext(ctx, "ctr", "--address", n.Containerd, "-n", "k8s.io", "images", "import", "--all-platforms", archive)
