@@ -146,31 +146,16 @@ lint:
 	$(GO) vet ./...
 
 # Unit, integration (real etcd in-process, real versitygw) and end-to-end
-# tests (the built binary against the etcd binary).
+# tests (the built binary against the etcd binary), the race detector's
+# runs and the deploy checks, with the kubeadm node's tests beside them in
+# a second track (scripts/go-tests.sh says why and how).
 # The build scripts' own tests run first: every tool below is built by them.
 test: test-scripts tools build lint image
 	VERSITYGW=$(BIN)/versitygw LIFEBOAT_BIN=$(BIN)/lifeboat ETCD_BIN=$(BIN)/etcd ETCDUTL_BIN=$(BIN)/etcdutl \
 	  ETCD35_BIN=$(BIN)/etcd-3.5 ETCD3515_BIN=$(BIN)/etcd-3.5.15 ETCD36_BIN=$(BIN)/etcd-3.6 \
 	  KUBE_APISERVER_BIN=$(BIN)/kube-apiserver \
 	  HELM_BIN=$(BIN)/helm CRANE_BIN=$(BIN)/crane IMAGE_LAYOUT=$(BIN)/image \
-	  $(GO) test $(GOTEST_FLAGS) ./...
-	# The race detector on the code that splits work across goroutines: the
-	# file check's two walkers, the snapshot stream, save's sink and
-	# watchdog, the backup pipeline (spool tail, verifier, checksum, gate,
-	# store, member retry), the store readers, the repository's decoder,
-	# fetch stream and caches, restore's rollback, the notifier and the
-	# leader lock, capture's watch reader, flusher, compactor and pre-snapshot watch, replay's read-ahead
-	# and the repository's holds, the agent's copy job beside its schedules and
-# the copy engine (about 4 minutes on 2 cores).
-	$(GO) test -race $(GOTEST_FLAGS) -run 'TestFile|TestStream|TestCRC|TestSave|TestTake' ./verify ./snapshot
-	$(GO) test -race $(GOTEST_FLAGS) -run 'TestSnapshot|TestPriority|TestShutdownDuringUpload|TestNotifier|TestStaleNotification|TestTwoAgentsOneLeader|TestLockExpires|TestCaptureWithoutLock|TestCaptureFollowsTheLock|TestAgentCopies' ./backup ./agent
-	$(GO) test -race $(GOTEST_FLAGS) -run 'TestDirStore|TestS3Store|TestS3ReadFaults' ./uploader
-	$(GO) test -race $(GOTEST_FLAGS) ./replica
-	$(GO) test -race $(GOTEST_FLAGS) -run 'TestOpenDetectsDamage|TestEncodingRoundTrip|TestReadAhead|TestTrailerHash|TestLastDrills|TestCache|TestListFailsOnStoreErrors|TestHold' ./repository
-	$(GO) test -race $(GOTEST_FLAGS) -run 'TestRestoreRollsBack|TestPointInTime$$|TestReplay' ./restore
-	$(GO) test -race $(GOTEST_FLAGS) -run 'TestCaptureWorkload|TestCaptureResumesAfterCut|TestCaptureBufferBounded|TestCaptureLockLost|TestHandle|TestCaptureCompacts|TestCaptureRollover|TestCaptureBornWhileCompacting' ./capture
-	./scripts/e2e.sh
-	./deploy/check.sh
+	  GO=$(GO) GOTEST_FLAGS="$(GOTEST_FLAGS)" ./scripts/go-tests.sh
 
 deploy-check:
 	./deploy/check.sh
