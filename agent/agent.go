@@ -15,6 +15,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/lifeboat-dev/lifeboat/backup"
+	"github.com/lifeboat-dev/lifeboat/kubeobjects"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore/drill"
 	"github.com/lifeboat-dev/lifeboat/retention/prune"
@@ -109,6 +110,10 @@ type Config struct {
 	// DrillStore is the store the drill job proves: "" or
 	// DrillStorePrimary, a copy's name, or DrillStoreAlternate.
 	DrillStore string
+	// Kube, when not nil, mirrors the store into the Kubernetes API
+	// (EtcdBackup objects, events) after every job end; a failure is
+	// logged and counted, never a job's failure (kube.go).
+	Kube *kubeobjects.Client
 	// StatusEvery is how often the daemon writes its status document
 	// into the store besides at every job end (default 1m; see
 	// statusdoc.go).

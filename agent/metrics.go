@@ -96,6 +96,7 @@ type metrics struct {
 	untrusted    *prometheus.GaugeVec // by kind (refresh)
 	lineages     prometheus.Gauge
 	notifies     *prometheus.CounterVec
+	kubeErrors   *prometheus.CounterVec // by op (kube.go)
 	buildInfo    *prometheus.GaugeVec
 
 	// The capture job's (capture.go): exported whether capture is on or
@@ -173,6 +174,8 @@ var agentMetrics = []metricDef[metrics]{
 		help: "etcd cluster lineages whose trusted backups the store holds under this cluster name, as the agent's last listing found them: 1 normally, more after another etcd cluster wrote there or a cluster was adopted (lineage.adopt_cluster) until the old lineage's backups are pruned."},
 	{field: func(m *metrics) any { return &m.notifies }, name: "lifeboat_notifications_total", labels: []string{"result"},
 		help: "Webhook notifications by result: sent, failed (after retries) or dropped (queue full)."},
+	{field: func(m *metrics) any { return &m.kubeErrors }, name: "lifeboat_kubernetes_sync_failures_total", labels: []string{"op"},
+		help: "Failed writes of the Kubernetes objects (kubernetes.objects.enabled) by op: sync (the EtcdBackup and EtcdRecoverability objects after a job) or event (a failed backup's or drill's Event). Never a failed backup: the next job's sync catches up."},
 	{field: func(m *metrics) any { return &m.buildInfo }, name: "lifeboat_build_info", labels: []string{"version"},
 		help: "Always 1; the version label is lifeboat's version."},
 	{field: func(m *metrics) any { return &m.captureEnabled }, name: "lifeboat_capture_enabled",
@@ -247,6 +250,9 @@ func (m *metrics) initSeries(jobs []string, version string) {
 	}
 	for _, r := range []string{"sent", "failed", "dropped"} {
 		m.notifies.WithLabelValues(r)
+	}
+	for _, op := range []string{kubeOpSync, kubeOpEvent} {
+		m.kubeErrors.WithLabelValues(op)
 	}
 	for _, r := range capture.GapReasons {
 		m.captureGaps.WithLabelValues(string(r))

@@ -210,6 +210,7 @@ func (a *Agent) executeWith(ctx context.Context, j *job, why string, run func(co
 	if ctx.Err() == nil {
 		a.refresh(ctx)
 		a.jobEnded(ctx)
+		a.syncKube(ctx, j.name, rec.BackupID, err, jctx.Err() != nil)
 	}
 	return err
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/lifeboat-dev/lifeboat/agent"
 	"github.com/lifeboat-dev/lifeboat/backup"
 	"github.com/lifeboat-dev/lifeboat/capture"
+	"github.com/lifeboat-dev/lifeboat/kubeobjects"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore/drill"
 	"github.com/lifeboat-dev/lifeboat/retention/prune"
@@ -149,6 +150,7 @@ func agentConfig(ctx context.Context, cfg *Config, lg *slog.Logger, o agentOptio
 		acfg.Lock = &agent.LockConfig{Etcd: cc, TTL: cfg.Agent.LockTTL, Identity: identity}
 	}
 	agentServing(&acfg, cfg, o, getenv, lg)
+	acfg.Kube = kubeClient(cfg, identity, getenv, lg)
 	return acfg, nil
 }
 
@@ -346,4 +348,33 @@ func agentSnapshotJob(cfg *Config, backups *repository.Repo, enc repository.Enco
 	j := snapshotJob(cfg, backups, enc)
 	j.SkipUnchanged = cfg.Agent.SkipUnchanged
 	return j
+}
+
+// serviceAccountNamespace is the pod's namespace as its service account
+// mount says.
+const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// kubeClient is the client of the agent's Kubernetes objects, nil when
+// kubernetes.objects.enabled is off. A client that cannot be configured
+// is logged and fails every sync (counted), never the agent's backups.
+func kubeClient(cfg *Config, identity string, getenv func(string) string, lg *slog.Logger) *kubeobjects.Client {
+	k := cfg.Kubernetes
+	if !k.Objects.Enabled {
+		return nil
+	}
+	ns := k.Namespace
+	if ns == "" {
+		ns = getenv("POD_NAMESPACE")
+	}
+	if ns == "" {
+		if b, err := os.ReadFile(serviceAccountNamespace); err == nil {
+			ns = strings.TrimSpace(string(b))
+		}
+	}
+	c, err := kubeobjects.New(kubeobjects.Config{Kubeconfig: k.Kubeconfig, Namespace: ns, Cluster: cfg.Cluster, Instance: identity})
+	if err != nil {
+		lg.Error("kubernetes.objects.enabled: no Kubernetes client; the EtcdBackup objects are not kept (backups go on)", "err", err)
+		return kubeobjects.Unusable(err)
+	}
+	return c
 }

@@ -41,6 +41,24 @@ type Config struct {
 	Kit        KitConfig
 	Fleet      FleetConfig
 	Scrub      ScrubConfig
+	Kubernetes KubernetesConfig
+}
+
+// KubernetesConfig configures the objects the agent keeps in the
+// Kubernetes API (package kubeobjects): EtcdBackup objects and the
+// cluster's EtcdRecoverability object, and Events on failures.
+type KubernetesConfig struct {
+	Objects KubernetesObjectsConfig `yaml:"objects"`
+	// Kubeconfig is a kubeconfig file; empty: the pod's service account.
+	Kubeconfig string `yaml:"kubeconfig"`
+	// Namespace holds the EtcdBackup objects; empty: the pod's own
+	// namespace (POD_NAMESPACE, or the service account's namespace file).
+	Namespace string `yaml:"namespace"`
+}
+
+// KubernetesObjectsConfig switches the objects on.
+type KubernetesObjectsConfig struct {
+	Enabled bool `yaml:"enabled"`
 }
 
 // ScrubConfig configures the scrub (lifeboat scrub, and the agent's on

@@ -43,6 +43,7 @@ const (
 	groupTrust                          // signing keys, trusted keys and the store's lineage
 	groupFleet                          // the stores lifeboat fleet reads
 	groupScrub                          // the scrub: every retained object checked, a rotating share read
+	groupKubernetes                     // the agent's objects in the Kubernetes API
 	groupTakes                          // qualifier: read only by commands that take backups (snapshot, agent, demo)
 	groupCreates                        // qualifier: read only by commands that may create a store (the backup takers, copy)
 	groupAll        group = 1<<iota - 1 // every group above
@@ -85,6 +86,7 @@ var groupNames = []struct {
 	{groupCopies, "copies", "Copies", "Further stores, each a complete store, that the agent and `lifeboat copy` keep in step with the primary. See [Copies](copies.md)."},
 	{groupTrust, "trust", "Signing and lineage", "Who may write what lifeboat trusts: the agent's signing key, the public keys readers trust, and the one etcd cluster lineage a cluster name holds. See [Security](security.md)."},
 	{groupFleet, "fleet", "Fleet", "`lifeboat fleet status`: every cluster of several stores in one view. See [The fleet](fleet.md)."},
+	{groupKubernetes, "kubernetes", "Kubernetes objects", "`kubectl get etcdbackups`: the agent (daemon and `--once`) mirrors the store into EtcdBackup objects and an EtcdRecoverability object after every job, with Events on failures; the Helm chart installs the CRDs and sets these. See [Kubernetes](deploy-kubernetes.md#kubectl-get-etcdbackups)."},
 	{groupScrub, "scrub", "Scrub", "Every retained object checked each run (exists, size, encryption header), a rotating share read in full. See [Scrub](scrub.md)."},
 }
 
@@ -395,6 +397,14 @@ var optionTable = []optionDef{
 		Doc:  "each run also reads whatever is due (see scrub.cycle) and at least the cycle's share for the time since the previous run"},
 	{Key: "scrub.cycle", Flag: "scrub-cycle", Default: "30d", Groups: groupScrub,
 		Help: "every retained object is read in full at least once in this time"},
+
+	{Key: "kubernetes.objects.enabled", Flag: "kubernetes-objects", Default: "false", Groups: groupKubernetes,
+		Help: "keep an EtcdBackup object per retained backup and the cluster's EtcdRecoverability object in the Kubernetes API after every job (the CRDs must be installed)",
+		Doc:  "a failure to reach the API is logged and counted in `lifeboat_kubernetes_sync_failures_total`, never a failed backup; the next job's sync catches up"},
+	{Key: "kubernetes.kubeconfig", Flag: "kubeconfig", Groups: groupKubernetes,
+		Help: "kubeconfig file of the Kubernetes API (empty: the pod's service account)"},
+	{Key: "kubernetes.namespace", Flag: "kubernetes-namespace", Groups: groupKubernetes,
+		Help: "namespace of the EtcdBackup objects and their events (empty: the pod's namespace, from POD_NAMESPACE or the service account)"},
 }
 
 // section is the group the option is listed under.

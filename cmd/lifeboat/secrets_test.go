@@ -61,6 +61,7 @@ var (
 		"inspect.cache_dir": true, "inspect.encryption_config": true, // paths (the file holds keys; its path does not)
 
 		"kit.paths": true, "kit.root": true, // presets and paths (the files hold keys; their paths do not)
+		"kubernetes.kubeconfig": true, "kubernetes.namespace": true, // a path (the file holds credentials; its path does not) and a name
 	}
 )
 
