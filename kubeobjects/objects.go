@@ -135,8 +135,9 @@ func (c *Client) recoverabilityObject(st Status) map[string]any {
 	status := map[string]any{
 		"cluster": c.cfg.Cluster, "namespace": c.cfg.Namespace, "backups": int64(len(st.Backups)),
 		"syncedAt": timeString(st.At), "windows": windowList(st.Windows),
-		"recoverable": recoverableSummary(st), "problems": stringList(st.Problems),
+		"recoverable": recoverableSummary(st),
 	}
+	problems := st.Problems
 	if n := newest(st.Backups); n != nil {
 		status["newestBackup"] = map[string]any{"id": n.ID, "createdAt": timeString(n.CreatedAt), "revision": n.Revision}
 	}
@@ -144,7 +145,11 @@ func (c *Client) recoverabilityObject(st Status) map[string]any {
 		f := drillFields(d)
 		f["backupID"] = id
 		status["lastDrill"] = f
+		if d.Verdict != "passed" {
+			problems = append(problems, fmt.Sprintf("the last drill (of backup %s) %s: %s", id, d.Verdict, d.Error))
+		}
 	}
+	status["problems"] = stringList(problems)
 	return map[string]any{
 		"apiVersion": apiVersion, "kind": kindRecoverable,
 		"metadata": map[string]any{"name": ObjectName(c.cfg.Cluster), "labels": c.labels()},
