@@ -19,9 +19,44 @@ import (
 var strictly = url.Values{"fieldValidation": {"Strict"}}
 
 // resourceOf is the API resource of a rendered object: every kind the
-// chart renders takes its plural with an s and lives in a namespace.
+// chart renders takes its plural with an s; the CRDs and the ClusterRole
+// (and binding) are cluster-scoped.
 func resourceOf(o map[string]any) kubetest.Resource {
-	return kubetest.Resource{APIVersion: fmt.Sprint(o["apiVersion"]), Plural: strings.ToLower(objKind(o)) + "s", Namespaced: true}
+	return kubetest.Resource{APIVersion: fmt.Sprint(o["apiVersion"]), Plural: strings.ToLower(objKind(o)) + "s", Namespaced: wantNamespace(o) != nil}
+}
+
+// createRendered creates a rendered object in ns (or in the namespace it
+// names: the events Role's is "default"). The CRDs, the same in every
+// case, may exist already.
+func createRendered(ctx context.Context, c *kubetest.Client, ns string, o map[string]any) error {
+	if on, _ := dig(o, "metadata", "namespace").(string); on == "default" {
+		ns = on
+	}
+	err := c.Do(ctx, http.MethodPost, resourceOf(o).Path(ns, ""), strictly, o, nil)
+	if objKind(o) == "CustomResourceDefinition" && kubetest.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+// deleteChartCRDs deletes the chart's CRDs and waits until they are gone.
+func deleteChartCRDs(t *testing.T, c *kubetest.Client) {
+	t.Helper()
+	for _, name := range []string{"etcdbackups.lifeboat.dev", "etcdrecoverabilities.lifeboat.dev"} {
+		if err := c.Delete(t.Context(), kubetest.CRDs, "", name); err != nil && !kubetest.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		err := c.Poll(t.Context(), func() (bool, error) {
+			_, err := c.Get(t.Context(), kubetest.CRDs, "", name)
+			if kubetest.IsNotFound(err) {
+				return true, nil
+			}
+			return false, err
+		})
+		if err != nil {
+			t.Fatalf("CRD %s not deleted: %v", name, err)
+		}
+	}
 }
 
 var pods = kubetest.Resource{APIVersion: "v1", Plural: "pods", Namespaced: true}
@@ -95,7 +130,7 @@ func TestChartOnKubeAPIServer(t *testing.T) {
 			makeNamespace(t, c, ns, cc.podSec)
 			objs := renderChart(t, cc, ns)
 			for _, o := range objs {
-				if err := c.Do(ctx, http.MethodPost, resourceOf(o).Path(ns, ""), strictly, o, nil); err != nil {
+				if err := createRendered(ctx, c, ns, o); err != nil {
 					t.Errorf("create %s %s: %v", objKind(o), objName(o), err)
 				}
 			}
@@ -139,6 +174,9 @@ func TestChartOnKubeAPIServer(t *testing.T) {
 	})
 
 	t.Run("helm install and upgrade", func(t *testing.T) {
+		// The cases above created the CRDs outside a release: helm
+		// would refuse to adopt them.
+		deleteChartCRDs(t, c)
 		kubeconfig := writeKubeconfig(t, api)
 		ns := "lb-release"
 		makeNamespace(t, c, ns, "restricted")
@@ -146,6 +184,9 @@ func TestChartOnKubeAPIServer(t *testing.T) {
 		common := []string{"--kubeconfig", kubeconfig, "--namespace", ns}
 		if out, err := helm(t, append([]string{"install", "lb", chartDir, "-f", values}, common...)...); err != nil {
 			t.Fatalf("%v\n%s", err, out)
+		}
+		if _, err := c.Get(ctx, kubetest.CRDs, "", "etcdbackups.lifeboat.dev"); err != nil {
+			t.Errorf("the release installed no EtcdBackup CRD: %v", err)
 		}
 		deployments, cms := kubetest.Deployments, kubetest.ConfigMaps
 		before, err := c.Get(ctx, cms, ns, "lb-lifeboat")

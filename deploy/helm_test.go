@@ -59,6 +59,21 @@ type chartCase struct {
 	// kitHostPaths are the host paths the recovery kit reads
 	// (config.kit.paths), each mounted read-only below /host.
 	kitHostPaths []string
+	// noObjects: kubernetesObjects.enabled=false (no CRDs, no RBAC for
+	// them, no ServiceAccount token in the pods).
+	noObjects bool
+}
+
+// objectKinds are what kubernetesObjects (on by default) adds: the two
+// CRDs, the ClusterRole for the EtcdRecoverability, the Role for the
+// EtcdBackups and events, the Role for events in "default", and bindings.
+var objectKinds = []string{"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "CustomResourceDefinition", "Role", "Role", "RoleBinding", "RoleBinding"}
+
+// withObjects is kinds with objectKinds, sorted.
+func withObjects(kinds ...string) []string {
+	out := append(slices.Clone(kinds), objectKinds...)
+	slices.Sort(out)
+	return out
 }
 
 // testRecipient is an age recipient for the kit's cases (a kit needs one).
@@ -66,25 +81,28 @@ const testRecipient = "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqm
 
 var chartCases = []chartCase{
 	{name: "cronjob", files: []string{"ci/cronjob-values.yaml"}, mode: "cronjob", podSec: "restricted",
-		kinds: []string{"ConfigMap", "ConfigMap", "CronJob", "CronJob", "PrometheusRule", "ServiceAccount"}},
+		kinds: withObjects("ConfigMap", "ConfigMap", "CronJob", "CronJob", "PrometheusRule", "ServiceAccount")},
 	{name: "deployment", files: []string{"ci/deployment-values.yaml"}, mode: "deployment", podSec: "restricted",
-		kinds: []string{"ConfigMap", "ConfigMap", "ConfigMap", "Deployment", "PodDisruptionBudget", "PrometheusRule", "Role", "RoleBinding", "Service", "ServiceAccount", "ServiceMonitor"}},
+		kinds: withObjects("ConfigMap", "ConfigMap", "ConfigMap", "Deployment", "PodDisruptionBudget", "PrometheusRule", "Role", "RoleBinding", "Service", "ServiceAccount", "ServiceMonitor")},
 	{name: "kubeadm", files: []string{"ci/kubeadm-values.yaml"}, mode: "cronjob", podSec: "privileged", etcdHostPath: true,
-		kinds: []string{"ConfigMap", "CronJob", "CronJob", "ServiceAccount"}},
+		kinds: withObjects("ConfigMap", "CronJob", "CronJob", "ServiceAccount")},
 	{name: "kit-kubeadm", files: []string{"ci/kit-values.yaml"}, mode: "deployment", podSec: "privileged", etcdHostPath: true,
-		kinds:        []string{"ConfigMap", "Deployment", "Service", "ServiceAccount"},
+		kinds: withObjects("ConfigMap", "Deployment", "Service", "ServiceAccount"),
 		kitHostPaths: []string{kit.KubeadmPKI, kit.KubeadmAPIServer, "/etc/kubernetes/enc/encryption-config.yaml"}},
 	{name: "kit-k3s", files: []string{"ci/cronjob-values.yaml"}, mode: "cronjob", podSec: "privileged",
 		set:          []string{"config.kit.paths={k3s,/etc/rancher/k3s/config.yaml}", "config.encryption.recipients={" + testRecipient + "}"},
-		kinds:        []string{"ConfigMap", "ConfigMap", "CronJob", "CronJob", "PrometheusRule", "ServiceAccount"},
+		kinds: withObjects("ConfigMap", "ConfigMap", "CronJob", "CronJob", "PrometheusRule", "ServiceAccount"),
 		kitHostPaths: []string{kit.K3sServer + "/token", kit.K3sServer + "/tls", kit.K3sServer + "/cred", "/etc/rancher/k3s/config.yaml"}},
 	{name: "deployment-minimal", mode: "deployment", podSec: "restricted",
 		set:   []string{"mode=deployment", "config.store.url=s3://etcd-bucket/p", "config.etcd.endpoints={http://etcd:2379}", "serviceAccount.create=false", "image.digest=sha256:" + strings.Repeat("ab", 32)},
-		kinds: []string{"ConfigMap", "Deployment", "Service"}},
+		kinds: withObjects("ConfigMap", "Deployment", "Service")},
+	{name: "cronjob-without-objects", files: []string{"ci/cronjob-values.yaml"}, mode: "cronjob", podSec: "restricted", noObjects: true,
+		set:   []string{"kubernetesObjects.enabled=false"},
+		kinds: []string{"ConfigMap", "ConfigMap", "CronJob", "CronJob", "PrometheusRule", "ServiceAccount"}},
 	{name: "cronjob-monitoring-without-api", files: []string{"ci/cronjob-values.yaml"}, mode: "cronjob", podSec: "restricted",
 		// enabled without force and without the API: no PrometheusRule.
 		set:   []string{"prometheusRule.force=false", "dashboard.enabled=false", "cronjob.backup.schedule=*/30 * * * *"},
-		kinds: []string{"ConfigMap", "CronJob", "CronJob", "ServiceAccount"}},
+		kinds: withObjects("ConfigMap", "CronJob", "CronJob", "ServiceAccount")},
 }
 
 func (c chartCase) args(cmd ...string) []string {
@@ -126,6 +144,21 @@ func decodeObjects(t *testing.T, out string) []map[string]any {
 			objs = append(objs, o)
 		}
 	}
+}
+
+// wantNamespace is the namespace of an object outside the release's:
+// none for cluster-scoped kinds, "default" for the Role (and binding) of
+// the events of the cluster-scoped EtcdRecoverability.
+func wantNamespace(o map[string]any) any {
+	switch objKind(o) {
+	case "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding":
+		return nil
+	case "Role", "RoleBinding":
+		if strings.HasSuffix(objName(o), "-events") {
+			return "default"
+		}
+	}
+	return "lifeboat"
 }
 
 func objKind(o map[string]any) string { s, _ := o["kind"].(string); return s }
@@ -207,7 +240,7 @@ func TestChartRender(t *testing.T) {
 			var kinds []string
 			for _, o := range objs {
 				kinds = append(kinds, objKind(o))
-				if ns := dig(o, "metadata", "namespace"); ns != "lifeboat" {
+				if ns := dig(o, "metadata", "namespace"); ns != "lifeboat" && ns != wantNamespace(o) {
 					t.Errorf("%s %s: namespace %v, want the release's", objKind(o), objName(o), ns)
 				}
 			}
@@ -330,8 +363,9 @@ func podEnv(t *testing.T, pods map[string]map[string]any) []string {
 // down (restricted Pod Security unless it reads kubeadm's PKI).
 func checkChartPod(t *testing.T, name string, c chartCase, ps map[string]any) {
 	t.Helper()
-	if ps["automountServiceAccountToken"] != false {
-		t.Errorf("%s: automountServiceAccountToken is not false", name)
+	// The token only with kubernetesObjects: the EtcdBackup objects.
+	if ps["automountServiceAccountToken"] != !c.noObjects {
+		t.Errorf("%s: automountServiceAccountToken is %v, want %v (kubernetesObjects.enabled)", name, ps["automountServiceAccountToken"], !c.noObjects)
 	}
 	ctrs, _ := ps["containers"].([]any)
 	if len(ctrs) != 1 {

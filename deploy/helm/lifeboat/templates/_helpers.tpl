@@ -147,6 +147,9 @@ kitRoot: /host
 {{- $_ := set $managed "agent" (dict "listen" (printf "0.0.0.0:%v" .Values.service.port)) }}
 {{- $_ := set $managed "capture" (dict "enabled" .Values.capture.enabled) }}
 {{- end }}
+{{- if .Values.kubernetesObjects.enabled }}
+{{- $_ := set $managed "kubernetes" (dict "objects" (dict "enabled" true) "namespace" .Release.Namespace) }}
+{{- end }}
 {{- $cfg = mergeOverwrite $cfg $managed }}
 {{- if and (hasKey $cfg.etcd "endpoints") (empty $cfg.etcd.endpoints) }}
 {{- /* kubeadm: LIFEBOAT_ETCD_ENDPOINTS names the node's member. */}}
@@ -169,8 +172,13 @@ imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 serviceAccountName: {{ include "lifeboat.serviceAccountName" $root }}
+{{- if $v.kubernetesObjects.enabled }}
+# The token reaches the API for the EtcdBackup objects (kubernetesObjects).
+automountServiceAccountToken: true
+{{- else }}
 # lifeboat talks to etcd and the store, never to the Kubernetes API.
 automountServiceAccountToken: false
+{{- end }}
 terminationGracePeriodSeconds: {{ $v.terminationGracePeriodSeconds }}
 {{- with $v.priorityClassName }}
 priorityClassName: {{ . }}
