@@ -66,6 +66,7 @@ var lifeboatMetrics = []string{
 	"lifeboat_leader",
 	"lifeboat_store_up",
 	"lifeboat_notifications_total",
+	"lifeboat_kubernetes_sync_failures_total",
 	"lifeboat_build_info",
 	"lifeboat_capture_enabled",
 	"lifeboat_capture_up",
