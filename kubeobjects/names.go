@@ -25,10 +25,12 @@ func ObjectName(cluster string) string {
 }
 
 // BackupName is the EtcdBackup name of backup id of cluster:
-// ObjectName(cluster), '-', the id in lower case.
+// ObjectName(cluster), '-', the id in lower case (or, for an id that
+// leaves nothing or a name too long, "backup-" and a hash of both).
 func BackupName(cluster, id string) string {
-	n := ObjectName(cluster) + "-" + dnsName(id)
-	if len(n) > maxName {
+	part := dnsName(id)
+	n := ObjectName(cluster) + "-" + part
+	if part == "" || len(n) > maxName {
 		return "backup-" + hash(cluster+"/"+id)
 	}
 	return n
