@@ -26,37 +26,12 @@ func resourceOf(o map[string]any) kubetest.Resource {
 }
 
 // createRendered creates a rendered object in ns (or in the namespace it
-// names: the events Role's is "default"). The CRDs, the same in every
-// case, may exist already.
+// names: the events Role's is "default").
 func createRendered(ctx context.Context, c *kubetest.Client, ns string, o map[string]any) error {
 	if on, _ := dig(o, "metadata", "namespace").(string); on == "default" {
 		ns = on
 	}
-	err := c.Do(ctx, http.MethodPost, resourceOf(o).Path(ns, ""), strictly, o, nil)
-	if objKind(o) == "CustomResourceDefinition" && kubetest.IsConflict(err) {
-		return nil
-	}
-	return err
-}
-
-// deleteChartCRDs deletes the chart's CRDs and waits until they are gone.
-func deleteChartCRDs(t *testing.T, c *kubetest.Client) {
-	t.Helper()
-	for _, name := range []string{"etcdbackups.lifeboat.dev", "etcdrecoverabilities.lifeboat.dev"} {
-		if err := c.Delete(t.Context(), kubetest.CRDs, "", name); err != nil && !kubetest.IsNotFound(err) {
-			t.Fatal(err)
-		}
-		err := c.Poll(t.Context(), func() (bool, error) {
-			_, err := c.Get(t.Context(), kubetest.CRDs, "", name)
-			if kubetest.IsNotFound(err) {
-				return true, nil
-			}
-			return false, err
-		})
-		if err != nil {
-			t.Fatalf("CRD %s not deleted: %v", name, err)
-		}
-	}
+	return c.Do(ctx, http.MethodPost, resourceOf(o).Path(ns, ""), strictly, o, nil)
 }
 
 var pods = kubetest.Resource{APIVersion: "v1", Plural: "pods", Namespaced: true}
@@ -174,9 +149,6 @@ func TestChartOnKubeAPIServer(t *testing.T) {
 	})
 
 	t.Run("helm install and upgrade", func(t *testing.T) {
-		// The cases above created the CRDs outside a release: helm
-		// would refuse to adopt them.
-		deleteChartCRDs(t, c)
 		kubeconfig := writeKubeconfig(t, api)
 		ns := "lb-release"
 		makeNamespace(t, c, ns, "restricted")
@@ -186,7 +158,11 @@ func TestChartOnKubeAPIServer(t *testing.T) {
 			t.Fatalf("%v\n%s", err, out)
 		}
 		if _, err := c.Get(ctx, kubetest.CRDs, "", "etcdbackups.lifeboat.dev"); err != nil {
-			t.Errorf("the release installed no EtcdBackup CRD: %v", err)
+			t.Errorf("the release installed no EtcdBackup CRD (crds/): %v", err)
+		}
+		// A second release shares the CRDs: helm skips those present.
+		if out, err := helm(t, append([]string{"install", "lb2", chartDir, "-f", values, "--set", "capture.enabled=false"}, common...)...); err != nil {
+			t.Errorf("a second release beside the first: %v\n%s", err, out)
 		}
 		deployments, cms := kubetest.Deployments, kubetest.ConfigMaps
 		before, err := c.Get(ctx, cms, ns, "lb-lifeboat")

@@ -3,24 +3,24 @@ package deploy
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 )
 
-// TestChartKubernetesObjects: with kubernetesObjects (on by default) the
-// chart installs files/crds.yaml as they are, grants the ServiceAccount
-// exactly what the agent's sync needs (EtcdBackups and events in the
-// release's namespace, the EtcdRecoverability, events in "default") and
-// nothing more, and sets config.kubernetes; installCRDs=false leaves the
-// CRDs out, a release in "default" needs no second events Role, and
-// kubernetesObjects.enabled=false renders none of it.
+// TestChartKubernetesObjects: the chart's crds/ holds the two CRDs (helm
+// template --include-crds renders them as they are); with
+// kubernetesObjects (on by default) it grants the ServiceAccount exactly
+// what the agent's sync needs (EtcdBackups and events in the release's
+// namespace, the EtcdRecoverability, events in "default") and nothing
+// more, and sets config.kubernetes; a release in "default" needs no second
+// events Role. (kubernetesObjects.enabled=false renders none of it:
+// TestChartRender's cronjob-without-objects.)
 func TestChartKubernetesObjects(t *testing.T) {
 	helmBinary(t)
 	base := chartCases[0]
-	raw, err := os.ReadFile(filepath.Join(chartDir, "files", "crds.yaml"))
+	raw, err := os.ReadFile(filepath.Join(chartDir, "crds", "lifeboat.dev.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,11 @@ func TestChartKubernetesObjects(t *testing.T) {
 	}
 
 	t.Run("default", func(t *testing.T) {
-		objs := renderChart(t, base, "lifeboat")
+		out, err := helm(t, base.args("template", "lb", chartDir, "--namespace", "lifeboat", "--include-crds")...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs := decodeObjects(t, out)
 		var crds []map[string]any
 		rules := map[string][]any{}
 		for _, o := range objs {
@@ -58,20 +62,10 @@ func TestChartKubernetesObjects(t *testing.T) {
 			}
 		}
 		if diff := cmp.Diff(wantCRDs, crds); diff != "" {
-			t.Errorf("rendered CRDs differ from files/crds.yaml (-file +rendered):\n%s", diff)
+			t.Errorf("rendered CRDs differ from crds/lifeboat.dev.yaml (-file +rendered):\n%s", diff)
 		}
 		if diff := cmp.Diff(wantRules, rules); diff != "" {
 			t.Errorf("RBAC rules (-want +got):\n%s", diff)
-		}
-	})
-
-	t.Run("installCRDs=false", func(t *testing.T) {
-		c := base
-		c.set = append(slices.Clone(c.set), "kubernetesObjects.installCRDs=false")
-		for _, o := range renderChart(t, c, "lifeboat") {
-			if objKind(o) == "CustomResourceDefinition" {
-				t.Errorf("CRD %s rendered with installCRDs=false", objName(o))
-			}
 		}
 	})
 

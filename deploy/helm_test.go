@@ -64,10 +64,11 @@ type chartCase struct {
 	noObjects bool
 }
 
-// objectKinds are what kubernetesObjects (on by default) adds: the two
-// CRDs, the ClusterRole for the EtcdRecoverability, the Role for the
-// EtcdBackups and events, the Role for events in "default", and bindings.
-var objectKinds = []string{"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "CustomResourceDefinition", "Role", "Role", "RoleBinding", "RoleBinding"}
+// objectKinds are what kubernetesObjects (on by default) adds to the
+// templates: the ClusterRole for the EtcdRecoverability, the Role for the
+// EtcdBackups and events, the Role for events in "default", and bindings
+// (the CRDs are in crds/, which helm template leaves out).
+var objectKinds = []string{"ClusterRole", "ClusterRoleBinding", "Role", "Role", "RoleBinding", "RoleBinding"}
 
 // withObjects is kinds with objectKinds, sorted.
 func withObjects(kinds ...string) []string {

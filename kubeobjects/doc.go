@@ -4,7 +4,7 @@
 // and one cluster-scoped EtcdRecoverability object per cluster, named for
 // the cluster, whose status holds the recoverable windows, the newest
 // backup, the last drill and the problems. Their CustomResourceDefinitions
-// ship with the Helm chart (deploy/helm/lifeboat/files/crds.yaml).
+// ship with the Helm chart (deploy/helm/lifeboat/crds/lifeboat.dev.yaml).
 //
 // Sync makes the objects match a Status the caller read from the store:
 // it creates the new, updates the changed and deletes the objects whose

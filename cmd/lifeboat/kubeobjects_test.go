@@ -15,12 +15,12 @@ import (
 	"github.com/lifeboat-dev/lifeboat/kubeobjects"
 )
 
-// The resources of the chart's CRDs (deploy/helm/lifeboat/files/crds.yaml).
+// The resources of the chart's CRDs (deploy/helm/lifeboat/crds/lifeboat.dev.yaml).
 var (
 	etcdBackups     = kubetest.Resource{APIVersion: kubeobjects.Group + "/" + kubeobjects.Version, Plural: "etcdbackups", Namespaced: true}
 	recoverables    = kubetest.Resource{APIVersion: kubeobjects.Group + "/" + kubeobjects.Version, Plural: "etcdrecoverabilities"}
 	events          = kubetest.Resource{APIVersion: "v1", Plural: "events", Namespaced: true}
-	chartCRDs       = filepath.Join("..", "..", "deploy", "helm", "lifeboat", "files", "crds.yaml")
+	chartCRDs       = filepath.Join("..", "..", "deploy", "helm", "lifeboat", "crds", "lifeboat.dev.yaml")
 	kubeObjectsNS   = "lifeboat"
 	kubeObjectsName = "kube"
 )
