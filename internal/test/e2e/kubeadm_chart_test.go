@@ -54,6 +54,11 @@ extraVolumes:
     hostPath: {path: STORE, type: Directory}
 extraVolumeMounts:
   - {name: store, mountPath: /store}
+# The node runs no kube-proxy: the pods reach the apiserver (for the
+# EtcdBackup objects) at the node's address, not the Service's.
+extraEnv:
+  - {name: KUBERNETES_SERVICE_HOST, value: "NODEIP"}
+  - {name: KUBERNETES_SERVICE_PORT, value: "6443"}
 `
 
 // TestKubeadmChart installs lifeboat on the kubeadm node as a user does:
@@ -97,7 +102,7 @@ func TestKubeadmChart(t *testing.T) {
 	values := filepath.Join(t.TempDir(), "values.yaml")
 	away := time.Now().UTC().Add(12 * time.Hour)
 	sched := fmt.Sprintf("%d %d * * *", away.Minute(), away.Hour())
-	v := strings.NewReplacer("REPO", repo, "TAG", tag, "STORE", store, "SCHED", sched).Replace(chartOnNodeValues)
+	v := strings.NewReplacer("REPO", repo, "TAG", tag, "STORE", store, "SCHED", sched, "NODEIP", n.IP).Replace(chartOnNodeValues)
 	if err := os.WriteFile(values, []byte(v), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -135,6 +140,7 @@ func TestKubeadmChart(t *testing.T) {
 	if len(listed.Backups) != 1 || listed.Backups[0].DrillState != "passed" {
 		t.Fatalf("after the drill Job: %+v, want the backup's drill passed", listed.Backups)
 	}
+	checkEtcdBackups(t, kubectl, listed.Backups[0].ID)
 }
 
 // storeListing is what TestKubeadmChart reads of `lifeboat list -o json`.
