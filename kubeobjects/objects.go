@@ -3,6 +3,7 @@ package kubeobjects
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/lifeboat-dev/lifeboat/internal/units"
@@ -75,17 +76,7 @@ func (b Backup) verified() string {
 	case "":
 		return "UNKNOWN"
 	}
-	return upper(b.State)
-}
-
-func upper(s string) string {
-	out := []byte(s)
-	for i, c := range out {
-		if c >= 'a' && c <= 'z' {
-			out[i] = c - 'a' + 'A'
-		}
-	}
-	return string(out)
+	return strings.ToUpper(b.State)
 }
 
 // backupObject is b's EtcdBackup, without resourceVersion.
@@ -197,13 +188,7 @@ func recoverableSummary(st Status) string {
 	}
 	s := fmt.Sprintf("%d intact backup(s)", n)
 	if len(parts) > 0 {
-		s += "; point in time: "
-		for i, p := range parts {
-			if i > 0 {
-				s += ", "
-			}
-			s += p
-		}
+		s += "; point in time: " + strings.Join(parts, ", ")
 	}
 	if n == 0 && len(parts) == 0 {
 		return "NOTHING RECOVERABLE"
