@@ -69,7 +69,8 @@ extraEnv:
 // CronJob (kubectl create job --from) runs and a backup lands in the store
 // (a directory of the node, mounted by hostPath: no server); a Job from the
 // drill CronJob runs and its verdict, passed, is in the store, read by the
-// lifeboat binary of the host.
+// lifeboat binary of the host; `kubectl get etcdbackups` lists that backup,
+// verified and drilled (checkEtcdBackups).
 func TestKubeadmChart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a kubeadm node")
