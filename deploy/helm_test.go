@@ -484,6 +484,7 @@ func TestChartSchemaRefuses(t *testing.T) {
 		{"both etcd credentials", []string{"credentials.etcd.kubeadm.enabled=true"}, "not both"},
 		{"kit root in config", []string{"config.kit.paths={kubeadm}", "config.kit.root=/", "config.encryption.recipients={" + testRecipient + "}"}, "config.kit.root: set by the chart"},
 		{"relative kit encryption config", []string{"kit.encryptionConfig=enc.yaml"}, "kit/encryptionConfig"},
+		{"kubernetes objects in config", []string{"config.kubernetes.objects.enabled=true"}, "config.kubernetes: set by the chart"},
 		{"pdb with cronjob", []string{"podDisruptionBudget.enabled=true"}, "podDisruptionBudget.enabled: needs mode: deployment"},
 	}
 	for _, tt := range tests {

@@ -55,6 +55,9 @@ app.kubernetes.io/part-of: lifeboat
 {{- if hasKey (.Values.config.capture | default dict) "enabled" }}
 {{- fail "config.capture.enabled: set capture.enabled instead (the chart checks it against the mode)" }}
 {{- end }}
+{{- if .Values.config.kubernetes }}
+{{- fail "config.kubernetes: set by the chart (kubernetesObjects.enabled: the objects in the release's namespace, the RBAC for them, the ServiceAccount's token); leave it out" }}
+{{- end }}
 {{- if and .Values.podDisruptionBudget.enabled (ne .Values.mode "deployment") }}
 {{- fail "podDisruptionBudget.enabled: needs mode: deployment (Jobs' pods are not disrupted, they are rerun)" }}
 {{- end }}
