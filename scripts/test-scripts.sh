@@ -94,6 +94,23 @@ if LIFEBOAT_BUILD_SRC=$work/src GO=$work/go-fails "$root/scripts/build-kube.sh" 
 	fail "build-kube.sh accepted kube-proxy, a command it does not build"
 fi
 
+# 5b. build-prometheus.sh with prometheus and promtool of the version
+# there (each printing far more than a pipe holds): returns at once; with
+# one of another version it builds (a go that fails: it tried); a bad
+# version is refused.
+mkdir -p "$work/prom"
+fakebin "$work/prom/prometheus" "prometheus, version 3.16.0 (branch: module, revision: v0.316.0)"
+fakebin "$work/prom/promtool" "promtool, version 3.16.0 (branch: module, revision: v0.316.0)"
+LIFEBOAT_BUILD_SRC=$work/src GO=$work/go-fails "$root/scripts/build-prometheus.sh" v0.316.0 "$work/prom" ||
+	fail "build-prometheus.sh rebuilt (or failed on) binaries of the right version: exit $?"
+fakebin "$work/prom/promtool" "promtool, version 2.42.0+ds (branch: debian/sid)"
+if LIFEBOAT_BUILD_SRC=$work/src GO=$work/go-fails "$root/scripts/build-prometheus.sh" v0.316.0 "$work/prom" 2>/dev/null; then
+	fail "build-prometheus.sh kept a promtool of another version"
+fi
+if "$root/scripts/build-prometheus.sh" 3.16.0 "$work/prom" 2>/dev/null; then
+	fail "build-prometheus.sh accepted version 3.16.0 (the module's tag is v0.316.0)"
+fi
+
 # bench-scale.sh refuses a size it cannot seed (exit 2) before building or
 # starting anything.
 set +e
@@ -112,7 +129,7 @@ fi
 # 6. make takes a binary by its relative path as by its absolute one:
 # `make .bin/etcd` does what `make $PWD/.bin/etcd` does (-n -B: print
 # the commands, as if out of date, and run none).
-for t in etcd etcdutl crane lifeboat; do
+for t in etcd etcdutl crane lifeboat promtool; do
 	rel=$(cd "$root" && make -n -B ".bin/$t" GO=go 2>&1) || fail "make .bin/$t: $rel"
 	abs=$(cd "$root" && make -n -B "$root/.bin/$t" GO=go 2>&1) || fail "make $root/.bin/$t: $abs"
 	[ "$rel" = "$abs" ] || fail "make .bin/$t is not make $root/.bin/$t: got
