@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -62,29 +63,11 @@ func BenchmarkFleetRead(b *testing.B) {
 	}
 	// hub: the hub's peak RSS (Linux VmHWM, reset after the seeding)
 	// over a cold refresh and two refreshes with nothing changed, with
-	// what the process held before (base).
-	b.Run("hub", func(b *testing.B) {
-		for b.Loop() {
-			runtime.GC()
-			debug.FreeOSMemory()
-			if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
-				b.Skipf("cannot reset the peak RSS (Linux /proc/self/clear_refs): %v", err)
-			}
-			base := procStatusKiB(b, "VmHWM")
-			h := NewHub(HubConfig{Sources: src}, nil)
-			for range 3 {
-				if err := h.Refresh(b.Context()); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if rep := h.Report(); len(rep.Clusters) != clusters || rep.Problems() != 0 {
-				b.Fatalf("the hub's report: %d clusters, %d with problems", len(rep.Clusters), rep.Problems())
-			}
-			b.ReportMetric(float64(base)/1024, "base-RSS-MiB")
-			b.ReportMetric(float64(procStatusKiB(b, "VmHWM"))/1024, "peak-RSS-MiB")
-			runtime.KeepAlive(h)
-		}
-	})
+	// what the process held before (base), under the soft memory limit
+	// lifeboat fleet serve runs with (hubMemoryLimit); hub-nolimit
+	// without one.
+	b.Run("hub", func(b *testing.B) { hubRSS(b, src, clusters, hubMemoryLimit) })
+	b.Run("hub-nolimit", func(b *testing.B) { hubRSS(b, src, clusters, math.MaxInt64) })
 	// cold: what one `fleet status` costs; refresh: the hub's next read,
 	// nothing changed (the listing, no object read).
 	b.Run("cold", func(b *testing.B) {
@@ -116,6 +99,39 @@ func BenchmarkFleetRead(b *testing.B) {
 			read(b, r)
 		}
 	})
+}
+
+// hubMemoryLimit is the soft memory limit lifeboat fleet serve runs with
+// (cmd/lifeboat's memoryHeadroom: it uploads nothing), unless GOMEMLIMIT
+// is set.
+const hubMemoryLimit = 32 << 20
+
+// hubRSS runs a new hub's first three refreshes of src under the soft
+// memory limit and reports the process's peak RSS (VmHWM, reset first)
+// and what it held before (base).
+func hubRSS(b *testing.B, src []Source, clusters int, limit int64) {
+	old := debug.SetMemoryLimit(limit)
+	defer debug.SetMemoryLimit(old)
+	for b.Loop() {
+		runtime.GC()
+		debug.FreeOSMemory()
+		if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+			b.Skipf("cannot reset the peak RSS (Linux /proc/self/clear_refs): %v", err)
+		}
+		base := procStatusKiB(b, "VmHWM")
+		h := NewHub(HubConfig{Sources: src}, nil)
+		for range 3 {
+			if err := h.Refresh(b.Context()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if rep := h.Report(); len(rep.Clusters) != clusters || rep.Problems() != 0 {
+			b.Fatalf("the hub's report: %d clusters, %d with problems", len(rep.Clusters), rep.Problems())
+		}
+		b.ReportMetric(float64(base)/1024, "base-RSS-MiB")
+		b.ReportMetric(float64(procStatusKiB(b, "VmHWM"))/1024, "peak-RSS-MiB")
+		runtime.KeepAlive(h)
+	}
 }
 
 // procStatusKiB is a field of /proc/self/status in KiB (VmHWM: the peak
