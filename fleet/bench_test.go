@@ -66,8 +66,8 @@ func BenchmarkFleetRead(b *testing.B) {
 	// what the process held before (base), under the soft memory limit
 	// lifeboat fleet serve runs with (hubMemoryLimit); hub-nolimit
 	// without one.
-	b.Run("hub", func(b *testing.B) { hubRSS(b, src, clusters, hubMemoryLimit) })
-	b.Run("hub-nolimit", func(b *testing.B) { hubRSS(b, src, clusters, math.MaxInt64) })
+	b.Run("hub", func(b *testing.B) { hubRSS(b, src, clusters, now, hubMemoryLimit) })
+	b.Run("hub-nolimit", func(b *testing.B) { hubRSS(b, src, clusters, now, math.MaxInt64) })
 	// cold: what one `fleet status` costs; refresh: the hub's next read,
 	// nothing changed (the listing, no object read).
 	b.Run("cold", func(b *testing.B) {
@@ -108,8 +108,9 @@ const hubMemoryLimit = 32 << 20
 
 // hubRSS runs a new hub's first three refreshes of src under the soft
 // memory limit and reports the process's peak RSS (VmHWM, reset first)
-// and what it held before (base).
-func hubRSS(b *testing.B, src []Source, clusters int, limit int64) {
+// and what it held before (base). Its clock is now, the seeding's (the
+// agents' status documents were written then).
+func hubRSS(b *testing.B, src []Source, clusters int, now time.Time, limit int64) {
 	old := debug.SetMemoryLimit(limit)
 	defer debug.SetMemoryLimit(old)
 	for b.Loop() {
@@ -119,14 +120,14 @@ func hubRSS(b *testing.B, src []Source, clusters int, limit int64) {
 			b.Skipf("cannot reset the peak RSS (Linux /proc/self/clear_refs): %v", err)
 		}
 		base := procStatusKiB(b, "VmHWM")
-		h := NewHub(HubConfig{Sources: src}, nil)
+		h := NewHub(HubConfig{Sources: src, Now: func() time.Time { return now }}, nil)
 		for range 3 {
 			if err := h.Refresh(b.Context()); err != nil {
 				b.Fatal(err)
 			}
 		}
 		if rep := h.Report(); len(rep.Clusters) != clusters || rep.Problems() != 0 {
-			b.Fatalf("the hub's report: %d clusters, %d with problems", len(rep.Clusters), rep.Problems())
+			b.Fatalf("the hub's report: %d clusters, %d with problems: %+v", len(rep.Clusters), rep.Problems(), rep.Clusters[0].Problems)
 		}
 		b.ReportMetric(float64(base)/1024, "base-RSS-MiB")
 		b.ReportMetric(float64(procStatusKiB(b, "VmHWM"))/1024, "peak-RSS-MiB")
