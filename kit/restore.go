@@ -80,21 +80,57 @@ func Restore(dir string, k *Kit, opts RestoreOptions) (*RestoreResult, error) {
 		return nil, err
 	}
 	res := &RestoreResult{Owners: canChown()}
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) && !opts.DryRun {
+	root, err := openTarget(dir, opts.DryRun)
+	if err != nil {
+		return nil, fmt.Errorf("kit restore: %w", err)
+	}
+	if root != nil {
+		defer root.Close()
+	}
+	refused, err := res.plan(root, dir, k, opts.Force)
+	if err != nil {
+		return nil, err
+	}
+	if len(refused) > 0 && !opts.Force {
+		return res, fmt.Errorf("kit restore: %s %w: nothing was written (use --force to move aside what is there)", summarize(refused), ErrExists)
+	}
+	if opts.DryRun {
+		return res, nil
+	}
+	stamp := opts.Now.UTC().Format("20060102T150405Z")
+	for i := range res.Planned {
+		if err := restoreEntry(root, dir, &res.Planned[i], stamp, res.Owners); err != nil {
+			return res, fmt.Errorf("kit restore: %s: %w", res.Planned[i].Target, err)
+		}
+	}
+	if err := res.finishDirs(root); err != nil {
+		return res, err
+	}
+	if err := syncDirs(root, res.Planned); err != nil {
+		return res, fmt.Errorf("kit restore: %w", err)
+	}
+	return res, nil
+}
+
+// openTarget opens the directory a kit is restored into, creating it
+// (0700) unless this is a dry run; a dry run of a directory that does not
+// exist returns a nil tree (everything in it would be created).
+func openTarget(dir string, dryRun bool) (tree, error) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) && !dryRun {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("kit restore: %w", err)
+			return nil, err
 		}
 	}
-	var root tree
-	if _, err := os.Stat(dir); err == nil || !opts.DryRun {
-		r, err := openTree(dir)
-		if err != nil {
-			return nil, fmt.Errorf("kit restore: %w", err)
-		}
-		defer r.Close()
-		root = r
+	if _, err := os.Stat(dir); err != nil && dryRun {
+		return nil, nil
 	}
-	var refused []string
+	return openTree(dir)
+}
+
+// plan fills res.Planned with what restoring k into dir does to each of
+// its entries (and to a directory of the way that is not one), and
+// returns the targets that are in the way (refused unless force).
+func (res *RestoreResult) plan(root tree, dir string, k *Kit, force bool) (refused []string, err error) {
 	inKit := map[string]bool{}
 	for _, e := range k.Entries {
 		inKit[e.Path] = true
@@ -109,64 +145,66 @@ func Restore(dir string, k *Kit, opts RestoreOptions) (*RestoreResult, error) {
 			if parent != "" {
 				p := Planned{Entry: Entry{Path: parent, Type: TypeDir, Mode: 0o700, UID: os.Geteuid(), GID: os.Getegid()},
 					Target: filepath.Join(dir, filepath.FromSlash(parent)), Action: ActionRefuse, Parent: true}
-				if opts.Force {
+				if force {
 					p.Action = ActionReplace
 				}
 				refused = append(refused, p.Target+" (not a directory, and the kit has entries below it)")
 				res.Planned = append(res.Planned, p)
 			}
 		}
-		p := Planned{Entry: e, Target: filepath.Join(dir, filepath.FromSlash(e.Path)), Action: ActionCreate}
-		if root != nil {
-			fi, err := root.Lstat(rel(e.Path))
-			switch {
-			case err == nil && fi.IsDir() && e.Type == TypeDir:
-				p.Action = ActionKeep
-			case err == nil:
-				p.Action = ActionRefuse
-				if opts.Force {
-					p.Action = ActionReplace
-				}
-				refused = append(refused, p.Target)
-			case errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrInvalid) || isNotDir(err):
-				// nothing there (or under something moved aside)
-			default:
-				return nil, fmt.Errorf("kit restore: %s: %w", p.Target, err)
-			}
+		p, err := planEntry(root, dir, e, force)
+		if err != nil {
+			return nil, err
+		}
+		if p.Action == ActionRefuse || p.Action == ActionReplace {
+			refused = append(refused, p.Target)
 		}
 		res.Planned = append(res.Planned, p)
 	}
-	if len(refused) > 0 && !opts.Force {
-		return res, fmt.Errorf("kit restore: %s %w: nothing was written (use --force to move aside what is there)", summarize(refused), ErrExists)
+	return refused, nil
+}
+
+// planEntry plans one kit entry against what is at its target now.
+func planEntry(root tree, dir string, e Entry, force bool) (Planned, error) {
+	p := Planned{Entry: e, Target: filepath.Join(dir, filepath.FromSlash(e.Path)), Action: ActionCreate}
+	if root == nil {
+		return p, nil
 	}
-	if opts.DryRun {
-		return res, nil
-	}
-	stamp := opts.Now.UTC().Format("20060102T150405Z")
-	for i := range res.Planned {
-		if err := restoreEntry(root, dir, &res.Planned[i], stamp, res.Owners); err != nil {
-			return res, fmt.Errorf("kit restore: %s: %w", res.Planned[i].Target, err)
+	fi, err := root.Lstat(rel(e.Path))
+	switch {
+	case err == nil && fi.IsDir() && e.Type == TypeDir:
+		p.Action = ActionKeep
+	case err == nil:
+		p.Action = ActionRefuse
+		if force {
+			p.Action = ActionReplace
 		}
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrInvalid) || isNotDir(err):
+		// nothing there (or under something moved aside)
+	default:
+		return p, fmt.Errorf("kit restore: %s: %w", p.Target, err)
 	}
-	// Directory modes last (a 0500 directory could not be filled), deepest first.
+	return p, nil
+}
+
+// finishDirs sets the restored directories' modes and owners last (a 0500
+// directory could not be filled), deepest first.
+func (res *RestoreResult) finishDirs(root tree) error {
 	for i := len(res.Planned) - 1; i >= 0; i-- {
 		p := res.Planned[i]
 		if p.Type != TypeDir || p.Action == ActionKeep || p.Parent {
 			continue
 		}
 		if err := root.Chmod(rel(p.Path), p.Mode&fs.ModePerm|p.Mode&fs.ModeSticky|p.Mode&fs.ModeSetgid); err != nil {
-			return res, fmt.Errorf("kit restore: %s: %w", p.Target, err)
+			return fmt.Errorf("kit restore: %s: %w", p.Target, err)
 		}
 		if res.Owners {
 			if err := root.Lchown(rel(p.Path), p.UID, p.GID); err != nil {
-				return res, fmt.Errorf("kit restore: %s: %w", p.Target, err)
+				return fmt.Errorf("kit restore: %s: %w", p.Target, err)
 			}
 		}
 	}
-	if err := syncDirs(root, res.Planned); err != nil {
-		return res, fmt.Errorf("kit restore: %w", err)
-	}
-	return res, nil
+	return nil
 }
 
 func rel(p string) string { return strings.TrimPrefix(p, "/") }

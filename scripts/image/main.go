@@ -59,49 +59,84 @@ func main() {
 	}
 }
 
+// buildFlags are the flags of a build (run without "push").
+type buildFlags struct {
+	platforms multiFlag
+	labels    map[string]string
+	layoutDir string
+	tarFile   string
+	tag       string
+	when      time.Time
+}
+
 func run(args []string) error {
 	if len(args) > 0 && args[0] == "push" {
 		return push(args[1:])
 	}
-	fl := flag.NewFlagSet("image", flag.ContinueOnError)
-	var platforms, labels multiFlag
-	fl.Var(&platforms, "platform", "OS/ARCH=ROOTFS, repeatable (linux/amd64=.bin/src/image/amd64)")
-	fl.Var(&labels, "label", "KEY=VALUE for the image configs and the index, repeatable")
-	layoutDir := fl.String("layout", "", "the OCI image layout to write (replaced)")
-	tarFile := fl.String("tar", "", "the tar of the layout to write")
-	tag := fl.String("tag", "lifeboat:dev", "the name docker load and podman load give it")
-	created := fl.Int64("created", 0, "creation time and file times, Unix seconds (SOURCE_DATE_EPOCH)")
-	if err := fl.Parse(args); err != nil {
+	f, err := parseBuildFlags(args)
+	if err != nil {
 		return err
 	}
-	if len(platforms) == 0 || *layoutDir == "" || *tarFile == "" {
-		return errors.New("need -platform, -layout and -tar")
+	idx, single, err := buildIndex(f)
+	if err != nil {
+		return err
 	}
-	when := time.Unix(*created, 0).UTC()
-	lbl := map[string]string{}
+	tarIndex, err := writeLayout(f, idx, single)
+	if err != nil {
+		return err
+	}
+	digest, err := idx.Digest()
+	if err != nil {
+		return err
+	}
+	if err := writeTar(f.layoutDir, f.tarFile, f.tag, single[0].img, f.when, tarIndex); err != nil {
+		return err
+	}
+	fmt.Println(digest)
+	return nil
+}
+
+func parseBuildFlags(args []string) (*buildFlags, error) {
+	fl := flag.NewFlagSet("image", flag.ContinueOnError)
+	var f buildFlags
+	var labels multiFlag
+	fl.Var(&f.platforms, "platform", "OS/ARCH=ROOTFS, repeatable (linux/amd64=.bin/src/image/amd64)")
+	fl.Var(&labels, "label", "KEY=VALUE for the image configs and the index, repeatable")
+	fl.StringVar(&f.layoutDir, "layout", "", "the OCI image layout to write (replaced)")
+	fl.StringVar(&f.tarFile, "tar", "", "the tar of the layout to write")
+	fl.StringVar(&f.tag, "tag", "lifeboat:dev", "the name docker load and podman load give it")
+	created := fl.Int64("created", 0, "creation time and file times, Unix seconds (SOURCE_DATE_EPOCH)")
+	if err := fl.Parse(args); err != nil {
+		return nil, err
+	}
+	if len(f.platforms) == 0 || f.layoutDir == "" || f.tarFile == "" {
+		return nil, errors.New("need -platform, -layout and -tar")
+	}
+	f.when = time.Unix(*created, 0).UTC()
+	f.labels = map[string]string{}
 	for _, l := range labels {
 		k, v, ok := strings.Cut(l, "=")
 		if !ok {
-			return fmt.Errorf("label %q: want KEY=VALUE", l)
+			return nil, fmt.Errorf("label %q: want KEY=VALUE", l)
 		}
-		lbl[k] = v
+		f.labels[k] = v
 	}
+	return &f, nil
+}
 
+// buildIndex builds each platform's image and the index of them all.
+func buildIndex(f *buildFlags) (v1.ImageIndex, []platformImage, error) {
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
-	var first v1.Image
 	var single []platformImage
-	for _, p := range platforms {
+	for _, p := range f.platforms {
 		plat, root, ok := strings.Cut(p, "=")
 		osName, arch, ok2 := strings.Cut(plat, "/")
 		if !ok || !ok2 {
-			return fmt.Errorf("platform %q: want OS/ARCH=ROOTFS", p)
+			return nil, nil, fmt.Errorf("platform %q: want OS/ARCH=ROOTFS", p)
 		}
-		img, err := buildImage(root, osName, arch, when, lbl)
+		img, err := buildImage(root, osName, arch, f.when, f.labels)
 		if err != nil {
-			return fmt.Errorf("build %s: %w", plat, err)
-		}
-		if first == nil {
-			first = img
+			return nil, nil, fmt.Errorf("build %s: %w", plat, err)
 		}
 		single = append(single, platformImage{v1.Platform{OS: osName, Architecture: arch}, img})
 		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{
@@ -109,44 +144,40 @@ func run(args []string) error {
 			Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: osName, Architecture: arch}},
 		})
 	}
-	idx = mutate.Annotations(idx, lbl).(v1.ImageIndex)
+	return mutate.Annotations(idx, f.labels).(v1.ImageIndex), single, nil
+}
 
-	if err := os.RemoveAll(*layoutDir); err != nil {
-		return err
+// writeLayout replaces the layout directory with the index, named for
+// containerd, and each platform's image tagged beside it; it returns the
+// index.json that names the index alone (the tar's: docker load, podman
+// load and ctr import take that one).
+func writeLayout(f *buildFlags, idx v1.ImageIndex, single []platformImage) ([]byte, error) {
+	if err := os.RemoveAll(f.layoutDir); err != nil {
+		return nil, err
 	}
-	lp, err := layout.Write(*layoutDir, empty.Index)
+	lp, err := layout.Write(f.layoutDir, empty.Index)
 	if err != nil {
-		return fmt.Errorf("write layout %s: %w", *layoutDir, err)
+		return nil, fmt.Errorf("write layout %s: %w", f.layoutDir, err)
 	}
-	ref := *tag
+	ref := f.tag
 	if !strings.Contains(ref, "/") {
 		ref = "docker.io/library/" + ref
 	}
-	_, version, _ := strings.Cut(*tag, ":")
+	_, version, _ := strings.Cut(f.tag, ":")
 	if err := lp.AppendIndex(idx, layout.WithAnnotations(map[string]string{
 		"io.containerd.image.name":          ref,
 		"org.opencontainers.image.ref.name": version,
 	})); err != nil {
-		return fmt.Errorf("write layout %s: %w", *layoutDir, err)
+		return nil, fmt.Errorf("write layout %s: %w", f.layoutDir, err)
 	}
-	// The tar (docker load, podman load, ctr import) holds the index alone;
-	// the layout also tags each platform's image beside it.
-	tarIndex, err := os.ReadFile(filepath.Join(*layoutDir, "index.json"))
+	tarIndex, err := os.ReadFile(filepath.Join(f.layoutDir, "index.json"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := tagPlatforms(lp, version, single); err != nil {
-		return fmt.Errorf("write layout %s: %w", *layoutDir, err)
+		return nil, fmt.Errorf("write layout %s: %w", f.layoutDir, err)
 	}
-	digest, err := idx.Digest()
-	if err != nil {
-		return err
-	}
-	if err := writeTar(*layoutDir, *tarFile, *tag, first, when, tarIndex); err != nil {
-		return err
-	}
-	fmt.Println(digest)
-	return nil
+	return tarIndex, nil
 }
 
 // platformImage is one platform's image of the index.
