@@ -94,23 +94,6 @@ if LIFEBOAT_BUILD_SRC=$work/src GO=$work/go-fails "$root/scripts/build-kube.sh" 
 	fail "build-kube.sh accepted kube-proxy, a command it does not build"
 fi
 
-# 5b. build-prometheus.sh with prometheus and promtool of the version
-# there (each printing far more than a pipe holds): returns at once; with
-# one of another version it builds (a go that fails: it tried); a bad
-# version is refused.
-mkdir -p "$work/prom"
-fakebin "$work/prom/prometheus" "prometheus, version 3.16.0 (branch: module, revision: v0.316.0)"
-fakebin "$work/prom/promtool" "promtool, version 3.16.0 (branch: module, revision: v0.316.0)"
-LIFEBOAT_BUILD_SRC=$work/src GO=$work/go-fails "$root/scripts/build-prometheus.sh" v0.316.0 "$work/prom" ||
-	fail "build-prometheus.sh rebuilt (or failed on) binaries of the right version: exit $?"
-fakebin "$work/prom/promtool" "promtool, version 2.42.0+ds (branch: debian/sid)"
-if LIFEBOAT_BUILD_SRC=$work/src GO=$work/go-fails "$root/scripts/build-prometheus.sh" v0.316.0 "$work/prom" 2>/dev/null; then
-	fail "build-prometheus.sh kept a promtool of another version"
-fi
-if "$root/scripts/build-prometheus.sh" 3.16.0 "$work/prom" 2>/dev/null; then
-	fail "build-prometheus.sh accepted version 3.16.0 (the module's tag is v0.316.0)"
-fi
-
 # bench-scale.sh refuses a size it cannot seed (exit 2) before building or
 # starting anything.
 set +e

@@ -2,8 +2,8 @@
 # Checks the alert rules: promtool check rules, promtool test rules (each
 # alert fires when it should and stays silent when it should not), and that
 # prometheusrule.yaml is exactly what prometheusrule.sh makes of alerts.yaml.
-# promtool is .bin/promtool, built by make (scripts/build-prometheus.sh at
-# the Makefile's PROMETHEUS_VERSION).
+# promtool is .bin/promtool, Debian's, put there by make
+# (scripts/install-prometheus.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
