@@ -159,10 +159,9 @@ $(BIN)/crane:
 # test (deploy/fleet_prometheus_test.go). Both from Debian's prometheus
 # package, extracted, not installed (scripts/install-prometheus.sh says why
 # not built); it returns at once when both are there.
-$(BIN)/promtool:
+# (One recipe makes both: a grouped target, so make -j2 runs it once.)
+$(BIN)/promtool $(BIN)/prometheus &:
 	./scripts/install-prometheus.sh $(BIN)
-
-$(BIN)/prometheus: $(BIN)/promtool ;
 
 tools: $(KUBEADM_TOOLS) chromium $(BIN)/prometheus $(BIN)/etcd $(BIN)/etcd-3.5 $(BIN)/etcd-3.5.15 $(BIN)/etcd-3.6 $(BIN)/etcdctl $(BIN)/etcdutl $(BIN)/age $(BIN)/s2d $(BIN)/versitygw $(BIN)/promtool $(BIN)/helm $(BIN)/crane
 
