@@ -1,0 +1,286 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/lifeboat-dev/lifeboat/internal/syncbuf"
+	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/kubeadmtest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/s3test"
+)
+
+// unitUID is the uid the unit's User= (a sysusers system user) runs as
+// here: no such user exists on the test machine.
+const unitUID = 65532
+
+// unitFile is what runUnit reads of deploy/systemd/lifeboat.service.
+type unitFile struct {
+	execStart []string          // ExecStart=, split on blanks
+	creds     map[string]string // LoadCredential= NAME:SOURCE
+	name      string            // the unit's name: lifeboat.service
+	stateDir  string            // /var/lib/ + StateDirectory=
+	workDir   string            // WorkingDirectory=
+}
+
+// readUnit parses the unit's ExecStart, LoadCredential, StateDirectory and
+// WorkingDirectory; an ExecStart the test cannot run as it stands (quotes,
+// a prefix, variables) fails the test.
+func readUnit(t *testing.T, path string) unitFile {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := unitFile{creds: map[string]string{}, name: filepath.Base(path)}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), "=")
+		if !ok || strings.HasPrefix(k, "#") {
+			continue
+		}
+		switch k {
+		case "ExecStart":
+			if strings.ContainsAny(v, `"'\$%`) || !strings.HasPrefix(v, "/") {
+				t.Fatalf("%s: ExecStart=%s: quotes, variables, specifiers or a prefix: the test runs it as it stands and cannot", path, v)
+			}
+			u.execStart = strings.Fields(v)
+		case "LoadCredential":
+			name, src, _ := strings.Cut(v, ":")
+			u.creds[name] = src
+		case "StateDirectory":
+			u.stateDir = "/var/lib/" + v
+		case "WorkingDirectory":
+			u.workDir = v
+		}
+	}
+	if len(u.execStart) == 0 || len(u.creds) == 0 || u.stateDir == "" || u.workDir != u.stateDir {
+		t.Fatalf("%s: want ExecStart, LoadCredential and StateDirectory= the WorkingDirectory, got %+v", path, u)
+	}
+	return u
+}
+
+// configPath is the --config of ExecStart.
+func (u unitFile) configPath(t *testing.T) string {
+	for i, a := range u.execStart {
+		if a == "--config" && i+1 < len(u.execStart) {
+			return u.execStart[i+1]
+		}
+	}
+	t.Fatalf("ExecStart %q has no --config FILE", u.execStart)
+	return ""
+}
+
+// unitRun is the unit's ExecStart running on the node.
+type unitRun struct {
+	cmd     *exec.Cmd
+	out     *syncbuf.Buffer
+	exited  chan struct{}
+	waitErr error
+	metrics string // the agent's /metrics from the host
+}
+
+// runUnit runs deploy/systemd/lifeboat.service's ExecStart, word for word,
+// as systemd would on the kubeadm node, without systemd: inside the
+// node's network namespace; in a mount namespace of its own where
+// ExecStart's binary directory holds bin (the lifeboat under test), the
+// --config file's directory holds deploy/systemd/config.yaml with only the
+// test's endpoint, store and schedules changed, the credentials directory
+// (/run/credentials/UNIT) holds copies of the unit's LoadCredential sources
+// (kubeadm's files: they must exist on a kubeadm node) owned by the
+// service user, and StateDirectory is a directory of the test, the working
+// directory; as the unprivileged user (unitUID) with no capabilities and
+// no_new_privs; with the S3 keys in its environment, as the
+// EnvironmentFile gives them. The config's schedules: a snapshot at start,
+// a drill every 20 s; its agent.listen as shipped (0.0.0.0:9469, so the
+// node's address from the host). The rest of the sandbox
+// (SystemCallFilter, ProtectSystem, ...) is systemd's and is not applied.
+func runUnit(t *testing.T, ctx context.Context, n *kubeadmtest.Node, bin string, s3 *s3test.Server) *unitRun {
+	t.Helper()
+	repo := kubeadmtest.Repo(t)
+	u := readUnit(t, filepath.Join(repo, "deploy/systemd/lifeboat.service"))
+	cfgPath := u.configPath(t)
+	dirs := map[string]string{ // mount point: the test's directory
+		filepath.Dir(u.execStart[0]): unitDir(t, 0o755, 0),
+		filepath.Dir(cfgPath):        unitDir(t, 0o755, 0),
+		"/run/credentials/" + u.name: unitDir(t, 0o500, unitUID),
+		u.stateDir:                   unitDir(t, 0o700, unitUID),
+	}
+	copyFile(t, bin, filepath.Join(dirs[filepath.Dir(u.execStart[0])], filepath.Base(u.execStart[0])), 0o755, 0)
+	for name, src := range u.creds {
+		copyFile(t, src, filepath.Join(dirs["/run/credentials/"+u.name], name), 0o400, unitUID)
+	}
+	cfg := unitConfig(t, filepath.Join(repo, "deploy/systemd/config.yaml"), n.IP, s3)
+	if err := os.WriteFile(filepath.Join(dirs[filepath.Dir(cfgPath)], filepath.Base(cfgPath)), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The mount points exist on the host (empty; the mounts are private).
+	var mounts []string
+	for point, src := range dirs {
+		mountPoint(t, point)
+		mounts = append(mounts, fmt.Sprintf("mount --bind %s %s", src, point))
+	}
+	script := "set -e; " + strings.Join(mounts, "; ") + "; cd " + u.workDir + "; exec setpriv --reuid=" + strconv.Itoa(unitUID) +
+		" --regid=" + strconv.Itoa(unitUID) + ` --clear-groups --no-new-privs --inh-caps=-all --bounding-set=-all -- "$@"`
+	r := &unitRun{out: &syncbuf.Buffer{Max: 1 << 20}, exited: make(chan struct{}), metrics: "http://" + n.IP + ":9469/metrics"}
+	r.cmd = n.Command(context.WithoutCancel(ctx), "unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c", script, "sh"}, u.execStart...)...)
+	r.cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.stateDir,
+		"AWS_ACCESS_KEY_ID=" + s3.AccessKey, "AWS_SECRET_ACCESS_KEY=" + s3.SecretKey}
+	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
+	if err := etcdtest.StartChild(r.cmd, r.exited, &r.waitErr); err != nil {
+		t.Fatalf("the unit's ExecStart on the node: %v", err)
+	}
+	t.Cleanup(func() { r.stop(t) })
+	t.Logf("the unit's ExecStart on the node: %s", strings.Join(u.execStart, " "))
+	return r
+}
+
+// unitDir is a directory of the test with mode and owner uid.
+func unitDir(t *testing.T, mode os.FileMode, uid int) string {
+	t.Helper()
+	d := t.TempDir()
+	if err := os.Chmod(d, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(d, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// copyFile copies src to dst with mode and owner uid.
+func copyFile(t *testing.T, src, dst string, mode os.FileMode, uid int) {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatalf("the unit's file: %v", err)
+	}
+	if err := os.WriteFile(dst, data, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dst, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mountPoint makes the directory path on the host when it is missing
+// (each missing parent too) and removes what it made at the test's end.
+func mountPoint(t *testing.T, path string) {
+	t.Helper()
+	if _, err := os.Stat(path); err == nil {
+		return
+	}
+	mountPoint(t, filepath.Dir(path))
+	if err := os.Mkdir(path, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.Remove(path); err != nil {
+			t.Errorf("the unit's mount point %s: %v", path, err)
+		}
+	})
+}
+
+// unitConfig is deploy/systemd/config.yaml with the node's etcd, the
+// node's S3 store (no SSE: versitygw), cluster "unit", a snapshot at start
+// and a drill every 20 s without jitter; every other key as shipped.
+func unitConfig(t *testing.T, path, node string, s3 *s3test.Server) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	section := func(k string) map[string]any {
+		m, ok := cfg[k].(map[string]any)
+		if !ok {
+			t.Fatalf("%s: no %s: section", path, k)
+		}
+		return m
+	}
+	cfg["cluster"] = "unit"
+	section("etcd")["endpoints"] = []string{"https://" + node + ":2379"}
+	section("store")["url"] = "s3://lifeboat/k"
+	section("store")["s3"] = map[string]any{"endpoint": s3.Endpoint, "path_style": true, "region": s3.Region}
+	sch := section("schedule")
+	sch["run_at_start"], sch["jitter"], sch["drill"] = true, "0s", "@every 20s"
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// check waits until the unit's agent stored a backup and drilled it
+// (passed), reading the store with l, and that its /metrics answers on
+// the node's address; then stops it as systemd does (SIGTERM) and wants
+// exit 0.
+func (r *unitRun) check(t *testing.T, l *lifeboat) {
+	t.Helper()
+	for deadline := time.Now().Add(3 * time.Minute); ; {
+		listed := listStore(t, l)
+		if len(listed.Backups) > 0 && listed.Backups[0].State == "ok" && listed.Backups[0].DrillState == "passed" {
+			t.Logf("the unit's backup %s at revision %d, drill passed", listed.Backups[0].ID, listed.Backups[0].Manifest.Revision)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the unit's agent: no backup with a passed drill in 3 min: %+v\n%s", listed.Backups, r.out.String())
+		}
+		select {
+		case <-r.exited:
+			t.Fatalf("the unit's agent exited: %v\n%s", r.waitErr, r.out.String())
+		case <-time.After(2 * time.Second): // polling the store against a deadline
+		}
+	}
+	resp, err := http.Get(r.metrics)
+	if err != nil {
+		t.Fatalf("the unit's /metrics: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if got := metricValue(string(body), "lifeboat_drill_last_result"); got != 1 {
+		t.Errorf("the unit's lifeboat_drill_last_result = %v, want 1 (passed)", got)
+	}
+	r.stop(t)
+}
+
+// stop sends SIGTERM and wants exit 0 within the unit's TimeoutStopSec
+// (1 min).
+func (r *unitRun) stop(t *testing.T) {
+	t.Helper()
+	select {
+	case <-r.exited:
+		return
+	default:
+	}
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-r.exited:
+		var exit *exec.ExitError
+		if r.waitErr != nil && (!errors.As(r.waitErr, &exit) || exit.ExitCode() != 0) {
+			t.Errorf("the unit's agent after SIGTERM: %v\n%s", r.waitErr, r.out.String())
+		}
+	case <-time.After(time.Minute):
+		_ = r.cmd.Process.Kill()
+		<-r.exited
+		t.Errorf("the unit's agent did not stop within a minute of SIGTERM\n%s", r.out.String())
+	}
+}
