@@ -1,13 +1,20 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/lifeboat-dev/lifeboat/internal/syncbuf"
 	"github.com/lifeboat-dev/lifeboat/internal/test/kubeadmtest"
 )
 
@@ -50,7 +57,7 @@ func scheduledBackup(t *testing.T, ctx context.Context, n *kubeadmtest.Node, kub
 // durable (a recoverable window through it in `lifeboat list`, from the
 // host), then scrapes the pod's /metrics through the apiserver's pod proxy
 // and finds capture up at that revision at least.
-func captureOnNode(t *testing.T, ctx context.Context, n *kubeadmtest.Node, kubectl func(...string) string, l *lifeboat) {
+func captureOnNode(t *testing.T, ctx context.Context, n *kubeadmtest.Node, kubectl func(...string) string, l *lifeboat) window {
 	t.Helper()
 	if _, err := n.Kubectl(ctx, "rollout", "status", "-n", installNS, "deployment/agent-lifeboat", "--timeout=300s"); err != nil {
 		t.Fatalf("the agent Deployment: %v\n%s", err, installDiagnosis(ctx, n))
@@ -77,12 +84,47 @@ func captureOnNode(t *testing.T, ctx context.Context, n *kubeadmtest.Node, kubec
 		t.Errorf("capture window through %d has no change segments", w.Through)
 	}
 	pod := kubectl("get", "pods", "-n", installNS, "-l", "app.kubernetes.io/instance=agent", "-o", "jsonpath={.items[0].metadata.name}")
+	logs := kubectl("logs", "-n", installNS, pod)
+	t.Logf("the agent pod's warnings and errors:\n%s", grepLines(logs, `"level":"WARN"`, `"level":"ERROR"`, "level=WARN", "level=ERROR"))
 	metrics := kubectl("get", "--raw", fmt.Sprintf("/api/v1/namespaces/%s/pods/%s:9469/proxy/metrics", installNS, pod))
 	if got := metricValue(metrics, "lifeboat_capture_up"); got != 1 {
 		t.Errorf("the agent pod's lifeboat_capture_up = %v, want 1", got)
 	}
 	if got := metricValue(metrics, "lifeboat_capture_revision"); got < float64(rev) {
 		t.Errorf("the agent pod's lifeboat_capture_revision = %v, want %d at least", got, rev)
+	}
+	return w
+}
+
+// notesCommands runs the kubectl commands the agent release's install
+// notes print: `exec ... lifeboat list`, which must list the capture
+// window w, and `port-forward svc/...` (to a free local port) with
+// /status through it.
+func notesCommands(t *testing.T, ctx context.Context, n *kubeadmtest.Node, notes string, w window) {
+	t.Helper()
+	command := func(sub string) []string {
+		t.Helper()
+		for line := range strings.SplitSeq(notes, "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "kubectl" && strings.Contains(line, sub) {
+				return f[1:]
+			}
+		}
+		t.Fatalf("the install notes have no kubectl %s command:\n%s", sub, notes)
+		return nil
+	}
+	out, err := n.Kubectl(ctx, command(" exec ")...)
+	if err != nil || !strings.Contains(out, w.Generation) {
+		t.Errorf("the notes' kubectl exec ... lifeboat list: %v, want the window %s listed:\n%s", err, w.Generation, out)
+	}
+	args := command(" port-forward ")
+	if args[len(args)-1] == "&" {
+		args = args[:len(args)-1]
+	}
+	_, remote, _ := strings.Cut(args[len(args)-1], ":")
+	args[len(args)-1] = ":" + remote // a free local port
+	status := portForwardGet(t, ctx, n, args, "/status")
+	if !strings.Contains(status, `"capture"`) {
+		t.Errorf("/status through the notes' port-forward has no capture:\n%s", status)
 	}
 }
 
@@ -112,4 +154,51 @@ func installDiagnosis(ctx context.Context, n *kubeadmtest.Node) string {
 		fmt.Fprintf(&b, "--- kubectl %s (%v)\n%s\n", strings.Join(args, " "), err, out)
 	}
 	return b.String() + n.Tails()
+}
+
+// grepLines is the lines of s that contain any of subs.
+func grepLines(s string, subs ...string) string {
+	var out []string
+	for line := range strings.SplitSeq(s, "\n") {
+		for _, sub := range subs {
+			if strings.Contains(line, sub) {
+				out = append(out, line)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// portForwardGet runs `kubectl port-forward` with args (no local port:
+// kubectl picks one and prints it), GETs path through it and stops it.
+func portForwardGet(t *testing.T, ctx context.Context, n *kubeadmtest.Node, args []string, path string) string {
+	t.Helper()
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cmd := exec.CommandContext(pctx, filepath.Join(n.Bin, "kubectl"), args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+n.Kubeconfig)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncbuf.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); _ = cmd.Wait() }()
+	// "Forwarding from 127.0.0.1:PORT -> 9469"
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	fields := strings.Fields(line)
+	if err != nil || len(fields) < 3 || fields[0] != "Forwarding" {
+		t.Fatalf("kubectl %s: %v: %q, want Forwarding from ADDRESS\n%s", strings.Join(args, " "), err, line, stderr.String())
+	}
+	resp, err := http.Get("http://" + fields[2] + path)
+	if err != nil {
+		t.Fatalf("GET %s through kubectl port-forward: %v\n%s", path, err, stderr.String())
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return string(body)
 }

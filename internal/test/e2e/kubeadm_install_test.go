@@ -71,6 +71,8 @@ const agentValues = `capture: {enabled: true}
 //     recoverable window in `lifeboat list` run from the host through a
 //     ConfigMap written after it started), and its /metrics, scraped
 //     through the apiserver's pod proxy, has capture up at that revision.
+//   - the install notes' commands for the agent: `kubectl exec ... lifeboat
+//     list` lists the window; port-forward to the Service and /status.
 //   - the unit without systemd: ExecStart of deploy/systemd/lifeboat.service
 //     as it stands, run on the node (see runUnit).
 func TestKubeadmInstall(t *testing.T) {
@@ -108,7 +110,7 @@ func TestKubeadmInstall(t *testing.T) {
 	}
 	restrictedNamespace(t, ctx, n, kubectl, s3)
 	away := time.Now().UTC().Add(12 * time.Hour)
-	install := func(release, mode, extra string) {
+	install := func(release, mode, extra string) string {
 		t.Helper()
 		i := strings.LastIndex(image, ":")
 		v := strings.NewReplacer("MODE", mode, "CLUSTER", release, "REPO", image[:i], "TAG", image[i+1:],
@@ -119,16 +121,24 @@ func TestKubeadmInstall(t *testing.T) {
 		}
 		cmd := exec.CommandContext(ctx, helm, "install", release, filepath.Join(kubeadmtest.Repo(t), "deploy/helm/lifeboat"),
 			"-f", values, "--namespace", installNS, "--kubeconfig", n.Kubeconfig)
-		if out, err := cmd.CombinedOutput(); err != nil {
+		out, err := cmd.CombinedOutput()
+		if err != nil {
 			t.Fatalf("helm install %s: %v\n%s", release, err, out)
 		}
+		// The namespace warns at restricted too: a template of a pod
+		// that never ran (the drill CronJob's) is checked here.
+		if strings.Contains(string(out), "PodSecurity") {
+			t.Errorf("helm install %s in the restricted namespace: Pod Security warnings:\n%s", release, out)
+		}
+		return string(out)
 	}
 	install("cron", "cronjob", cronValues)
-	install("agent", "deployment", agentValues)
+	notes := install("agent", "deployment", agentValues)
 	hostPathNeedsPrivileged(t, ctx, n, helm, kubectl)
 
 	scheduledBackup(t, ctx, n, kubectl, store("cron"))
-	captureOnNode(t, ctx, n, kubectl, store("agent"))
+	w := captureOnNode(t, ctx, n, kubectl, store("agent"))
+	notesCommands(t, ctx, n, notes, w)
 	unit.check(t, store("unit"))
 }
 

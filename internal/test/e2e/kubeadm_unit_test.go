@@ -7,12 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -36,6 +39,9 @@ type unitFile struct {
 	name      string            // the unit's name: lifeboat.service
 	stateDir  string            // /var/lib/ + StateDirectory=
 	workDir   string            // WorkingDirectory=
+	notify    bool              // Type=notify
+	watchdog  time.Duration     // WatchdogSec=
+	startIn   time.Duration     // TimeoutStartSec=
 }
 
 // readUnit parses the unit's ExecStart, LoadCredential, StateDirectory and
@@ -67,12 +73,31 @@ func readUnit(t *testing.T, path string) unitFile {
 			u.stateDir = "/var/lib/" + v
 		case "WorkingDirectory":
 			u.workDir = v
+		case "Type":
+			u.notify = v == "notify"
+		case "WatchdogSec":
+			u.watchdog = unitDuration(t, k, v)
+		case "TimeoutStartSec":
+			u.startIn = unitDuration(t, k, v)
 		}
 	}
 	if len(u.execStart) == 0 || len(u.creds) == 0 || u.stateDir == "" || u.workDir != u.stateDir {
 		t.Fatalf("%s: want ExecStart, LoadCredential and StateDirectory= the WorkingDirectory, got %+v", path, u)
 	}
 	return u
+}
+
+// unitDuration is a time span of the unit: 2min, 30s, 90.
+func unitDuration(t *testing.T, key, v string) time.Duration {
+	t.Helper()
+	if n, err := strconv.Atoi(v); err == nil {
+		return time.Duration(n) * time.Second
+	}
+	d, err := time.ParseDuration(strings.Replace(v, "min", "m", 1))
+	if err != nil {
+		t.Fatalf("%s=%s: %v", key, v, err)
+	}
+	return d
 }
 
 // configPath is the --config of ExecStart.
@@ -88,6 +113,9 @@ func (u unitFile) configPath(t *testing.T) string {
 
 // unitRun is the unit's ExecStart running on the node.
 type unitRun struct {
+	unit    unitFile
+	start   time.Time
+	notify  *notifySocket
 	cmd     *exec.Cmd
 	out     *syncbuf.Buffer
 	exited  chan struct{}
@@ -129,6 +157,8 @@ func runUnit(t *testing.T, ctx context.Context, n *kubeadmtest.Node, bin string,
 	if err := os.WriteFile(filepath.Join(dirs[filepath.Dir(cfgPath)], filepath.Base(cfgPath)), cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	notify := listenNotify(t, unitDir(t, 0o755, unitUID))
+	dirs["/run/systemd"] = filepath.Dir(notify.path)
 	// The mount points exist on the host (empty; the mounts are private).
 	var mounts []string
 	for point, src := range dirs {
@@ -137,10 +167,17 @@ func runUnit(t *testing.T, ctx context.Context, n *kubeadmtest.Node, bin string,
 	}
 	script := "set -e; " + strings.Join(mounts, "; ") + "; cd " + u.workDir + "; exec setpriv --reuid=" + strconv.Itoa(unitUID) +
 		" --regid=" + strconv.Itoa(unitUID) + ` --clear-groups --no-new-privs --inh-caps=-all --bounding-set=-all -- "$@"`
-	r := &unitRun{out: &syncbuf.Buffer{Max: 1 << 20}, exited: make(chan struct{}), metrics: "http://" + n.IP + ":9469/metrics"}
+	r := &unitRun{unit: u, notify: notify, out: &syncbuf.Buffer{Max: 1 << 20}, exited: make(chan struct{}), metrics: "http://" + n.IP + ":9469/metrics"}
 	r.cmd = n.Command(context.WithoutCancel(ctx), "unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c", script, "sh"}, u.execStart...)...)
 	r.cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.stateDir,
 		"AWS_ACCESS_KEY_ID=" + s3.AccessKey, "AWS_SECRET_ACCESS_KEY=" + s3.SecretKey}
+	if u.notify {
+		r.cmd.Env = append(r.cmd.Env, "NOTIFY_SOCKET=/run/systemd/notify")
+	}
+	if u.watchdog > 0 {
+		r.cmd.Env = append(r.cmd.Env, "WATCHDOG_USEC="+strconv.FormatInt(u.watchdog.Microseconds(), 10))
+	}
+	r.start = time.Now()
 	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
 	if err := etcdtest.StartChild(r.cmd, r.exited, &r.waitErr); err != nil {
 		t.Fatalf("the unit's ExecStart on the node: %v", err)
@@ -259,7 +296,8 @@ func (r *unitRun) check(t *testing.T, l *lifeboat) {
 	if got := metricValue(string(body), "lifeboat_drill_last_result"); got != 1 {
 		t.Errorf("the unit's lifeboat_drill_last_result = %v, want 1 (passed)", got)
 	}
-	r.stop(t)
+	r.checkNotify(t)
+	t.Logf("the unit's warnings and errors:\n%s", grepLines(r.out.String(), `"level":"WARN"`, `"level":"ERROR"`, "level=WARN", "level=ERROR"))
 }
 
 // stop sends SIGTERM and wants exit 0 within the unit's TimeoutStopSec
@@ -282,5 +320,85 @@ func (r *unitRun) stop(t *testing.T) {
 		_ = r.cmd.Process.Kill()
 		<-r.exited
 		t.Errorf("the unit's agent did not stop within a minute of SIGTERM\n%s", r.out.String())
+	}
+}
+
+// notifySocket is the service manager's end of NOTIFY_SOCKET: the
+// datagrams the unit sent, and when.
+type notifySocket struct {
+	path string
+	mu   sync.Mutex
+	msgs []notifyMsg
+}
+
+type notifyMsg struct {
+	at    time.Time
+	state string
+}
+
+// listenNotify listens on dir/notify (owned by the service user, who
+// sends to it) until the test ends.
+func listenNotify(t *testing.T, dir string) *notifySocket {
+	t.Helper()
+	s := &notifySocket{path: filepath.Join(dir, "notify")}
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: s.path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(s.path, unitUID, unitUID); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			k, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.msgs = append(s.msgs, notifyMsg{time.Now(), string(buf[:k])})
+			s.mu.Unlock()
+		}
+	}()
+	return s
+}
+
+// first is when state was first sent (zero: never).
+func (s *notifySocket) first(state string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.msgs {
+		if slices.Contains(strings.Split(m.state, "\n"), state) {
+			return m.at
+		}
+	}
+	return time.Time{}
+}
+
+// checkNotify: as systemd would judge the unit: READY=1 within
+// TimeoutStartSec, WATCHDOG=1 within WatchdogSec of the start (waited
+// for, up to then), then SIGTERM and STOPPING=1 and exit 0 within
+// TimeoutStopSec.
+func (r *unitRun) checkNotify(t *testing.T) {
+	t.Helper()
+	if !r.unit.notify {
+		r.stop(t)
+		return
+	}
+	if ready := r.notify.first("READY=1"); ready.IsZero() || ready.Sub(r.start) > r.unit.startIn {
+		t.Errorf("the unit (Type=notify) sent READY=1 at %v after its start, want within TimeoutStartSec %v", ready.Sub(r.start), r.unit.startIn)
+	}
+	if r.unit.watchdog > 0 {
+		for r.notify.first("WATCHDOG=1").IsZero() && time.Since(r.start) < r.unit.watchdog+5*time.Second {
+			time.Sleep(time.Second) // systemd's own deadline: WatchdogSec
+		}
+		if w := r.notify.first("WATCHDOG=1"); w.IsZero() || w.Sub(r.start) > r.unit.watchdog {
+			t.Errorf("the unit sent no WATCHDOG=1 within WatchdogSec %v of its start: systemd would kill it", r.unit.watchdog)
+		}
+	}
+	r.stop(t)
+	if r.notify.first("STOPPING=1").IsZero() {
+		t.Errorf("the unit (Type=notify) sent no STOPPING=1 on SIGTERM")
 	}
 }
