@@ -21,7 +21,8 @@ import (
 // scheduledBackup waits for a Job the CronJob controller made from the
 // backup CronJob of release cron (every minute: one within about a minute
 // and a half), waits until it completes, suspends the CronJob and finds
-// the backup in the store l reads.
+// the backup in the store l reads; then runs a Job from the drill CronJob
+// and finds the backup's drill passed.
 func scheduledBackup(t *testing.T, ctx context.Context, n *kubeadmtest.Node, kubectl func(...string) string, l *lifeboat) {
 	t.Helper()
 	start := time.Now()
@@ -50,6 +51,17 @@ func scheduledBackup(t *testing.T, ctx context.Context, n *kubeadmtest.Node, kub
 		t.Fatalf("after the scheduled backup Job: backups %+v, want one ok at least", listed.Backups)
 	}
 	t.Logf("scheduled backup %s at revision %d", listed.Backups[0].ID, listed.Backups[0].Manifest.Revision)
+
+	// The drill, in a restricted pod too (a Job from its CronJob: its
+	// schedule is a day away).
+	kubectl("create", "job", "-n", installNS, "drill-now", "--from=cronjob/cron-lifeboat-drill")
+	if _, err := n.Kubectl(ctx, "wait", "-n", installNS, "--for=condition=Complete", "job/drill-now", "--timeout=300s"); err != nil {
+		logs, _ := n.Kubectl(ctx, "logs", "-n", installNS, "job/drill-now", "--tail=40")
+		t.Fatalf("the drill Job in the restricted namespace: %v\n%s\n%s", err, logs, installDiagnosis(ctx, n))
+	}
+	if listed = listStore(t, l); listed.Backups[0].DrillState != "passed" {
+		t.Fatalf("after the drill Job: %+v, want the newest backup's drill passed", listed.Backups)
+	}
 }
 
 // captureOnNode waits until the agent Deployment of release agent is

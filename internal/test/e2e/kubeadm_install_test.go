@@ -66,7 +66,8 @@ const agentValues = `capture: {enabled: true}
 //     address; kubeadm's hostPath mode is warned at baseline (hostPath), so
 //     it needs privileged, as the chart's docs say.
 //   - cronjob mode on its own schedule: the backup CronJob every minute, a
-//     Job the CronJob controller made completes and its backup is stored.
+//     Job the CronJob controller made completes and its backup is stored;
+//     a Job from the drill CronJob passes its drill.
 //   - deployment mode with capture: the agent pod runs and captures (a
 //     recoverable window in `lifeboat list` run from the host through a
 //     ConfigMap written after it started), and its /metrics, scraped
@@ -109,37 +110,42 @@ func TestKubeadmInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	restrictedNamespace(t, ctx, n, kubectl, s3)
-	away := time.Now().UTC().Add(12 * time.Hour)
-	install := func(release, mode, extra string) string {
-		t.Helper()
-		i := strings.LastIndex(image, ":")
-		v := strings.NewReplacer("MODE", mode, "CLUSTER", release, "REPO", image[:i], "TAG", image[i+1:],
-			"NODE", n.IP, "PORT", strconv.Itoa(nodeS3Port), "SCHED", fmt.Sprintf("%d %d * * *", away.Minute(), away.Hour())).Replace(strings.Replace(installValues, "EXTRA", extra, 1))
-		values := filepath.Join(t.TempDir(), "values.yaml")
-		if err := os.WriteFile(values, []byte(v), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.CommandContext(ctx, helm, "install", release, filepath.Join(kubeadmtest.Repo(t), "deploy/helm/lifeboat"),
-			"-f", values, "--namespace", installNS, "--kubeconfig", n.Kubeconfig)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("helm install %s: %v\n%s", release, err, out)
-		}
-		// The namespace warns at restricted too: a template of a pod
-		// that never ran (the drill CronJob's) is checked here.
-		if strings.Contains(string(out), "PodSecurity") {
-			t.Errorf("helm install %s in the restricted namespace: Pod Security warnings:\n%s", release, out)
-		}
-		return string(out)
-	}
-	install("cron", "cronjob", cronValues)
-	notes := install("agent", "deployment", agentValues)
+	helmInstall(t, ctx, n, helm, image, "cron", "cronjob", cronValues)
+	notes := helmInstall(t, ctx, n, helm, image, "agent", "deployment", agentValues)
 	hostPathNeedsPrivileged(t, ctx, n, helm, kubectl)
 
 	scheduledBackup(t, ctx, n, kubectl, store("cron"))
 	w := captureOnNode(t, ctx, n, kubectl, store("agent"))
 	notesCommands(t, ctx, n, notes, w)
 	unit.check(t, store("unit"))
+}
+
+// helmInstall installs the chart as release in installNS with
+// installValues of mode and extra and image (as imported), and returns
+// what helm printed (the install notes). Pod Security warnings fail the
+// test: the namespace warns at restricted too, which also checks the pod
+// templates of CronJobs before any pod runs.
+func helmInstall(t *testing.T, ctx context.Context, n *kubeadmtest.Node, helm, image, release, mode, extra string) string {
+	t.Helper()
+	i := strings.LastIndex(image, ":")
+	away := time.Now().UTC().Add(12 * time.Hour)
+	v := strings.NewReplacer("MODE", mode, "CLUSTER", release, "REPO", image[:i], "TAG", image[i+1:],
+		"NODE", n.IP, "PORT", strconv.Itoa(nodeS3Port), "SCHED", fmt.Sprintf("%d %d * * *", away.Minute(), away.Hour())).
+		Replace(strings.Replace(installValues, "EXTRA", extra, 1))
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(values, []byte(v), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, helm, "install", release, filepath.Join(kubeadmtest.Repo(t), "deploy/helm/lifeboat"),
+		"-f", values, "--namespace", installNS, "--kubeconfig", n.Kubeconfig)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm install %s: %v\n%s", release, err, out)
+	}
+	if strings.Contains(string(out), "PodSecurity") {
+		t.Errorf("helm install %s in the restricted namespace: Pod Security warnings:\n%s", release, out)
+	}
+	return string(out)
 }
 
 // startNodeS3 runs versitygw inside the node's network namespace on the
