@@ -110,9 +110,9 @@ func TestKubeadmInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	restrictedNamespace(t, ctx, n, kubectl, s3)
+	hostPathNeedsPrivileged(t, ctx, n, helm, kubectl)
 	helmInstall(t, ctx, n, helm, image, "cron", "cronjob", cronValues)
 	notes := helmInstall(t, ctx, n, helm, image, "agent", "deployment", agentValues)
-	hostPathNeedsPrivileged(t, ctx, n, helm, kubectl)
 
 	scheduledBackup(t, ctx, n, kubectl, store("cron"))
 	w := captureOnNode(t, ctx, n, kubectl, store("agent"))
@@ -124,7 +124,9 @@ func TestKubeadmInstall(t *testing.T) {
 // installValues of mode and extra and image (as imported), and returns
 // what helm printed (the install notes). Pod Security warnings fail the
 // test: the namespace warns at restricted too, which also checks the pod
-// templates of CronJobs before any pod runs.
+// templates of CronJobs before any pod runs. The same objects are
+// created with a server dry run by kubectl first, whose warnings are
+// known to show (hostPathNeedsPrivileged).
 func helmInstall(t *testing.T, ctx context.Context, n *kubeadmtest.Node, helm, image, release, mode, extra string) string {
 	t.Helper()
 	i := strings.LastIndex(image, ":")
@@ -135,6 +137,11 @@ func helmInstall(t *testing.T, ctx context.Context, n *kubeadmtest.Node, helm, i
 	values := filepath.Join(t.TempDir(), "values.yaml")
 	if err := os.WriteFile(values, []byte(v), 0o600); err != nil {
 		t.Fatal(err)
+	}
+	// kubectl prints Pod Security's warnings (hostPathNeedsPrivileged
+	// sees them); helm may not.
+	if out := serverDryRun(t, ctx, n, helm, installNS, "-f", values); strings.Contains(out, "PodSecurity") {
+		t.Errorf("the %s release's objects in the restricted namespace: Pod Security warnings:\n%s", release, out)
 	}
 	cmd := exec.CommandContext(ctx, helm, "install", release, filepath.Join(kubeadmtest.Repo(t), "deploy/helm/lifeboat"),
 		"-f", values, "--namespace", installNS, "--kubeconfig", n.Kubeconfig)
@@ -221,18 +228,30 @@ func restrictedNamespace(t *testing.T, ctx context.Context, n *kubeadmtest.Node,
 // hostPathNeedsPrivileged: the chart in cronjob mode with kubeadm's
 // hostPath certificates, created (server dry run) in a namespace that
 // warns at baseline, is warned for its hostPath volumes: the docs'
-// "needs privileged" holds.
+// "needs privileged" holds (and kubectl shows Pod Security's warnings,
+// which serverDryRun's other callers want none of).
 func hostPathNeedsPrivileged(t *testing.T, ctx context.Context, n *kubeadmtest.Node, helm string, kubectl func(...string) string) {
 	t.Helper()
 	kubectl("create", "namespace", "lb-baseline")
 	kubectl("label", "namespace", "lb-baseline", "pod-security.kubernetes.io/warn=baseline")
-	render := exec.CommandContext(ctx, helm, "template", "lb", filepath.Join(kubeadmtest.Repo(t), "deploy/helm/lifeboat"),
-		"--namespace", "lb-baseline", "--set", "config.store.url=s3://b/p", "--set", "credentials.etcd.kubeadm.enabled=true")
+	out := serverDryRun(t, ctx, n, helm, "lb-baseline", "--set", "config.store.url=s3://b/p", "--set", "credentials.etcd.kubeadm.enabled=true")
+	if !strings.Contains(out, `would violate PodSecurity "baseline:`) || !strings.Contains(out, "hostPath volumes") {
+		t.Errorf("the kubeadm mode's CronJobs in a namespace warning at baseline: no hostPath warning:\n%s", out)
+	}
+}
+
+// serverDryRun renders the chart (helm template with args) into ns and
+// creates its objects with a server dry run (nothing is kept); it returns
+// what kubectl printed, Pod Security's warnings among it.
+func serverDryRun(t *testing.T, ctx context.Context, n *kubeadmtest.Node, helm, ns string, args ...string) string {
+	t.Helper()
+	render := exec.CommandContext(ctx, helm, append([]string{"template", "dry", filepath.Join(kubeadmtest.Repo(t), "deploy/helm/lifeboat"),
+		"--namespace", ns}, args...)...)
 	manifest, err := render.Output()
 	if err != nil {
-		t.Fatalf("helm template: %v", err)
+		t.Fatalf("helm template %s: %v", strings.Join(args, " "), err)
 	}
-	file := filepath.Join(t.TempDir(), "kubeadm.yaml")
+	file := filepath.Join(t.TempDir(), "manifest.yaml")
 	if err := os.WriteFile(file, manifest, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -240,9 +259,7 @@ func hostPathNeedsPrivileged(t *testing.T, ctx context.Context, n *kubeadmtest.N
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+n.Kubeconfig)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("kubectl create --dry-run=server of the kubeadm mode: %v\n%s", err, out)
+		t.Fatalf("kubectl create --dry-run=server of helm template %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	if !strings.Contains(string(out), `would violate PodSecurity "baseline:`) || !strings.Contains(string(out), "hostPath volumes") {
-		t.Errorf("the kubeadm mode's CronJobs in a namespace warning at baseline: no hostPath warning:\n%s", out)
-	}
+	return string(out)
 }
