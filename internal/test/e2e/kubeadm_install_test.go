@@ -74,8 +74,10 @@ const agentValues = `capture: {enabled: true}
 //     through the apiserver's pod proxy, has capture up at that revision.
 //   - the install notes' commands for the agent: `kubectl exec ... lifeboat
 //     list` lists the window; port-forward to the Service and /status.
-//   - the unit without systemd: ExecStart of deploy/systemd/lifeboat.service
-//     as it stands, run on the node (see runUnit).
+//   - the units without systemd: ExecStart of deploy/systemd/lifeboat.service
+//     as it stands, run on the node (see unitCommand): a backup, a passed
+//     drill, READY, WATCHDOG and STOPPING; then lifeboat-once.service's: a
+//     backup and its node_exporter textfile.
 func TestKubeadmInstall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a kubeadm node")
@@ -118,6 +120,7 @@ func TestKubeadmInstall(t *testing.T) {
 	w := captureOnNode(t, ctx, n, kubectl, store("agent"))
 	notesCommands(t, ctx, n, notes, w)
 	unit.check(t, store("unit"))
+	runOnce(t, ctx, n, l.bin, s3, store("once"))
 }
 
 // helmInstall installs the chart as release in installNS with

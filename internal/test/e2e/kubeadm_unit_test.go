@@ -32,7 +32,7 @@ import (
 // here: no such user exists on the test machine.
 const unitUID = 65532
 
-// unitFile is what runUnit reads of deploy/systemd/lifeboat.service.
+// unitFile is what unitCommand reads of a unit of deploy/systemd.
 type unitFile struct {
 	execStart []string          // ExecStart=, split on blanks
 	creds     map[string]string // LoadCredential= NAME:SOURCE
@@ -42,11 +42,12 @@ type unitFile struct {
 	notify    bool              // Type=notify
 	watchdog  time.Duration     // WatchdogSec=
 	startIn   time.Duration     // TimeoutStartSec=
+	env       []string          // Environment=
+	rwPaths   []string          // ReadWritePaths= (without the optional's -)
 }
 
-// readUnit parses the unit's ExecStart, LoadCredential, StateDirectory and
-// WorkingDirectory; an ExecStart the test cannot run as it stands (quotes,
-// a prefix, variables) fails the test.
+// readUnit parses the unit's keys unitFile holds; an ExecStart the test
+// cannot run as it stands (quotes, a prefix, variables) fails the test.
 func readUnit(t *testing.T, path string) unitFile {
 	t.Helper()
 	data, err := os.ReadFile(path)
@@ -79,6 +80,12 @@ func readUnit(t *testing.T, path string) unitFile {
 			u.watchdog = unitDuration(t, k, v)
 		case "TimeoutStartSec":
 			u.startIn = unitDuration(t, k, v)
+		case "Environment":
+			u.env = append(u.env, v)
+		case "ReadWritePaths":
+			for _, p := range strings.Fields(v) {
+				u.rwPaths = append(u.rwPaths, strings.TrimPrefix(p, "-"))
+			}
 		}
 	}
 	if len(u.execStart) == 0 || len(u.creds) == 0 || u.stateDir == "" || u.workDir != u.stateDir {
@@ -123,25 +130,26 @@ type unitRun struct {
 	metrics string // the agent's /metrics from the host
 }
 
-// runUnit runs deploy/systemd/lifeboat.service's ExecStart, word for word,
-// as systemd would on the kubeadm node, without systemd: inside the
-// node's network namespace; in a mount namespace of its own where
+// unitCommand is the ExecStart of deploy/systemd/SERVICE, word for word,
+// as systemd would run it on the kubeadm node, without systemd: inside
+// the node's network namespace; in a mount namespace of its own where
 // ExecStart's binary directory holds bin (the lifeboat under test), the
-// --config file's directory holds deploy/systemd/config.yaml with only the
-// test's endpoint, store and schedules changed, the credentials directory
-// (/run/credentials/UNIT) holds copies of the unit's LoadCredential sources
-// (kubeadm's files: they must exist on a kubeadm node) owned by the
-// service user, and StateDirectory is a directory of the test, the working
-// directory; as the unprivileged user (unitUID) with no capabilities and
-// no_new_privs; with the S3 keys in its environment, as the
-// EnvironmentFile gives them. The config's schedules: a snapshot at start,
-// a drill every 20 s; its agent.listen as shipped (0.0.0.0:9469, so the
-// node's address from the host). The rest of the sandbox
-// (SystemCallFilter, ProtectSystem, ...) is systemd's and is not applied.
-func runUnit(t *testing.T, ctx context.Context, n *kubeadmtest.Node, bin string, s3 *s3test.Server) *unitRun {
+// --config file's directory holds deploy/systemd/config.yaml as
+// unitConfig changes it (cluster name cluster), the credentials directory
+// (/run/credentials/SERVICE) holds copies of the unit's LoadCredential
+// sources (kubeadm's files: they must exist on a kubeadm node) owned by
+// the service user, StateDirectory (the working directory) and each
+// ReadWritePaths are directories of the test (rw maps each to it), and
+// /run/systemd holds the notify socket; as the unprivileged user
+// (unitUID) with no capabilities and no_new_privs; with the unit's
+// Environment= and the S3 keys, as the EnvironmentFile gives them;
+// NOTIFY_SOCKET and WATCHDOG_USEC as Type=notify and WatchdogSec= make
+// systemd set them. The rest of the sandbox (SystemCallFilter,
+// ProtectSystem, ...) is systemd's and is not applied.
+func unitCommand(t *testing.T, ctx context.Context, n *kubeadmtest.Node, bin string, s3 *s3test.Server, service, cluster string) (u unitFile, cmd *exec.Cmd, notify *notifySocket, rw map[string]string) {
 	t.Helper()
 	repo := kubeadmtest.Repo(t)
-	u := readUnit(t, filepath.Join(repo, "deploy/systemd/lifeboat.service"))
+	u = readUnit(t, filepath.Join(repo, "deploy/systemd", service))
 	cfgPath := u.configPath(t)
 	dirs := map[string]string{ // mount point: the test's directory
 		filepath.Dir(u.execStart[0]): unitDir(t, 0o755, 0),
@@ -149,15 +157,20 @@ func runUnit(t *testing.T, ctx context.Context, n *kubeadmtest.Node, bin string,
 		"/run/credentials/" + u.name: unitDir(t, 0o500, unitUID),
 		u.stateDir:                   unitDir(t, 0o700, unitUID),
 	}
+	rw = map[string]string{}
+	for _, p := range u.rwPaths {
+		rw[p] = unitDir(t, 0o755, unitUID)
+		dirs[p] = rw[p]
+	}
 	copyFile(t, bin, filepath.Join(dirs[filepath.Dir(u.execStart[0])], filepath.Base(u.execStart[0])), 0o755, 0)
 	for name, src := range u.creds {
 		copyFile(t, src, filepath.Join(dirs["/run/credentials/"+u.name], name), 0o400, unitUID)
 	}
-	cfg := unitConfig(t, filepath.Join(repo, "deploy/systemd/config.yaml"), n.IP, s3)
+	cfg := unitConfig(t, filepath.Join(repo, "deploy/systemd/config.yaml"), n.IP, s3, cluster)
 	if err := os.WriteFile(filepath.Join(dirs[filepath.Dir(cfgPath)], filepath.Base(cfgPath)), cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	notify := listenNotify(t, unitDir(t, 0o755, unitUID))
+	notify = listenNotify(t, unitDir(t, 0o755, unitUID))
 	dirs["/run/systemd"] = filepath.Dir(notify.path)
 	// The mount points exist on the host (empty; the mounts are private).
 	var mounts []string
@@ -167,24 +180,68 @@ func runUnit(t *testing.T, ctx context.Context, n *kubeadmtest.Node, bin string,
 	}
 	script := "set -e; " + strings.Join(mounts, "; ") + "; cd " + u.workDir + "; exec setpriv --reuid=" + strconv.Itoa(unitUID) +
 		" --regid=" + strconv.Itoa(unitUID) + ` --clear-groups --no-new-privs --inh-caps=-all --bounding-set=-all -- "$@"`
-	r := &unitRun{unit: u, notify: notify, out: &syncbuf.Buffer{Max: 1 << 20}, exited: make(chan struct{}), metrics: "http://" + n.IP + ":9469/metrics"}
-	r.cmd = n.Command(context.WithoutCancel(ctx), "unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c", script, "sh"}, u.execStart...)...)
-	r.cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.stateDir,
-		"AWS_ACCESS_KEY_ID=" + s3.AccessKey, "AWS_SECRET_ACCESS_KEY=" + s3.SecretKey}
+	cmd = n.Command(context.WithoutCancel(ctx), "unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c", script, "sh"}, u.execStart...)...)
+	cmd.Env = append([]string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + u.stateDir,
+		"AWS_ACCESS_KEY_ID=" + s3.AccessKey, "AWS_SECRET_ACCESS_KEY=" + s3.SecretKey}, u.env...)
 	if u.notify {
-		r.cmd.Env = append(r.cmd.Env, "NOTIFY_SOCKET=/run/systemd/notify")
+		cmd.Env = append(cmd.Env, "NOTIFY_SOCKET=/run/systemd/notify")
 	}
 	if u.watchdog > 0 {
-		r.cmd.Env = append(r.cmd.Env, "WATCHDOG_USEC="+strconv.FormatInt(u.watchdog.Microseconds(), 10))
+		cmd.Env = append(cmd.Env, "WATCHDOG_USEC="+strconv.FormatInt(u.watchdog.Microseconds(), 10))
 	}
-	r.start = time.Now()
+	t.Logf("%s's ExecStart on the node: %s", service, strings.Join(u.execStart, " "))
+	return u, cmd, notify, rw
+}
+
+// runUnit starts lifeboat.service's ExecStart on the node (unitCommand,
+// cluster "unit"): the daemon, a snapshot at start and a drill every 20 s;
+// its agent.listen as shipped (0.0.0.0:9469, so the node's address from
+// the host).
+func runUnit(t *testing.T, ctx context.Context, n *kubeadmtest.Node, bin string, s3 *s3test.Server) *unitRun {
+	t.Helper()
+	u, cmd, notify, _ := unitCommand(t, ctx, n, bin, s3, "lifeboat.service", "unit")
+	r := &unitRun{unit: u, notify: notify, cmd: cmd, out: &syncbuf.Buffer{Max: 1 << 20}, exited: make(chan struct{}), metrics: "http://" + n.IP + ":9469/metrics"}
 	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
+	r.start = time.Now()
 	if err := etcdtest.StartChild(r.cmd, r.exited, &r.waitErr); err != nil {
 		t.Fatalf("the unit's ExecStart on the node: %v", err)
 	}
 	t.Cleanup(func() { r.stop(t) })
-	t.Logf("the unit's ExecStart on the node: %s", strings.Join(u.execStart, " "))
 	return r
+}
+
+// runOnce runs lifeboat-once.service's ExecStart (what lifeboat-once.timer
+// starts) on the node to its end (unitCommand, cluster "once"): it must
+// exit 0, store a backup l finds, and write its metrics to the --textfile
+// in the unit's ReadWritePaths (node_exporter's directory): the store up,
+// the snapshot's revision that backup's.
+func runOnce(t *testing.T, ctx context.Context, n *kubeadmtest.Node, bin string, s3 *s3test.Server, l *lifeboat) {
+	t.Helper()
+	u, cmd, _, rw := unitCommand(t, ctx, n, bin, s3, "lifeboat-once.service", "once")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("lifeboat-once.service's ExecStart: %v\n%s", err, out)
+	}
+	listed := listStore(t, l)
+	if len(listed.Backups) != 1 || listed.Backups[0].State != "ok" {
+		t.Fatalf("after lifeboat-once.service: backups %+v, want one ok\n%s", listed.Backups, out)
+	}
+	var textfile string
+	for i, a := range u.execStart {
+		if a == "--textfile" && i+1 < len(u.execStart) {
+			textfile = u.execStart[i+1]
+		}
+	}
+	dir, ok := rw[filepath.Dir(textfile)]
+	if !ok {
+		t.Fatalf("lifeboat-once.service: --textfile %q is not in its ReadWritePaths %q", textfile, u.rwPaths)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, filepath.Base(textfile)))
+	rev := float64(listed.Backups[0].Manifest.Revision)
+	if err != nil || metricValue(string(data), "lifeboat_store_up") != 1 || metricValue(string(data), "lifeboat_snapshot_revision") != rev {
+		t.Errorf("lifeboat-once.service's textfile %s: %v, want lifeboat_store_up 1 and lifeboat_snapshot_revision %v:\n%s", textfile, err, rev, data)
+	}
+	t.Logf("lifeboat-once.service: backup %s at revision %d, textfile %s written", listed.Backups[0].ID, listed.Backups[0].Manifest.Revision, textfile)
 }
 
 // unitDir is a directory of the test with mode and owner uid.
@@ -234,9 +291,9 @@ func mountPoint(t *testing.T, path string) {
 }
 
 // unitConfig is deploy/systemd/config.yaml with the node's etcd, the
-// node's S3 store (no SSE: versitygw), cluster "unit", a snapshot at start
+// node's S3 store (no SSE: versitygw), the cluster name, a snapshot at start
 // and a drill every 20 s without jitter; every other key as shipped.
-func unitConfig(t *testing.T, path, node string, s3 *s3test.Server) []byte {
+func unitConfig(t *testing.T, path, node string, s3 *s3test.Server, cluster string) []byte {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -253,7 +310,7 @@ func unitConfig(t *testing.T, path, node string, s3 *s3test.Server) []byte {
 		}
 		return m
 	}
-	cfg["cluster"] = "unit"
+	cfg["cluster"] = cluster
 	section("etcd")["endpoints"] = []string{"https://" + node + ":2379"}
 	section("store")["url"] = "s3://lifeboat/k"
 	section("store")["s3"] = map[string]any{"endpoint": s3.Endpoint, "path_style": true, "region": s3.Region}
