@@ -18,7 +18,7 @@ import (
 
 // updateChart rewrites the chart's generated files: the copies of the
 // alert rules and the dashboard, and values.schema.json.
-var updateChart = flag.Bool("update", false, "rewrite the Helm chart's generated files (files/alerts.yaml, files/lifeboat.json, values.schema.json)")
+var updateChart = flag.Bool("update", false, "rewrite the Helm chart's generated files (the copies in files/, values.schema.json)")
 
 const (
 	valuesDoc      = "../docs/deploy-kubernetes.md"
@@ -33,8 +33,10 @@ const (
 // chartCopies are the files the chart carries as copies (Helm reads no
 // file outside the chart's directory): chart path -> source.
 var chartCopies = map[string]string{
-	"files/alerts.yaml":   "prometheus/alerts.yaml",
-	"files/lifeboat.json": "grafana/lifeboat.json",
+	"files/alerts.yaml":         "prometheus/alerts.yaml",
+	"files/lifeboat.json":       "grafana/lifeboat.json",
+	"files/fleet-alerts.yaml":   "prometheus/fleet/alerts.yaml",
+	"files/lifeboat-fleet.json": "grafana/lifeboat-fleet.json",
 }
 
 // TestChartGenerated: the chart's copies of the alert rules and the

@@ -78,6 +78,7 @@ func TestChartOnKubeAPIServer(t *testing.T) {
 			"selector": obj(kubetest.Object{"matchLabels": strMap()}),
 			"endpoints": arr(obj(kubetest.Object{
 				"port": str(), "path": str(), "interval": str(), "scrapeTimeout": str(),
+				"relabelings": arr(obj(kubetest.Object{"action": str(), "targetLabel": str(), "replacement": str()})),
 			})),
 		})),
 		monitoringCRD("PrometheusRule", "prometheusrules", obj(kubetest.Object{

@@ -100,6 +100,11 @@ var chartCases = []chartCase{
 	{name: "cronjob-without-objects", files: []string{"ci/cronjob-values.yaml"}, mode: "cronjob", podSec: "restricted", noObjects: true,
 		set:   []string{"kubernetesObjects.enabled=false"},
 		kinds: []string{"ConfigMap", "ConfigMap", "CronJob", "CronJob", "PrometheusRule", "ServiceAccount"}},
+	{name: "fleet", files: []string{"ci/fleet-values.yaml"}, mode: "fleet", podSec: "restricted", noObjects: true,
+		kinds: []string{"ConfigMap", "ConfigMap", "Deployment", "PrometheusRule", "Service", "ServiceAccount", "ServiceMonitor"}},
+	{name: "fleet-minimal", mode: "fleet", podSec: "restricted", noObjects: true,
+		set:   []string{"mode=fleet", "config.store.url=s3://etcd-bucket/p", "fleet.identities.existingSecret=ids", "fleet.identities.key=one.txt"},
+		kinds: []string{"ConfigMap", "Deployment", "Service", "ServiceAccount"}},
 	{name: "cronjob-monitoring-without-api", files: []string{"ci/cronjob-values.yaml"}, mode: "cronjob", podSec: "restricted",
 		// enabled without force and without the API: no PrometheusRule.
 		set:   []string{"prometheusRule.force=false", "dashboard.enabled=false", "cronjob.backup.schedule=*/30 * * * *"},
@@ -224,14 +229,19 @@ func TestChartRender(t *testing.T) {
 	if err := os.WriteFile(idFile, []byte(id.String()+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var alerts, dashboard any
-	decodeYAML(t, "prometheus/alerts.yaml", &alerts)
-	dash, err := os.ReadFile("grafana/lifeboat.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(dash, &dashboard); err != nil {
-		t.Fatal(err)
+	// The rules and the dashboard of each mode: the agent's, or the fleet's.
+	alerts, dashboards := map[bool]any{}, map[bool]any{}
+	for fleet, files := range map[bool][2]string{false: {"prometheus/alerts.yaml", "grafana/lifeboat.json"}, true: {"prometheus/fleet/alerts.yaml", "grafana/lifeboat-fleet.json"}} {
+		var rules, dashboard any
+		decodeYAML(t, files[0], &rules)
+		dash, err := os.ReadFile(files[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(dash, &dashboard); err != nil {
+			t.Fatal(err)
+		}
+		alerts[fleet], dashboards[fleet] = rules, dashboard
 	}
 	for _, c := range chartCases {
 		t.Run(c.name, func(t *testing.T) {
@@ -254,28 +264,27 @@ func TestChartRender(t *testing.T) {
 				case objKind(o) == "ConfigMap" && objName(o) == "lb-lifeboat":
 					checkChartConfig(t, bin, idFile, c, dig(o, "data", "config.yaml"), podEnv(t, podSpecs(objs)))
 				case objKind(o) == "PrometheusRule":
-					if diff := cmp.Diff(alerts, dig(o, "spec")); diff != "" {
-						t.Errorf("PrometheusRule differs from prometheus/alerts.yaml (-alerts +rule):\n%s", diff)
+					if diff := cmp.Diff(alerts[c.mode == "fleet"], dig(o, "spec")); diff != "" {
+						t.Errorf("PrometheusRule differs from the mode's alerts.yaml (-alerts +rule):\n%s", diff)
 					}
 				case objKind(o) == "ConfigMap" && objName(o) == "lb-lifeboat-dashboard":
+					file := map[bool]string{false: "lifeboat.json", true: "lifeboat-fleet.json"}[c.mode == "fleet"]
 					var got any
-					if err := json.Unmarshal([]byte(fmt.Sprint(dig(o, "data", "lifeboat.json"))), &got); err != nil {
-						t.Fatalf("dashboard ConfigMap: %v", err)
+					if err := json.Unmarshal([]byte(fmt.Sprint(dig(o, "data", file))), &got); err != nil {
+						t.Fatalf("dashboard ConfigMap: %s: %v", file, err)
 					}
-					if diff := cmp.Diff(dashboard, got); diff != "" {
-						t.Errorf("dashboard differs from grafana/lifeboat.json:\n%s", diff)
+					if diff := cmp.Diff(dashboards[c.mode == "fleet"], got); diff != "" {
+						t.Errorf("dashboard differs from grafana/%s:\n%s", file, diff)
 					}
 					if dig(o, "metadata", "labels", "grafana_dashboard") != "1" {
 						t.Error("dashboard ConfigMap has no sidecar label grafana_dashboard: \"1\"")
 					}
 				case objKind(o) == "ServiceMonitor":
-					if dig(o, "spec", "jobLabel") != "app.kubernetes.io/name" {
-						t.Error("ServiceMonitor: jobLabel is not app.kubernetes.io/name (LifeboatAgentDown selects up{job=\"lifeboat\"})")
-					}
+					checkServiceMonitor(t, c, o)
 				}
 			}
 			pods := podSpecs(objs)
-			if want := map[string]int{"cronjob": 2, "deployment": 1}[c.mode]; len(pods) != want {
+			if want := map[string]int{"cronjob": 2, "deployment": 1, "fleet": 1}[c.mode]; len(pods) != want {
 				t.Errorf("%d workloads, want %d", len(pods), want)
 			}
 			for name, ps := range pods {
@@ -411,7 +420,16 @@ func checkChartPod(t *testing.T, name string, c chartCase, ps map[string]any) {
 			t.Errorf("%s: %s is not mounted read-only", name, p)
 		}
 	}
-	for _, p := range []string{"/etc/lifeboat/config", "/var/lib/lifeboat/spool", "/var/lib/lifeboat/scratch", "/tmp"} {
+	want := []string{"/etc/lifeboat/config", "/var/lib/lifeboat/spool", "/var/lib/lifeboat/scratch", "/tmp"}
+	if c.mode == "fleet" {
+		// The hub takes no snapshot; it keeps its cache, drills in scratch.
+		want = []string{"/etc/lifeboat/config", "/var/lib/lifeboat/fleet-cache", "/var/lib/lifeboat/scratch", "/tmp"}
+		if mounts["/var/lib/lifeboat/spool"] {
+			t.Errorf("%s: the hub mounts a spool", name)
+		}
+		checkFleetPod(t, name, ctr, ps)
+	}
+	for _, p := range want {
 		if !mounts[p] {
 			t.Errorf("%s: nothing mounted at %s (mounts %v)", name, p, mounts)
 		}
@@ -486,6 +504,13 @@ func TestChartSchemaRefuses(t *testing.T) {
 		{"relative kit encryption config", []string{"kit.encryptionConfig=enc.yaml"}, "kit/encryptionConfig"},
 		{"kubernetes objects in config", []string{"config.kubernetes.objects.enabled=true"}, "config.kubernetes: set by the chart"},
 		{"pdb with cronjob", []string{"podDisruptionBudget.enabled=true"}, "podDisruptionBudget.enabled: needs mode: deployment"},
+		{"fleet with etcd credentials", []string{"mode=fleet"}, "credentials.etcd: mode fleet reaches no etcd"},
+		{"fleet with the agent's identity", []string{"mode=fleet", "credentials.etcd.existingSecret=", "credentials.age.existingSecret=age"}, "fleet.identities.existingSecret"},
+		{"fleet without stores", []string{"mode=fleet", "credentials.etcd.existingSecret=", "config.store.url="}, "config.store.url: required"},
+		{"fleet cache in config", []string{"mode=fleet", "credentials.etcd.existingSecret=", "config.fleet.cache_dir=/x"}, "config.fleet.cache_dir: set by the chart"},
+		{"fleet identities twice", []string{"mode=fleet", "credentials.etcd.existingSecret=", "fleet.identities.existingSecret=ids", "config.fleet.drills.identities=/x"}, "config.fleet.drills.identities: set by the chart"},
+		{"fleet identities outside fleet", []string{"fleet.identities.existingSecret=ids"}, "fleet.identities.existingSecret: the fleet hub's"},
+		{"fleet bad interval", []string{"mode=fleet", "fleet.interval=often"}, "fleet/interval"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -508,5 +533,49 @@ func TestChartSchemaRefuses(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkServiceMonitor: the agent's target is job lifeboat (jobLabel: the
+// Service's app.kubernetes.io/name; LifeboatAgentDown selects
+// up{job="lifeboat"}), the hub's job lifeboat-fleet, each selecting its
+// own Service.
+func checkServiceMonitor(t *testing.T, c chartCase, o map[string]any) {
+	t.Helper()
+	if dig(o, "spec", "jobLabel") != "app.kubernetes.io/name" {
+		t.Error("ServiceMonitor: jobLabel is not app.kubernetes.io/name (LifeboatAgentDown selects up{job=\"lifeboat\"})")
+	}
+	component := map[bool]string{false: "agent", true: "fleet"}[c.mode == "fleet"]
+	if got := dig(o, "spec", "selector", "matchLabels", "app.kubernetes.io/component"); got != component {
+		t.Errorf("ServiceMonitor selects component %v, want %s", got, component)
+	}
+	ep, _ := dig(o, "spec", "endpoints").([]any)
+	relabel, _ := dig(ep[0], "relabelings").([]any)
+	fleetJob := len(relabel) == 1 && dig(relabel[0], "targetLabel") == "job" && dig(relabel[0], "replacement") == "lifeboat-fleet"
+	if fleetJob != (c.mode == "fleet") {
+		t.Errorf("ServiceMonitor relabelings %v: want job lifeboat-fleet exactly in mode fleet", relabel)
+	}
+}
+
+// checkFleetPod: the hub runs fleet serve on the Service's port, mounts
+// no etcd credential, and its identities (fleet.identities.existingSecret)
+// read-only where config fleet.drills.identities points.
+func checkFleetPod(t *testing.T, name string, ctr, ps map[string]any) {
+	t.Helper()
+	args := fmt.Sprint(ctr["args"])
+	for _, want := range []string{"fleet serve", "--listen=0.0.0.0:", "--interval="} {
+		if !strings.Contains(args, want) {
+			t.Errorf("%s: args %s have no %q", name, args, want)
+		}
+	}
+	for _, v := range ps["volumes"].([]any) {
+		switch dig(v, "name") {
+		case "etcd-client", "age", "spool":
+			t.Errorf("%s: the hub has a volume %v", name, dig(v, "name"))
+		case "fleet-identities":
+			if dig(v, "secret", "secretName") == nil {
+				t.Errorf("%s: fleet-identities is not a Secret: %v", name, v)
+			}
+		}
 	}
 }

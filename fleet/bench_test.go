@@ -2,8 +2,12 @@ package fleet
 
 import (
 	"fmt"
+	"math"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,7 +21,8 @@ import (
 // BenchmarkFleetRead reads a fleet in versitygw: FLEET_CLUSTERS
 // clusters (default 20), each with FLEET_HOURS hourly backups (default
 // 48), a daily drill report and an agent status document. One
-// iteration is one read of the whole fleet.
+// iteration is one read of the whole fleet; hub reports the hub's peak
+// RSS over its first three refreshes.
 func BenchmarkFleetRead(b *testing.B) {
 	clusters, hours := envInt("FLEET_CLUSTERS", 20), envInt("FLEET_HOURS", 48)
 	srv := s3test.Start(b)
@@ -56,6 +61,13 @@ func BenchmarkFleetRead(b *testing.B) {
 			b.Fatalf("%d clusters with problems: %+v", rep.Problems(), rep.Clusters[0].Problems)
 		}
 	}
+	// hub: the hub's peak RSS (Linux VmHWM, reset after the seeding)
+	// over a cold refresh and two refreshes with nothing changed, with
+	// what the process held before (base), under the soft memory limit
+	// lifeboat fleet serve runs with (hubMemoryLimit); hub-nolimit
+	// without one.
+	b.Run("hub", func(b *testing.B) { hubRSS(b, src, clusters, now, hubMemoryLimit) })
+	b.Run("hub-nolimit", func(b *testing.B) { hubRSS(b, src, clusters, now, math.MaxInt64) })
 	// cold: what one `fleet status` costs; refresh: the hub's next read,
 	// nothing changed (the listing, no object read).
 	b.Run("cold", func(b *testing.B) {
@@ -87,6 +99,60 @@ func BenchmarkFleetRead(b *testing.B) {
 			read(b, r)
 		}
 	})
+}
+
+// hubMemoryLimit is the soft memory limit lifeboat fleet serve runs with
+// (cmd/lifeboat's memoryHeadroom: it uploads nothing), unless GOMEMLIMIT
+// is set.
+const hubMemoryLimit = 32 << 20
+
+// hubRSS runs a new hub's first three refreshes of src under the soft
+// memory limit and reports the process's peak RSS (VmHWM, reset first)
+// and what it held before (base). Its clock is now, the seeding's (the
+// agents' status documents were written then).
+func hubRSS(b *testing.B, src []Source, clusters int, now time.Time, limit int64) {
+	old := debug.SetMemoryLimit(limit)
+	defer debug.SetMemoryLimit(old)
+	for b.Loop() {
+		runtime.GC()
+		debug.FreeOSMemory()
+		if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+			b.Skipf("cannot reset the peak RSS (Linux /proc/self/clear_refs): %v", err)
+		}
+		base := procStatusKiB(b, "VmHWM")
+		h := NewHub(HubConfig{Sources: src, Now: func() time.Time { return now }}, nil)
+		for range 3 {
+			if err := h.Refresh(b.Context()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if rep := h.Report(); len(rep.Clusters) != clusters || rep.Problems() != 0 {
+			b.Fatalf("the hub's report: %d clusters, %d with problems: %+v", len(rep.Clusters), rep.Problems(), rep.Clusters[0].Problems)
+		}
+		b.ReportMetric(float64(base)/1024, "base-RSS-MiB")
+		b.ReportMetric(float64(procStatusKiB(b, "VmHWM"))/1024, "peak-RSS-MiB")
+		runtime.KeepAlive(h)
+	}
+}
+
+// procStatusKiB is a field of /proc/self/status in KiB (VmHWM: the peak
+// resident set).
+func procStatusKiB(b *testing.B, field string) int64 {
+	b.Helper()
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Skipf("no /proc/self/status: %v", err)
+	}
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			f := strings.Fields(v)
+			if n, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+				return n
+			}
+		}
+	}
+	b.Fatalf("/proc/self/status has no %s", field)
+	return 0
 }
 
 func envInt(name string, def int) int {

@@ -60,6 +60,9 @@ type DrillConfig struct {
 // DrillResult is one drill the hub ran.
 type DrillResult struct {
 	Store, Cluster string
+	// PointInTime: the cluster's point-in-time drill (pointInTime); else
+	// the drill of its newest backup.
+	PointInTime bool
 	// Outcome is the drill's (nil when no backup could be selected).
 	Outcome *drill.Outcome
 	// Err is why the drill failed or could not run.
@@ -139,30 +142,52 @@ func (d *Drills) Run(ctx context.Context, sources []Source, due []Status) []Dril
 	for _, s := range sources {
 		byName[s.Name] = s
 	}
-	out := make([]DrillResult, len(due))
+	out := make([][]DrillResult, len(due))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, d.cfg.Concurrency)
 	for i, s := range due {
-		out[i] = DrillResult{Store: s.Store, Cluster: s.Name}
 		src, ok := byName[s.Store]
 		if !ok {
-			out[i].Err = fmt.Errorf("drill %s: store %s is not one of the fleet's", s.Name, s.Store)
+			out[i] = []DrillResult{{Store: s.Store, Cluster: s.Name, Err: fmt.Errorf("drill %s: store %s is not one of the fleet's", s.Name, s.Store)}}
 			continue
 		}
 		if !d.claim(s.Store, s.Name) {
-			out[i].Err = fmt.Errorf("drill %s: a drill of it is running", s.Name)
+			out[i] = []DrillResult{{Store: s.Store, Cluster: s.Name, Err: fmt.Errorf("drill %s: a drill of it is running", s.Name)}}
 			continue
 		}
 		wg.Go(func() {
 			defer d.release(s.Store, s.Name)
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			out[i].Outcome, out[i].Err = d.one(ctx, src, s.Name)
-			d.log(out[i])
+			out[i] = d.cluster(ctx, src, s)
 		})
 	}
 	wg.Wait()
-	return out
+	var all []DrillResult
+	for _, rs := range out {
+		all = append(all, rs...)
+	}
+	return all
+}
+
+// cluster runs the drills of one cluster, one after the other: its
+// newest backup, then, where capture runs (its store holds change
+// windows), a point-in-time target.
+func (d *Drills) cluster(ctx context.Context, src Source, s Status) []DrillResult {
+	r := DrillResult{Store: s.Store, Cluster: s.Name}
+	r.Outcome, r.Err = d.one(ctx, src, s.Name)
+	d.log(r)
+	out := []DrillResult{r}
+	if s.Window == nil || ctx.Err() != nil {
+		return out
+	}
+	pr := DrillResult{Store: s.Store, Cluster: s.Name, PointInTime: true}
+	pr.Outcome, pr.Err = d.pointInTime(ctx, src, s.Name)
+	if pr.Outcome == nil && pr.Err == nil {
+		return out // no backup inside a window to compare with
+	}
+	d.log(pr)
+	return append(out, pr)
 }
 
 func (d *Drills) claim(store, cluster string) bool {
@@ -194,24 +219,34 @@ func (d *Drills) triedSince(store, cluster string, t time.Time) bool {
 // one drills the newest backup of cluster in src through the drill
 // view, storing its report when it reached a verdict (drill.RunJob).
 func (d *Drills) one(ctx context.Context, src Source, cluster string) (*drill.Outcome, error) {
-	var ids []age.Identity
-	if d.cfg.Identities != nil {
-		var err error
-		if ids, err = d.cfg.Identities(cluster); err != nil {
-			return nil, fmt.Errorf("drill %s: %w", cluster, err)
-		}
+	job, err := d.job(src, cluster)
+	if err != nil {
+		return nil, err
 	}
-	repo := repository.New(drillView{st: src.Store, cluster: cluster}, cluster)
-	repo.Trust, repo.Signer = src.Trust, d.cfg.Signer
-	job := drill.Job{Backups: repo, Target: "latest", Options: drill.Options{
-		Identities: ids, ScratchDir: filepath.Join(d.cfg.ScratchDir, scratchName(cluster)),
-		EtcdBinary: d.cfg.EtcdBinary, Timeout: d.cfg.Timeout, Version: d.cfg.Version,
-	}}
+	job.Target = "latest"
 	out, err := drill.RunJob(ctx, job, d.lg.With("store", src.Name, "cluster", cluster))
 	if err != nil {
 		return out, fmt.Errorf("drill %s: %w", cluster, err)
 	}
 	return out, nil
+}
+
+// job is a drill job of cluster in src: through the drill view, with
+// the cluster's identities and its own scratch subdirectory.
+func (d *Drills) job(src Source, cluster string) (drill.Job, error) {
+	var ids []age.Identity
+	if d.cfg.Identities != nil {
+		var err error
+		if ids, err = d.cfg.Identities(cluster); err != nil {
+			return drill.Job{}, fmt.Errorf("drill %s: %w", cluster, err)
+		}
+	}
+	repo := repository.New(drillView{st: src.Store, cluster: cluster}, cluster)
+	repo.Trust, repo.Signer = src.Trust, d.cfg.Signer
+	return drill.Job{Backups: repo, Options: drill.Options{
+		Identities: ids, ScratchDir: filepath.Join(d.cfg.ScratchDir, scratchName(cluster)),
+		EtcdBinary: d.cfg.EtcdBinary, Timeout: d.cfg.Timeout, Version: d.cfg.Version,
+	}}, nil
 }
 
 // scratchName is a cluster's scratch subdirectory: its name with every
@@ -227,13 +262,20 @@ func scratchName(cluster string) string {
 }
 
 func (d *Drills) log(r DrillResult) {
+	lg := d.lg.With("store", r.Store, "cluster", r.Cluster)
+	if r.PointInTime {
+		lg = lg.With("point_in_time", true)
+		if r.Outcome != nil {
+			lg = lg.With("target_revision", r.Outcome.TargetRevision)
+		}
+	}
 	switch {
 	case r.Outcome != nil && r.Outcome.Passed:
-		d.lg.Info("fleet drill passed", "store", r.Store, "cluster", r.Cluster, "backup_id", r.Outcome.BackupID, "rto_seconds", r.Outcome.Recovery.Seconds())
+		lg.Info("fleet drill passed", "backup_id", r.Outcome.BackupID, "rto_seconds", r.Outcome.Recovery.Seconds())
 	case r.Outcome != nil && !r.Outcome.RunError:
-		d.lg.Warn("fleet drill FAILED", "store", r.Store, "cluster", r.Cluster, "backup_id", r.Outcome.BackupID, "err", r.Err)
+		lg.Warn("fleet drill FAILED", "backup_id", r.Outcome.BackupID, "err", r.Err)
 	default:
-		d.lg.Warn("fleet drill could not run to a verdict", "store", r.Store, "cluster", r.Cluster, "err", r.Err)
+		lg.Warn("fleet drill could not run to a verdict", "err", r.Err)
 	}
 }
 

@@ -277,6 +277,27 @@ func startSnapshot(l *repository.Listing, w *repository.Window, rev int64, vouch
 	return snap
 }
 
+// StartFrom makes p replay from snap, a committed backup of p's window
+// at or below its revision (the anchor, or a snapshot of the same cluster
+// taken during the window), instead of the newest one: the fleet hub's
+// point-in-time drill replays from one backup to a later backup's
+// revision and compares with that backup's HashKV.
+func (p *PointInTimePlan) StartFrom(snap *repository.Manifest) error {
+	w := &p.Window
+	if snap == nil || w.Anchor == nil {
+		return errors.New("plan: no snapshot to start from")
+	}
+	anchor := snap.ID == w.Anchor.ID
+	if !anchor && (snap.EtcdClusterID != w.Anchor.EtcdClusterID || snap.Revision < w.From || snap.CreatedAt.Before(w.Anchor.CreatedAt)) {
+		return fmt.Errorf("plan: backup %s (revision %d) is not a snapshot of generation %s (revisions %d-%d)", snap.ID, snap.Revision, w.Generation, w.From, w.Through)
+	}
+	if snap.Revision > p.Revision {
+		return fmt.Errorf("plan: backup %s is at revision %d, after the target %d", snap.ID, snap.Revision, p.Revision)
+	}
+	p.Snapshot, p.Segments, p.Links = snap, nil, nil
+	return p.addSegments(map[string]repository.ChainLink{})
+}
+
 // addSegments adds to the plan the window's segments after its snapshot
 // through its revision, with the chain links resolveTime read (links),
 // and refuses a window whose segments stop before the revision.

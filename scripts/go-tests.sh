@@ -12,6 +12,9 @@
 # detector's runs, scripts/e2e.sh and deploy/check.sh. Both tracks run to the end; the node's output is printed
 # after the rest, and the exit status is non-zero when either failed.
 #
+# make test runs it with CGO_ENABLED=0 and its GOFLAGS (the Makefile's
+# GO_BUILD_FLAGS say why); the race detector's runs need cgo.
+#
 # NODE_TESTS names the node's tests. A test that starts a node must match
 # it (kubeadmtest's TestEveryNodeTestIsNamed fails otherwise), or it would
 # run in both tracks at once.
@@ -42,13 +45,13 @@ run "$GO" test "${flags[@]}" -skip "$NODE_TESTS" ./...
 # leader lock, capture's watch reader, flusher, compactor and pre-snapshot
 # watch, replay's read-ahead and the repository's holds, the agent's copy
 # job beside its schedules and the copy engine (about 4 minutes on 2 cores).
-run "$GO" test -race "${flags[@]}" -run 'TestFile|TestStream|TestCRC|TestSave|TestTake' ./verify ./snapshot
-run "$GO" test -race "${flags[@]}" -run 'TestSnapshot|TestPriority|TestShutdownDuringUpload|TestNotifier|TestStaleNotification|TestTwoAgentsOneLeader|TestLockExpires|TestCaptureWithoutLock|TestCaptureFollowsTheLock|TestAgentCopies' ./backup ./agent
-run "$GO" test -race "${flags[@]}" -run 'TestDirStore|TestS3Store|TestS3ReadFaults' ./uploader
-run "$GO" test -race "${flags[@]}" ./replica
-run "$GO" test -race "${flags[@]}" -run 'TestOpenDetectsDamage|TestEncodingRoundTrip|TestReadAhead|TestTrailerHash|TestLastDrills|TestCache|TestListFailsOnStoreErrors|TestHold' ./repository
-run "$GO" test -race "${flags[@]}" -run 'TestRestoreRollsBack|TestPointInTime$|TestReplay' ./restore
-run "$GO" test -race "${flags[@]}" -run 'TestCaptureWorkload|TestCaptureResumesAfterCut|TestCaptureBufferBounded|TestCaptureLockLost|TestHandle|TestCaptureCompacts|TestCaptureRollover|TestCaptureBornWhileCompacting' ./capture
+run env CGO_ENABLED=1 "$GO" test -race "${flags[@]}" -run 'TestFile|TestStream|TestCRC|TestSave|TestTake' ./verify ./snapshot
+run env CGO_ENABLED=1 "$GO" test -race "${flags[@]}" -run 'TestSnapshot|TestPriority|TestShutdownDuringUpload|TestNotifier|TestStaleNotification|TestTwoAgentsOneLeader|TestLockExpires|TestCaptureWithoutLock|TestCaptureFollowsTheLock|TestAgentCopies' ./backup ./agent
+run env CGO_ENABLED=1 "$GO" test -race "${flags[@]}" -run 'TestDirStore|TestS3Store|TestS3ReadFaults' ./uploader
+run env CGO_ENABLED=1 "$GO" test -race "${flags[@]}" ./replica
+run env CGO_ENABLED=1 "$GO" test -race "${flags[@]}" -run 'TestOpenDetectsDamage|TestEncodingRoundTrip|TestReadAhead|TestTrailerHash|TestLastDrills|TestCache|TestListFailsOnStoreErrors|TestHold' ./repository
+run env CGO_ENABLED=1 "$GO" test -race "${flags[@]}" -run 'TestRestoreRollsBack|TestPointInTime$|TestReplay' ./restore
+run env CGO_ENABLED=1 "$GO" test -race "${flags[@]}" -run 'TestCaptureWorkload|TestCaptureResumesAfterCut|TestCaptureBufferBounded|TestCaptureLockLost|TestHandle|TestCaptureCompacts|TestCaptureRollover|TestCaptureBornWhileCompacting' ./capture
 
 # The end-to-end script (the built binary against the etcd binary) and
 # the deploy checks, still beside the node.

@@ -74,13 +74,19 @@ die() {
 innet() { nsenter --net=/var/run/netns/"$netns" "$@"; }
 
 # procs: every process of the node: the lifeboat-kubeadm and kubepods
-# cgroups of the pids controller (containerd, shims, kubelet, containers).
+# cgroups of the pids controller (containerd, shims, kubelet, containers),
+# and whatever else runs in the node's network namespace (what a test
+# started there with Node.Command, e.g. a store or the agent, and left
+# behind when it was killed before its cleanup).
 procs() {
 	local d
 	for d in /sys/fs/cgroup/pids/$cgname /sys/fs/cgroup/pids/kubepods; do
 		[ -d "$d" ] || continue
 		find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null || true
 	done
+	if [ -e /var/run/netns/"$netns" ]; then
+		ip netns pids "$netns" 2>/dev/null || true
+	fi
 }
 
 kill_all() {

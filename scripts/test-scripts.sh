@@ -112,7 +112,7 @@ fi
 # 6. make takes a binary by its relative path as by its absolute one:
 # `make .bin/etcd` does what `make $PWD/.bin/etcd` does (-n -B: print
 # the commands, as if out of date, and run none).
-for t in etcd etcdutl crane lifeboat; do
+for t in etcd etcdutl crane lifeboat promtool; do
 	rel=$(cd "$root" && make -n -B ".bin/$t" GO=go 2>&1) || fail "make .bin/$t: $rel"
 	abs=$(cd "$root" && make -n -B "$root/.bin/$t" GO=go 2>&1) || fail "make $root/.bin/$t: $abs"
 	[ "$rel" = "$abs" ] || fail "make .bin/$t is not make $root/.bin/$t: got
@@ -120,5 +120,32 @@ $rel
 want
 $abs"
 done
+
+# 7. go-tests.sh runs both tracks to the end and fails when either failed:
+# the node's track failing alone, or a script of the main track, is a
+# non-zero exit (a fake go and fake e2e.sh and check.sh in a copy).
+gt=$work/gotests
+mkdir -p "$gt/scripts" "$gt/deploy"
+cp "$root/scripts/go-tests.sh" "$gt/scripts/"
+printf '#!/bin/sh\necho e2e.sh ran\n' >"$gt/scripts/e2e.sh"
+printf '#!/bin/sh\necho check.sh ran; exit ${CHECK_RC:-0}\n' >"$gt/deploy/check.sh"
+cat >"$gt/go" <<'FAKE'
+#!/bin/sh
+echo "go $* CGO_ENABLED=$CGO_ENABLED"
+case "$*" in *"-run ^(TestKubeadm"*) exit ${NODE_RC:-0} ;; esac
+exit 0
+FAKE
+chmod +x "$gt/go" "$gt/scripts/e2e.sh" "$gt/deploy/check.sh"
+out=$(GO=$gt/go CGO_ENABLED=0 "$gt/scripts/go-tests.sh") || fail "go-tests.sh with every track passing: exit $?: $out"
+for want in "-skip ^(TestKubeadm|TestNode) ./... CGO_ENABLED=0" "go test -race" "CGO_ENABLED=1" "e2e.sh ran" "check.sh ran" \
+	"-run ^(TestKubeadm|TestNode) ./internal/test/e2e ./internal/test/kubeadmtest CGO_ENABLED=0"; do
+	case $out in *"$want"*) ;; *) fail "go-tests.sh: no '$want' in: $out" ;; esac
+done
+if NODE_RC=1 GO=$gt/go "$gt/scripts/go-tests.sh" >/dev/null; then
+	fail "go-tests.sh passed with the node's track failing"
+fi
+if CHECK_RC=1 GO=$gt/go "$gt/scripts/go-tests.sh" >/dev/null; then
+	fail "go-tests.sh passed with deploy/check.sh failing"
+fi
 
 echo "test-scripts: ok"

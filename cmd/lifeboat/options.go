@@ -379,7 +379,7 @@ var optionTable = []optionDef{
 		Help: "directory where lifeboat fleet keeps the documents it read (manifests, drill reports, status documents) across runs and restarts; empty: none",
 		Doc:  "one file, fleet-cache.v1 (0600, the directory 0700), keyed by each object's key, size and time as listed: an object listed otherwise is read again, a missing one is never served. A corrupt or older cache is ignored and rewritten (a cold read). It holds no secret; losing it costs one cold read"},
 	{Key: "fleet.drills.enabled", Flag: "fleet-drills", Default: "false", Groups: groupFleet,
-		Help: "lifeboat fleet serve drills every cluster itself (newest backup) and stores the reports as the clusters' own",
+		Help: "lifeboat fleet serve drills every cluster itself (its newest backup; where capture runs, also a point-in-time replay to a later backup) and stores the reports as the clusters' own",
 		Doc:  "needs write access to <cluster>/drills/ only (s3:PutObject on prefix/*/drills/*); every other write is refused in code. Uses drill.scratch_dir, drill.etcd_binary and drill.timeout. See [fleet.md](fleet.md#drills-off-the-control-plane)"},
 	{Key: "fleet.drills.schedule", Flag: "fleet-drill-schedule", Groups: groupFleet,
 		Help: "cron schedule of the hub's drill of every cluster; empty: each cluster's own drill schedule (from its agent's status document)",

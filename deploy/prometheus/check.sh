@@ -2,13 +2,13 @@
 # Checks the alert rules: promtool check rules, promtool test rules (each
 # alert fires when it should and stays silent when it should not), and that
 # prometheusrule.yaml is exactly what prometheusrule.sh makes of alerts.yaml.
-# promtool is .bin/promtool, put there by scripts/install-promtool.sh (from
-# PATH or Debian's prometheus package).
+# promtool is .bin/promtool, Debian's, put there by make
+# (scripts/install-prometheus.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 
-"$root/scripts/install-promtool.sh"
+make -s -C "$root" .bin/promtool
 promtool=$root/.bin/promtool
 "$promtool" --version 2>&1 | head -1
 

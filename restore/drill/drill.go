@@ -343,6 +343,12 @@ func (d *drill) run(ctx context.Context) error {
 			return err
 		}
 		defer repository.Hold(o.PointInTime.Plan.Keys(o.Backups)...)()
+	} else {
+		// The backup stays held too: a prune of this process (the
+		// agent's, beside its drills) leaves it for a later run, instead
+		// of deleting it under the drill, which then either fails on a
+		// vanished object or proves a backup no longer listed.
+		defer repository.Hold(o.Backups.ManifestKey(d.m.ID), d.m.Object)()
 	}
 	work, err := makeWorkDir(o.ScratchDir)
 	if err != nil {

@@ -36,6 +36,9 @@ type Job struct {
 	Live func(ctx context.Context) (live LiveCluster, release func(), err error)
 	// Int64n picks the point-in-time target (nil: math/rand/v2.Int64N).
 	Int64n func(int64) int64
+	// PointInTime, when set, is a planned point-in-time drill (the fleet
+	// hub's: BackupLive); Target, Live and Int64n are then unused.
+	PointInTime *PointInTimeOptions
 }
 
 // RunJob runs job once. The outcome is nil when no backup could be
@@ -58,7 +61,9 @@ func RunJob(ctx context.Context, job Job, lg *slog.Logger) (*Outcome, error) {
 	}
 	o := job.Options
 	o.Backups, o.Logger = job.Backups, lg
-	if job.Live != nil {
+	if pt := job.PointInTime; pt != nil {
+		o.PointInTime, o.Manifest = pt, pt.Plan.Snapshot
+	} else if job.Live != nil {
 		pt, release, err := pointInTimeTarget(ctx, job, lg)
 		if release != nil {
 			defer release()

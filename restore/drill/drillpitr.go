@@ -86,6 +86,25 @@ func (l sessionLive) HashKV(ctx context.Context, rev int64) (LiveHash, error) {
 	return lh, nil
 }
 
+// BackupLive is a committed backup standing in for the live cluster: a
+// point-in-time drill to its revision compares the restored copy's
+// HashKV with the one the backup recorded (its manifest's, computed from
+// its snapshot, matched with the live member's when it was taken). The
+// fleet hub reaches no cluster: it drills a replay from an older backup
+// to a newer one's revision this way. Its HashKV at any other revision
+// is an error of the run.
+func BackupLive(m *repository.Manifest) LiveCluster { return backupLive{m} }
+
+type backupLive struct{ m *repository.Manifest }
+
+func (b backupLive) HashKV(_ context.Context, rev int64) (LiveHash, error) {
+	m := b.m
+	if rev != m.Revision || m.HashKV == 0 {
+		return LiveHash{}, fmt.Errorf("backup %s records HashKV at revision %d only (%08x), not at %d", m.ID, m.Revision, m.HashKV, rev)
+	}
+	return LiveHash{Hash: m.HashKV, CompactRevision: m.CompactRevision, Member: "backup " + m.ID, Endpoint: "backup " + m.ID, ClusterID: m.EtcdClusterID}, nil
+}
+
 // PickTarget picks the target of the agent's point-in-time drill:
 // uniformly among the revisions from the live cluster's compact revision
 // to the newest captured-through revision that a recoverable window of

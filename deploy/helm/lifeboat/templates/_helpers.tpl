@@ -47,6 +47,12 @@ app.kubernetes.io/part-of: lifeboat
 {{- end }}
 {{- end }}
 
+{{/* "true" when the agent keeps its Kubernetes objects (kubernetesObjects):
+every mode but fleet, whose hub runs no jobs of a cluster. */}}
+{{- define "lifeboat.kubeObjects" -}}
+{{- if and .Values.kubernetesObjects.enabled (ne .Values.mode "fleet") }}true{{ end }}
+{{- end }}
+
 {{/* Refuses values that cannot work, with the value's path. */}}
 {{- define "lifeboat.validate" -}}
 {{- if and .Values.capture.enabled (ne .Values.mode "deployment") }}
@@ -65,7 +71,13 @@ app.kubernetes.io/part-of: lifeboat
 {{- fail "credentials.etcd: set existingSecret or kubeadm.enabled, not both" }}
 {{- end }}
 {{- $etcd := .Values.config.etcd | default dict }}
-{{- if and (empty $etcd.endpoints) (not .Values.credentials.etcd.kubeadm.enabled) }}
+{{- $fleet := eq .Values.mode "fleet" }}
+{{- if $fleet }}
+{{- include "lifeboat.validateFleet" . }}
+{{- else if .Values.fleet.identities.existingSecret }}
+{{- fail "fleet.identities.existingSecret: the fleet hub's identities (mode: fleet); the agent's is credentials.age.existingSecret" }}
+{{- end }}
+{{- if and (empty $etcd.endpoints) (not .Values.credentials.etcd.kubeadm.enabled) (not $fleet) }}
 {{- fail "config.etcd.endpoints: required (e.g. [https://10.0.0.11:2379]), unless credentials.etcd.kubeadm.enabled uses the node's own etcd" }}
 {{- end }}
 {{- if $etcd.password }}
@@ -74,14 +86,36 @@ app.kubernetes.io/part-of: lifeboat
 {{- if (.Values.config.notify | default dict).webhooks }}
 {{- fail "config.notify.webhooks: webhook URLs hold tokens and never go into the ConfigMap; put LIFEBOAT_NOTIFY_WEBHOOKS in credentials.env.existingSecret" }}
 {{- end }}
-{{- if not ((.Values.config.store | default dict).url) }}
-{{- fail "config.store.url: required (s3://BUCKET/PREFIX)" }}
+{{- if and (not ((.Values.config.store | default dict).url)) (not (and $fleet ((.Values.config.fleet | default dict).stores))) }}
+{{- fail "config.store.url: required (s3://BUCKET/PREFIX; mode fleet: or config.fleet.stores)" }}
 {{- end }}
 {{- if hasKey (.Values.config.kit | default dict) "root" }}
 {{- fail "config.kit.root: set by the chart (/host, where it mounts the host's files of config.kit.paths); leave it out" }}
 {{- end }}
 {{- if and (ne .Values.mode "deployment") (not (empty .Values.config.schedule)) }}
 {{- fail "config.schedule: the agent daemon's schedules (mode: deployment); the CronJobs never read them. In cronjob mode set cronjob.backup.schedule and cronjob.drill.schedule (Kubernetes cron syntax, in cronjob.timeZone)" }}
+{{- end }}
+{{- end }}
+
+{{/* Mode fleet: the hub reaches no cluster and mounts only its identities. */}}
+{{- define "lifeboat.validateFleet" -}}
+{{- $c := .Values.credentials }}
+{{- if or $c.etcd.existingSecret $c.etcd.kubeadm.enabled }}
+{{- fail "credentials.etcd: mode fleet reaches no etcd (the hub reads the stores only); leave it out" }}
+{{- end }}
+{{- if $c.age.existingSecret }}
+{{- fail "credentials.age.existingSecret: mode fleet decrypts with fleet.identities.existingSecret (one identity, or one per cluster)" }}
+{{- end }}
+{{- $cfg := .Values.config }}
+{{- if ($cfg.kit | default dict).paths }}
+{{- fail "config.kit.paths: mode fleet makes no backup and reads no host file; leave it out" }}
+{{- end }}
+{{- $fc := $cfg.fleet | default dict }}
+{{- if hasKey $fc "cache_dir" }}
+{{- fail "config.fleet.cache_dir: set by the chart (an emptyDir of fleet.cacheSizeLimit); leave it out" }}
+{{- end }}
+{{- if and .Values.fleet.identities.existingSecret (hasKey ($fc.drills | default dict) "identities") }}
+{{- fail "config.fleet.drills.identities: set by the chart from fleet.identities.existingSecret; leave it out" }}
 {{- end }}
 {{- end }}
 
@@ -126,6 +160,8 @@ state: /var/lib/lifeboat
 spool: /var/lib/lifeboat/spool
 scratch: /var/lib/lifeboat/scratch
 kitRoot: /host
+fleetCache: /var/lib/lifeboat/fleet-cache
+fleetIdentities: /etc/lifeboat/fleet-identities
 {{- end }}
 
 {{/* config.yaml: the values' config with what the chart mounts. */}}
@@ -133,6 +169,21 @@ kitRoot: /host
 {{- $p := include "lifeboat.paths" . | fromYaml }}
 {{- $cfg := deepCopy .Values.config }}
 {{- $managed := dict "snapshot" (dict "spool_dir" $p.spool) "drill" (dict "scratch_dir" $p.scratch) }}
+{{- if eq .Values.mode "fleet" }}
+{{- /* The hub takes no snapshot: no spool. */}}
+{{- $fm := dict "cache_dir" $p.fleetCache }}
+{{- with .Values.fleet.identities }}
+{{- if .existingSecret }}
+{{- $_ := set $fm "drills" (dict "identities" (ternary (printf "%s/%s" $p.fleetIdentities .key) $p.fleetIdentities (ne .key ""))) }}
+{{- end }}
+{{- end }}
+{{- $managed = dict "drill" (dict "scratch_dir" $p.scratch) "fleet" $fm }}
+{{- /* The agent's sections the values default: the hub reads none. */}}
+{{- $cfg = omit $cfg "agent" "retention" }}
+{{- if not ($cfg.store | default dict).url }}
+{{- $_ := set $cfg "store" (omit ($cfg.store | default dict) "url") }}
+{{- end }}
+{{- end }}
 {{- $c := .Values.credentials }}
 {{- if $c.etcd.existingSecret }}
 {{- $_ := set $managed "etcd" (dict "cacert" (printf "%s/ca.crt" $p.etcd) "cert" (printf "%s/tls.crt" $p.etcd) "key" (printf "%s/tls.key" $p.etcd)) }}
@@ -150,7 +201,7 @@ kitRoot: /host
 {{- $_ := set $managed "agent" (dict "listen" (printf "0.0.0.0:%v" .Values.service.port)) }}
 {{- $_ := set $managed "capture" (dict "enabled" .Values.capture.enabled) }}
 {{- end }}
-{{- if .Values.kubernetesObjects.enabled }}
+{{- if include "lifeboat.kubeObjects" . }}
 {{- $_ := set $managed "kubernetes" (dict "objects" (dict "enabled" true) "namespace" .Release.Namespace) }}
 {{- end }}
 {{- $cfg = mergeOverwrite $cfg $managed }}
@@ -175,7 +226,7 @@ imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 serviceAccountName: {{ include "lifeboat.serviceAccountName" $root }}
-{{- if $v.kubernetesObjects.enabled }}
+{{- if include "lifeboat.kubeObjects" $root }}
 # The token reaches the API for the EtcdBackup objects (kubernetesObjects).
 automountServiceAccountToken: true
 {{- else }}
@@ -287,8 +338,18 @@ containers:
       - name: state
         mountPath: {{ $p.state }}
       {{- end }}
+      {{- if ne $v.mode "fleet" }}
       - name: spool
         mountPath: {{ $p.spool }}
+      {{- else }}
+      - name: fleet-cache
+        mountPath: {{ $p.fleetCache }}
+      {{- if $v.fleet.identities.existingSecret }}
+      - name: fleet-identities
+        mountPath: {{ $p.fleetIdentities }}
+        readOnly: true
+      {{- end }}
+      {{- end }}
       - name: scratch
         mountPath: {{ $p.scratch }}
       - name: tmp
@@ -330,9 +391,21 @@ volumes:
     emptyDir:
       sizeLimit: 1Mi
   {{- end }}
+  {{- if ne $v.mode "fleet" }}
   - name: spool
     emptyDir:
       sizeLimit: {{ $v.spoolSizeLimit }}
+  {{- else }}
+  - name: fleet-cache
+    emptyDir:
+      sizeLimit: {{ $v.fleet.cacheSizeLimit }}
+  {{- with $v.fleet.identities.existingSecret }}
+  - name: fleet-identities
+    secret:
+      secretName: {{ . }}
+      defaultMode: 0400
+  {{- end }}
+  {{- end }}
   - name: scratch
     emptyDir:
       sizeLimit: {{ .scratchSizeLimit }}
