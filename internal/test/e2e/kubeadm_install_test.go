@@ -43,6 +43,11 @@ config:
 credentials:
   etcd: {existingSecret: lifeboat-etcd-client}
   s3: {existingSecret: lifeboat-s3}
+# kubernetesObjects (on by default): the node runs no kube-proxy, so the
+# pods reach the apiserver at the node's address (as in TestKubeadmChart).
+extraEnv:
+  - {name: KUBERNETES_SERVICE_HOST, value: "NODE"}
+  - {name: KUBERNETES_SERVICE_PORT, value: "6443"}
 EXTRA`
 
 // cronValues: the backup CronJob every minute, the drill's a day away.
