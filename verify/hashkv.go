@@ -64,9 +64,9 @@ const (
 
 // newKVHasher returns a hasher for compact revision compact. Its key map
 // starts empty and grows with the keys met: a size hint from the file (a
-// key per page) overshot the keys of a 2 GB database 2.7 times and its
-// memory doubled from 1 to 2 GB, while Go's maps grow a table at a time,
-// for a few milliseconds of CPU per 100 000 keys.
+// key per page) overshot the keys of the 2 GB bench database 2.7 times and
+// made the walk's memory grow with the file, while Go's maps grow a table
+// at a time, for a few milliseconds of CPU per 100 000 keys.
 func newKVHasher(compact int64) *kvHasher {
 	h := &kvHasher{
 		compact: compact,
