@@ -26,8 +26,6 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 const (
 	// ctxEvery is how many records are read between context checks.
 	ctxEvery = 4096
-	// maxKeysHint caps the initial size of the key map (16 MiB or so).
-	maxKeysHint = 1 << 19
 )
 
 // errInternal marks a panic while reading a file: a bug in this package,
@@ -178,8 +176,7 @@ func (r *reader) readMetaBucket(rootVal []byte, st *Status) (scheduled int64, er
 // a compaction to scheduled begun) and, when it needs them, reads the
 // records newer than the compact revision into it first.
 func (r *reader) kvHasher(ctx context.Context, rootVal []byte, compact, scheduled int64, splitMin uint64) (*kvHasher, error) {
-	// Kubernetes values take a page or two: expect about a key per page.
-	h := newKVHasher(compact, int(min(r.meta.pgid, maxKeysHint)))
+	h := newKVHasher(compact)
 	if scheduled > compact {
 		h.notComparable(fmt.Sprintf("compaction to revision %d scheduled but only %d finished", scheduled, compact))
 	}
