@@ -195,6 +195,11 @@ func runRestoreKubeadm(ctx context.Context, a *app, cfg *Config, lg *slog.Logger
 		for _, s := range kubeadm.Steps(j) {
 			fmt.Fprintln(out, "  "+s)
 		}
+		if o.withKit {
+			if err := restoreKubeadmKit(ctx, a, cfg, lg, m, o.dryRun, now); err != nil {
+				return err
+			}
+		}
 		if o.dryRun {
 			fmt.Fprintln(out, "dry run: nothing was changed")
 			return nil
@@ -222,6 +227,23 @@ func runRestoreKubeadm(ctx context.Context, a *app, cfg *Config, lg *slog.Logger
 	}
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "kube-controller-manager and kube-scheduler reconnect by themselves (they lost their leases and restart); watchers re-list from the bumped, compacted revision")
+	return nil
+}
+
+// restoreKubeadmKit is --with-kit: the recovery kit of backup m (or,
+// when m has none, the kit of the newest backup that names one) laid back
+// below the node's root before anything else, what is there moved aside
+// (kit restore --force); with dryRun only listed.
+func restoreKubeadmKit(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, m *repository.Manifest, dryRun bool, now time.Time) error {
+	ref := m.ID
+	if m.Kit == "" {
+		ref = "latest"
+		fmt.Fprintf(a.stdout, "--with-kit: backup %s has no recovery kit: the newest kit instead\n", m.ID)
+	}
+	ko := kitRestoreOptions{ref: ref, to: kubeadmRoot, dryRun: dryRun, force: true}
+	if err := runKitRestore(ctx, cfg, lg, ko, a.stdout, now); err != nil {
+		return fmt.Errorf("--with-kit: %w: nothing of etcd was changed", err)
+	}
 	return nil
 }
 

@@ -38,6 +38,16 @@ func TestRestoreKubeadmMembersPlan(t *testing.T) {
 	cp2, cp3 := closedPort(t), closedPort(t)
 	cluster := "cp1=https://10.0.0.11:2380,cp2=https://" + cp2 + ",cp3=https://" + cp3
 	root := t.TempDir()
+	writeKubeadmManifests(t, root, cluster)
+	defer func(old string, oldEUID func() int) { kubeadmRoot, euid = old, oldEUID }(kubeadmRoot, euid)
+	kubeadmRoot, euid = root, func() int { return 0 }
+	membersPlanChecks(t, e, root, cluster)
+}
+
+// writeKubeadmManifests writes etcd.yaml (member cp1 of cluster) and
+// kube-apiserver.yaml below root as kubeadm does.
+func writeKubeadmManifests(t *testing.T, root, cluster string) {
+	t.Helper()
 	dir := filepath.Join(root, "etc/kubernetes/manifests")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
@@ -68,9 +78,12 @@ spec:
 			t.Fatal(err)
 		}
 	}
-	defer func(old string, oldEUID func() int) { kubeadmRoot, euid = old, oldEUID }(kubeadmRoot, euid)
-	kubeadmRoot, euid = root, func() int { return 0 }
+}
 
+// membersPlanChecks runs restore --kubeadm latest on root and checks
+// the plan it prints, then runs each printed command.
+func membersPlanChecks(t *testing.T, e *drillEnv, root, cluster string) {
+	t.Helper()
 	code, out, errOut := runCLI(t, nil, append([]string{"restore", "--kubeadm", "latest"}, e.args...)...)
 	if code != exitUsage || !strings.Contains(errOut, "restores single-member control planes") {
 		t.Fatalf("exit %d, want %d and the refusal\nstdout:\n%s\nstderr:\n%s", code, exitUsage, out, errOut)
