@@ -18,6 +18,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/lifeboat-dev/lifeboat/internal/test/kittest"
 	"github.com/lifeboat-dev/lifeboat/internal/test/kubeadmtest"
 )
 
@@ -30,8 +31,10 @@ const (
 	encryptedPrefix  = "k8s:enc:aescbc:v1:key1:"
 )
 
-// TestKubeadmRestoreToTime is `lifeboat restore --kubeadm --to-time` on a
-// real kubeadm node whose apiserver encrypts Secrets at rest: a `lifeboat
+// TestKubeadmRestoreToTime is `lifeboat restore --kubeadm --to-time
+// --with-kit` on a real kubeadm node whose apiserver encrypts Secrets at
+// rest: a backup with the node's recovery kit (the kit laid back first, the
+// encryption config as it was, the one there moved aside); a `lifeboat
 // agent` on the host captures the node's etcd with kubeadm's
 // certificates; namespace shop (a Deployment, ConfigMaps, a Secret stored
 // encrypted) is deleted; the restore to a time before the deletion brings
@@ -46,6 +49,13 @@ func TestKubeadmRestoreToTime(t *testing.T) {
 		t.Skip("a kubeadm node")
 	}
 	l := newLifeboat(t)
+	// Registered before Start: runs after the node's teardown, which
+	// removes the data dirs its restores left beside /var/lib/etcd too.
+	t.Cleanup(func() {
+		if left, _ := filepath.Glob("/var/lib/etcd.lifeboat-*"); len(left) > 0 && os.Getenv("KUBEADMTEST_KEEP") != "1" {
+			t.Errorf("after the node's teardown: %d data dirs of its restores left: %v", len(left), left)
+		}
+	})
 	n := kubeadmtest.Start(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 25*time.Minute)
 	defer cancel()
@@ -59,6 +69,14 @@ func TestKubeadmRestoreToTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.flags = append(l.flags, "--cacert", nodePKI+"etcd/ca.crt", "--cert", nodePKI+"apiserver-etcd-client.crt", "--key", nodePKI+"apiserver-etcd-client.key")
+	// A backup with the node's recovery kit (PKI, the encryption config),
+	// which --with-kit lays back first.
+	kid, idFile := kittest.Identity(t, t.TempDir())
+	l.run(t, "snapshot", "--endpoints", "https://"+n.IP+":2379", "--kit-path", "kubeadm", "--kit-root", "/", "--recipient", kid.Recipient().String())
+	encConfig, err := os.ReadFile(encryptionConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
 	capt := l.capture(t, []string{"https://" + n.IP + ":2379"})
 	anchor := capt.waitCaptured(t, currentRevision(t, cli))
 	t.Logf("capture generation %s from revision %d", anchor.Generation, anchor.FromRevision)
@@ -80,11 +98,17 @@ func TestKubeadmRestoreToTime(t *testing.T) {
 	capt.stop(t) // the capture of the old cluster ends with it
 	t.Logf("target %s: captured through revision %d then; the namespace deleted after", target.Format(time.RFC3339Nano), captured.Through)
 
-	code, out, took := kubeadmRestore(t, l, n, nil, "--to-time", target.Format(time.RFC3339Nano))
+	code, out, took := kubeadmRestore(t, l, n, nil, "--to-time", target.Format(time.RFC3339Nano), "--with-kit", "--identity-file", idFile)
 	if code != 0 {
 		t.Fatalf("restore --to-time: exit %d", code)
 	}
-	for _, s := range []string{"(point in time)", "readyz ok", "recovery time", "hashkv"} {
+	if got, err := os.ReadFile(encryptionConfig); err != nil || !bytes.Equal(got, encConfig) {
+		t.Errorf("%s after the kit was restored: %v, want it as it was", encryptionConfig, err)
+	}
+	if aside, _ := filepath.Glob(encryptionConfig + ".lifeboat-old-*"); len(aside) != 1 {
+		t.Errorf("the encryption config the kit replaced, moved aside: %v, want one", aside)
+	}
+	for _, s := range []string{"(point in time)", "readyz ok", "recovery time", "hashkv", "restored below /\n"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("restore output lacks %q", s)
 		}
