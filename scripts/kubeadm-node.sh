@@ -36,7 +36,8 @@
 # kubepods), unmounts what kubelet and containerd mounted, removes the
 # cgroups, the pod network namespaces, the node's namespace (its
 # iptables chains, bridge and veths go with it), CNI state, the node's
-# files (/etc/kubernetes, /var/lib/kubelet, /var/lib/etcd,
+# files (/etc/kubernetes, /var/lib/kubelet, /var/lib/etcd and the data dirs
+# restores left beside it, /var/lib/etcd.lifeboat-*,
 # /var/lib/lifeboat-kubeadm, /run/lifeboat-kubeadm, /etc/cni/net.d/
 # 10-lifeboat.conflist). Safe to run any number of times.
 #
@@ -139,7 +140,7 @@ down() {
 		ip netns delete "$netns"
 	fi
 	ip link delete "$hostif" 2>/dev/null || true
-	rm -rf /etc/kubernetes /var/lib/kubelet /var/lib/etcd "$state" "$run" "$cni_conf" \
+	rm -rf /etc/kubernetes /var/lib/kubelet /var/lib/etcd /var/lib/etcd.lifeboat-* "$state" "$run" "$cni_conf" \
 		/var/lib/cni/networks/lifeboat /var/lib/cni/results /var/log/pods /var/log/containers
 	return 0
 }

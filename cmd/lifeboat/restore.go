@@ -47,6 +47,9 @@ type restoreOptions struct {
 	// kubeadm restores a kubeadm control-plane node in place (package
 	// restore/kubeadm); rollback undoes its last restore.
 	kubeadm, rollback bool
+	// withKit lays the backup's recovery kit back below the node's root
+	// before restore --kubeadm restores etcd.
+	withKit bool
 	// keepLifeboatKeys keeps lifeboat's own keys (the agent's lock) in
 	// the restored data (restore.RemoveOwnKeys removes them otherwise).
 	keepLifeboatKeys bool
@@ -115,7 +118,7 @@ clients watching from the old revisions re-list instead of missing changes.`,
 			if err != nil {
 				return err
 			}
-			if o.kubeadm || o.rollback {
+			if o.kubeadm || o.rollback || o.withKit {
 				return kubeadmRestoreCmd(cmd, a, o, pitr)
 			}
 			switch {
@@ -154,6 +157,7 @@ clients watching from the old revisions re-list instead of missing changes.`,
 	f.StringVar(&o.toTime, "to-time", "", "point in time: restore the state after the last revision received at or before T (2026-11-30T11:00:00Z, 2026-11-30 11:00:00 in UTC, or a duration ago: 90m)")
 	f.BoolVar(&o.kubeadm, "kubeadm", false, "restore this kubeadm control-plane node in place: stop etcd and the apiserver (static pods), restore, swap the data dir (the old one kept), start and check both; a rerun finishes an interrupted one (docs/restore.md#kubeadm-control-plane)")
 	f.BoolVar(&o.keepLifeboatKeys, "keep-lifeboat-keys", false, "keep lifeboat's own keys (the agent's lock /lifeboat/lock/… with its lease) in the restored data; by default they are removed, one revision above the backup's")
+	f.BoolVar(&o.withKit, "with-kit", false, "with --kubeadm: first lay the backup's recovery kit (its PKI and encryption config; the newest kit when the backup has none) back below / as kit restore --force does (what is there is moved aside, kept)")
 	f.BoolVar(&o.rollback, "rollback", false, "with --kubeadm: put the old data dir and the manifests back (the restored data dir is kept)")
 	return c
 }
@@ -163,8 +167,12 @@ clients watching from the old revisions re-list instead of missing changes.`,
 func kubeadmRestoreCmd(cmd *cobra.Command, a *app, o restoreOptions, pitr bool) error {
 	f := cmd.Flags()
 	switch {
+	case !o.kubeadm && o.withKit:
+		return usagef("--with-kit goes with --kubeadm")
 	case !o.kubeadm:
 		return usagef("--rollback goes with --kubeadm")
+	case o.withKit && o.rollback:
+		return usagef("--rollback puts the old data dir back; --with-kit goes with a restore, not with it")
 	case o.dataDir != "" || o.walDir != "" || o.name != "" || o.cluster != "" || len(o.peerURLs) > 0 || o.force || o.owner != "":
 		return usagef("--kubeadm reads the member, its data dir and URLs from /etc/kubernetes/manifests/etcd.yaml: give no --data-dir, --wal-dir, --name, --initial-cluster, --initial-advertise-peer-urls, --force or --owner")
 	case o.rollback && (o.ref != "" || o.before != "" || pitr):

@@ -106,7 +106,10 @@ func runRestoreKubeadm(ctx context.Context, a *app, cfg *Config, lg *slog.Logger
 		return err
 	}
 	if others := n.OtherMembers(); len(others) > 0 {
-		return refuseMembers(ctx, others)
+		if err := refuseMembers(ctx, others); err != nil {
+			return err
+		}
+		return printMembersPlan(ctx, a, cfg, lg, n, o, now)
 	}
 	j, err := kubeadm.LoadJournal(kubeadmRoot)
 	if err != nil {
@@ -192,6 +195,11 @@ func runRestoreKubeadm(ctx context.Context, a *app, cfg *Config, lg *slog.Logger
 		for _, s := range kubeadm.Steps(j) {
 			fmt.Fprintln(out, "  "+s)
 		}
+		if o.withKit {
+			if err := restoreKubeadmKit(ctx, a, cfg, lg, m, o.dryRun, now); err != nil {
+				return err
+			}
+		}
 		if o.dryRun {
 			fmt.Fprintln(out, "dry run: nothing was changed")
 			return nil
@@ -222,6 +230,23 @@ func runRestoreKubeadm(ctx context.Context, a *app, cfg *Config, lg *slog.Logger
 	return nil
 }
 
+// restoreKubeadmKit is --with-kit: the recovery kit of backup m (or,
+// when m has none, the kit of the newest backup that names one) laid back
+// below the node's root before anything else, what is there moved aside
+// (kit restore --force); with dryRun only listed.
+func restoreKubeadmKit(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, m *repository.Manifest, dryRun bool, now time.Time) error {
+	ref := m.ID
+	if m.Kit == "" {
+		ref = "latest"
+		fmt.Fprintf(a.stdout, "--with-kit: backup %s has no recovery kit: the newest kit instead\n", m.ID)
+	}
+	ko := kitRestoreOptions{ref: ref, to: kubeadmRoot, dryRun: dryRun, force: true}
+	if err := runKitRestore(ctx, cfg, lg, ko, a.stdout, now); err != nil {
+		return fmt.Errorf("--with-kit: %w: nothing of etcd was changed", err)
+	}
+	return nil
+}
+
 // kubeadmSource is the backup or point in time the options name (zero:
 // none).
 func (o restoreOptions) kubeadmSource() (kubeadm.Source, error) {
@@ -237,8 +262,8 @@ func (o restoreOptions) kubeadmSource() (kubeadm.Source, error) {
 	return kubeadm.Source{Backup: o.ref}, nil
 }
 
-// refuseMembers refuses a node whose etcd has other members: exit 2,
-// naming the ones that answer.
+// refuseMembers refuses a node whose etcd has other members that are
+// still running: exit 2, naming the ones that answer.
 func refuseMembers(ctx context.Context, others []string) error {
 	var up []string
 	for _, m := range others {
@@ -256,7 +281,77 @@ func refuseMembers(ctx context.Context, others []string) error {
 	if len(up) > 0 {
 		return usagef("--kubeadm: etcd has other members that are still running (%s): stop etcd on every control-plane node first (docs/restore.md#kubeadm-control-plane)", strings.Join(up, ", "))
 	}
-	return usagef("--kubeadm: etcd has other members (%s): --kubeadm restores single-member control planes; for several, follow docs/restore.md#kubeadm-control-plane", strings.Join(others, ", "))
+	return nil
+}
+
+// printMembersPlan is restore --kubeadm on a node whose etcd has other
+// members, none of them answering: it moves nothing (exit 2: the
+// in-place restore is for one member) and prints the exact restore
+// command of every member, this node's first: the same backup (the id
+// "latest" means now), the same token and revision bump, each its own
+// --name and peer URL, into etcd.yaml's data dir (the old one moved
+// aside, kept), with the manual steps around them.
+func printMembersPlan(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, n *kubeadm.Node, o restoreOptions, now time.Time) error {
+	refusal := usagef("--kubeadm: etcd has other members (%s): --kubeadm restores single-member control planes; for several, run the commands printed above on each node, as docs/restore.md#kubeadm-control-plane says", strings.Join(n.OtherMembers(), ", "))
+	src, err := o.kubeadmSource()
+	if err != nil || (src == kubeadm.Source{}) {
+		return refusal
+	}
+	b, err := openBackups(ctx, cfg, lg)
+	if err != nil {
+		return refusal
+	}
+	ids, err := identities(cfg)
+	if err != nil {
+		return refusal
+	}
+	m, _, release, err := restoreSource(ctx, b, ids, o, now)
+	if err != nil {
+		return refusal
+	}
+	release()
+	for _, l := range membersPlan(n, src, m.ID, o) {
+		fmt.Fprintln(a.stdout, l)
+	}
+	return refusal
+}
+
+// membersPlan is the plan printMembersPlan prints.
+func membersPlan(n *kubeadm.Node, src kubeadm.Source, id string, o restoreOptions) []string {
+	what := id
+	switch {
+	case src.ToRevision != 0:
+		what = fmt.Sprintf("--to-revision %d", src.ToRevision)
+	case src.ToTime != "":
+		what = "--to-time " + src.ToTime
+	}
+	token := o.token
+	if token == "" {
+		token = "lifeboat-" + id
+	}
+	tail := " --initial-cluster " + n.InitialCluster + " --initial-cluster-token " + token
+	if o.bumpRevision > 0 {
+		tail += fmt.Sprintf(" --bump-revision %d", o.bumpRevision)
+		if o.markCompacted {
+			tail += " --mark-compacted"
+		}
+	}
+	dataDir := strings.TrimPrefix(n.DataDir, strings.TrimSuffix(n.Root, "/"))
+	members := append([]string{n.Name + "=" + n.PeerURLs[0]}, n.OtherMembers()...)
+	out := []string{
+		fmt.Sprintf("a %d-member control plane: restore every member from backup %s (the same backup and token on every node, each its own --name):", len(members), id),
+		"  1. on every node: mv /etc/kubernetes/manifests/{etcd,kube-apiserver}.yaml /etc/kubernetes/lifeboat/manifests/ and wait until crictl ps --name 'etcd|kube-apiserver' lists nothing",
+		"  2. on each node, its own command (the old data dir is moved aside to " + dataDir + ".lifeboat-old-<time>, kept):",
+	}
+	for _, mem := range members {
+		name, _, _ := strings.Cut(mem, "=")
+		out = append(out, fmt.Sprintf("     on %s: lifeboat restore %s --data-dir %s --force --name %s%s", name, what, dataDir, name, tail))
+	}
+	out = append(out,
+		"  3. on every node: mv /etc/kubernetes/lifeboat/manifests/etcd.yaml /etc/kubernetes/manifests/ (the members wait for each other), then",
+		"     etcdctl endpoint health --cluster; then mv /etc/kubernetes/lifeboat/manifests/kube-apiserver.yaml /etc/kubernetes/manifests/",
+		"  4. on every node: systemctl restart kubelet; kubectl get nodes")
+	return out
 }
 
 // writeKubeadmMember writes the journal's source into its new data dir:

@@ -21,7 +21,7 @@ import (
 
 // needLifeboat returns LIFEBOAT_BIN (make test builds it) or ends the
 // test: Fatal under CI=true, Skip otherwise.
-func needLifeboat(t *testing.T) string {
+func needLifeboat(t testing.TB) string {
 	t.Helper()
 	p := os.Getenv("LIFEBOAT_BIN")
 	if p == "" {
@@ -56,7 +56,7 @@ type lifeboat struct {
 	agentConfig string
 }
 
-func newLifeboat(t *testing.T) *lifeboat {
+func newLifeboat(t testing.TB) *lifeboat {
 	t.Helper()
 	dir := t.TempDir()
 	// The store exists, as after the first snapshot: readers (list, which
@@ -70,7 +70,7 @@ func newLifeboat(t *testing.T) *lifeboat {
 
 // run runs `lifeboat args... --store S --spool-dir D` (and l.flags) and returns its
 // standard output; a non-zero exit fails the test with both outputs.
-func (l *lifeboat) run(t *testing.T, args ...string) string {
+func (l *lifeboat) run(t testing.TB, args ...string) string {
 	t.Helper()
 	code, out, errOut := l.runCode(t, args...)
 	if code != 0 {
@@ -82,7 +82,7 @@ func (l *lifeboat) run(t *testing.T, args ...string) string {
 // runCode runs `lifeboat args... --store S --spool-dir D` and returns its
 // exit code and both outputs; only a binary that could not run at all
 // fails the test.
-func (l *lifeboat) runCode(t *testing.T, args ...string) (code int, stdout, stderr string) {
+func (l *lifeboat) runCode(t testing.TB, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	// Not canceled at the test's end: a cleanup may run it to diagnose.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 5*time.Minute)
@@ -122,7 +122,7 @@ var (
 
 // snapshot runs `lifeboat snapshot` against endpoint and returns the id
 // and the revision of the stored backup.
-func (l *lifeboat) snapshot(t *testing.T, endpoint string) (string, int64) {
+func (l *lifeboat) snapshot(t testing.TB, endpoint string) (string, int64) {
 	t.Helper()
 	out := l.run(t, "snapshot", "--endpoints", endpoint)
 	m, r := storedRE.FindStringSubmatch(out), revisionRE.FindStringSubmatch(out)

@@ -53,7 +53,7 @@ spec:
 // kubeadmRestore runs `lifeboat restore --kubeadm args...` on the node as
 // an admin would: inside its network namespace (its 127.0.0.1 is the
 // node's), with the store and spool of l; env is added (the kill hook).
-func kubeadmRestore(t *testing.T, l *lifeboat, n *kubeadmtest.Node, env []string, args ...string) (code int, out string, elapsed time.Duration) {
+func kubeadmRestore(t testing.TB, l *lifeboat, n *kubeadmtest.Node, env []string, args ...string) (code int, out string, elapsed time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 8*time.Minute)
 	defer cancel()
@@ -213,7 +213,7 @@ func webContainers(kubectl func(...string) string) []string {
 // Deployment has two ready pods in containers none of which is one of old
 // (the restored pod statuses name the containers that ran before: kubelet
 // must start new ones); it returns their ids.
-func checkShop(t *testing.T, kubectl func(...string) string, old []string) []string {
+func checkShop(t testing.TB, kubectl func(...string) string, old []string) []string {
 	t.Helper()
 	for _, c := range []struct{ args, want string }{
 		{"get configmap -n shop prices -o jsonpath={.data.apple}/{.data.pear}", "3/5"},
