@@ -116,6 +116,12 @@ func TestReplayCheckFindsFaults(t *testing.T) {
 				if err != nil {
 					t.Fatalf("replay with no fault: %v", err)
 				}
+				// The end check reads a deleted key back: one the
+				// store holds fails it.
+				r.deleted["a"] = 6
+				if err := r.checkDeleted(t.Context()); !errors.Is(err, ErrReplay) {
+					t.Errorf("the end check with a deleted key the store holds: %v, want ErrReplay", err)
+				}
 				return
 			}
 			if !errors.Is(err, ErrReplay) {
