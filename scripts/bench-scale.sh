@@ -19,7 +19,7 @@
 #   BENCH_RUNS=3 BENCH_SECTIONS="snapshot drill" scripts/bench-scale.sh 8GB
 #
 # The seeded data dir is kept in $BENCH_DIR (default /var/tmp/lifeboat-scale/SIZE);
-# disk needed: about (5 + RUNS) × SIZE while it runs, 1.5 × SIZE more to
+# disk needed: about (5 + RUNS) × SIZE while it runs, 2 × SIZE more to
 # seed (the database, the stored backups, and the largest step's copies:
 # the user's decoded copy and 3 restored members), checked before anything
 # starts, with a clear error; each step's output is deleted before the next.
@@ -56,7 +56,8 @@ command -v zstd >/dev/null || {
 	echo "bench-scale: the user's pipeline needs the zstd command (apt-get install zstd)" >&2
 	exit 1
 }
-# Disk: the seeded database (about 1.5 × SIZE with etcd's WAL, unless it
+# Disk: the seeded database (about 2 × SIZE with etcd's WAL: 4.1 GB and
+# 3.5 GB of WAL at 4GB, unless it
 # is kept from an earlier run), the stored backups (one per snapshot run
 # and the first one, each at most SIZE), and the largest step's copies:
 # the restore of 3 members, the user's decoded copy and 3 member
@@ -65,7 +66,7 @@ command -v zstd >/dev/null || {
 step=2 # the drill: the user's decoded copy and its etcd's data dir
 want restore3 && step=4
 need_kb=$(((step + RUNS + 1) * mb * 1024))
-[ -f "$DIR/seeded" ] || need_kb=$((need_kb + mb * 1536))
+[ -f "$DIR/seeded" ] || need_kb=$((need_kb + mb * 2048))
 free_kb=$(df -Pk "$DIR" | awk 'NR==2 {print $4}')
 if [ "$free_kb" -lt "$need_kb" ]; then
 	echo "bench-scale: not enough disk for a $SIZE run: $DIR has $((free_kb >> 20)) GiB free, the run needs about $((need_kb >> 20)) GiB" \
