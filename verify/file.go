@@ -26,8 +26,9 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 const (
 	// ctxEvery is how many records are read between context checks.
 	ctxEvery = 4096
-	// maxKeysHint caps the initial size of the key map (16 MiB or so).
-	maxKeysHint = 1 << 19
+	// maxKeysHint caps the initial size of the key map (3.3 MiB: 35 bytes
+	// a key); it grows from there as keys come.
+	maxKeysHint = 1 << 17
 )
 
 // errInternal marks a panic while reading a file: a bug in this package,
@@ -178,8 +179,13 @@ func (r *reader) readMetaBucket(rootVal []byte, st *Status) (scheduled int64, er
 // a compaction to scheduled begun) and, when it needs them, reads the
 // records newer than the compact revision into it first.
 func (r *reader) kvHasher(ctx context.Context, rootVal []byte, compact, scheduled int64, splitMin uint64) (*kvHasher, error) {
-	// Kubernetes values take a page or two: expect about a key per page.
-	h := newKVHasher(compact, int(min(r.meta.pgid, maxKeysHint)))
+	// Kubernetes values take a page or two, and the file holds their
+	// history and free pages too: bench-scale's files hold 0.36 keys per
+	// page, the 180 000-object bench's 0.67. Pre-sized at a key per page,
+	// the map took 13 MiB at 1 GB and 27 MiB from 2 GB on for 3 and 7 MiB
+	// of keys: the snapshot's peak RSS grew by 11 MiB from 1 to 2 GB
+	// (docs/benchmarks.md, issue 31).
+	h := newKVHasher(compact, int(min(r.meta.pgid/4, maxKeysHint)))
 	if scheduled > compact {
 		h.notComparable(fmt.Sprintf("compaction to revision %d scheduled but only %d finished", scheduled, compact))
 	}
