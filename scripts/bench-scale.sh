@@ -41,7 +41,27 @@ OUT=$PWD/bench-out
 LB=${LIFEBOAT_BENCH_BIN:-$BIN/lifeboat}
 SECTIONS=" ${BENCH_SECTIONS:-snapshot verify drill restore3 inspect} "
 want() { [[ $SECTIONS == *" $1 "* ]]; }
-mkdir -p "$DIR" "$OUT"
+mkdir -p "$DIR"
+# Disk, checked first (before the tools, a build or a seed): the seeded
+# database (about 2 × SIZE with etcd's WAL: 4.1 GB and 3.5 GB of WAL at
+# 4GB; not counted when it is kept from an earlier run), the stored
+# backups (one per snapshot run and the first one, each counted at SIZE),
+# and the largest step's copies: the restore of 3 members, the user's
+# decoded copy and 3 member directories (4 × SIZE; without that section
+# the drill's 2 × SIZE). Each step's output is deleted before the next
+# (clean_step), so the steps' copies are never on disk together.
+step=2 # the drill: the user's decoded copy and its etcd's data dir
+want restore3 && step=4
+need_kb=$(((step + RUNS + 1) * mb * 1024))
+[ -f "$DIR/seeded" ] || need_kb=$((need_kb + mb * 2048))
+free_kb=$(df -Pk "$DIR" | awk 'NR==2 {print $4}')
+if [ "$free_kb" -lt "$need_kb" ]; then
+	echo "bench-scale: not enough disk for a $SIZE run: $DIR has $((free_kb >> 20)) GiB free, the run needs about $((need_kb >> 20)) GiB" \
+		"(the seeded database, $((RUNS + 1)) stored backups, and $step × $SIZE for the largest step: 4 for the restore of 3 members beside the user's decoded copy);" \
+		"free space there, or set BENCH_DIR to a directory on a larger disk" >&2
+	exit 1
+fi
+mkdir -p "$OUT"
 for t in etcd etcdctl etcdutl age age-keygen versitygw; do
 	[ -x "$BIN/$t" ] || {
 		echo "bench-scale: no $BIN/$t: run make tools" >&2
@@ -56,24 +76,6 @@ command -v zstd >/dev/null || {
 	echo "bench-scale: the user's pipeline needs the zstd command (apt-get install zstd)" >&2
 	exit 1
 }
-# Disk: the seeded database (about 2 × SIZE with etcd's WAL: 4.1 GB and
-# 3.5 GB of WAL at 4GB, unless it
-# is kept from an earlier run), the stored backups (one per snapshot run
-# and the first one, each at most SIZE), and the largest step's copies:
-# the restore of 3 members, the user's decoded copy and 3 member
-# directories (4 × SIZE; without that section the drill's 2 × SIZE). Each step's output is deleted before the next
-# (clean_step), so the steps' copies are never on disk together.
-step=2 # the drill: the user's decoded copy and its etcd's data dir
-want restore3 && step=4
-need_kb=$(((step + RUNS + 1) * mb * 1024))
-[ -f "$DIR/seeded" ] || need_kb=$((need_kb + mb * 2048))
-free_kb=$(df -Pk "$DIR" | awk 'NR==2 {print $4}')
-if [ "$free_kb" -lt "$need_kb" ]; then
-	echo "bench-scale: not enough disk for a $SIZE run: $DIR has $((free_kb >> 20)) GiB free, the run needs about $((need_kb >> 20)) GiB" \
-		"(the seeded database, $((RUNS + 1)) stored backups, and $step × $SIZE for the largest step: 4 for the restore of 3 members beside the user's decoded copy);" \
-		"free space there, or set BENCH_DIR to a directory on a larger disk" >&2
-	exit 1
-fi
 go build -o "$BIN/benchtool" ./internal/test/benchtool
 . scripts/bench-lib.sh
 [ -f "$DIR/ports" ] || echo "$(free_port) $(free_port)" >"$DIR/ports"
