@@ -99,8 +99,8 @@ type replayResult struct {
 
 // RunReplay is the child side of a drill's replay: it reads the job and
 // the segments from in (the protocol above), applies them with the
-// replay's checks (the revision after each revision, every written key
-// at the end, leases recreated), and writes its result line and, on
+// replay's checks (the revision after each revision, every write as the
+// store wrote it, the deleted keys at the end, leases recreated), and writes its result line and, on
 // failure, its error line to out, where etcd's storage code also logs its
 // errors. It lifts any soft memory limit and sets the GC target to
 // ReplayGCPercent, for the rest of the process.

@@ -19,9 +19,10 @@
 #   BENCH_RUNS=3 BENCH_SECTIONS="snapshot drill" scripts/bench-scale.sh 8GB
 #
 # The seeded data dir is kept in $BENCH_DIR (default /var/tmp/lifeboat-scale/SIZE);
-# disk needed: about 7 × SIZE while it runs (the database, etcdctl's copy,
-# the stored object and versitygw's, the drill's and the restores' copies),
-# checked before anything starts.
+# disk needed: about (5 + RUNS) × SIZE while it runs, 2 × SIZE more to
+# seed (the database, the stored backups, and the largest step's copies:
+# the user's decoded copy and 3 restored members), checked before anything
+# starts, with a clear error; each step's output is deleted before the next.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$PWD/.bin
@@ -40,8 +41,27 @@ OUT=$PWD/bench-out
 LB=${LIFEBOAT_BENCH_BIN:-$BIN/lifeboat}
 SECTIONS=" ${BENCH_SECTIONS:-snapshot verify drill restore3 inspect} "
 want() { [[ $SECTIONS == *" $1 "* ]]; }
-mkdir -p "$DIR" "$OUT"
-go build -o "$BIN/benchtool" ./internal/test/benchtool
+mkdir -p "$DIR"
+# Disk, checked first (before the tools, a build or a seed): the seeded
+# database (about 2 × SIZE with etcd's WAL: 4.1 GB and 3.5 GB of WAL at
+# 4GB; not counted when it is kept from an earlier run), the stored
+# backups (one per snapshot run and the first one, each counted at SIZE),
+# and the largest step's copies: the restore of 3 members, the user's
+# decoded copy and 3 member directories (4 × SIZE; without that section
+# the drill's 2 × SIZE). Each step's output is deleted before the next
+# (clean_step), so the steps' copies are never on disk together.
+step=2 # the drill: the user's decoded copy and its etcd's data dir
+want restore3 && step=4
+need_kb=$(((step + RUNS + 1) * mb * 1024))
+[ -f "$DIR/seeded" ] || need_kb=$((need_kb + mb * 2048))
+free_kb=$(df -Pk "$DIR" | awk 'NR==2 {print $4}')
+if [ "$free_kb" -lt "$need_kb" ]; then
+	echo "bench-scale: not enough disk for a $SIZE run: $DIR has $((free_kb >> 20)) GiB free, the run needs about $((need_kb >> 20)) GiB" \
+		"(the seeded database, $((RUNS + 1)) stored backups, and $step × $SIZE for the largest step: 4 for the restore of 3 members beside the user's decoded copy);" \
+		"free space there, or set BENCH_DIR to a directory on a larger disk" >&2
+	exit 1
+fi
+mkdir -p "$OUT"
 for t in etcd etcdctl etcdutl age age-keygen versitygw; do
 	[ -x "$BIN/$t" ] || {
 		echo "bench-scale: no $BIN/$t: run make tools" >&2
@@ -56,14 +76,7 @@ command -v zstd >/dev/null || {
 	echo "bench-scale: the user's pipeline needs the zstd command (apt-get install zstd)" >&2
 	exit 1
 }
-need_kb=$((mb * 7 * 1024))
-free_kb=$(df -Pk "$DIR" | awk 'NR==2 {print $4}')
-if [ -f "$DIR/seeded" ]; then need_kb=$((need_kb - mb * 1024)); fi
-if [ "$free_kb" -lt "$need_kb" ]; then
-	echo "bench-scale: $DIR has $((free_kb >> 20)) GiB free, a $SIZE run needs about $((need_kb >> 20)) GiB" >&2
-	exit 1
-fi
-
+go build -o "$BIN/benchtool" ./internal/test/benchtool
 . scripts/bench-lib.sh
 [ -f "$DIR/ports" ] || echo "$(free_port) $(free_port)" >"$DIR/ports"
 read -r cport pport <"$DIR/ports"
@@ -168,6 +181,14 @@ timed() {
 		exit 1
 	}
 	echo "$name $(cat "$OUT/time.tmp") $hwm" >>"$runs"
+	clean_step
+}
+# clean_step deletes what a step left (restored members, the drill's and
+# the user's copies, the cache, the scratch and spool contents): the next
+# step starts with the disk the check above counted.
+clean_step() {
+	rm -rf "$DIR/r" "$DIR/ud" "$DIR/ud.db" "$DIR/ur.db" "$DIR/etcdctl.db" "$DIR/cache"
+	find "$DIR/spool" "$DIR/scratch" -mindepth 1 -delete 2>/dev/null || true
 }
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 bash -c lifeboat_snapshot >/dev/null 2>&1 # the bucket, the page cache, a backup to read

@@ -101,6 +101,14 @@ out=$("$root/scripts/bench-scale.sh" 8TB 2>&1)
 rc=$?
 set -e
 [ $rc -eq 2 ] && [[ $out == *"want whole gigabytes"* ]] || fail "bench-scale.sh 8TB: exit $rc, $out"
+# ... and a run the disk cannot hold, with a clear error, before it
+# checks its tools, builds or seeds anything (1000 runs at 99GB: ~99 TB).
+set +e
+out=$(BENCH_DIR=$work/scale BENCH_RUNS=1000 "$root/scripts/bench-scale.sh" 99GB 2>&1)
+rc=$?
+set -e
+[ $rc -eq 1 ] && [[ $out == *"not enough disk for a 99GB run"* ]] && [[ $out == *"set BENCH_DIR"* ]] ||
+	fail "bench-scale.sh 99GB with 1000 runs: exit $rc, $out"
 
 # .bin is the tools' cache, never in the repository: a .bin symlink (a
 # worktree's, to the main tree's tools) was once committed and merged,
