@@ -74,6 +74,11 @@ func newCaptureRig(t *testing.T) *captureRig {
 	for k, v := range s3CLIEnv(t, srv) {
 		r.env = append(r.env, k+"="+v)
 	}
+	// Every command's spool in the test's directory, never the default
+	// /var/lib/lifeboat/spool of the machine running the tests (restore
+	// --to-revision spooled there: TestAgentCapturePointInTimeRestore
+	// failed where /var/lib/lifeboat could not be made).
+	r.env = append(r.env, "LIFEBOAT_SNAPSHOT_SPOOL_DIR="+filepath.Join(r.dir, "spool"))
 	r.store = []string{"--cluster", "c", "--store", "s3://backups/etcd", "--s3-endpoint", srv.Endpoint, "--s3-path-style", "--s3-region", srv.Region}
 	srv.Env(t) // the test's own reads of the store
 	st, err := uploader.NewS3(t.Context(), uploader.S3Config{Bucket: "backups", Prefix: "etcd", Endpoint: srv.Endpoint, Region: srv.Region, PathStyle: true},
