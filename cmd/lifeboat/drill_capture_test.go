@@ -37,7 +37,11 @@ func TestAgentCaptureDrill(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, d := range drills {
-			if d.DrillReport != nil && d.PointInTime != nil && d.StartedAt.After(compactedAt) {
+			// A drill that saw the compaction: one started just after
+			// Compact returned has been seen to ask the live member
+			// for its HashKV and get the compact revision of before
+			// (-1) on a loaded machine (CI, 2026-12-04).
+			if d.DrillReport != nil && d.PointInTime != nil && d.StartedAt.After(compactedAt) && d.PointInTime.LiveCompactRevision == compact {
 				found = d
 				return true
 			}
