@@ -280,6 +280,13 @@ evictionHard:
   imagefs.available: 1Gi
   nodefs.inodesFree: 1%
   imagefs.inodesFree: 1%
+# Nor may its image cleanup run: its images are imported, never pulled, and
+# at 85% of the shared disk kubelet deleted the pause image while a restore
+# had the static pods stopped (containerd 1.6 does not pin it), so the
+# apiserver's pod could not start again (TestKubeadmRestoreLarge, branch
+# noderestore2, 2026-12-04). 100 turns image cleanup off.
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
 EOF
 }
 
