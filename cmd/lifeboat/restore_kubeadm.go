@@ -115,28 +115,9 @@ func runRestoreKubeadm(ctx context.Context, a *app, cfg *Config, lg *slog.Logger
 	if err != nil {
 		return err
 	}
-	kopts := kubeadm.Options{Out: out}
-	if phase := os.Getenv(killAfterEnv); phase != "" {
-		kopts.AfterPhase = func(p kubeadm.Phase) error {
-			if string(p) == phase {
-				return syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			}
-			return nil
-		}
-	}
+	kopts := kubeadmOptions(out)
 	if o.rollback {
-		if j == nil {
-			return usagef("--rollback: no restore journal at %s: nothing to roll back", filepath.Join(kubeadmRoot, kubeadm.JournalFile))
-		}
-		fmt.Fprintf(out, "rolling back the restore of %s started %s (phase %s)\n", j.Source, j.Started.Format(time.RFC3339), j.Phase)
-		if err := kubeadm.Rollback(ctx, n, j, kopts); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "rolled back in %.1fs\n", time.Since(now).Seconds())
-		fmt.Fprintln(out, "now restart kubelet (systemctl restart kubelet): the old data's revisions are below the restored ones it has seen,")
-		fmt.Fprintln(out, "and its watches wait for them (\"too large resource version\") until it restarts; kube-controller-manager and kube-scheduler")
-		fmt.Fprintln(out, "restart by themselves after losing their leases (or: crictl stop $(crictl ps -q --name 'kube-controller-manager|kube-scheduler'))")
-		return nil
+		return rollbackKubeadm(ctx, out, n, j, kopts, now)
 	}
 	src, err := o.kubeadmSource()
 	if err != nil {
@@ -216,6 +197,13 @@ func runRestoreKubeadm(ctx context.Context, a *app, cfg *Config, lg *slog.Logger
 	if err != nil {
 		return err
 	}
+	printKubeadmRestored(out, n, j, res, now)
+	return nil
+}
+
+// printKubeadmRestored says what the restore checked, where the old data
+// dir is kept and the recovery time.
+func printKubeadmRestored(out io.Writer, n *kubeadm.Node, j *kubeadm.Journal, res *kubeadm.Result, now time.Time) {
 	fmt.Fprintf(out, "\nrestored %s on %s: checked %s\n", j.Source, n.Name, strings.Join(res.Checks, ", "))
 	if len(res.Counts) > 0 {
 		fmt.Fprintf(out, "Kubernetes objects in etcd: %s\n", strings.Join(res.Counts, ", "))
@@ -227,6 +215,37 @@ func runRestoreKubeadm(ctx context.Context, a *app, cfg *Config, lg *slog.Logger
 	}
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "kube-controller-manager and kube-scheduler reconnect by themselves (they lost their leases and restart); watchers re-list from the bumped, compacted revision")
+}
+
+// kubeadmOptions are the phases' options: output to out, and the tests'
+// kill hook (killAfterEnv names the phase after which the process
+// SIGKILLs itself).
+func kubeadmOptions(out io.Writer) kubeadm.Options {
+	kopts := kubeadm.Options{Out: out}
+	if phase := os.Getenv(killAfterEnv); phase != "" {
+		kopts.AfterPhase = func(p kubeadm.Phase) error {
+			if string(p) == phase {
+				return syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
+			return nil
+		}
+	}
+	return kopts
+}
+
+// rollbackKubeadm puts back the old data dir of the journal's restore.
+func rollbackKubeadm(ctx context.Context, out io.Writer, n *kubeadm.Node, j *kubeadm.Journal, kopts kubeadm.Options, now time.Time) error {
+	if j == nil {
+		return usagef("--rollback: no restore journal at %s: nothing to roll back", filepath.Join(kubeadmRoot, kubeadm.JournalFile))
+	}
+	fmt.Fprintf(out, "rolling back the restore of %s started %s (phase %s)\n", j.Source, j.Started.Format(time.RFC3339), j.Phase)
+	if err := kubeadm.Rollback(ctx, n, j, kopts); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "rolled back in %.1fs\n", time.Since(now).Seconds())
+	fmt.Fprintln(out, "now restart kubelet (systemctl restart kubelet): the old data's revisions are below the restored ones it has seen,")
+	fmt.Fprintln(out, "and its watches wait for them (\"too large resource version\") until it restarts; kube-controller-manager and kube-scheduler")
+	fmt.Fprintln(out, "restart by themselves after losing their leases (or: crictl stop $(crictl ps -q --name 'kube-controller-manager|kube-scheduler'))")
 	return nil
 }
 
