@@ -156,4 +156,26 @@ if CHECK_RC=1 GO=$gt/go "$gt/scripts/go-tests.sh" >/dev/null; then
 	fail "go-tests.sh passed with deploy/check.sh failing"
 fi
 
+# 8. install-debian.sh (the node's packages, chromium): nothing missing
+# calls no apt-get; missing without root installs nothing and exits 0,
+# but 2 under CI=true; a package that leaves its file missing fails (a
+# fake id and apt-get on PATH).
+deb=$work/deb
+mkdir -p "$deb"
+printf '#!/bin/sh\necho apt-get "$@" >>%s/apt.log\n' "$deb" >"$deb/apt-get"
+printf '#!/bin/sh\necho ${FAKE_UID:-1000}\n' >"$deb/id"
+chmod +x "$deb/apt-get" "$deb/id"
+inst() { PATH=$deb:$PATH "$root/scripts/install-debian.sh" "the tests" "$@"; }
+inst present:"$root/Makefile" || fail "install-debian.sh with nothing missing: exit $?"
+[ ! -e "$deb/apt.log" ] || fail "install-debian.sh ran apt-get with nothing missing"
+out=$(CI= inst gone:"$deb/nothing" 2>&1) || fail "install-debian.sh without root outside CI: exit $?"
+case $out in *"gone missing and not root"*) ;; *) fail "install-debian.sh without root: said: $out" ;; esac
+rc=0
+CI=true inst gone:"$deb/nothing" 2>/dev/null || rc=$?
+[ "$rc" = 2 ] || fail "install-debian.sh without root under CI=true: exit $rc, want 2"
+rc=0
+out=$(FAKE_UID=0 inst gone:"$deb/nothing" 2>&1) || rc=$?
+[ "$rc" = 1 ] || fail "install-debian.sh whose package left its file missing: exit $rc, want 1: $out"
+grep -q "install -y -qq --no-install-recommends gone" "$deb/apt.log" || fail "install-debian.sh did not install gone: $(cat "$deb/apt.log")"
+
 echo "test-scripts: ok"
