@@ -1,6 +1,10 @@
 package repository_test
 
 import (
+	"context"
+	"io"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,5 +66,67 @@ func TestUntrustedMarker(t *testing.T) {
 				t.Fatalf("window: %+v, want through time %s and %d untrusted marker(s)", ws, tc.want, tc.untrusted)
 			}
 		})
+	}
+}
+
+// markerGets counts the reads of progress markers.
+type markerGets struct {
+	uploader.Store
+	n atomic.Int64
+}
+
+func (c *markerGets) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	if strings.Contains(key, "/progress/") {
+		c.n.Add(1)
+	}
+	return c.Store.Get(ctx, key)
+}
+
+// TestWindowsReadsMarkersOnce: with signing on, Windows checks each
+// marker that moves the window's time once per Repo, not again on every
+// call (the agent, capture's compactor and prune call it every few
+// seconds), and a sealed marker is read once for its time and its
+// reason together. An unreadable one stays unknown: read again.
+func TestWindowsReadsMarkersOnce(t *testing.T) {
+	ctx := t.Context()
+	key, err := signing.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := dirBackups(t, t.TempDir())
+	w.Signer = key
+	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	m := jobtest.PutBackup(t, w, t0, uploader.PutOptions{}, true)
+	s := m.Revision
+	segKey, hash := putChain(t, w, m.ID, s, [][2]int64{{s + 1, s + 3}})
+	for i, sealed := range []bool{false, false, true} {
+		p := &repository.Progress{Format: repository.ProgressFormat, Generation: m.ID, ClusterID: "2a", SnapshotID: m.ID,
+			SnapshotRevision: s, Through: s + 3, At: t0.Add(time.Duration(i+1) * time.Minute), LastSegment: segKey, LastHash: hash, Token: 1, Sealed: sealed}
+		if sealed {
+			p.SealReason = "test"
+		}
+		if _, err := w.PutProgress(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := &markerGets{Store: w.Store}
+	r := repository.New(st, w.Cluster)
+	r.Trust = &signing.Trust{Keys: []signing.PublicKey{key.Public()}}
+	l, err := r.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int64{3, 0, 0} {
+		st.n.Store(0)
+		ws, err := r.Windows(ctx, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ws) != 1 || !ws[0].ThroughTime.Equal(t0.Add(3*time.Minute)) || !ws[0].Sealed || ws[0].SealReason != "test" {
+			t.Fatalf("call %d: window %+v, want through time %s, sealed for test", i+1, ws, t0.Add(3*time.Minute))
+		}
+		if got := st.n.Load(); got != want {
+			t.Errorf("call %d of Windows read %d progress markers, want %d", i+1, got, want)
+		}
 	}
 }
