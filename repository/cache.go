@@ -25,6 +25,7 @@ var maxCached = 10000
 type cache struct {
 	manifests docCache[Manifest]
 	reports   docCache[DrillReport]
+	markers   docCache[Progress] // read by Windows with signing on (checked)
 }
 
 // docCache is the cache of one kind of document, by object key.
@@ -94,5 +95,20 @@ func (c *cache) report(o uploader.ObjectInfo) *DrillReport {
 func (c *cache) keepReports(objs []uploader.ObjectInfo, rs []*DrillReport, errs []error) {
 	if c != nil {
 		c.reports.keep(objs, rs, errs)
+	}
+}
+
+// marker returns the cached progress marker of the listed object o, or nil.
+func (c *cache) marker(o uploader.ObjectInfo) *Progress {
+	if c == nil {
+		return nil
+	}
+	return c.markers.get(o)
+}
+
+// keepMarkers makes the markers of one listing the cached ones.
+func (c *cache) keepMarkers(objs []uploader.ObjectInfo, ps []*Progress, errs []error) {
+	if c != nil {
+		c.markers.keep(objs, ps, errs)
 	}
 }

@@ -139,14 +139,16 @@ func (b *Repo) Windows(ctx context.Context, l *Listing) ([]Window, error) {
 		gens[g] = true
 	}
 	var out []Window
+	rd := &markerReads{b: b, read: map[string]*Progress{}}
 	for g := range gens {
-		w, err := b.window(ctx, g, anchors[g], segs[g], markers[g], l.trustedDamage)
+		w, err := b.window(ctx, g, anchors[g], segs[g], markers[g], l.trustedDamage, rd)
 		if err != nil {
 			return nil, err
 		}
 		w.Stray = append(w.Stray, stray[g]...)
 		out = append(out, w)
 	}
+	rd.keep(markers)
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].FromTime.Equal(out[j].FromTime) {
 			return out[i].FromTime.Before(out[j].FromTime)
@@ -156,7 +158,7 @@ func (b *Repo) Windows(ctx context.Context, l *Listing) ([]Window, error) {
 	return out, nil
 }
 
-func (b *Repo) window(ctx context.Context, gen string, anchor *Manifest, segs []SegmentInfo, markers []ProgressInfo, damage func(string) *Damage) (Window, error) {
+func (b *Repo) window(ctx context.Context, gen string, anchor *Manifest, segs []SegmentInfo, markers []ProgressInfo, damage func(string) *Damage, rd *markerReads) (Window, error) {
 	w := Window{Generation: gen, Anchor: anchor, Markers: markers}
 	if anchor == nil {
 		w.Problem = "its snapshot " + gen + " is not an intact committed backup"
@@ -188,7 +190,7 @@ func (b *Repo) window(ctx context.Context, gen string, anchor *Manifest, segs []
 			if b.Signing() {
 				// A marker vouches for time only when it is this
 				// cluster's own: read it and check its signature.
-				if _, err := b.ReadProgress(ctx, m); errors.Is(err, ErrUntrusted) {
+				if _, err := rd.get(ctx, m); errors.Is(err, ErrUntrusted) {
 					w.Untrusted = append(w.Untrusted, m.Object)
 					continue
 				} else if err != nil {
@@ -199,7 +201,7 @@ func (b *Repo) window(ctx context.Context, gen string, anchor *Manifest, segs []
 		}
 		if m.Sealed && !w.Sealed {
 			w.Sealed = true
-			p, err := b.ReadProgress(ctx, m)
+			p, err := rd.get(ctx, m)
 			if err != nil {
 				w.SealReason = "unknown (" + err.Error() + ")"
 			} else {
@@ -208,6 +210,46 @@ func (b *Repo) window(ctx context.Context, gen string, anchor *Manifest, segs []
 		}
 	}
 	return w, nil
+}
+
+// markerReads reads the progress markers one Windows call needs, each
+// at most once, and the ones read before from the Repo's cache (a marker
+// is immutable: its name says what it vouches for).
+type markerReads struct {
+	b    *Repo
+	read map[string]*Progress // by key: the markers read and checked in this call
+}
+
+// get returns marker m, checked (its signature, with signing on).
+func (r *markerReads) get(ctx context.Context, m ProgressInfo) (*Progress, error) {
+	if p := r.read[m.Object.Key]; p != nil {
+		return p, nil
+	}
+	p := r.b.cache.marker(m.Object)
+	if p == nil {
+		var err error
+		if p, err = r.b.ReadProgress(ctx, m); err != nil {
+			return nil, err
+		}
+	}
+	r.read[m.Object.Key] = p
+	return p, nil
+}
+
+// keep makes the markers this call read (of those listed) the cached
+// ones; one that could not be read stays unknown and is read again.
+func (r *markerReads) keep(listed map[string][]ProgressInfo) {
+	var objs []uploader.ObjectInfo
+	var ps []*Progress
+	var errs []error
+	for _, ms := range listed {
+		for _, m := range ms {
+			if p := r.read[m.Object.Key]; p != nil {
+				objs, ps, errs = append(objs, m.Object), append(ps, p), append(errs, nil)
+			}
+		}
+	}
+	r.b.cache.keepMarkers(objs, ps, errs)
 }
 
 // path sets the window's run: from the anchor's revision + 1, at each
