@@ -151,6 +151,31 @@ func Start(t testing.TB, opts Options) *Server {
 }
 
 func start(ctx context.Context, tmp string, opts Options) (*Server, error) {
+	s, err := newServer(tmp, opts.Binary)
+	if err != nil {
+		return nil, err
+	}
+	args, err := s.prepare(opts)
+	if err != nil {
+		return nil, err
+	}
+	s.cmd = exec.Command(opts.Binary, args...)
+	s.cmd.Dir = s.dir
+	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
+	if err := etcdtest.StartChild(s.cmd, s.exited, &s.err); err != nil {
+		return nil, fmt.Errorf("start %s: %w", opts.Binary, err)
+	}
+	if err := s.waitReady(ctx); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// newServer makes the server's directory under tmp and picks its port
+// (a free one now; Start tries again when another process takes it
+// before the server binds it).
+func newServer(tmp, binary string) (*Server, error) {
 	dir := filepath.Join(tmp, "kube-apiserver")
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create %s: %w", dir, err)
@@ -161,38 +186,33 @@ func start(ctx context.Context, tmp string, opts Options) (*Server, error) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	_ = ln.Close()
-
-	s := &Server{
+	return &Server{
 		URL:    fmt.Sprintf("https://127.0.0.1:%d", port),
 		Token:  randomHex(16),
 		CAFile: filepath.Join(dir, "serving.crt"),
-		Binary: opts.Binary,
+		Binary: binary,
 		dir:    dir,
 		exited: make(chan struct{}),
 		out:    &syncbuf.Buffer{Max: 4 << 20},
-	}
-	servingKey := filepath.Join(dir, "serving.key")
-	servingCert := s.CAFile
-	if opts.ServingCertFile != "" {
-		servingCert, servingKey, s.CAFile = opts.ServingCertFile, opts.ServingKeyFile, opts.ServingCAFile
-	} else if err := writeServingCert(s.CAFile, servingKey); err != nil {
+	}, nil
+}
+
+// prepare writes the files the server reads (its serving certificate,
+// service-account keys and token file, unless opts gives them) and
+// returns its command line.
+func (s *Server) prepare(opts Options) ([]string, error) {
+	servingCert, servingKey, err := s.servingCert(opts)
+	if err != nil {
 		return nil, err
 	}
-	pool := x509.NewCertPool()
-	certPEM, err := os.ReadFile(s.CAFile)
-	if err != nil {
-		return nil, fmt.Errorf("read serving certificate: %w", err)
-	}
-	pool.AppendCertsFromPEM(certPEM)
-	s.tls = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	saPub, saKey := opts.ServiceAccountKeyFile, opts.ServiceAccountSigningKeyFile
 	if saPub == "" {
-		saPub, saKey = filepath.Join(dir, "sa.pub"), filepath.Join(dir, "sa.key")
+		saPub, saKey = filepath.Join(s.dir, "sa.pub"), filepath.Join(s.dir, "sa.key")
 		if err := writeKeyPair(saPub, saKey); err != nil {
 			return nil, err
 		}
 	}
-	tokens := filepath.Join(dir, "tokens.csv")
+	tokens := filepath.Join(s.dir, "tokens.csv")
 	if err := os.WriteFile(tokens, []byte(s.Token+`,kubetest,kubetest-uid,"system:masters"`+"\n"), 0o600); err != nil {
 		return nil, fmt.Errorf("write token file: %w", err)
 	}
@@ -200,14 +220,15 @@ func start(ctx context.Context, tmp string, opts Options) (*Server, error) {
 	if ipRange == "" {
 		ipRange = "10.96.0.0/24"
 	}
+	port := strings.TrimPrefix(s.URL, "https://127.0.0.1:")
 	args := []string{
 		"--etcd-servers", strings.Join(opts.EtcdServers, ","),
 		"--bind-address", "127.0.0.1",
 		"--advertise-address", "127.0.0.1",
-		"--secure-port", fmt.Sprint(port),
+		"--secure-port", port,
 		"--tls-cert-file", servingCert,
 		"--tls-private-key-file", servingKey,
-		"--cert-dir", filepath.Join(dir, "certs"),
+		"--cert-dir", filepath.Join(s.dir, "certs"),
 		// The lease reconciler refuses a loopback advertise address.
 		"--endpoint-reconciler-type", "none",
 		"--authorization-mode", "AlwaysAllow",
@@ -218,6 +239,36 @@ func start(ctx context.Context, tmp string, opts Options) (*Server, error) {
 		"--service-cluster-ip-range", ipRange,
 		"--profiling=false",
 	}
+	etcdArgs, err := s.etcdAndEncryptionArgs(opts)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(args, etcdArgs...), opts.Args...), nil
+}
+
+// servingCert returns the server's certificate and key (written here
+// unless opts gives them) and makes the client side trust it.
+func (s *Server) servingCert(opts Options) (cert, key string, err error) {
+	cert, key = s.CAFile, filepath.Join(s.dir, "serving.key")
+	if opts.ServingCertFile != "" {
+		cert, key, s.CAFile = opts.ServingCertFile, opts.ServingKeyFile, opts.ServingCAFile
+	} else if err := writeServingCert(cert, key); err != nil {
+		return "", "", err
+	}
+	certPEM, err := os.ReadFile(s.CAFile)
+	if err != nil {
+		return "", "", fmt.Errorf("read serving certificate: %w", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certPEM)
+	s.tls = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return cert, key, nil
+}
+
+// etcdAndEncryptionArgs are the flags for etcd's TLS and encryption at
+// rest that opts asks for.
+func (s *Server) etcdAndEncryptionArgs(opts Options) ([]string, error) {
+	var args []string
 	if opts.EtcdCAFile != "" {
 		args = append(args, "--etcd-cafile", opts.EtcdCAFile)
 	}
@@ -227,24 +278,13 @@ func start(ctx context.Context, tmp string, opts Options) (*Server, error) {
 	if opts.EncryptionConfigFile != "" {
 		args = append(args, "--encryption-provider-config", opts.EncryptionConfigFile)
 	} else if opts.EncryptionConfig != "" {
-		f := filepath.Join(dir, "encryption.yaml")
+		f := filepath.Join(s.dir, "encryption.yaml")
 		if err := os.WriteFile(f, []byte(opts.EncryptionConfig), 0o600); err != nil {
 			return nil, fmt.Errorf("write encryption config: %w", err)
 		}
 		args = append(args, "--encryption-provider-config", f)
 	}
-	args = append(args, opts.Args...)
-	s.cmd = exec.Command(opts.Binary, args...)
-	s.cmd.Dir = dir
-	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
-	if err := etcdtest.StartChild(s.cmd, s.exited, &s.err); err != nil {
-		return nil, fmt.Errorf("start %s: %w", opts.Binary, err)
-	}
-	if err := s.waitReady(ctx); err != nil {
-		s.Stop()
-		return nil, err
-	}
-	return s, nil
+	return args, nil
 }
 
 // waitReady polls /readyz with the token until it answers 200, the server
