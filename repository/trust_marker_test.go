@@ -21,16 +21,9 @@ import (
 // recovery point an hour ahead.
 func TestUntrustedMarker(t *testing.T) {
 	ctx := t.Context()
-	key, err := signing.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := dirBackups(t, t.TempDir())
-	w.Signer = key
-	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	m := jobtest.PutBackup(t, w, t0, uploader.PutOptions{}, true)
-	s := m.Revision
-	segKey, hash := putChain(t, w, m.ID, s, [][2]int64{{s + 1, s + 3}})
+	g := newSignedGeneration(t)
+	w, key, t0, m, s := g.repo, g.key, g.t0, g.anchor, g.anchor.Revision
+	segKey, hash := g.lastSeg, g.lastHash
 	marker := func(b *repository.Repo, at time.Time) {
 		t.Helper()
 		p := &repository.Progress{Format: repository.ProgressFormat, Generation: m.ID, ClusterID: "2a", SnapshotID: m.ID,
@@ -69,6 +62,30 @@ func TestUntrustedMarker(t *testing.T) {
 	}
 }
 
+// signedGeneration is a signed store with one backup (anchor, taken at
+// t0) and a chain of one segment after it, through anchor.Revision+3.
+type signedGeneration struct {
+	repo              *repository.Repo
+	key               *signing.Key
+	t0                time.Time
+	anchor            *repository.Manifest
+	lastSeg, lastHash string
+}
+
+func newSignedGeneration(t *testing.T) signedGeneration {
+	t.Helper()
+	key, err := signing.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := signedGeneration{repo: dirBackups(t, t.TempDir()), key: key, t0: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
+	g.repo.Signer = key
+	g.anchor = jobtest.PutBackup(t, g.repo, g.t0, uploader.PutOptions{}, true)
+	s := g.anchor.Revision
+	g.lastSeg, g.lastHash = putChain(t, g.repo, g.anchor.ID, s, [][2]int64{{s + 1, s + 3}})
+	return g
+}
+
 // markerGets counts the reads of progress markers.
 type markerGets struct {
 	uploader.Store
@@ -89,16 +106,9 @@ func (c *markerGets) Get(ctx context.Context, key string) (io.ReadCloser, error)
 // reason together. An unreadable one stays unknown: read again.
 func TestWindowsReadsMarkersOnce(t *testing.T) {
 	ctx := t.Context()
-	key, err := signing.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := dirBackups(t, t.TempDir())
-	w.Signer = key
-	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	m := jobtest.PutBackup(t, w, t0, uploader.PutOptions{}, true)
-	s := m.Revision
-	segKey, hash := putChain(t, w, m.ID, s, [][2]int64{{s + 1, s + 3}})
+	g := newSignedGeneration(t)
+	w, key, t0, m, s := g.repo, g.key, g.t0, g.anchor, g.anchor.Revision
+	segKey, hash := g.lastSeg, g.lastHash
 	for i, sealed := range []bool{false, false, true} {
 		p := &repository.Progress{Format: repository.ProgressFormat, Generation: m.ID, ClusterID: "2a", SnapshotID: m.ID,
 			SnapshotRevision: s, Through: s + 3, At: t0.Add(time.Duration(i+1) * time.Minute), LastSegment: segKey, LastHash: hash, Token: 1, Sealed: sealed}
@@ -127,6 +137,26 @@ func TestWindowsReadsMarkersOnce(t *testing.T) {
 		}
 		if got := st.n.Load(); got != want {
 			t.Errorf("call %d of Windows read %d progress markers, want %d", i+1, got, want)
+		}
+	}
+	// A marker planted without the key is read again each time: only
+	// what was checked is kept.
+	p := &repository.Progress{Format: repository.ProgressFormat, Generation: m.ID, ClusterID: "2a", SnapshotID: m.ID,
+		SnapshotRevision: s, Through: s + 3, At: t0.Add(time.Hour), LastSegment: segKey, LastHash: hash, Token: 1}
+	if _, err := (&repository.Repo{Store: w.Store, Cluster: w.Cluster}).PutProgress(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		st.n.Store(0)
+		ws, err := r.Windows(ctx, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ws) != 1 || !ws[0].ThroughTime.Equal(t0.Add(3*time.Minute)) || len(ws[0].Untrusted) != 1 {
+			t.Fatalf("planted marker, call %d: window %+v, want through time %s and the planted marker untrusted", i+1, ws, t0.Add(3*time.Minute))
+		}
+		if got := st.n.Load(); got != 1 {
+			t.Errorf("planted marker, call %d of Windows read %d progress markers, want 1 (the planted one)", i+1, got)
 		}
 	}
 }
