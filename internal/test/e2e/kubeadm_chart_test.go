@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lifeboat-dev/lifeboat/internal/test/etcdtest"
 	"github.com/lifeboat-dev/lifeboat/internal/test/kubeadmtest"
 )
 
@@ -33,7 +32,7 @@ func needImageLayout(t *testing.T) string {
 	return d
 }
 
-// chartOnNodeValues are the chart's values of TestKubeadmChart: cronjob
+// chartOnNodeValues are the chart's values of kubeadmCertsChart: cronjob
 // mode with kubeadm's etcd PKI, lifeboat's image as imported (never
 // pulled), the store a directory of the node mounted by hostPath at
 // /store, both CronJobs scheduled 12 hours away (the chart's backup
@@ -61,26 +60,20 @@ extraEnv:
   - {name: KUBERNETES_SERVICE_PORT, value: "6443"}
 `
 
-// TestKubeadmChart installs lifeboat on the kubeadm node as a user does:
-// make image's image imported into the node's containerd, the Helm chart
-// in cronjob mode with credentials.etcd.kubeadm.enabled (the node's own
-// etcd at $(HOST_IP):2379, kubeadm's etcd client certificate by hostPath,
-// the pods on the control-plane node as root). A Job made from the backup
-// CronJob (kubectl create job --from) runs and a backup lands in the store
-// (a directory of the node, mounted by hostPath: no server); a Job from the
-// drill CronJob runs and its verdict, passed, is in the store, read by the
-// lifeboat binary of the host; `kubectl get etcdbackups` lists that backup,
-// verified and drilled (checkEtcdBackups).
-func TestKubeadmChart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a kubeadm node")
-	}
-	l := newLifeboat(t)
-	layout := needImageLayout(t)
-	helm := etcdtest.NeedBinary(t, "HELM_BIN", "helm")
-	n := kubeadmtest.Start(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
-	defer cancel()
+// kubeadmCertsChart installs lifeboat on the kubeadm node as a user does
+// (a step of TestKubeadmInstall, on its node): image (make image's, as
+// imported into the node's containerd), the Helm chart in cronjob mode
+// with credentials.etcd.kubeadm.enabled (the node's own etcd at
+// $(HOST_IP):2379, kubeadm's etcd client certificate by hostPath, the
+// pods on the control-plane node as root), release lb in namespace
+// lifeboat. A Job made from the backup CronJob (kubectl create job
+// --from) runs and a backup lands in the store (a directory of the node,
+// mounted by hostPath: no server); a Job from the drill CronJob runs and
+// its verdict, passed, is in the store, read by the lifeboat binary of
+// the host; `kubectl get etcdbackups` lists that backup, verified and
+// drilled (checkEtcdBackups).
+func kubeadmCertsChart(t *testing.T, ctx context.Context, n *kubeadmtest.Node, l *lifeboat, helm, image string) {
+	t.Helper()
 	kubectl := func(args ...string) string {
 		t.Helper()
 		out, err := n.Kubectl(ctx, args...)
@@ -88,11 +81,6 @@ func TestKubeadmChart(t *testing.T) {
 			t.Fatalf("%v\n%s", err, n.Tails())
 		}
 		return out
-	}
-
-	image, err := n.ImportImage(ctx, layout)
-	if err != nil {
-		t.Fatal(err)
 	}
 	i := strings.LastIndex(image, ":")
 	if i < strings.LastIndex(image, "/") {
@@ -144,7 +132,7 @@ func TestKubeadmChart(t *testing.T) {
 	checkEtcdBackups(t, kubectl, listed.Backups[0].ID)
 }
 
-// storeListing is what TestKubeadmChart reads of `lifeboat list -o json`.
+// storeListing is what kubeadmCertsChart reads of `lifeboat list -o json`.
 type storeListing struct {
 	Backups []struct {
 		ID       string `json:"id"`

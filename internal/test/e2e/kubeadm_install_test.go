@@ -44,7 +44,7 @@ credentials:
   etcd: {existingSecret: lifeboat-etcd-client}
   s3: {existingSecret: lifeboat-s3}
 # kubernetesObjects (on by default): the node runs no kube-proxy, so the
-# pods reach the apiserver at the node's address (as in TestKubeadmChart).
+# pods reach the apiserver at the node's address (as in kubeadmCertsChart).
 extraEnv:
   - {name: KUBERNETES_SERVICE_HOST, value: "NODE"}
   - {name: KUBERNETES_SERVICE_PORT, value: "6443"}
@@ -62,8 +62,10 @@ const agentValues = `capture: {enabled: true}
 `
 
 // TestKubeadmInstall is lifeboat on the kubeadm node as users install it,
-// beyond TestKubeadmChart's cronjob mode with kubeadm's hostPath
-// certificates, on one node:
+// every way on one node (one node start for all of them):
+//   - cronjob mode with kubeadm's hostPath certificates
+//     (kubeadmCertsChart): Jobs from the CronJobs back up and drill, and
+//     `kubectl get etcdbackups` lists the backup;
 //   - Pod Security: a namespace with restricted enforced (a pod with a
 //     hostPath is refused there, so the label is in force), the chart's
 //     pods of both modes admitted and running in it: the etcd certificate
@@ -92,7 +94,7 @@ func TestKubeadmInstall(t *testing.T) {
 	helm := etcdtest.NeedBinary(t, "HELM_BIN", "helm")
 	s3bin := etcdtest.NeedBinary(t, "VERSITYGW", "versitygw")
 	n := kubeadmtest.Start(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Minute)
 	defer cancel()
 	kubectl := func(args ...string) string {
 		t.Helper()
@@ -116,6 +118,7 @@ func TestKubeadmInstall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	kubeadmCertsChart(t, ctx, n, l, helm, image)
 	restrictedNamespace(t, ctx, n, kubectl, s3)
 	hostPathNeedsPrivileged(t, ctx, n, helm, kubectl)
 	helmInstall(t, ctx, n, helm, image, "cron", "cronjob", cronValues)

@@ -52,7 +52,7 @@ func TestEveryNodeTestIsNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	if found < 3 {
-		t.Fatalf("found %d node tests; TestNode, TestKubeadmRestore and TestKubeadmChart at least: the scan is broken", found)
+		t.Fatalf("found %d node tests; TestNode, TestKubeadmRestore and TestKubeadmInstall at least: the scan is broken", found)
 	}
 }
 
