@@ -38,7 +38,7 @@ func needImageLayout(t *testing.T) string {
 // /store, both CronJobs scheduled 12 hours away (the chart's backup
 // schedule, 17 past every hour, once started a Job beside the test's).
 const chartOnNodeValues = `mode: cronjob
-image: {repository: REPO, tag: TAG, pullPolicy: Never}
+image: {repository: REPO, tag: "TAG", pullPolicy: Never}
 config:
   store: {url: "file:///store"}
   drill: {timeout: 5m}

@@ -32,7 +32,7 @@ const nodeS3Port = 7070
 // address, the store an S3 server; nothing of the host mounted, so
 // restricted Pod Security admits the pods. MODE, CLUSTER and EXTRA differ.
 const installValues = `mode: MODE
-image: {repository: REPO, tag: TAG, pullPolicy: Never}
+image: {repository: REPO, tag: "TAG", pullPolicy: Never}
 config:
   cluster: CLUSTER
   etcd:
