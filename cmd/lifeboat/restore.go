@@ -47,6 +47,9 @@ type restoreOptions struct {
 	// kubeadm restores a kubeadm control-plane node in place (package
 	// restore/kubeadm); rollback undoes its last restore.
 	kubeadm, rollback bool
+	// waitMembers bounds restore --kubeadm's wait for the other members
+	// of a control plane of several.
+	waitMembers time.Duration
 	// withKit lays the backup's recovery kit back below the node's root
 	// before restore --kubeadm restores etcd.
 	withKit bool
@@ -122,6 +125,8 @@ clients watching from the old revisions re-list instead of missing changes.`,
 				return kubeadmRestoreCmd(cmd, a, o, pitr)
 			}
 			switch {
+			case cmd.Flags().Changed("wait-members"):
+				return usagef("--wait-members goes with --kubeadm")
 			case pitr && (o.ref != "" || o.before != ""):
 				return usagef("--to-revision and --to-time pick the snapshot themselves: give no backup id and no --before with them")
 			case o.ref == "" && o.before == "" && !pitr:
@@ -158,6 +163,7 @@ clients watching from the old revisions re-list instead of missing changes.`,
 	f.BoolVar(&o.kubeadm, "kubeadm", false, "restore this kubeadm control-plane node in place: stop etcd and the apiserver (static pods), restore, swap the data dir (the old one kept), start and check both; a rerun finishes an interrupted one (docs/restore.md#kubeadm-control-plane)")
 	f.BoolVar(&o.keepLifeboatKeys, "keep-lifeboat-keys", false, "keep lifeboat's own keys (the agent's lock /lifeboat/lock/… with its lease) in the restored data; by default they are removed, one revision above the backup's")
 	f.BoolVar(&o.withKit, "with-kit", false, "with --kubeadm: first lay the backup's recovery kit (its PKI and encryption config; the newest kit when the backup has none) back below / as kit restore --force does (what is there is moved aside, kept)")
+	f.DurationVar(&o.waitMembers, "wait-members", 30*time.Minute, "with --kubeadm on a control plane of several members: how long to wait for the other nodes' members to be restored and started (this node's restore waits for a majority)")
 	f.BoolVar(&o.rollback, "rollback", false, "with --kubeadm: put the old data dir and the manifests back (the restored data dir is kept)")
 	return c
 }
@@ -173,8 +179,8 @@ func kubeadmRestoreCmd(cmd *cobra.Command, a *app, o restoreOptions, pitr bool) 
 		return usagef("--rollback goes with --kubeadm")
 	case o.withKit && o.rollback:
 		return usagef("--rollback puts the old data dir back; --with-kit goes with a restore, not with it")
-	case o.dataDir != "" || o.walDir != "" || o.name != "" || o.cluster != "" || len(o.peerURLs) > 0 || o.force || o.owner != "":
-		return usagef("--kubeadm reads the member, its data dir and URLs from /etc/kubernetes/manifests/etcd.yaml: give no --data-dir, --wal-dir, --name, --initial-cluster, --initial-advertise-peer-urls, --force or --owner")
+	case o.dataDir != "" || o.walDir != "" || o.name != "" || len(o.peerURLs) > 0 || o.force || o.owner != "":
+		return usagef("--kubeadm reads the member, its data dir and URLs from /etc/kubernetes/manifests/etcd.yaml: give no --data-dir, --wal-dir, --name, --initial-advertise-peer-urls, --force or --owner")
 	case o.rollback && (o.ref != "" || o.before != "" || pitr):
 		return usagef("--rollback undoes the last restore: give no backup and no point in time")
 	case pitr && (o.ref != "" || o.before != ""):

@@ -105,12 +105,6 @@ func runRestoreKubeadm(ctx context.Context, a *app, cfg *Config, lg *slog.Logger
 	if err != nil {
 		return err
 	}
-	if others := n.OtherMembers(); len(others) > 0 {
-		if err := refuseMembers(ctx, others); err != nil {
-			return err
-		}
-		return printMembersPlan(ctx, a, cfg, lg, n, o, now)
-	}
 	j, err := kubeadm.LoadJournal(kubeadmRoot)
 	if err != nil {
 		return err
@@ -123,82 +117,163 @@ func runRestoreKubeadm(ctx context.Context, a *app, cfg *Config, lg *slog.Logger
 	if err != nil {
 		return err
 	}
-	var backups *repository.Repo
-	openStore := func() (*repository.Repo, []age.Identity, error) {
-		if backups == nil {
-			b, err := openBackups(ctx, cfg, lg)
-			if err != nil {
-				return nil, nil, err
-			}
-			backups = b
-		}
-		ids, err := identities(cfg)
-		return backups, ids, err
-	}
-	switch {
-	case j != nil && !j.Phase.Finished():
+	st := &kubeadmStore{ctx: ctx, cfg: cfg, lg: lg}
+	if j != nil && !j.Phase.Finished() {
 		if (src != kubeadm.Source{}) && src != j.Source && !(src.Backup == "latest" && j.Source.Backup != "") {
 			return usagef("a restore of %s is unfinished (journal %s, phase %s): run lifeboat restore --kubeadm without a backup to finish it, or --rollback", j.Source, j.File(), j.Phase)
 		}
 		fmt.Fprintf(out, "resuming the restore of %s started %s, at phase %s (journal %s)\n", j.Source, j.Started.Format(time.RFC3339), j.Phase, j.File())
-	default:
-		if (src == kubeadm.Source{}) {
-			return usagef("give a backup id, latest, or a point in time (--to-revision R, --to-time T)")
-		}
-		b, ids, err := openStore()
-		if err != nil {
-			return err
-		}
-		m, _, release, err := restoreSource(ctx, b, ids, o, now)
-		if err != nil {
-			return err
-		}
-		release()
-		if src.Backup != "" {
-			src.Backup = m.ID // latest, --before: the one chosen now, also on a rerun
-		}
-		fmt.Fprintf(out, "backup %s: revision %d, %d keys, %s, taken %s from %s\n",
-			m.ID, m.Revision, m.TotalKeys, units.Bytes(m.DBSize), m.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC"), m.Endpoint)
-		token := o.token
-		if token == "" {
-			token = "lifeboat-" + m.ID
-		}
-		if j != nil {
-			to, err := j.Archive()
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "the journal of the previous restore (%s) is kept at %s\n", j.Phase, to)
-		}
-		j = kubeadm.NewJournal(n, src, o.bumpRevision, o.markCompacted, token, now)
-		j.KeepLifeboatKeys = o.keepLifeboatKeys
-		fmt.Fprintf(out, "kubeadm control-plane node: member %s, data dir %s\n", n.Name, n.DataDir)
-		for _, s := range kubeadm.Steps(j) {
-			fmt.Fprintln(out, "  "+s)
-		}
-		if o.withKit {
-			if err := restoreKubeadmKit(ctx, a, cfg, lg, m, o.dryRun, now); err != nil {
-				return err
-			}
-		}
-		if o.dryRun {
-			fmt.Fprintln(out, "dry run: nothing was changed")
-			return nil
-		}
+	} else if j, err = planKubeadm(ctx, a, cfg, lg, n, j, src, o, st, now); err != nil || j == nil {
+		return err // j == nil: a dry run
 	}
 	kopts.Write = func(ctx context.Context, j *kubeadm.Journal) (kubeadm.Written, error) {
-		b, ids, err := openStore()
+		b, ids, err := st.open()
 		if err != nil {
 			return kubeadm.Written{}, err
 		}
 		return writeKubeadmMember(ctx, a, cfg, lg, b, ids, j, now)
 	}
+	kopts.MembersTimeout = o.waitMembers
+	kopts.OthersHint = strings.Join(othersCommands(j), "\n")
 	res, err := kubeadm.Run(ctx, n, j, kopts)
 	if err != nil {
 		return err
 	}
 	printKubeadmRestored(out, n, j, res, now)
 	return nil
+}
+
+// kubeadmStore opens the store once, when a restore needs it.
+type kubeadmStore struct {
+	ctx     context.Context
+	cfg     *Config
+	lg      *slog.Logger
+	backups *repository.Repo
+}
+
+func (s *kubeadmStore) open() (*repository.Repo, []age.Identity, error) {
+	if s.backups == nil {
+		b, err := openBackups(s.ctx, s.cfg, s.lg)
+		if err != nil {
+			return nil, nil, err
+		}
+		s.backups = b
+	}
+	ids, err := identities(s.cfg)
+	return s.backups, ids, err
+}
+
+// planKubeadm plans a new restore of src on node n (j, when not nil, is
+// the finished journal of the one before: archived) and prints the plan;
+// with --dry-run it returns a nil journal.
+func planKubeadm(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, n *kubeadm.Node, j *kubeadm.Journal, src kubeadm.Source, o restoreOptions, st *kubeadmStore, now time.Time) (*kubeadm.Journal, error) {
+	out := a.stdout
+	if (src == kubeadm.Source{}) {
+		return nil, usagef("give a backup id, latest, or a point in time (--to-revision R, --to-time T)")
+	}
+	members, err := kubeadmMembers(ctx, n, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := refuseMembers(ctx, members.Others(n.Name)); err != nil {
+		return nil, err
+	}
+	b, ids, err := st.open()
+	if err != nil {
+		return nil, err
+	}
+	m, _, release, err := restoreSource(ctx, b, ids, o, now)
+	if err != nil {
+		return nil, err
+	}
+	release()
+	if src.Backup != "" {
+		src.Backup = m.ID // latest, --before: the one chosen now, also on a rerun
+	}
+	fmt.Fprintf(out, "backup %s: revision %d, %d keys, %s, taken %s from %s\n",
+		m.ID, m.Revision, m.TotalKeys, units.Bytes(m.DBSize), m.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC"), m.Endpoint)
+	token := o.token
+	if token == "" {
+		token = "lifeboat-" + m.ID
+	}
+	if j != nil {
+		to, err := j.Archive()
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(out, "the journal of the previous restore (%s) is kept at %s\n", j.Phase, to)
+	}
+	j = kubeadm.NewJournal(n, src, o.bumpRevision, o.markCompacted, token, now)
+	j.KeepLifeboatKeys = o.keepLifeboatKeys
+	j.InitialCluster = members.InitialCluster()
+	fmt.Fprintf(out, "kubeadm control-plane node: member %s, data dir %s\n", n.Name, n.DataDir)
+	if others := members.Others(n.Name); len(others) > 0 {
+		fmt.Fprintf(out, "a control plane of %d members (read from %s): %s\n", len(members.List), members.Source, j.InitialCluster)
+		for _, l := range othersCommands(j) {
+			fmt.Fprintln(out, l)
+		}
+	}
+	for _, s := range kubeadm.Steps(j) {
+		fmt.Fprintln(out, "  "+s)
+	}
+	if o.withKit {
+		if err := restoreKubeadmKit(ctx, a, cfg, lg, m, o.dryRun, now); err != nil {
+			return nil, err
+		}
+	}
+	if o.dryRun {
+		fmt.Fprintln(out, "dry run: nothing was changed")
+		return nil, nil
+	}
+	return j, nil
+}
+
+// kubeadmMembers are the members of the restored cluster: --initial-cluster
+// when given (the command printed for the other nodes gives it), else
+// what the node's etcd says (kubeadm.ReadMembers).
+func kubeadmMembers(ctx context.Context, n *kubeadm.Node, o restoreOptions) (kubeadm.Members, error) {
+	if o.cluster == "" {
+		return kubeadm.ReadMembers(ctx, n)
+	}
+	ms, err := kubeadm.ParseMembers(o.cluster, "--initial-cluster")
+	if err != nil {
+		return kubeadm.Members{}, usageError{err}
+	}
+	for _, m := range ms.List {
+		if m.Name == n.Name {
+			return ms, nil
+		}
+	}
+	return kubeadm.Members{}, usagef("--initial-cluster %s does not name this node's member %s (etcd.yaml's --name)", o.cluster, n.Name)
+}
+
+// othersCommands says what to run on each other node of the journal's
+// cluster: the same restore (the same backup or point, token, bump and
+// members), each node its own member by its etcd.yaml.
+func othersCommands(j *kubeadm.Journal) []string {
+	others := j.Others()
+	if len(others) == 0 {
+		return nil
+	}
+	what := j.Source.Backup
+	switch {
+	case j.Source.ToRevision != 0:
+		what = fmt.Sprintf("--to-revision %d", j.Source.ToRevision)
+	case j.Source.ToTime != "":
+		what = "--to-time " + j.Source.ToTime
+	}
+	cmd := "lifeboat restore --kubeadm " + what + " --initial-cluster " + j.InitialCluster + " --initial-cluster-token " + j.Token
+	if j.RevisionBump > 0 {
+		cmd += fmt.Sprintf(" --bump-revision %d", j.RevisionBump)
+		if j.MarkCompacted {
+			cmd += " --mark-compacted"
+		}
+	}
+	out := []string{fmt.Sprintf("on each other control-plane node, as root, with this node's store configuration (this node waits for them, up to --wait-members):")}
+	for _, m := range others {
+		out = append(out, fmt.Sprintf("  on %s: %s", m.Name, cmd))
+	}
+	return out
 }
 
 // printKubeadmRestored says what the restore checked, where the old data
@@ -282,95 +357,24 @@ func (o restoreOptions) kubeadmSource() (kubeadm.Source, error) {
 }
 
 // refuseMembers refuses a node whose etcd has other members that are
-// still running: exit 2, naming the ones that answer.
-func refuseMembers(ctx context.Context, others []string) error {
+// still running: exit 2, naming the ones whose peer port answers.
+func refuseMembers(ctx context.Context, others []kubeadm.Member) error {
 	var up []string
 	for _, m := range others {
-		_, u, _ := strings.Cut(m, "=")
-		pu, err := url.Parse(u)
+		pu, err := url.Parse(m.PeerURL)
 		if err != nil {
 			continue
 		}
 		d := net.Dialer{Timeout: 2 * time.Second}
 		if c, err := d.DialContext(ctx, "tcp", pu.Host); err == nil {
 			c.Close()
-			up = append(up, m)
+			up = append(up, m.String())
 		}
 	}
 	if len(up) > 0 {
 		return usagef("--kubeadm: etcd has other members that are still running (%s): stop etcd on every control-plane node first (docs/restore.md#kubeadm-control-plane)", strings.Join(up, ", "))
 	}
 	return nil
-}
-
-// printMembersPlan is restore --kubeadm on a node whose etcd has other
-// members, none of them answering: it moves nothing (exit 2: the
-// in-place restore is for one member) and prints the exact restore
-// command of every member, this node's first: the same backup (the id
-// "latest" means now), the same token and revision bump, each its own
-// --name and peer URL, into etcd.yaml's data dir (the old one moved
-// aside, kept), with the manual steps around them.
-func printMembersPlan(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, n *kubeadm.Node, o restoreOptions, now time.Time) error {
-	refusal := usagef("--kubeadm: etcd has other members (%s): --kubeadm restores single-member control planes; for several, run the commands printed above on each node, as docs/restore.md#kubeadm-control-plane says", strings.Join(n.OtherMembers(), ", "))
-	src, err := o.kubeadmSource()
-	if err != nil || (src == kubeadm.Source{}) {
-		return refusal
-	}
-	b, err := openBackups(ctx, cfg, lg)
-	if err != nil {
-		return refusal
-	}
-	ids, err := identities(cfg)
-	if err != nil {
-		return refusal
-	}
-	m, _, release, err := restoreSource(ctx, b, ids, o, now)
-	if err != nil {
-		return refusal
-	}
-	release()
-	for _, l := range membersPlan(n, src, m.ID, o) {
-		fmt.Fprintln(a.stdout, l)
-	}
-	return refusal
-}
-
-// membersPlan is the plan printMembersPlan prints.
-func membersPlan(n *kubeadm.Node, src kubeadm.Source, id string, o restoreOptions) []string {
-	what := id
-	switch {
-	case src.ToRevision != 0:
-		what = fmt.Sprintf("--to-revision %d", src.ToRevision)
-	case src.ToTime != "":
-		what = "--to-time " + src.ToTime
-	}
-	token := o.token
-	if token == "" {
-		token = "lifeboat-" + id
-	}
-	tail := " --initial-cluster " + n.InitialCluster + " --initial-cluster-token " + token
-	if o.bumpRevision > 0 {
-		tail += fmt.Sprintf(" --bump-revision %d", o.bumpRevision)
-		if o.markCompacted {
-			tail += " --mark-compacted"
-		}
-	}
-	dataDir := strings.TrimPrefix(n.DataDir, strings.TrimSuffix(n.Root, "/"))
-	members := append([]string{n.Name + "=" + n.PeerURLs[0]}, n.OtherMembers()...)
-	out := []string{
-		fmt.Sprintf("a %d-member control plane: restore every member from backup %s (the same backup and token on every node, each its own --name):", len(members), id),
-		"  1. on every node: mv /etc/kubernetes/manifests/{etcd,kube-apiserver}.yaml /etc/kubernetes/lifeboat/manifests/ and wait until crictl ps --name 'etcd|kube-apiserver' lists nothing",
-		"  2. on each node, its own command (the old data dir is moved aside to " + dataDir + ".lifeboat-old-<time>, kept):",
-	}
-	for _, mem := range members {
-		name, _, _ := strings.Cut(mem, "=")
-		out = append(out, fmt.Sprintf("     on %s: lifeboat restore %s --data-dir %s --force --name %s%s", name, what, dataDir, name, tail))
-	}
-	out = append(out,
-		"  3. on every node: mv /etc/kubernetes/lifeboat/manifests/etcd.yaml /etc/kubernetes/manifests/ (the members wait for each other), then",
-		"     etcdctl endpoint health --cluster; then mv /etc/kubernetes/lifeboat/manifests/kube-apiserver.yaml /etc/kubernetes/manifests/",
-		"  4. on every node: systemctl restart kubelet; kubectl get nodes")
-	return out
 }
 
 // writeKubeadmMember writes the journal's source into its new data dir:
@@ -420,7 +424,11 @@ func writeKubeadmMember(ctx context.Context, a *app, cfg *Config, lg *slog.Logge
 	if len(own.Keys) > 0 {
 		w.Revision, w.TotalKeys = own.Revision, w.TotalKeys-len(own.Keys)
 	}
-	if bump := j.Bump(w.Revision); bump != j.RevisionBump {
+	if bump := j.Bump(w.Revision); bump != j.RevisionBump && len(j.Others()) > 0 {
+		// Every member must be restored to the same revision: the bump is
+		// the one every node's command gives, never raised on one node.
+		return kubeadm.Written{}, fmt.Errorf("the old data dir is at revision %d: a bump of %d would not leave it behind; restore every member with --bump-revision %d (on every node, the same)", j.OldRevision, j.RevisionBump, bump)
+	} else if bump != j.RevisionBump {
 		fmt.Fprintf(a.stdout, "the old data dir is at revision %d: the bump is raised from %d to %d, so that the restored revision is above every revision its clients have seen\n", j.OldRevision, j.RevisionBump, bump)
 		j.RevisionBump = bump
 	}

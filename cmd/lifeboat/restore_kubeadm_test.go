@@ -148,9 +148,10 @@ spec:
 		{name: "another member running", root: func(t *testing.T) string {
 			return node(t, single+",cp2=http://"+peer.Addr().String())
 		}, args: []string{"latest"}, wantErr: "still running (cp2="},
-		{name: "another member", root: func(t *testing.T) string {
-			return node(t, single+",cp2=https://192.0.2.254:1")
-		}, args: []string{"latest"}, wantErr: "restores single-member control planes"},
+		{name: "--initial-cluster without this node", root: func(t *testing.T) string { return node(t, single) },
+			args: []string{"latest", "--initial-cluster", "cp2=https://192.0.2.254:1"}, wantErr: "does not name this node's member cp1"},
+		{name: "--initial-cluster malformed", root: func(t *testing.T) string { return node(t, single) },
+			args: []string{"latest", "--initial-cluster", "cp1"}, wantErr: `"cp1" is not name=peerURL`},
 		{name: "rollback without a journal", root: func(t *testing.T) string { return node(t, single) }, args: []string{"--rollback"}, wantErr: "nothing to roll back"},
 		{name: "rollback with a backup", root: func(t *testing.T) string { return node(t, single) }, args: []string{"latest", "--rollback"}, wantErr: "give no backup"},
 		{name: "data dir given", root: func(t *testing.T) string { return node(t, single) }, args: []string{"latest", "--data-dir", "/x"}, wantErr: "give no --data-dir"},

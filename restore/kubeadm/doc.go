@@ -35,6 +35,11 @@
 // Rollback puts the old data dir and both manifests back from any phase.
 //
 // It does not fetch backups, select them or talk to the store: the caller's
-// Options.Write does (cmd/lifeboat). It restores one member: a kubeadm node
-// whose etcd has other members is refused.
+// Options.Write does (cmd/lifeboat). It restores this node's member; on a
+// control plane of several (ReadMembers: the member's own database, else
+// the running member, else etcd.yaml, whose --initial-cluster names only
+// the first node on the first node), the journal's initial cluster names
+// them all, each node restores its own from the same backup, and the
+// etcd phase waits (Options.MembersTimeout) until a majority serves, then
+// checks every member's HashKV at the written revision.
 package kubeadm

@@ -100,8 +100,9 @@ type Journal struct {
 	// KeepLifeboatKeys keeps lifeboat's own keys in the restored data
 	// (restore.RemoveOwnKeys removes them otherwise).
 	KeepLifeboatKeys bool `json:"keep_lifeboat_keys,omitempty"`
-	// Member is the restored member: name, peer URLs, its single-member
-	// initial cluster and the new cluster's token.
+	// Member is the restored member: name, peer URLs, the initial cluster
+	// (every member, each node restoring its own; one member by default)
+	// and the new cluster's token.
 	Name           string   `json:"name"`
 	PeerURLs       []string `json:"peer_urls"`
 	InitialCluster string   `json:"initial_cluster"`
@@ -241,4 +242,14 @@ func syncDir(dir string) error {
 		return fmt.Errorf("fsync %s: %w", dir, err)
 	}
 	return nil
+}
+
+// Others are the members of the journal's initial cluster other than its
+// own (none for a single-member control plane).
+func (j *Journal) Others() []Member {
+	ms, err := ParseMembers(j.InitialCluster, "the journal's initial cluster")
+	if err != nil {
+		return nil
+	}
+	return ms.Others(j.Name)
 }

@@ -36,9 +36,13 @@ import (
 // restore touches (renames, the journal, etcd's database lock, ports,
 // health, revision, keys, HashKV) is real.
 type fakeNode struct {
+	name                  string // etcd's --name (node1)
 	root                  string
 	client, peer, apiAddr string
 	snapshot              string // a snapshot taken when the node held "before" keys
+	// member of several: kubelet starts etcd without waiting for it to
+	// be ready (it is once a majority of the members run).
+	member bool
 
 	mu       sync.Mutex
 	etcd     *embed.Etcd
@@ -109,11 +113,14 @@ spec:
 // newFakeNode writes the node, starts its etcd and apiserver, writes the
 // "before" keys, takes the snapshot, then the "after" keys (the state a
 // restore goes back from).
-func newFakeNode(t *testing.T) *fakeNode {
+func newFakeNode(t *testing.T) *fakeNode { return newFakeNodeNamed(t, "node1") }
+
+// newFakeNodeNamed is newFakeNode with etcd's --name name.
+func newFakeNodeNamed(t *testing.T, name string) *fakeNode {
 	t.Helper()
-	f := &fakeNode{root: t.TempDir(), client: freePort(t), peer: freePort(t), apiAddr: freePort(t)}
+	f := &fakeNode{name: name, root: t.TempDir(), client: freePort(t), peer: freePort(t), apiAddr: freePort(t)}
 	_, apiPort, _ := net.SplitHostPort(f.apiAddr)
-	r := strings.NewReplacer("CLIENT", f.client, "PEER", f.peer, "APIPORT", apiPort)
+	r := strings.NewReplacer("CLIENT", f.client, "PEER", f.peer, "APIPORT", apiPort, "node1", name)
 	f.writeFile(t, kubeadm.ManifestsDir+"/"+kubeadm.EtcdYAML, r.Replace(etcdManifest))
 	f.writeFile(t, kubeadm.ManifestsDir+"/"+kubeadm.APIYAML, r.Replace(apiManifest))
 	// httptest's servers share one certificate: the node's CA file
@@ -232,18 +239,21 @@ func (f *fakeNode) startAPI() (*httptest.Server, error) {
 
 func (f *fakeNode) startEtcd() (*embed.Etcd, error) {
 	cfg := embed.NewConfig()
-	cfg.Name = "node1"
+	cfg.Name = f.name
 	cfg.Dir = filepath.Join(f.root, "var/lib/etcd")
 	cu, _ := url.Parse("http://" + f.client)
 	pu, _ := url.Parse("http://" + f.peer)
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
-	cfg.InitialCluster = "node1=" + pu.String()
+	cfg.InitialCluster = f.name + "=" + pu.String() // a restored data dir has its members: etcd ignores this
 	cfg.Logger, cfg.LogLevel = "zap", "error"
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, err
+	}
+	if f.member {
+		return e, nil
 	}
 	select {
 	case <-e.Server.ReadyNotify():
@@ -569,4 +579,119 @@ func TestReadNode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRunMembers: three nodes of one control plane, each restoring its own
+// member of the same cluster from the same snapshot. The first waits,
+// saying which members are not up, until the others run; then all three
+// serve the snapshot's keys as one cluster of three members, each checked
+// (HashKV of every member at the written revision), and each apiserver is
+// back.
+func TestRunMembers(t *testing.T) {
+	nodes := []*fakeNode{newFakeNodeNamed(t, "a"), newFakeNodeNamed(t, "b"), newFakeNodeNamed(t, "c")}
+	var cluster []string
+	for _, f := range nodes {
+		f.member = true
+		f.snapshot = nodes[0].snapshot // one backup for every member
+		cluster = append(cluster, f.name+"=http://"+f.peer)
+	}
+	// b and c are down, as a restore of several members needs (their
+	// manifests moved aside as the journal does).
+	for _, f := range nodes[1:] {
+		for _, m := range []string{kubeadm.EtcdYAML, kubeadm.APIYAML} {
+			if err := os.MkdirAll(filepath.Join(f.root, kubeadm.LifeboatDir, "manifests"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(filepath.Join(f.root, kubeadm.ManifestsDir, m), filepath.Join(f.root, kubeadm.LifeboatDir, "manifests", m)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			f.mu.Lock()
+			up := f.etcd != nil
+			f.mu.Unlock()
+			if !up {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s's etcd still runs 30s after its manifest moved", f.name)
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel) // before the nodes' cleanups: the restores end first
+	now := time.Date(2026, 12, 4, 18, 0, 0, 0, time.UTC)
+	type result struct {
+		res *kubeadm.Result
+		err error
+	}
+	done := make([]chan result, len(nodes))
+	outs := make([]*syncWriter, len(nodes))
+	start := func(i int) {
+		f := nodes[i]
+		n, j := plan(t, f, now)
+		j.InitialCluster = strings.Join(cluster, ",")
+		done[i], outs[i] = make(chan result, 1), &syncWriter{}
+		o := f.options(outs[i])
+		o.OthersHint = "run the same restore on the other nodes"
+		go func() {
+			res, err := kubeadm.Run(ctx, n, j, o)
+			done[i] <- result{res, err}
+		}()
+	}
+	start(0)
+	// a waits for the others and says so.
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(outs[0].String(), "members not up yet: b=http://"+nodes[1].peer); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30s, a's restore does not say it waits for b and c:\n%s", outs[0].String())
+		}
+	}
+	select {
+	case r := <-done[0]:
+		t.Fatalf("a's restore ended before the other members ran: %v\n%s", r.err, outs[0].String())
+	default:
+	}
+	start(1)
+	start(2)
+	for i, f := range nodes {
+		r := <-done[i]
+		if r.err != nil {
+			t.Fatalf("%s: %v\n%s", f.name, r.err, outs[i].String())
+		}
+		if !strings.Contains(strings.Join(r.res.Checks, "; "), "on all 3 members") {
+			t.Errorf("%s checked %v, want the HashKV of all 3 members", f.name, r.res.Checks)
+		}
+		if got := f.keys(t); got != before {
+			t.Errorf("%s serves %q, want the snapshot's %q", f.name, got, before)
+		}
+	}
+	ml, err := nodes[0].cli(t).MemberList(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ml.Members) != 3 {
+		t.Errorf("the restored cluster has %d members, want 3: %v", len(ml.Members), ml.Members)
+	}
+	if !strings.Contains(outs[0].String(), "run the same restore on the other nodes") {
+		t.Errorf("a did not print what to run on the other nodes:\n%s", outs[0].String())
+	}
+}
+
+// syncWriter is a buffer written by a restore's goroutine and read by the
+// test.
+type syncWriter struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -34,8 +35,8 @@ type Options struct {
 	// Out receives the progress a person reads.
 	Out io.Writer
 	// Write restores the journal's source into j.NewDataDir (which does
-	// not exist) as member j.Name of the single-member cluster
-	// j.InitialCluster with token j.Token, marked compacted as the journal
+	// not exist) as member j.Name of the cluster j.InitialCluster with
+	// token j.Token, marked compacted as the journal
 	// says and bumped by j.Bump(the source's revision), which it records
 	// in j.RevisionBump, and returns what the source held. Required by Run.
 	Write func(ctx context.Context, j *Journal) (Written, error)
@@ -49,6 +50,12 @@ type Options struct {
 	// Poll is how often a wait looks (default 500 ms); progress is printed
 	// every 5 s.
 	Poll time.Duration
+	// MembersTimeout bounds the wait, on a cluster of several members, for
+	// the other members to be restored and started on their nodes (by a
+	// person, one node after the other; default 30 minutes). OthersHint
+	// is printed when that wait begins: what to run on each other node.
+	MembersTimeout time.Duration
+	OthersHint     string
 	// AfterPhase, when set, is called after each phase is saved in the
 	// journal; an error it returns ends Run there (tests crash a restore
 	// at a phase with it).
@@ -67,6 +74,9 @@ func (o *Options) defaults() {
 	}
 	if o.StartTimeout == 0 {
 		o.StartTimeout = 3 * time.Minute
+	}
+	if o.MembersTimeout == 0 {
+		o.MembersTimeout = 30 * time.Minute
 	}
 	if o.Poll == 0 {
 		o.Poll = 500 * time.Millisecond
@@ -412,21 +422,37 @@ func (r *run) startEtcd(ctx context.Context) (string, error) {
 	}
 	defer cli.Close()
 	ep := r.n.ClientURLs[0]
+	limit, what := r.o.StartTimeout, "etcd to serve at "+ep
+	others := r.j.Others()
+	if len(others) > 0 {
+		limit, what = r.o.MembersTimeout, "the restored cluster's leader ("+r.j.InitialCluster+")"
+		fmt.Fprintf(r.o.Out, "etcd is back on this node; it serves once a majority of its %d members are restored and started\n", len(others)+1)
+		if r.o.OthersHint != "" {
+			fmt.Fprintln(r.o.Out, r.o.OthersHint)
+		}
+	}
 	var st *clientv3.StatusResponse
-	err = r.wait(ctx, r.o.StartTimeout, "etcd to serve at "+ep, func(ctx context.Context) (bool, string, error) {
+	err = r.wait(ctx, limit, what, func(ctx context.Context) (bool, string, error) {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		s, err := cli.Status(cctx, ep)
+		if err == nil && s.Leader != 0 {
+			st = s
+			return true, "", nil
+		}
+		why := "no leader yet"
 		if err != nil {
-			return false, err.Error(), nil
+			why = err.Error()
 		}
-		if s.Leader == 0 {
-			return false, "no leader yet", nil
+		if down := membersDown(ctx, others); len(down) > 0 {
+			why = "members not up yet: " + strings.Join(down, ", ") + " (" + why + ")"
 		}
-		st = s
-		return true, "", nil
+		return false, why, nil
 	})
 	if err != nil {
+		if len(others) > 0 {
+			err = fmt.Errorf("%w; this node's data dir is restored and etcd.yaml is back, kube-apiserver.yaml is still in %s: run lifeboat restore --kubeadm again to go on waiting (it resumes), or --rollback", err, r.j.Aside)
+		}
 		return "", err
 	}
 	took := r.o.Now().Sub(start).Seconds()
@@ -445,11 +471,14 @@ func (r *run) checkEtcd(ctx context.Context, cli *clientv3.Client, ep string, st
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if got := st.Header.Revision; got != want.Revision {
+	got := st.Header.Revision
+	if got != want.Revision && (len(r.j.Others()) == 0 || got < want.Revision) {
+		// Several members: another node's apiserver may have written
+		// since; the checks below read at the written revision.
 		return fmt.Errorf("%w: revision %d, written %d", ErrCheck, got, want.Revision)
 	}
 	r.res.Checks = append(r.res.Checks, fmt.Sprintf("revision %d", want.Revision))
-	resp, err := cli.Get(ctx, "\x00", clientv3.WithFromKey(), clientv3.WithCountOnly(), clientv3.WithSerializable())
+	resp, err := cli.Get(ctx, "\x00", clientv3.WithFromKey(), clientv3.WithCountOnly(), clientv3.WithSerializable(), clientv3.WithRev(want.Revision))
 	if err != nil {
 		return fmt.Errorf("count keys: %w", err)
 	}
@@ -457,15 +486,9 @@ func (r *run) checkEtcd(ctx context.Context, cli *clientv3.Client, ep string, st
 		return fmt.Errorf("%w: %d keys, written %d", ErrCheck, resp.Count, want.TotalKeys)
 	}
 	r.res.Checks = append(r.res.Checks, fmt.Sprintf("%d keys", want.TotalKeys))
-	hk, err := cli.HashKV(ctx, ep, want.Revision)
+	verdict, err := r.checkHashKV(ctx, cli, ep, st.Version)
 	if err != nil {
-		return fmt.Errorf("hashkv: %w", err)
-	}
-	expect := verify.Status{Revision: want.Revision, CompactRevision: want.CompactRevision, HashKV: want.HashKV,
-		HashKVComparable: want.HashKVComparable, HashKVReason: want.HashKVReason}
-	verdict, err := verify.CompareMemberHashKV(expect, st.Version, hk.Hash, hk.CompactRevision)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrCheck, err)
+		return err
 	}
 	r.res.Checks = append(r.res.Checks, "hashkv "+verdict)
 	for _, res := range []string{"namespaces", "pods", "deployments", "configmaps", "secrets"} {
@@ -478,16 +501,71 @@ func (r *run) checkEtcd(ctx context.Context, cli *clientv3.Client, ep string, st
 	return nil
 }
 
+// checkHashKV compares the HashKV at the written revision of this
+// member (at ep) and, on a cluster of several, of every member with what
+// was written.
+func (r *run) checkHashKV(ctx context.Context, cli *clientv3.Client, ep, version string) (string, error) {
+	want := r.j.Expected
+	expect := verify.Status{Revision: want.Revision, CompactRevision: want.CompactRevision, HashKV: want.HashKV,
+		HashKVComparable: want.HashKVComparable, HashKVReason: want.HashKVReason}
+	eps := map[string]string{r.j.Name: ep}
+	if len(r.j.Others()) > 0 {
+		ml, err := cli.MemberList(ctx)
+		if err != nil {
+			return "", fmt.Errorf("member list of the restored cluster: %w", err)
+		}
+		for _, m := range ml.Members {
+			if len(m.ClientURLs) == 0 {
+				return "", fmt.Errorf("%w: member %s (%x) has no client URL: it has not started", ErrCheck, m.Name, m.ID)
+			}
+			eps[m.Name] = m.ClientURLs[0]
+		}
+	}
+	var verdict string
+	for _, name := range slices.Sorted(maps.Keys(eps)) {
+		hk, err := cli.HashKV(ctx, eps[name], want.Revision)
+		if err != nil {
+			return "", fmt.Errorf("hashkv of member %s at %s: %w", name, eps[name], err)
+		}
+		v, err := verify.CompareMemberHashKV(expect, version, hk.Hash, hk.CompactRevision)
+		if err != nil {
+			return "", fmt.Errorf("%w: member %s: %v", ErrCheck, name, err)
+		}
+		verdict = v
+	}
+	if len(eps) > 1 {
+		verdict += fmt.Sprintf(" on all %d members", len(eps))
+	}
+	return verdict, nil
+}
+
+// membersDown returns the members whose peer URL does not accept a
+// connection yet.
+func membersDown(ctx context.Context, members []Member) []string {
+	var down []string
+	for _, m := range members {
+		hp, err := hostPort(m.PeerURL)
+		if err != nil || !listening(ctx, hp) {
+			down = append(down, m.String())
+		}
+	}
+	return down
+}
+
 // etcdClient dials the member at its client URLs with the apiserver's
 // etcd client certificate (plain for http URLs).
-func (r *run) etcdClient() (*clientv3.Client, error) {
-	cfg := clientv3.Config{Endpoints: r.n.ClientURLs, DialTimeout: 5 * time.Second, Logger: zapNop()}
-	if strings.HasPrefix(r.n.ClientURLs[0], "https://") {
-		cert, err := tls.LoadX509KeyPair(r.n.Path(r.n.EtcdCert), r.n.Path(r.n.EtcdKey))
+func (r *run) etcdClient() (*clientv3.Client, error) { return r.n.etcdClient() }
+
+// etcdClient dials the node's member at its client URLs with the
+// apiserver's etcd client certificate (plain for http URLs).
+func (n *Node) etcdClient() (*clientv3.Client, error) {
+	cfg := clientv3.Config{Endpoints: n.ClientURLs, DialTimeout: 5 * time.Second, Logger: zapNop()}
+	if strings.HasPrefix(n.ClientURLs[0], "https://") {
+		cert, err := tls.LoadX509KeyPair(n.Path(n.EtcdCert), n.Path(n.EtcdKey))
 		if err != nil {
 			return nil, fmt.Errorf("etcd client certificate (kube-apiserver's --etcd-certfile, --etcd-keyfile): %w", err)
 		}
-		pool, err := certPool(r.n.Path(r.n.EtcdCA))
+		pool, err := certPool(n.Path(n.EtcdCA))
 		if err != nil {
 			return nil, err
 		}

@@ -147,9 +147,9 @@ func kubeadmRefusals(t *testing.T, l *lifeboat, n *kubeadmtest.Node, target time
 	code, out, _ = kubeadmRestore(t, l, n, nil, "--to-time", early)
 	refused("a time before every window", "nothing was changed", code, out)
 
-	// Manifests that are not kubeadm's, and an etcd.yaml naming a peer
-	// that answers: the node's own files are left alone, a private mount
-	// namespace shows the command another manifests directory.
+	// Manifests that are not kubeadm's: the node's own files are left
+	// alone, a private mount namespace shows the command another
+	// manifests directory.
 	etcdYAML, err := os.ReadFile(nodeManifests + "etcd.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -172,12 +172,11 @@ func kubeadmRefusals(t *testing.T, l *lifeboat, n *kubeadmtest.Node, target time
 			c.Close()
 		}
 	}()
-	ic := fmt.Sprintf("--initial-cluster=%s=https://%s:2380,", nodeName(t, string(etcdYAML)), n.IP)
-	twoMembers := strings.Replace(string(etcdYAML), ic[:len(ic)-1], ic+"node-b=https://"+peer.Addr().String(), 1)
-	if twoMembers == string(etcdYAML) {
-		t.Fatalf("etcd.yaml has no %s", ic[:len(ic)-1])
-	}
-	code, out = withManifest(t, l, n, twoMembers, "--to-time", at)
+	// The members come from etcd (its member list: this node alone), or
+	// from --initial-cluster as the command printed for other nodes gives
+	// it: here naming a second member that answers.
+	twoMembers := fmt.Sprintf("%s=https://%s:2380,node-b=https://%s", nodeName(t, string(etcdYAML)), n.IP, peer.Addr())
+	code, out, _ = kubeadmRestore(t, l, n, nil, "--to-time", at, "--initial-cluster", twoMembers)
 	refused("a running peer", "other members that are still running (node-b=https://"+peer.Addr().String(), code, out)
 }
 
