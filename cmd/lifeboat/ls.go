@@ -99,7 +99,12 @@ func runLs(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o lsOption
 	return writeLs(a.stdout, s, o.prefix, o.output)
 }
 
-func writeLs(out io.Writer, s *inspect.Snapshot, prefix, output string) error {
+// lister is what ls reads: a snapshot's index (inspect.Snapshot).
+type lister interface {
+	List(prefix string, fn func(*inspect.Entry) error) error
+}
+
+func writeLs(out io.Writer, s lister, prefix, output string) error {
 	n := 0
 	if output == "json" {
 		io.WriteString(out, "[")
