@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"runtime"
+	"strings"
 	"testing"
+	"text/tabwriter"
 
 	"github.com/lifeboat-dev/lifeboat/inspect"
 )
@@ -71,4 +74,50 @@ func (h *lastHook) List(prefix string, fn func(*inspect.Entry) error) error {
 		h.fn()
 	}
 	return err
+}
+
+// TestLsTableAsTabwriter: the two-pass table is byte for byte the one
+// text/tabwriter wrote before (padding 2), for Kubernetes keys, other
+// keys, keys with control characters (quoted) and names in UTF-8.
+func TestLsTableAsTabwriter(t *testing.T) {
+	keys := []string{"/registry/pods/default/web-0", "/registry/apiextensions.k8s.io/customresourcedefinitions/x.example.com",
+		"/registry/ranges/serviceips", "plain", "bad\tkey\n", "/registry/configmaps/kube-system/äöü-ü", "/registry/a/b/c/d/e"}
+	src := sliceLister(keys)
+	var got, want bytes.Buffer
+	if err := writeLs(&got, src, "", "table"); err != nil {
+		t.Fatal(err)
+	}
+	tw := tabwriter.NewWriter(&want, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RESOURCE\tNAMESPACE\tNAME\tSIZE\tMOD-REV\tENCODING")
+	src.List("", func(e *inspect.Entry) error {
+		r, ns, name := splitKubernetesKey([]byte(e.Key))
+		if ns == "" {
+			ns = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", r, ns, name, e.Size, e.ModRevision, e.Encoding)
+		return nil
+	})
+	tw.Flush()
+	if got.String() != want.String() {
+		t.Fatalf("ls table:\n%s\nwant (text/tabwriter):\n%s", got.String(), want.String())
+	}
+	got.Reset()
+	if err := writeLs(&got, src, "/nothing/", "table"); err != nil || got.Len() != 0 {
+		t.Fatalf("ls of an empty prefix wrote %q, %v; want nothing", got.String(), err)
+	}
+}
+
+type sliceLister []string
+
+func (l sliceLister) List(prefix string, fn func(*inspect.Entry) error) error {
+	for i, k := range l {
+		if !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		e := inspect.Entry{Key: k, ModRevision: int64(i * 1000), Size: int64(i * 77), Encoding: []string{"protobuf", "json", "raw"}[i%3]}
+		if err := fn(&e); err != nil {
+			return err
+		}
+	}
+	return nil
 }
