@@ -1,12 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
-	"text/tabwriter"
+	"strconv"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -99,7 +100,12 @@ func runLs(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o lsOption
 	return writeLs(a.stdout, s, o.prefix, o.output)
 }
 
-func writeLs(out io.Writer, s *inspect.Snapshot, prefix, output string) error {
+// lister is what ls reads: a snapshot's index (inspect.Snapshot).
+type lister interface {
+	List(prefix string, fn func(*inspect.Entry) error) error
+}
+
+func writeLs(out io.Writer, s lister, prefix, output string) error {
 	n := 0
 	if output == "json" {
 		io.WriteString(out, "[")
@@ -131,21 +137,80 @@ func writeLs(out io.Writer, s *inspect.Snapshot, prefix, output string) error {
 		_, err = io.WriteString(out, end)
 		return err
 	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	return writeLsTable(out, s, prefix)
+}
+
+// writeLsTable writes the table of ls in two passes over the index: the
+// first sizes the columns, the second writes each line padded to them, so
+// that memory stays flat however many keys the backup has (text/tabwriter
+// keeps every line until the end to size them: 64 MiB for 300 000 keys).
+// The output is the one text/tabwriter gives (padding 2, no cell holds a
+// tab or a newline: splitKubernetesKey quotes control characters).
+func writeLsTable(out io.Writer, s lister, prefix string) error {
+	header := lsRow{"RESOURCE", "NAMESPACE", "NAME", "SIZE", "MOD-REV", "ENCODING"}
+	widths := header.widths(nil)
+	n := 0
 	err := s.List(prefix, func(e *inspect.Entry) error {
-		if n == 0 {
-			fmt.Fprintln(tw, "RESOURCE\tNAMESPACE\tNAME\tSIZE\tMOD-REV\tENCODING")
-		}
 		n++
-		r, ns, name := splitKubernetesKey([]byte(e.Key))
-		if ns == "" {
-			ns = "-"
-		}
-		_, err := fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", r, ns, name, e.Size, e.ModRevision, e.Encoding)
+		r := newLsRow(e)
+		widths = r.widths(widths)
+		return nil
+	})
+	if err != nil || n == 0 {
 		return err
+	}
+	bw := bufio.NewWriterSize(out, 1<<16)
+	header.write(bw, widths)
+	err = s.List(prefix, func(e *inspect.Entry) error {
+		r := newLsRow(e)
+		return r.write(bw, widths)
 	})
 	if err != nil {
 		return err
 	}
-	return tw.Flush()
+	return bw.Flush()
+}
+
+// lsRow is one line of ls's table.
+type lsRow [6]string
+
+func newLsRow(e *inspect.Entry) lsRow {
+	r, ns, name := splitKubernetesKey([]byte(e.Key))
+	if ns == "" {
+		ns = "-"
+	}
+	return lsRow{r, ns, name, strconv.FormatInt(e.Size, 10), strconv.FormatInt(e.ModRevision, 10), e.Encoding}
+}
+
+// widths returns w with each column's width raised to this row's cell
+// (in characters, as text/tabwriter counts them); the last column is not
+// padded.
+func (r *lsRow) widths(w []int) []int {
+	if w == nil {
+		w = make([]int, len(r)-1)
+	}
+	for i := range w {
+		w[i] = max(w[i], utf8.RuneCountInString(r[i]))
+	}
+	return w
+}
+
+// write writes the row, each cell but the last padded to its column's
+// width and two spaces.
+func (r *lsRow) write(bw *bufio.Writer, w []int) error {
+	for i, c := range r[:len(r)-1] {
+		bw.WriteString(c)
+		pad(bw, w[i]-utf8.RuneCountInString(c)+2)
+	}
+	bw.WriteString(r[len(r)-1])
+	return bw.WriteByte('\n')
+}
+
+func pad(bw *bufio.Writer, n int) {
+	const spaces = "                                "
+	for n > len(spaces) {
+		bw.WriteString(spaces)
+		n -= len(spaces)
+	}
+	bw.WriteString(spaces[:n])
 }
