@@ -145,6 +145,12 @@ clients watching from the old revisions re-list instead of missing changes.`,
 			return runRestore(cmd.Context(), a, cfg, a.logger(cfg), o, time.Now())
 		},
 	}
+	restoreFlags(c, &o)
+	return c
+}
+
+// restoreFlags defines restore's flags into o.
+func restoreFlags(c *cobra.Command, o *restoreOptions) {
 	f := c.Flags()
 	f.StringVar(&o.before, "before", "", "restore the newest backup taken before TIME (RFC 3339, 2006-01-02 15:04 UTC, or an age like 2h)")
 	f.StringVar(&o.dataDir, "data-dir", "", "member data dir, or a template with {name} for every member")
@@ -165,7 +171,6 @@ clients watching from the old revisions re-list instead of missing changes.`,
 	f.BoolVar(&o.withKit, "with-kit", false, "with --kubeadm: first lay the backup's recovery kit (its PKI and encryption config; the newest kit when the backup has none) back below / as kit restore --force does (what is there is moved aside, kept)")
 	f.DurationVar(&o.waitMembers, "wait-members", 30*time.Minute, "with --kubeadm on a control plane of several members: how long to wait for the other nodes' members to be restored and started (this node's restore waits for a majority)")
 	f.BoolVar(&o.rollback, "rollback", false, "with --kubeadm: put the old data dir and the manifests back (the restored data dir is kept)")
-	return c
 }
 
 // kubeadmRestoreCmd checks the flags of restore --kubeadm (the
