@@ -142,7 +142,7 @@ func scan(ctx context.Context, r *reader, splitMin uint64, rec Records) (Status,
 	// 3.5.16 removes a tombstone at the compact revision, so the newest
 	// record may be older than the compaction.
 	st.Revision = max(h.revision(), st.CompactRevision, scheduled)
-	st.TotalKeys = h.liveKeys()
+	st.TotalKeys, st.EmptyKey = h.liveKeys(), h.emptyKeyAlive()
 	st.HashKV, st.HashKVComparable, st.HashKVReason = h.sum()
 	return st, nil
 }

@@ -275,6 +275,10 @@ func (h *kvHasher) id(key []byte) keyID {
 
 func (h *kvHasher) liveKeys() int { return h.live }
 
+// emptyKeyAlive reports whether the empty key (etcdutl's revision-bump
+// marker) is alive.
+func (h *kvHasher) emptyKeyAlive() bool { return h.keys[h.id(nil)]&alive != 0 }
+
 // revision is the newest revision of the key bucket (etcdutl's revision).
 func (h *kvHasher) revision() int64 { return h.rev }
 

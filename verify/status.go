@@ -34,8 +34,15 @@ type Status struct {
 	// CompactRevision is the finished compact revision from the meta bucket,
 	// 0 if the keyspace was never compacted.
 	CompactRevision int64
-	// TotalKeys is the number of keys alive at Revision.
+	// TotalKeys is the number of keys alive at Revision, as etcd's index
+	// holds them: with EmptyKey, one of them is the empty key.
 	TotalKeys int
+	// EmptyKey: the empty key is alive. etcdutl's revision bump (restore
+	// --bump-revision, which Kubernetes restores use) writes a record
+	// without a key at the bumped revision; etcd indexes it as the empty
+	// key and keeps it, but no range returns it. A count of keys through
+	// etcd's API (from "\x00") is TotalKeys - 1 then.
+	EmptyKey bool
 	// BoltHash is the crc32 (Castagnoli) over every bucket name, key and
 	// value: etcdutl's "hash".
 	BoltHash uint32
@@ -86,4 +93,13 @@ func CompareHashKV(st Status, liveHash uint32, liveCompactRev int64) (string, er
 			ErrHashKVMismatch, st.Revision, st.CompactRevision, st.HashKV, liveHash)
 	}
 	return "match", nil
+}
+
+// ServedKeys is the number of keys a range over etcd's API returns
+// (TotalKeys without the empty key).
+func (st Status) ServedKeys() int {
+	if st.EmptyKey {
+		return st.TotalKeys - 1
+	}
+	return st.TotalKeys
 }
