@@ -100,7 +100,8 @@ func (h *Hub) Refresh(ctx context.Context) error {
 	return nil
 }
 
-// Run refreshes now and every Interval until ctx ends; with Drills, a
+// Run refreshes now and every Interval (counted from each refresh's
+// start; a refresh longer than Interval is followed at once) until ctx ends; with Drills, a
 // round of the drills due is started after a refresh when none is
 // running. It returns nil when ctx ends, after the round has ended
 // (its drills stop and clean up with ctx).
@@ -109,6 +110,7 @@ func (h *Hub) Run(ctx context.Context) error {
 	defer wg.Wait()
 	round := make(chan struct{}, 1)
 	for {
+		start := time.Now()
 		if err := h.Refresh(ctx); err != nil && ctx.Err() == nil {
 			h.lg.Warn("fleet refresh failed", "err", err)
 		}
@@ -128,7 +130,7 @@ func (h *Hub) Run(ctx context.Context) error {
 				h.lg.Warn("cannot save the fleet cache (the next start reads the stores cold)", "err", err)
 			}
 			return nil
-		case <-h.cfg.After(h.cfg.Interval):
+		case <-h.cfg.After(max(h.cfg.Interval-time.Since(start), 0)):
 		}
 	}
 }

@@ -189,3 +189,32 @@ func TestHubRun(t *testing.T) {
 		t.Fatal("Run did not return after cancel")
 	}
 }
+
+// TestHubRunPhase: the wait between refreshes counts from a refresh's
+// start, not its end, so a slow refresh does not push every later one
+// (and the alerts it feeds) later by its own duration.
+func TestHubRunPhase(t *testing.T) {
+	st, err := uploader.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	synthetic(t, st, "first", "aa01", time.Now().Add(-time.Minute))
+	waits := make(chan time.Duration, 1)
+	after := func(d time.Duration) <-chan time.Time {
+		select {
+		case waits <- d:
+		default:
+		}
+		return make(chan time.Time)
+	}
+	h := NewHub(HubConfig{Sources: []Source{{Name: "dir", Store: st}}, Interval: time.Hour, After: after}, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	d := <-waits
+	cancel()
+	<-done
+	if d >= time.Hour {
+		t.Errorf("wait after a refresh = %v, want the interval less the refresh's duration", d)
+	}
+}
