@@ -368,6 +368,12 @@ func checkEncrypted(t *testing.T, cli *clientv3.Client, key string) {
 // certificate, closed at the test's end.
 func nodeEtcd(t testing.TB, n *kubeadmtest.Node) *clientv3.Client {
 	t.Helper()
+	return nodeEtcdAt(t, "https://"+n.IP+":2379")
+}
+
+// nodeEtcdAt is nodeEtcd of the member at endpoint.
+func nodeEtcdAt(t testing.TB, endpoint string) *clientv3.Client {
+	t.Helper()
 	cert, err := tls.LoadX509KeyPair(nodePKI+"apiserver-etcd-client.crt", nodePKI+"apiserver-etcd-client.key")
 	if err != nil {
 		t.Fatal(err)
@@ -378,7 +384,7 @@ func nodeEtcd(t testing.TB, n *kubeadmtest.Node) *clientv3.Client {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"https://" + n.IP + ":2379"}, DialTimeout: 5 * time.Second,
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second,
 		TLS: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}})
 	if err != nil {
 		t.Fatal(err)

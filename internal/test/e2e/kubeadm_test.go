@@ -90,14 +90,15 @@ func kubeadmRestore(t testing.TB, l *lifeboat, n *kubeadmtest.Node, env []string
 // restore is reconciled. The second, of the same backup after the namespace
 // is deleted again, is killed after each phase and rerun (its bump raised
 // above the first's); --rollback then brings back the data without the
-// namespace.
+// namespace. Last, on the same node, a control plane of three members
+// (restoreMembersOnNode).
 func TestKubeadmRestore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a kubeadm node")
 	}
 	l := newLifeboat(t)
 	n := kubeadmtest.Start(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 25*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 35*time.Minute)
 	defer cancel()
 	kubectl := func(args ...string) string {
 		t.Helper()
@@ -194,6 +195,9 @@ func TestKubeadmRestore(t *testing.T) {
 	if err := n.RestartKubelet(ctx); err != nil {
 		t.Fatal(err)
 	}
+
+	// Last, on the same node: a control plane of three members.
+	restoreMembersOnNode(t, ctx, n, l, kubectl)
 }
 
 // webContainers are the container ids of the Deployment's ready pods.

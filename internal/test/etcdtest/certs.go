@@ -1,6 +1,7 @@
 package etcdtest
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -19,7 +20,7 @@ import (
 // pki is a certificate authority that can sign leaf certificates.
 type pki struct {
 	cert   *x509.Certificate
-	key    *ecdsa.PrivateKey
+	key    crypto.Signer
 	caFile string
 }
 
@@ -71,6 +72,11 @@ func newCA(dir, name string) (*pki, error) {
 // extended key usages and writes it and its key to dir/name.pem and
 // dir/name-key.pem.
 func (p *pki) leaf(dir, name, commonName string, usages ...x509.ExtKeyUsage) (certFile, keyFile string, err error) {
+	return p.leafFor(dir, name, commonName, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, usages...)
+}
+
+// leafFor is leaf for the addresses ips (and localhost).
+func (p *pki) leafFor(dir, name, commonName string, ips []net.IP, usages ...x509.ExtKeyUsage) (certFile, keyFile string, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return "", "", fmt.Errorf("generate key for %s: %w", name, err)
@@ -88,7 +94,7 @@ func (p *pki) leaf(dir, name, commonName string, usages ...x509.ExtKeyUsage) (ce
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  usages,
 		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		IPAddresses:  ips,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.cert, &key.PublicKey, p.key)
 	if err != nil {
@@ -140,4 +146,65 @@ func OtherCA(t testing.TB) (caFile, certFile, keyFile string) {
 		t.Fatalf("etcdtest: %v", err)
 	}
 	return ca.caFile, certFile, keyFile
+}
+
+// SignMember signs, with the CA in caCertFile and caKeyFile (PEM; the key
+// PKCS#1, PKCS#8 or EC, as kubeadm's etcd CA is), a certificate an etcd
+// member serves and dials its peers with (server and client use) for
+// the addresses ips and 127.0.0.1, written to dir/name.pem and
+// dir/name-key.pem.
+func SignMember(t testing.TB, caCertFile, caKeyFile, dir, name string, ips ...net.IP) (certFile, keyFile string) {
+	t.Helper()
+	ca, err := loadCA(caCertFile, caKeyFile)
+	if err != nil {
+		t.Fatalf("etcdtest: %v", err)
+	}
+	certFile, keyFile, err = ca.leafFor(dir, name, name, append(ips, net.IPv4(127, 0, 0, 1)), x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+	if err != nil {
+		t.Fatalf("etcdtest: %v", err)
+	}
+	return certFile, keyFile
+}
+
+// loadCA reads a CA's certificate and key.
+func loadCA(certFile, keyFile string) (*pki, error) {
+	block, err := readPEM(certFile)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", certFile, err)
+	}
+	kb, err := readPEM(keyFile)
+	if err != nil {
+		return nil, err
+	}
+	var key crypto.Signer
+	if k, err := x509.ParsePKCS1PrivateKey(kb.Bytes); err == nil {
+		key = k
+	} else if k, err := x509.ParseECPrivateKey(kb.Bytes); err == nil {
+		key = k
+	} else if k, err := x509.ParsePKCS8PrivateKey(kb.Bytes); err == nil {
+		s, ok := k.(crypto.Signer)
+		if !ok {
+			return nil, fmt.Errorf("%s: a %T cannot sign", keyFile, k)
+		}
+		key = s
+	} else {
+		return nil, fmt.Errorf("%s: not a PKCS#1, EC or PKCS#8 private key", keyFile)
+	}
+	return &pki{cert: cert, key: key, caFile: certFile}, nil
+}
+
+func readPEM(file string) (*pem.Block, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return nil, fmt.Errorf("%s: no PEM block", file)
+	}
+	return block, nil
 }
