@@ -439,6 +439,17 @@ func (r *run) startEtcd(ctx context.Context) (string, error) {
 		defer cancel()
 		s, err := cli.Status(cctx, ep)
 		if err == nil && s.Leader != 0 {
+			if len(others) > 0 {
+				// A majority serves; wait for every member, so that each
+				// one's HashKV is checked.
+				if notYet, err := membersNotStarted(cctx, cli); err != nil || len(notYet) > 0 {
+					why := "members not started yet: " + strings.Join(notYet, ", ")
+					if err != nil {
+						why = "member list: " + err.Error()
+					}
+					return false, why, nil
+				}
+			}
 			st = s
 			return true, "", nil
 		}
@@ -539,6 +550,23 @@ func (r *run) checkHashKV(ctx context.Context, cli *clientv3.Client, ep, version
 		verdict += fmt.Sprintf(" on all %d members", len(eps))
 	}
 	return verdict, nil
+}
+
+// membersNotStarted returns the members of the cluster that have not
+// published their name and client URLs yet (started, but not yet known
+// to the others).
+func membersNotStarted(ctx context.Context, cli *clientv3.Client) ([]string, error) {
+	ml, err := cli.MemberList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, m := range ml.Members {
+		if m.Name == "" || len(m.ClientURLs) == 0 {
+			out = append(out, strings.Join(m.PeerURLs, ","))
+		}
+	}
+	return out, nil
 }
 
 // membersDown returns the members whose peer URL does not accept a
