@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -269,7 +267,7 @@ func othersCommands(j *kubeadm.Journal) []string {
 			cmd += " --mark-compacted"
 		}
 	}
-	out := []string{fmt.Sprintf("on each other control-plane node, as root, with this node's store configuration (this node waits for them, up to --wait-members):")}
+	out := []string{"on each other control-plane node, as root, with this node's store configuration (this node waits for them, up to --wait-members):"}
 	for _, m := range others {
 		out = append(out, fmt.Sprintf("  on %s: %s", m.Name, cmd))
 	}
@@ -359,19 +357,7 @@ func (o restoreOptions) kubeadmSource() (kubeadm.Source, error) {
 // refuseMembers refuses a node whose etcd has other members that are
 // still running: exit 2, naming the ones whose peer port answers.
 func refuseMembers(ctx context.Context, others []kubeadm.Member) error {
-	var up []string
-	for _, m := range others {
-		pu, err := url.Parse(m.PeerURL)
-		if err != nil {
-			continue
-		}
-		d := net.Dialer{Timeout: 2 * time.Second}
-		if c, err := d.DialContext(ctx, "tcp", pu.Host); err == nil {
-			c.Close()
-			up = append(up, m.String())
-		}
-	}
-	if len(up) > 0 {
+	if up, _ := kubeadm.Answering(ctx, others); len(up) > 0 {
 		return usagef("--kubeadm: etcd has other members that are still running (%s): stop etcd on every control-plane node first (docs/restore.md#kubeadm-control-plane)", strings.Join(up, ", "))
 	}
 	return nil

@@ -113,19 +113,6 @@ func ReadNode(root string) (*Node, error) {
 	return n, nil
 }
 
-// OtherMembers returns the members of the initial cluster other than this
-// node's, as name=peerURL.
-func (n *Node) OtherMembers() []string {
-	var out []string
-	for _, m := range list(n.InitialCluster) {
-		name, _, _ := strings.Cut(m, "=")
-		if name != n.Name {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
 // staticPod is one parsed manifest.
 type staticPod struct {
 	file    string

@@ -457,7 +457,7 @@ func (r *run) startEtcd(ctx context.Context) (string, error) {
 		if err != nil {
 			why = err.Error()
 		}
-		if down := membersDown(ctx, others); len(down) > 0 {
+		if _, down := Answering(ctx, others); len(down) > 0 {
 			why = "members not up yet: " + strings.Join(down, ", ") + " (" + why + ")"
 		}
 		return false, why, nil
@@ -569,17 +569,19 @@ func membersNotStarted(ctx context.Context, cli *clientv3.Client) ([]string, err
 	return out, nil
 }
 
-// membersDown returns the members whose peer URL does not accept a
-// connection yet.
-func membersDown(ctx context.Context, members []Member) []string {
-	var down []string
+// Answering splits members by whether their peer URL accepts a
+// connection: up are running (a restore must not replace the data under
+// them), down not yet (or no longer), each as name=peerURL.
+func Answering(ctx context.Context, members []Member) (up, down []string) {
 	for _, m := range members {
 		hp, err := hostPort(m.PeerURL)
-		if err != nil || !listening(ctx, hp) {
+		if err == nil && listening(ctx, hp) {
+			up = append(up, m.String())
+		} else {
 			down = append(down, m.String())
 		}
 	}
-	return down
+	return up, down
 }
 
 // etcdClient dials the member at its client URLs with the apiserver's
