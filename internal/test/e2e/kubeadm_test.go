@@ -145,11 +145,15 @@ func TestKubeadmRestore(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("restore: exit %d", code)
 	}
-	for _, s := range []string{"revision", "keys", "readyz ok", "recovery time", "namespaces", "kube-apiserver (pid"} {
+	for _, s := range []string{"revision", "keys", "readyz ok", "recovery time", "namespaces"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("restore output lacks %q", s)
 		}
 	}
+	// Whether the apiserver outlives etcd (and is killed) depends on the
+	// order kubelet stops the two pods in: both happen here
+	// (restore/kubeadm's TestAPIServerPIDs checks which process is killed).
+	t.Logf("apiserver killed by the restore: %v", strings.Contains(out, "kube-apiserver (pid"))
 	start := time.Now()
 	running := checkShop(t, kubectl, before)
 	t.Logf("RTO: %.1fs from the command to a ready apiserver, %.1fs to the Deployment available again", took.Seconds(), took.Seconds()+time.Since(start).Seconds())
