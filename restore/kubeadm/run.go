@@ -535,6 +535,7 @@ func (r *run) checkHashKV(ctx context.Context, cli *clientv3.Client, ep, version
 		}
 	}
 	var verdict string
+	hashes := map[string]memberHash{}
 	for _, name := range slices.Sorted(maps.Keys(eps)) {
 		hk, err := cli.HashKV(ctx, eps[name], want.Revision)
 		if err != nil {
@@ -545,11 +546,50 @@ func (r *run) checkHashKV(ctx context.Context, cli *clientv3.Client, ep, version
 			return "", fmt.Errorf("%w: member %s: %v", ErrCheck, name, err)
 		}
 		verdict = v
+		hashes[name] = memberHash{hk.Hash, hk.CompactRevision}
 	}
-	if len(eps) > 1 {
-		verdict += fmt.Sprintf(" on all %d members", len(eps))
+	if len(eps) == 1 {
+		return verdict, nil
 	}
-	return verdict, nil
+	if verdict == "match" {
+		return fmt.Sprintf("match on all %d members", len(eps)), nil
+	}
+	agree, err := membersAgree(want.Revision, hashes)
+	if err != nil {
+		return "", err
+	}
+	return verdict + "; " + agree, nil
+}
+
+// memberHash is one member's HashKV at the written revision.
+type memberHash struct {
+	hash       uint32
+	compactRev int64
+}
+
+// membersAgree compares the members' HashKVs with each other, for when
+// they cannot be compared with the written file (a compaction the
+// restore scheduled has not finished): members at the same compact
+// revision must hash the same keys the same; members at different ones
+// cannot be compared, and the verdict says so.
+func membersAgree(rev int64, hashes map[string]memberHash) (string, error) {
+	names := slices.Sorted(maps.Keys(hashes))
+	first := hashes[names[0]]
+	for _, n := range names[1:] {
+		h := hashes[n]
+		if h.compactRev != first.compactRev {
+			var at []string
+			for _, n := range names {
+				at = append(at, fmt.Sprintf("%s %d", n, hashes[n].compactRev))
+			}
+			return "the members cannot be compared with each other either: their compact revisions differ (" + strings.Join(at, ", ") + ")", nil
+		}
+		if h.hash != first.hash {
+			return "", fmt.Errorf("%w: the members disagree at revision %d (compact revision %d): %s 0x%08x, %s 0x%08x; do not use this cluster: run lifeboat restore --kubeadm --rollback on every node",
+				ErrCheck, rev, first.compactRev, names[0], first.hash, n, h.hash)
+		}
+	}
+	return fmt.Sprintf("the %d members agree with each other (0x%08x at compact revision %d)", len(names), first.hash, first.compactRev), nil
 }
 
 // membersNotStarted returns the members of the cluster that have not

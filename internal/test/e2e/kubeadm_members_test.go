@@ -144,10 +144,16 @@ func restoreMembersOnNode(t *testing.T, ctx context.Context, n *kubeadmtest.Node
 		t.Fatalf("restore --kubeadm of three members did not end:\n%s", out.String())
 	}
 	t.Logf("restore --kubeadm of three members: %.1fs from the command (the others restored by the test after it printed their commands)\n%s", time.Since(start).Seconds(), out.String())
-	for _, want := range []string{"a control plane of 3 members (read from the member list of the running etcd", "on all 3 members", "readyz ok"} {
+	for _, want := range []string{"a control plane of 3 members (read from the member list of the running etcd", "readyz ok"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("restore --kubeadm of three members printed no %q", want)
 		}
+	}
+	// The file's HashKV is not comparable here (the compaction the
+	// restore schedules has not finished): the members are compared with
+	// each other.
+	if !strings.Contains(out.String(), "match on all 3 members") && !strings.Contains(out.String(), "the 3 members agree with each other") {
+		t.Errorf("restore --kubeadm of three members printed no HashKV verdict of all 3 members")
 	}
 	ml, err := nodeEtcd(t, n).MemberList(ctx)
 	if err != nil || len(ml.Members) != 3 {
