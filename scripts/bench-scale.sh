@@ -21,7 +21,8 @@
 # The seeded data dir is kept in $BENCH_DIR (default /var/tmp/lifeboat-scale/SIZE);
 # disk needed, checked per section before anything starts (a section that
 # does not fit is skipped, named with what it needs, and the results say
-# so): about 2 × SIZE to seed (the database and etcd's WAL), SIZE/4 per
+# so): about SIZE + 1 GiB to seed (the database, and etcd's WAL, purged
+# with a small --snapshot-count), SIZE/4 per
 # stored backup (RUNS + 1), and the largest step of each section: 4 × SIZE
 # for restore3, 2 for drill, 1 for the others; each step's output is
 # deleted before the next.
@@ -45,9 +46,11 @@ SECTIONS=" ${BENCH_SECTIONS:-snapshot verify drill restore3 inspect} "
 want() { [[ $SECTIONS == *" $1 "* ]]; }
 mkdir -p "$DIR"
 # Disk, checked first (before the tools, a build or a seed), per section:
-# the base is the seeded database (about 2 × SIZE with etcd's WAL: 4.1 GB
-# and 3.5 GB of WAL at 4GB; not counted when it is kept from an earlier
-# run) and the stored backups (one per snapshot run and the first one,
+# the base is the seeded database (SIZE and 1 GiB of etcd's WAL: the
+# bench etcd runs with --snapshot-count 100, so etcd purges its WAL down to
+# --max-wals files as it seeds; with etcd's default every WAL file of the
+# seed was kept, 3.5 GB beside the 4.1 GB database at 4GB; not counted
+# when it is kept from an earlier run) and the stored backups (one per snapshot run and the first one,
 # each counted at SIZE/4: zstd and age made the 2.08 GB database's backup
 # 406 MB, 0.195 of it); each section adds its largest step's copies (step_of). Each step's
 # output is deleted before the next (clean_step), so the steps' copies are
@@ -66,7 +69,7 @@ step_of() {
 	esac
 }
 base_kb=$(((RUNS + 1) * mb * 256))
-[ -f "$DIR/seeded" ] || base_kb=$((base_kb + mb * 2048))
+[ -f "$DIR/seeded" ] || base_kb=$((base_kb + mb * 1024 + (1 << 20)))
 free_kb=$(df -Pk "$DIR" | awk 'NR==2 {print $4}')
 kept="" SKIPPED=""
 for s in $SECTIONS; do
@@ -81,7 +84,7 @@ for s in $SECTIONS; do
 done
 if [ -z "$kept" ]; then
 	echo "bench-scale: not enough disk for a $SIZE run: $DIR has $((free_kb >> 20)) GiB free, no section fits beside the base of $((base_kb >> 20)) GiB" \
-		"(the seeded database, 2 × $SIZE unless kept from an earlier run, and $((RUNS + 1)) stored backups at $SIZE/4 each);" \
+		"(the seeded database, $SIZE and 1 GiB of WAL unless kept from an earlier run, and $((RUNS + 1)) stored backups at $SIZE/4 each);" \
 		"free space there, or set BENCH_DIR to a directory on a larger disk" >&2
 	exit 1
 fi
@@ -108,7 +111,7 @@ read -r cport pport <"$DIR/ports"
 ep=http://127.0.0.1:$cport
 [ -f "$DIR/seeded" ] || rm -rf "$DIR/etcd"
 c=http://127.0.0.1:$cport p=http://127.0.0.1:$pport
-"$BIN/etcd" --name bench --data-dir "$DIR/etcd" --quota-backend-bytes $((10 << 30)) \
+"$BIN/etcd" --name bench --data-dir "$DIR/etcd" --quota-backend-bytes $((10 << 30)) --snapshot-count 100 \
 	--listen-client-urls "$c" --advertise-client-urls "$c" \
 	--listen-peer-urls "$p" --initial-advertise-peer-urls "$p" \
 	--initial-cluster "bench=$p" --log-level error >"$DIR/etcd.log" 2>&1 &
