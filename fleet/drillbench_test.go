@@ -50,6 +50,7 @@ func BenchmarkHubDrill(b *testing.B) {
 	}
 	source := Source{Name: "bucket", Store: repo.Store}
 	var hubT, agentT time.Duration
+	phases := map[string]time.Duration{}
 	b.ResetTimer()
 	for i := range b.N {
 		runs := []func() (*drill.Outcome, error){
@@ -65,6 +66,9 @@ func BenchmarkHubDrill(b *testing.B) {
 				b.Fatalf("drill %d: %+v, %v", j, out, err)
 			}
 			took[j] = time.Since(start)
+			for name, d := range out.Phases {
+				phases[[]string{"agent", "hub"}[j]+"-"+name] += d
+			}
 		}
 		agentT += took[0]
 		hubT += took[1]
@@ -72,4 +76,7 @@ func BenchmarkHubDrill(b *testing.B) {
 	b.ReportMetric(agentT.Seconds()/float64(b.N), "agent-s/op")
 	b.ReportMetric(hubT.Seconds()/float64(b.N), "hub-s/op")
 	b.ReportMetric(hubT.Seconds()/agentT.Seconds(), "hub/agent")
+	for name, d := range phases {
+		b.ReportMetric(d.Seconds()/float64(b.N), name+"-s/op")
+	}
 }
