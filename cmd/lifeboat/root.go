@@ -117,8 +117,13 @@ func storeBuffers(url string, s S3StoreConfig) int64 {
 	return int64(c.Concurrency+2) * c.PartSize
 }
 
+// logger is the command's logger. It is also slog's default, so that
+// what libraries write with the standard log package (the AWS SDK's
+// transfer manager does) is a record of the same format and stream.
 func (a *app) logger(c *Config) *slog.Logger {
-	return newLogger(a.stderr, c.Log.Level, c.Log.Format)
+	lg := newLogger(a.stderr, c.Log.Level, c.Log.Format)
+	slog.SetDefault(lg)
+	return lg
 }
 
 func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
