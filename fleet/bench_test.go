@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,7 +23,9 @@ import (
 // clusters (default 20), each with FLEET_HOURS hourly backups (default
 // 48), a daily drill report and an agent status document. One
 // iteration is one read of the whole fleet; hub reports the hub's peak
-// RSS over its first three refreshes.
+// RSS over its first three refreshes. FLEET_BENCH=hub,cold,... runs
+// only those sub-benchmarks (all by default; the seeding is the long
+// part).
 func BenchmarkFleetRead(b *testing.B) {
 	clusters, hours := envInt("FLEET_CLUSTERS", 20), envInt("FLEET_HOURS", 48)
 	srv := s3test.Start(b)
@@ -61,23 +64,30 @@ func BenchmarkFleetRead(b *testing.B) {
 			b.Fatalf("%d clusters with problems: %+v", rep.Problems(), rep.Clusters[0].Problems)
 		}
 	}
+	run := func(name string, f func(b *testing.B)) {
+		if only := os.Getenv("FLEET_BENCH"); only == "" || slices.Contains(strings.Split(only, ","), name) {
+			b.Run(name, f)
+		}
+	}
 	// hub: the hub's peak RSS (Linux VmHWM, reset after the seeding)
 	// over a cold refresh and two refreshes with nothing changed, with
 	// what the process held before (base), under the soft memory limit
-	// lifeboat fleet serve runs with (hubMemoryLimit); hub-nolimit
-	// without one.
-	b.Run("hub", func(b *testing.B) { hubRSS(b, src, clusters, now, hubMemoryLimit) })
-	b.Run("hub-nolimit", func(b *testing.B) { hubRSS(b, src, clusters, now, math.MaxInt64) })
-	// cold: what one `fleet status` costs; refresh: the hub's next read,
-	// nothing changed (the listing, no object read).
-	b.Run("cold", func(b *testing.B) {
+	// lifeboat fleet serve runs with (hubMemoryLimit), its documents in
+	// memory (no fleet.cache_dir); hub-nolimit without the limit;
+	// hub-cachedir and hub-cachedir-nolimit with fleet.cache_dir.
+	run("hub", func(b *testing.B) { hubRSS(b, src, clusters, now, hubMemoryLimit, false) })
+	run("hub-nolimit", func(b *testing.B) { hubRSS(b, src, clusters, now, math.MaxInt64, false) })
+	run("hub-cachedir", func(b *testing.B) { hubRSS(b, src, clusters, now, hubMemoryLimit, true) })
+	run("hub-cachedir-nolimit", func(b *testing.B) { hubRSS(b, src, clusters, now, math.MaxInt64, true) })
+	// cold: what one `fleet status` costs.
+	run("cold", func(b *testing.B) {
 		for b.Loop() {
 			read(b, NewReader())
 		}
 	})
 	// restart: a new hub process with fleet.cache_dir, the cache file
 	// written by an earlier read (nothing changed since).
-	b.Run("restart", func(b *testing.B) {
+	run("restart", func(b *testing.B) {
 		dir := b.TempDir()
 		r, err := NewCachedReader(dir)
 		if err != nil {
@@ -92,13 +102,59 @@ func BenchmarkFleetRead(b *testing.B) {
 			read(b, r)
 		}
 	})
-	b.Run("refresh", func(b *testing.B) {
+	// full: the hub's full read (every fleet.full_every), nothing
+	// changed: every object listed, none read.
+	run("full", func(b *testing.B) {
 		r := NewReader()
 		read(b, r)
 		for b.Loop() {
 			read(b, r)
 		}
 	})
+	// refresh: the hub's refresh between full reads (Reader.Refresh),
+	// nothing changed: the root's names and each cluster's agents/ area
+	// listed, nothing read.
+	refresh := func(b *testing.B, r *Reader) {
+		cs, err := r.Refresh(b.Context(), src, nil)
+		if err != nil || len(cs) != clusters {
+			b.Fatalf("Refresh: %v, %d clusters", err, len(cs))
+		}
+	}
+	run("refresh", func(b *testing.B) {
+		r := NewReader()
+		read(b, r)
+		for b.Loop() {
+			refresh(b, r)
+		}
+	})
+	// refresh-agents: the same after every agent wrote its status
+	// document again with no job done (a daemon writes one a minute):
+	// each cluster's new document read too. The writes are not timed.
+	run("refresh-agents", func(b *testing.B) {
+		r := NewReader()
+		read(b, r)
+		for i := 0; b.Loop(); i++ {
+			b.StopTimer()
+			rewriteStatus(b, st, clusters, now.Add(time.Duration(i+1)*time.Millisecond))
+			b.StartTimer()
+			refresh(b, r)
+		}
+	})
+}
+
+// rewriteStatus writes every cluster's status document again, written
+// at written, as its agent does every minute.
+func rewriteStatus(b *testing.B, st uploader.Store, clusters int, written time.Time) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for c := range clusters {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			status(b, st, fmt.Sprintf("cluster-%03d", c), "@hourly", written)
+		})
+	}
+	wg.Wait()
 }
 
 // hubMemoryLimit is the soft memory limit lifeboat fleet serve runs with
@@ -110,7 +166,7 @@ const hubMemoryLimit = 32 << 20
 // memory limit and reports the process's peak RSS (VmHWM, reset first)
 // and what it held before (base). Its clock is now, the seeding's (the
 // agents' status documents were written then).
-func hubRSS(b *testing.B, src []Source, clusters int, now time.Time, limit int64) {
+func hubRSS(b *testing.B, src []Source, clusters int, now time.Time, limit int64, cacheDir bool) {
 	old := debug.SetMemoryLimit(limit)
 	defer debug.SetMemoryLimit(old)
 	for b.Loop() {
@@ -120,7 +176,14 @@ func hubRSS(b *testing.B, src []Source, clusters int, now time.Time, limit int64
 			b.Skipf("cannot reset the peak RSS (Linux /proc/self/clear_refs): %v", err)
 		}
 		base := procStatusKiB(b, "VmHWM")
-		h := NewHub(HubConfig{Sources: src, Now: func() time.Time { return now }}, nil)
+		reader := NewReader()
+		if cacheDir {
+			var err error
+			if reader, err = NewCachedReader(b.TempDir()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		h := NewHub(HubConfig{Sources: src, Reader: reader, Now: func() time.Time { return now }}, nil)
 		for range 3 {
 			if err := h.Refresh(b.Context()); err != nil {
 				b.Fatal(err)

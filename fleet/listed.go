@@ -88,6 +88,22 @@ func listStore(ctx context.Context, st uploader.Store, docs *docCache) (*listedS
 	return ls, nil
 }
 
+// listPrefix lists the objects of st under prefix only (Refresh's
+// listing of one cluster, or of its agents/ area): a listedStore that
+// answers for that prefix alone.
+func listPrefix(ctx context.Context, st uploader.Store, docs *docCache, prefix string) (*listedStore, error) {
+	ls := &listedStore{st: st, docs: docs}
+	err := st.List(ctx, prefix, func(o uploader.ObjectInfo) error {
+		ls.objs = append(ls.objs, o)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list %s in %s: %w", prefix, st, err)
+	}
+	sort.Slice(ls.objs, func(i, j int) bool { return ls.objs[i].Key < ls.objs[j].Key })
+	return ls, nil
+}
+
 func (s *listedStore) List(ctx context.Context, prefix string, fn func(uploader.ObjectInfo) error) error {
 	i := sort.Search(len(s.objs), func(i int) bool { return s.objs[i].Key >= prefix })
 	for ; i < len(s.objs) && strings.HasPrefix(s.objs[i].Key, prefix); i++ {
@@ -174,6 +190,20 @@ func (s *listedStore) String() string { return s.st.String() }
 // clusterAreas are the areas whose presence makes a top-level name a
 // cluster.
 var clusterAreas = []string{"snapshots", "agents", "drills", "changes", "progress", "kits"}
+
+// others returns the first path elements of the listing that are no
+// cluster's (clusters: no object in a cluster area), sorted.
+func (s *listedStore) others() []string {
+	clusters := setOf(s.clusters())
+	var out []string
+	for _, o := range s.objs {
+		name, _, ok := strings.Cut(o.Key, "/")
+		if ok && !clusters[name] && (len(out) == 0 || out[len(out)-1] != name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
 
 // clusters returns the cluster names the listing holds, sorted: every
 // first path element with an object in one of clusterAreas under it.

@@ -84,7 +84,11 @@ func runFleetServe(ctx context.Context, cfg *Config, lg *slog.Logger, o fleetSer
 	if err != nil {
 		return err
 	}
-	hub := fleet.NewHub(fleet.HubConfig{Sources: sources, Interval: o.interval, Reader: fleetReader(cfg, lg), Drills: drills}, lg)
+	fullEvery := cfg.Fleet.FullEvery
+	if fullEvery == 0 {
+		fullEvery = o.interval // every refresh
+	}
+	hub := fleet.NewHub(fleet.HubConfig{Sources: sources, Interval: o.interval, FullEvery: fullEvery, Reader: fleetReader(cfg, lg), Drills: drills}, lg)
 	srv := &http.Server{Handler: hub.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(lg.Handler(), slog.LevelWarn)}
 	var wg sync.WaitGroup
 	wg.Go(func() {
