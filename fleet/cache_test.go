@@ -66,6 +66,10 @@ func TestReaderCache(t *testing.T) {
 		t.Fatalf("cold read: %d GETs, want every manifest, report, status document read", n)
 	}
 	checkPerms(t, dir)
+	if n := len(cacheFiles(t, dir)); n != 3+1 {
+		t.Errorf("cache files: %d, want one per cluster and the agents' documents", n)
+	}
+	checkReleased(t, r)
 
 	fs.proxy.ResetCounts()
 	if got := readWith(t, r, fs.s3); !cmp.Equal(cold, got, cmp.AllowUnexported(Cluster{})) {
@@ -163,6 +167,24 @@ func TestReaderCacheUnusable(t *testing.T) {
 				t.Errorf("the cache rewritten after the cold read: %v", err)
 			}
 		})
+	}
+}
+
+// checkReleased: with a cache directory, no cluster's documents stay
+// in memory after a read (only the agents' status documents).
+func checkReleased(t *testing.T, r *Reader) {
+	t.Helper()
+	for name, c := range r.docs {
+		for cluster, cd := range c.clusters {
+			if cd.docs != nil {
+				t.Errorf("%s %s: %d documents kept in memory after the read, want none (on disk)", name, cluster, len(cd.docs))
+			}
+		}
+		for k := range c.hot {
+			if !isHot(k) {
+				t.Errorf("%s: %s kept in memory", name, k)
+			}
+		}
 	}
 }
 

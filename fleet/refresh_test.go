@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"sort"
@@ -207,5 +208,44 @@ func TestHubFullEvery(t *testing.T) {
 	clock = now.Add(5 * time.Minute)
 	if n := backups(); n != 1 {
 		t.Errorf("refresh at FullEvery: %d backups, want 1 (the deletion seen)", n)
+	}
+}
+
+// TestAgentWork: the signal moves with what an agent did (a job
+// finished, capture advanced, a document unreadable, an agent more),
+// not with what it only says again (a new document of the same work,
+// its next run planned).
+func TestAgentWork(t *testing.T) {
+	at := func(m int) *time.Time { v := time.Date(2026, 12, 4, 20, m, 0, 0, time.UTC); return &v }
+	entry := func(agent string, written int, job repository.AgentJob, capture *repository.AgentCapture) repository.AgentStatusEntry {
+		return repository.AgentStatusEntry{Key: "c/agents/" + agent + "/20261204T20" + fmt.Sprintf("%02d", written) + "00.000Z.json",
+			Status: &repository.AgentStatus{Jobs: map[string]repository.AgentJob{"snapshot": job}, Capture: capture}}
+	}
+	done := repository.AgentJob{LastAttempt: at(0), LastResult: "success", LastSuccess: at(0), NextRun: at(60)}
+	base := agentWork([]repository.AgentStatusEntry{entry("a", 1, done, nil)})
+	next := done
+	next.NextRun = at(59)
+	later := done
+	later.LastAttempt, later.LastSuccess = at(5), at(5)
+	failed := done
+	failed.LastResult = "failure"
+	for _, tc := range []struct {
+		name string
+		es   []repository.AgentStatusEntry
+		same bool
+	}{
+		{"a new document, the same work", []repository.AgentStatusEntry{entry("a", 2, done, nil)}, true},
+		{"next run planned again", []repository.AgentStatusEntry{entry("a", 2, next, nil)}, true},
+		{"a job finished", []repository.AgentStatusEntry{entry("a", 6, later, nil)}, false},
+		{"its result changed", []repository.AgentStatusEntry{entry("a", 2, failed, nil)}, false},
+		{"capture advanced", []repository.AgentStatusEntry{entry("a", 2, done, &repository.AgentCapture{Active: true, Revision: 9})}, false},
+		{"another agent", []repository.AgentStatusEntry{entry("a", 1, done, nil), entry("b", 1, done, nil)}, false},
+		{"unreadable", []repository.AgentStatusEntry{{Key: "c/agents/a/20261204T200200.000Z.json", Err: repository.ErrBadAgentStatus}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := agentWork(tc.es) == base; got != tc.same {
+				t.Errorf("same signal = %v, want %v", got, tc.same)
+			}
+		})
 	}
 }
