@@ -1,9 +1,12 @@
 package fleet
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -29,7 +32,7 @@ import (
 func BenchmarkFleetRead(b *testing.B) {
 	clusters, hours := envInt("FLEET_CLUSTERS", 20), envInt("FLEET_HOURS", 48)
 	srv := s3test.Start(b)
-	st, _ := jobtest.NewS3Store(b, srv, false)
+	st, bucket := jobtest.NewS3Store(b, srv, false)
 	now := time.Now().UTC()
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
@@ -79,6 +82,13 @@ func BenchmarkFleetRead(b *testing.B) {
 	run("hub-nolimit", func(b *testing.B) { hubRSS(b, src, clusters, now, math.MaxInt64, false) })
 	run("hub-cachedir", func(b *testing.B) { hubRSS(b, src, clusters, now, hubMemoryLimit, true) })
 	run("hub-cachedir-nolimit", func(b *testing.B) { hubRSS(b, src, clusters, now, math.MaxInt64, true) })
+	// serve, serve-nocache: the peak RSS of the real hub, `lifeboat
+	// fleet serve` (LIFEBOAT_BIN) with and without fleet.cache_dir, over
+	// its first three refreshes (one full, two with nothing changed).
+	serve := []string{"fleet", "serve", "--store", "s3://" + bucket + "/team", "--s3-endpoint", srv.Endpoint,
+		"--s3-region", srv.Region, "--s3-path-style", "--listen", "127.0.0.1:0", "--interval", "1s", "--log-format", "json"}
+	run("serve", func(b *testing.B) { serveRSS(b, append(serve, "--fleet-cache-dir", b.TempDir())) })
+	run("serve-nocache", func(b *testing.B) { serveRSS(b, serve) })
 	// cold: what one `fleet status` costs.
 	run("cold", func(b *testing.B) {
 		for b.Loop() {
@@ -206,7 +216,13 @@ func procStatusKiB(b *testing.B, field string) int64 {
 	if err != nil {
 		b.Skipf("no /proc/self/status: %v", err)
 	}
-	for line := range strings.Lines(string(data)) {
+	return statusKiB(b, string(data), field)
+}
+
+// statusKiB is a field of a /proc/PID/status text in KiB.
+func statusKiB(b *testing.B, data, field string) int64 {
+	b.Helper()
+	for line := range strings.Lines(data) {
 		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			f := strings.Fields(v)
 			if n, err := strconv.ParseInt(f[0], 10, 64); err == nil {
@@ -223,4 +239,48 @@ func envInt(name string, def int) int {
 		return n
 	}
 	return def
+}
+
+// serveRSS runs `lifeboat fleet serve` (LIFEBOAT_BIN) with args until it
+// logged three refreshes and reports its peak RSS (VmHWM) and the
+// seconds of each refresh it logged.
+func serveRSS(b *testing.B, args []string) {
+	bin := os.Getenv("LIFEBOAT_BIN")
+	if bin == "" {
+		if os.Getenv("CI") == "true" {
+			b.Fatal("LIFEBOAT_BIN is not set: the hub's RSS needs the built binary")
+		}
+		b.Skip("LIFEBOAT_BIN is not set: the hub's RSS needs the built binary")
+	}
+	for b.Loop() {
+		cmd := exec.CommandContext(b.Context(), bin, args...)
+		out, err := cmd.StderrPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		var took []float64
+		sc := bufio.NewScanner(out)
+		for len(took) < 3 && sc.Scan() {
+			var line struct {
+				Msg     string  `json:"msg"`
+				Seconds float64 `json:"seconds"`
+			}
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "fleet refreshed" {
+				took = append(took, line.Seconds)
+			}
+		}
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+		cmd.Process.Kill()
+		cmd.Wait()
+		if len(took) < 3 || err != nil {
+			b.Fatalf("lifeboat fleet serve: %d refreshes logged, /proc: %v", len(took), err)
+		}
+		b.ReportMetric(float64(statusKiB(b, string(status), "VmHWM"))/1024, "peak-RSS-MiB")
+		for i, s := range took {
+			b.ReportMetric(s, fmt.Sprintf("refresh%d-s", i+1))
+		}
+	}
 }
