@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -79,6 +80,12 @@ func TestReaderCache(t *testing.T) {
 		t.Errorf("refresh with nothing changed: %d GETs, want 0", n)
 	}
 
+	// A cluster gone while no hub ran: its file is removed by the next
+	// full read.
+	stale := filepath.Join(dir, CacheFile, hashName("bucket"), "c-"+hashName("gone"))
+	if err := saveFile(stale, fileState{Source: "bucket", Cluster: "gone"}); err != nil {
+		t.Fatal(err)
+	}
 	restarted, err := NewCachedReader(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -89,6 +96,9 @@ func TestReaderCache(t *testing.T) {
 	}
 	if n := fs.proxy.Count("GetObject"); n != 0 {
 		t.Errorf("read after a restart with nothing changed: %d GETs, want 0 (the cache file)", n)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the file of a cluster gone: %v, want it removed", err)
 	}
 
 	// One cluster changes: a new backup and a failed drill of it; only

@@ -223,9 +223,20 @@ func (c *docCache) forget(listed map[string]bool) {
 	for name := range c.clusters {
 		if !listed[name] {
 			delete(c.clusters, name)
-			if c.dir != "" {
-				os.Remove(c.clusterFile(name))
-			}
+		}
+	}
+	if c.dir == "" {
+		return
+	}
+	// The files of clusters gone, also while no hub ran.
+	keep := map[string]bool{hotFile: true}
+	for name := range listed {
+		keep[filepath.Base(c.clusterFile(name))] = true
+	}
+	es, _ := os.ReadDir(c.dir) // none yet: nothing to remove
+	for _, e := range es {
+		if strings.HasPrefix(e.Name(), "c-") && !keep[e.Name()] {
+			os.Remove(filepath.Join(c.dir, e.Name()))
 		}
 	}
 }
