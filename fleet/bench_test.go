@@ -1,11 +1,15 @@
 package fleet
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,11 +26,13 @@ import (
 // clusters (default 20), each with FLEET_HOURS hourly backups (default
 // 48), a daily drill report and an agent status document. One
 // iteration is one read of the whole fleet; hub reports the hub's peak
-// RSS over its first three refreshes.
+// RSS over its first three refreshes. FLEET_BENCH=hub,cold,... runs
+// only those sub-benchmarks (all by default; the seeding is the long
+// part).
 func BenchmarkFleetRead(b *testing.B) {
 	clusters, hours := envInt("FLEET_CLUSTERS", 20), envInt("FLEET_HOURS", 48)
 	srv := s3test.Start(b)
-	st, _ := jobtest.NewS3Store(b, srv, false)
+	st, bucket := jobtest.NewS3Store(b, srv, false)
 	now := time.Now().UTC()
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
@@ -61,23 +67,39 @@ func BenchmarkFleetRead(b *testing.B) {
 			b.Fatalf("%d clusters with problems: %+v", rep.Problems(), rep.Clusters[0].Problems)
 		}
 	}
+	run := func(name string, f func(b *testing.B)) {
+		if only := os.Getenv("FLEET_BENCH"); only == "" || slices.Contains(strings.Split(only, ","), name) {
+			b.Run(name, f)
+		}
+	}
 	// hub: the hub's peak RSS (Linux VmHWM, reset after the seeding)
 	// over a cold refresh and two refreshes with nothing changed, with
 	// what the process held before (base), under the soft memory limit
-	// lifeboat fleet serve runs with (hubMemoryLimit); hub-nolimit
-	// without one.
-	b.Run("hub", func(b *testing.B) { hubRSS(b, src, clusters, now, hubMemoryLimit) })
-	b.Run("hub-nolimit", func(b *testing.B) { hubRSS(b, src, clusters, now, math.MaxInt64) })
-	// cold: what one `fleet status` costs; refresh: the hub's next read,
-	// nothing changed (the listing, no object read).
-	b.Run("cold", func(b *testing.B) {
+	// lifeboat fleet serve runs with (hubMemoryLimit), its documents in
+	// memory (no fleet.cache_dir); hub-nolimit without the limit;
+	// hub-cachedir and hub-cachedir-nolimit with fleet.cache_dir.
+	run("hub", func(b *testing.B) { hubRSS(b, src, clusters, now, hubMemoryLimit, false) })
+	run("hub-nolimit", func(b *testing.B) { hubRSS(b, src, clusters, now, math.MaxInt64, false) })
+	run("hub-cachedir", func(b *testing.B) { hubRSS(b, src, clusters, now, hubMemoryLimit, true) })
+	run("hub-cachedir-nolimit", func(b *testing.B) { hubRSS(b, src, clusters, now, math.MaxInt64, true) })
+	// serve, serve-nocache: the peak RSS of the real hub, `lifeboat
+	// fleet serve` (LIFEBOAT_BIN) with and without fleet.cache_dir (it
+	// then keeps its documents in a temporary directory), over
+	// its first serveRefreshes refreshes (one full, then nothing
+	// changed), and their times.
+	serve := []string{"fleet", "serve", "--store", "s3://" + bucket + "/team", "--s3-endpoint", srv.Endpoint,
+		"--s3-region", srv.Region, "--s3-path-style", "--listen", "127.0.0.1:0", "--interval", "1s", "--log-format", "json"}
+	run("serve", func(b *testing.B) { serveRSS(b, append(serve, "--fleet-cache-dir", b.TempDir())) })
+	run("serve-nocache", func(b *testing.B) { serveRSS(b, serve) })
+	// cold: what one `fleet status` costs.
+	run("cold", func(b *testing.B) {
 		for b.Loop() {
 			read(b, NewReader())
 		}
 	})
 	// restart: a new hub process with fleet.cache_dir, the cache file
 	// written by an earlier read (nothing changed since).
-	b.Run("restart", func(b *testing.B) {
+	run("restart", func(b *testing.B) {
 		dir := b.TempDir()
 		r, err := NewCachedReader(dir)
 		if err != nil {
@@ -92,13 +114,86 @@ func BenchmarkFleetRead(b *testing.B) {
 			read(b, r)
 		}
 	})
-	b.Run("refresh", func(b *testing.B) {
-		r := NewReader()
-		read(b, r)
+	// full: the hub's full read (every fleet.full_every), nothing
+	// changed: every object listed, none read.
+	// warm is one Reader after a cold read, shared by full, refresh and
+	// refresh-agents (a cold read of a large fleet is the long part).
+	var warm *Reader
+	warmed := func(b *testing.B) *Reader {
+		if warm == nil {
+			warm = NewReader()
+			read(b, warm)
+		}
+		return warm
+	}
+	// times runs f rounds times per iteration and reports the mean and
+	// the slowest round in seconds.
+	times := func(b *testing.B, rounds int, f func(i int)) {
+		var total, slowest time.Duration
+		for i := range rounds {
+			start := time.Now()
+			f(i)
+			d := time.Since(start)
+			total, slowest = total+d, max(slowest, d)
+		}
+		b.ReportMetric(total.Seconds()/float64(rounds), "mean-s")
+		b.ReportMetric(slowest.Seconds(), "max-s")
+	}
+	run("full", func(b *testing.B) {
+		r := warmed(b)
 		for b.Loop() {
-			read(b, r)
+			times(b, 3, func(int) { read(b, r) })
 		}
 	})
+	// refresh: the hub's refresh between full reads (Reader.Refresh),
+	// nothing changed: the root's names and each cluster's agents/ area
+	// listed, nothing read. Ten refreshes an iteration.
+	refresh := func(b *testing.B, r *Reader) {
+		cs, err := r.Refresh(b.Context(), src, nil)
+		if err != nil || len(cs) != clusters {
+			b.Fatalf("Refresh: %v, %d clusters", err, len(cs))
+		}
+	}
+	run("refresh", func(b *testing.B) {
+		r := warmed(b)
+		for b.Loop() {
+			times(b, 10, func(int) { refresh(b, r) })
+		}
+	})
+	// refresh-agents: the same after every agent wrote its status
+	// document again with no job done (a daemon writes one a minute):
+	// each cluster's new document read too. The writes are not timed
+	// (mean-s and max-s are the refreshes alone).
+	run("refresh-agents", func(b *testing.B) {
+		r := warmed(b)
+		for b.Loop() {
+			var total, slowest time.Duration
+			for i := range 5 {
+				rewriteStatus(b, st, clusters, now.Add(time.Duration(i+1)*time.Millisecond))
+				start := time.Now()
+				refresh(b, r)
+				d := time.Since(start)
+				total, slowest = total+d, max(slowest, d)
+			}
+			b.ReportMetric(total.Seconds()/5, "mean-s")
+			b.ReportMetric(slowest.Seconds(), "max-s")
+		}
+	})
+}
+
+// rewriteStatus writes every cluster's status document again, written
+// at written, as its agent does every minute.
+func rewriteStatus(b *testing.B, st uploader.Store, clusters int, written time.Time) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for c := range clusters {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			status(b, st, fmt.Sprintf("cluster-%03d", c), "@hourly", written)
+		})
+	}
+	wg.Wait()
 }
 
 // hubMemoryLimit is the soft memory limit lifeboat fleet serve runs with
@@ -110,7 +205,7 @@ const hubMemoryLimit = 32 << 20
 // memory limit and reports the process's peak RSS (VmHWM, reset first)
 // and what it held before (base). Its clock is now, the seeding's (the
 // agents' status documents were written then).
-func hubRSS(b *testing.B, src []Source, clusters int, now time.Time, limit int64) {
+func hubRSS(b *testing.B, src []Source, clusters int, now time.Time, limit int64, cacheDir bool) {
 	old := debug.SetMemoryLimit(limit)
 	defer debug.SetMemoryLimit(old)
 	for b.Loop() {
@@ -120,7 +215,14 @@ func hubRSS(b *testing.B, src []Source, clusters int, now time.Time, limit int64
 			b.Skipf("cannot reset the peak RSS (Linux /proc/self/clear_refs): %v", err)
 		}
 		base := procStatusKiB(b, "VmHWM")
-		h := NewHub(HubConfig{Sources: src, Now: func() time.Time { return now }}, nil)
+		reader := NewReader()
+		if cacheDir {
+			var err error
+			if reader, err = NewCachedReader(b.TempDir()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		h := NewHub(HubConfig{Sources: src, Reader: reader, Now: func() time.Time { return now }}, nil)
 		for range 3 {
 			if err := h.Refresh(b.Context()); err != nil {
 				b.Fatal(err)
@@ -143,7 +245,13 @@ func procStatusKiB(b *testing.B, field string) int64 {
 	if err != nil {
 		b.Skipf("no /proc/self/status: %v", err)
 	}
-	for line := range strings.Lines(string(data)) {
+	return statusKiB(b, string(data), field)
+}
+
+// statusKiB is a field of a /proc/PID/status text in KiB.
+func statusKiB(b *testing.B, data, field string) int64 {
+	b.Helper()
+	for line := range strings.Lines(data) {
 		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			f := strings.Fields(v)
 			if n, err := strconv.ParseInt(f[0], 10, 64); err == nil {
@@ -160,4 +268,58 @@ func envInt(name string, def int) int {
 		return n
 	}
 	return def
+}
+
+// serveRefreshes is how many refreshes serveRSS waits for: the cold
+// one, then those with nothing changed.
+const serveRefreshes = 8
+
+// serveRSS runs `lifeboat fleet serve` (LIFEBOAT_BIN) with args until it
+// logged serveRefreshes refreshes and reports its peak RSS (VmHWM), the
+// seconds of its first (cold) refresh and the mean and slowest of the
+// others (nothing changed), as it logged them.
+func serveRSS(b *testing.B, args []string) {
+	bin := os.Getenv("LIFEBOAT_BIN")
+	if bin == "" {
+		if os.Getenv("CI") == "true" {
+			b.Fatal("LIFEBOAT_BIN is not set: the hub's RSS needs the built binary")
+		}
+		b.Skip("LIFEBOAT_BIN is not set: the hub's RSS needs the built binary")
+	}
+	for b.Loop() {
+		cmd := exec.CommandContext(b.Context(), bin, args...)
+		out, err := cmd.StderrPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		var took []float64
+		sc := bufio.NewScanner(out)
+		for len(took) < serveRefreshes && sc.Scan() {
+			var line struct {
+				Msg     string  `json:"msg"`
+				Seconds float64 `json:"seconds"`
+			}
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "fleet refreshed" {
+				took = append(took, line.Seconds)
+			}
+		}
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+		cmd.Process.Kill()
+		cmd.Wait()
+		if len(took) < serveRefreshes || err != nil {
+			b.Fatalf("lifeboat fleet serve: %d refreshes logged, /proc: %v", len(took), err)
+		}
+		b.ReportMetric(float64(statusKiB(b, string(status), "VmHWM"))/1024, "peak-RSS-MiB")
+		b.ReportMetric(took[0], "cold-s")
+		rest := took[1:]
+		sum := 0.0
+		for _, s := range rest {
+			sum += s
+		}
+		b.ReportMetric(sum/float64(len(rest)), "refresh-mean-s")
+		b.ReportMetric(slices.Max(rest), "refresh-max-s")
+	}
 }

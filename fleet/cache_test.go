@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -65,8 +66,11 @@ func TestReaderCache(t *testing.T) {
 	if n := fs.proxy.Count("GetObject"); n < 3*5 {
 		t.Fatalf("cold read: %d GETs, want every manifest, report, status document read", n)
 	}
-	checkPerm(t, dir, 0o700)
-	checkPerm(t, filepath.Join(dir, CacheFile), 0o600)
+	checkPerms(t, dir)
+	if n := len(cacheFiles(t, dir)); n != 3+1 {
+		t.Errorf("cache files: %d, want one per cluster and the agents' documents", n)
+	}
+	checkReleased(t, r)
 
 	fs.proxy.ResetCounts()
 	if got := readWith(t, r, fs.s3); !cmp.Equal(cold, got, cmp.AllowUnexported(Cluster{})) {
@@ -76,6 +80,12 @@ func TestReaderCache(t *testing.T) {
 		t.Errorf("refresh with nothing changed: %d GETs, want 0", n)
 	}
 
+	// A cluster gone while no hub ran: its file is removed by the next
+	// full read.
+	stale := filepath.Join(dir, CacheFile, hashName("bucket"), "c-"+hashName("gone"))
+	if err := saveFile(stale, fileState{Source: "bucket", Cluster: "gone"}); err != nil {
+		t.Fatal(err)
+	}
 	restarted, err := NewCachedReader(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -86,6 +96,9 @@ func TestReaderCache(t *testing.T) {
 	}
 	if n := fs.proxy.Count("GetObject"); n != 0 {
 		t.Errorf("read after a restart with nothing changed: %d GETs, want 0 (the cache file)", n)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the file of a cluster gone: %v, want it removed", err)
 	}
 
 	// One cluster changes: a new backup and a failed drill of it; only
@@ -140,13 +153,14 @@ func TestReaderCacheUnusable(t *testing.T) {
 				t.Fatal(err)
 			}
 			readWith(t, r, fs.s3)
-			path := filepath.Join(dir, CacheFile)
-			b, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, damage(b), 0o600); err != nil {
-				t.Fatal(err)
+			for _, path := range cacheFiles(t, dir) {
+				b, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, damage(b), 0o600); err != nil {
+					t.Fatal(err)
+				}
 			}
 			r, err = NewCachedReader(dir)
 			if err == nil {
@@ -166,6 +180,60 @@ func TestReaderCacheUnusable(t *testing.T) {
 	}
 }
 
+// checkReleased: with a cache directory, no cluster's documents stay
+// in memory after a read (only the agents' status documents).
+func checkReleased(t *testing.T, r *Reader) {
+	t.Helper()
+	for name, c := range r.docs {
+		for cluster, cd := range c.clusters {
+			if cd.docs != nil {
+				t.Errorf("%s %s: %d documents kept in memory after the read, want none (on disk)", name, cluster, len(cd.docs))
+			}
+		}
+		for k := range c.hot {
+			if !isHot(k) {
+				t.Errorf("%s: %s kept in memory", name, k)
+			}
+		}
+	}
+}
+
+// cacheFiles are the files of the cache in dir.
+func cacheFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(filepath.Join(dir, CacheFile), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			out = append(out, p)
+		}
+		return err
+	})
+	if err != nil || len(out) == 0 {
+		t.Fatalf("the cache files in %s: %v, %d files", dir, err, len(out))
+	}
+	return out
+}
+
+// checkPerms: the cache's directories are 0700, its files 0600.
+func checkPerms(t *testing.T, dir string) {
+	t.Helper()
+	checkPerm(t, dir, 0o700)
+	err := filepath.WalkDir(filepath.Join(dir, CacheFile), func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			checkPerm(t, p, 0o700)
+		} else {
+			checkPerm(t, p, 0o600)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func checkPerm(t *testing.T, path string, want os.FileMode) {
 	t.Helper()
 	fi, err := os.Stat(path)
@@ -177,14 +245,13 @@ func checkPerm(t *testing.T, path string, want os.FileMode) {
 	}
 }
 
-// FuzzLoadCache: any bytes in the cache file give a cache or an error,
-// never a panic; a file that loads holds what its checksum covers.
+// FuzzLoadCache: any bytes in a cache file give its documents or an
+// error, never a panic.
 func FuzzLoadCache(f *testing.F) {
 	dir := f.TempDir()
-	path := filepath.Join(dir, CacheFile)
-	c := newDocCache()
-	c.put(uploader.ObjectInfo{Key: "a/snapshots/x.json", Size: 2, ModTime: time.Unix(1, 0)}, []byte("{}"))
-	if err := saveCache(path, map[string]*docCache{"bucket": c}); err != nil {
+	path := filepath.Join(dir, "c-a")
+	docs := map[string]doc{"a/snapshots/x.json": {Size: 2, ModTime: time.Unix(1, 0), Data: []byte("{}")}}
+	if err := saveFile(path, fileState{Source: "bucket", Cluster: "a", Docs: docs}); err != nil {
 		f.Fatal(err)
 	}
 	valid, err := os.ReadFile(path)
@@ -196,13 +263,13 @@ func FuzzLoadCache(f *testing.F) {
 	f.Add([]byte{})
 	f.Add(append([]byte(cacheMagic), make([]byte, 40)...))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		p := filepath.Join(t.TempDir(), CacheFile)
+		p := filepath.Join(t.TempDir(), "c-a")
 		if err := os.WriteFile(p, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		caches, err := loadCache(p)
-		if err != nil && len(caches) != 0 {
-			t.Errorf("loadCache failed (%v) but returned %d caches", err, len(caches))
+		docs, err := loadFile(p, "bucket", "a")
+		if err != nil && docs != nil {
+			t.Errorf("loadFile failed (%v) but returned %d documents", err, len(docs))
 		}
 	})
 }

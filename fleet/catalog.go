@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"path/filepath"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/lifeboat-dev/lifeboat/kit"
@@ -87,6 +85,8 @@ type Cluster struct {
 	AgentUntrusted int `json:"agent_untrusted,omitempty"`
 
 	kitID string // the kit the newest backup names
+	// work is agentWork of the agents' documents (Refresh's signal).
+	work [32]byte
 }
 
 // Backup is a backup in the catalog.
@@ -150,224 +150,6 @@ const readers = 4
 // fails the call. Rows are sorted by store, then cluster.
 func Read(ctx context.Context, sources []Source, lg *slog.Logger) ([]Cluster, error) {
 	return NewReader().Read(ctx, sources, lg)
-}
-
-// Reader reads the fleet again and again (the hub's refreshes) at a
-// cost that grows with what changed: each store is listed once per
-// read; a cluster whose objects are listed exactly as at the last read
-// (keys, sizes, times: listedStore.fingerprint) keeps its row from
-// then, without a request, unless that row holds a read error or an
-// unknown (those are read again every time: unknown stays unknown only
-// until it can be read); a changed cluster is read again, its small
-// objects served from the document cache when listed as they were
-// (docs.go), so only new objects are fetched. With a cache directory
-// (NewCachedReader) the document cache survives restarts. Safe for one
-// Read at a time.
-type Reader struct {
-	mu    sync.Mutex
-	repos map[[2]string]*repository.Repo // by source name and cluster
-	rows  map[[2]string]cachedRow
-	docs  map[string]*docCache // by source name
-	// cacheFile is where the document cache is kept ("": in memory
-	// only).
-	cacheFile string
-	lastSave  time.Time
-}
-
-// saveEvery spaces the saves of the cache file by Read: the first read
-// saves, then at most one read in saveEvery (the hub saves on exit
-// too). Losing the newest minutes of it costs their objects' reads.
-const saveEvery = 5 * time.Minute
-
-// cachedRow is a cluster's row and the fingerprint of the listing it
-// was read from.
-type cachedRow struct {
-	fp  [32]byte
-	row Cluster
-}
-
-// NewReader returns a Reader with nothing cached.
-func NewReader() *Reader {
-	return &Reader{repos: map[[2]string]*repository.Repo{}, rows: map[[2]string]cachedRow{}, docs: map[string]*docCache{}}
-}
-
-// NewCachedReader returns a Reader whose document cache is kept in the
-// file CacheFile in dir: loaded now, saved by Save (and at the end of
-// each Read that fetched something). A cache that cannot be used
-// (another format version, corrupt, unreadable) is reported in err and
-// the Reader starts empty: the stores are read cold, never wrongly.
-func NewCachedReader(dir string) (*Reader, error) {
-	r := NewReader()
-	r.cacheFile = filepath.Join(dir, CacheFile)
-	docs, err := loadCache(r.cacheFile)
-	r.docs = docs
-	return r, err
-}
-
-// Save writes the document cache to its file when it changed since the
-// last save (nothing without a cache directory).
-func (r *Reader) Save() error {
-	if r.cacheFile == "" {
-		return nil
-	}
-	dirty := false
-	for _, c := range r.docs {
-		c.mu.Lock()
-		dirty = dirty || c.dirty
-		c.mu.Unlock()
-	}
-	if !dirty {
-		return nil
-	}
-	return saveCache(r.cacheFile, r.docs)
-}
-
-// repo is cluster's repository in st, its cache kept across reads.
-func (r *Reader) repo(st uploader.Store, src Source, cluster string) *repository.Repo {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	k := [2]string{src.Name, cluster}
-	cached := r.repos[k]
-	if cached == nil {
-		cached = repository.New(src.Store, cluster)
-		r.repos[k] = cached
-	}
-	repo := *cached // copies share the cache
-	repo.Store, repo.Trust = st, src.Trust
-	return &repo
-}
-
-// docCache is the document cache of the source named name.
-func (r *Reader) docCache(name string) *docCache {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c := r.docs[name]
-	if c == nil {
-		c = newDocCache()
-		r.docs[name] = c
-	}
-	return c
-}
-
-// row returns the cluster's row of the last read when its listing's
-// fingerprint is still fp.
-func (r *Reader) row(k [2]string, fp [32]byte) (Cluster, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c, ok := r.rows[k]
-	return c.row, ok && c.fp == fp
-}
-
-// keepRow keeps a cluster's row for the next read when it was read
-// without an error or an unknown.
-func (r *Reader) keepRow(k [2]string, fp [32]byte, c Cluster) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if c.clean() {
-		r.rows[k] = cachedRow{fp: fp, row: c}
-	} else {
-		delete(r.rows, k)
-	}
-}
-
-// clean reports whether everything of the row was read: no read error,
-// no unknown drill, no agent document or kit that could not be read.
-func (c *Cluster) clean() bool {
-	return c.ReadError == "" && (c.Drill == nil || c.Drill.State != repository.DrillUnknown) &&
-		len(c.AgentErrors) == 0 && (c.Kit == nil || c.Kit.Error == "")
-}
-
-// Read is the package's Read, keeping what it read for the next.
-func (r *Reader) Read(ctx context.Context, sources []Source, lg *slog.Logger) ([]Cluster, error) {
-	if lg == nil {
-		lg = slog.New(slog.DiscardHandler)
-	}
-	var out []Cluster
-	for _, src := range sources {
-		rows, err := r.readSource(ctx, src, lg)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, rows...)
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].Store != out[j].Store {
-			return out[i].Store < out[j].Store
-		}
-		return out[i].Name < out[j].Name
-	})
-	if r.lastSave.IsZero() || time.Since(r.lastSave) >= saveEvery {
-		if err := r.Save(); err != nil {
-			lg.Warn("cannot save the fleet cache (the next start reads the stores cold)", "err", err)
-		}
-		r.lastSave = time.Now()
-	}
-	return out, nil
-}
-
-// readSource lists one store and reads the clusters whose objects
-// changed, readers at a time; only the end of ctx fails it.
-func (r *Reader) readSource(ctx context.Context, src Source, lg *slog.Logger) ([]Cluster, error) {
-	docs := r.docCache(src.Name)
-	ls, err := listStore(ctx, src.Store, docs)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return []Cluster{{Store: src.Name, Name: "*", ReadError: err.Error()}}, nil
-	}
-	names := ls.clusters()
-	rows := make([]Cluster, len(names))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, readers)
-	for i, name := range names {
-		k, fp := [2]string{src.Name, name}, ls.fingerprint(name+"/")
-		if row, ok := r.row(k, fp); ok {
-			rows[i] = row
-			continue
-		}
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			rows[i] = readCluster(ctx, ls, src, name, r.repo(ls, src, name))
-			if ctx.Err() == nil {
-				r.keepRow(k, fp, rows[i])
-			}
-		})
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	docs.prune(ls)
-	r.forget(src.Name, names)
-	for _, r := range rows {
-		if r.ReadError != "" {
-			lg.Warn("cannot read cluster", "store", src.Name, "cluster", r.Name, "err", r.ReadError)
-		}
-	}
-	return rows, nil
-}
-
-// forget drops the repositories and rows of the source's clusters that
-// are no longer listed.
-func (r *Reader) forget(source string, names []string) {
-	listed := map[string]bool{}
-	for _, n := range names {
-		listed[n] = true
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for k := range r.repos {
-		if k[0] == source && !listed[k[1]] {
-			delete(r.repos, k)
-		}
-	}
-	for k := range r.rows {
-		if k[0] == source && !listed[k[1]] {
-			delete(r.rows, k)
-		}
-	}
 }
 
 // readCluster reads one cluster: its backups and lineages, windows,
@@ -498,6 +280,7 @@ func (c *Cluster) readAgents(ctx context.Context, repo *repository.Repo) error {
 		}
 	}
 	c.Agent = mergeAgents(docs)
+	c.work = agentWork(es)
 	return nil
 }
 

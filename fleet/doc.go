@@ -5,16 +5,20 @@
 // (repository.AgentStatus), else what the spacing of its backups and
 // drills shows.
 //
-// Reading is read-only and grows with what changed: each store is
-// listed once per read (a cluster at a time where the store names its
-// top-level directories), served from memory to every cluster's
-// repository reads (listedStore, which also refuses every write); a
+// Reading is read-only and grows with what changed. A full read (Read)
+// lists every store a cluster at a time (where the store names its
+// top-level directories), serving each cluster's repository reads from
+// that listing (listedStore, which also refuses every write); a
 // cluster whose listing is unchanged keeps its row, a changed one is
 // read again with its small objects served from a document cache keyed
-// by key, size and modification time (docs.go), kept across restarts in
-// a cache file (NewCachedReader). A cluster that cannot be read is a
-// row with the error, never a missing row; an object that cannot be
-// read or is not signed by a trusted key is that cluster's problem.
+// by key, size and modification time (docs.go), kept on disk a file per
+// cluster with a cache directory (NewCachedReader). The hub's refreshes
+// between full reads (Reader.Refresh, refresh.go) list each cluster's
+// agents/ area as its change signal and read again only the clusters
+// whose agents did something, that have no agent, or that are new. A
+// cluster that cannot be read is a row with the error, never a missing
+// row; an object that cannot be read or is not signed by a trusted key
+// is that cluster's problem.
 //
 // Assess is a pure function of a Cluster, the Policy and now, so that
 // every decision (stale by its own schedule, drill failed or overdue,

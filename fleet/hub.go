@@ -25,6 +25,11 @@ type HubConfig struct {
 	Drills *Drills
 	// Interval is the time between refreshes (default 1m).
 	Interval time.Duration
+	// FullEvery is how often a refresh lists every store in full
+	// (Reader.Read; the others are Reader.Refresh, which lists only what
+	// can have changed): a change behind the agents' backs shows within
+	// it. 0: DefaultFullEvery; at most Interval: every refresh.
+	FullEvery time.Duration
 	// Policy judges the clusters (zero: DefaultPolicy).
 	Policy Policy
 	// Now is the clock (nil: time.Now).
@@ -49,6 +54,8 @@ type Hub struct {
 	refreshed time.Time
 	took      time.Duration
 	refreshes int
+	// lastFull is the start of the last full read (zero: none yet).
+	lastFull time.Time
 }
 
 // NewHub returns a hub that has not read anything yet; lg receives one
@@ -56,6 +63,9 @@ type Hub struct {
 func NewHub(cfg HubConfig, lg *slog.Logger) *Hub {
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Minute
+	}
+	if cfg.FullEvery <= 0 {
+		cfg.FullEvery = DefaultFullEvery
 	}
 	if cfg.Policy == (Policy{}) {
 		cfg.Policy = DefaultPolicy()
@@ -83,12 +93,21 @@ func NewHub(cfg HubConfig, lg *slog.Logger) *Hub {
 }
 
 // Refresh reads the fleet and replaces the report; it fails only when
-// ctx ends (a store that cannot be read is that store's row).
+// ctx ends (a store that cannot be read is that store's row). The first
+// refresh and then one at least every FullEvery list every store in
+// full; the others list what can have changed (Reader.Refresh).
 func (h *Hub) Refresh(ctx context.Context) error {
 	start := h.cfg.Now()
-	cs, err := h.reader.Read(ctx, h.cfg.Sources, h.lg)
+	read, full := h.reader.Refresh, h.lastFull.IsZero() || start.Sub(h.lastFull) >= h.cfg.FullEvery || h.cfg.FullEvery <= h.cfg.Interval
+	if full {
+		read = h.reader.Read
+	}
+	cs, err := read(ctx, h.cfg.Sources, h.lg)
 	if err != nil {
 		return err
+	}
+	if full {
+		h.lastFull = start
 	}
 	now := h.cfg.Now()
 	r := NewReport(cs, h.cfg.Policy, now)
@@ -96,7 +115,7 @@ func (h *Hub) Refresh(ctx context.Context) error {
 	h.report, h.refreshed, h.took = r, now, now.Sub(start)
 	h.refreshes++
 	h.mu.Unlock()
-	h.lg.Info("fleet refreshed", "clusters", len(r.Clusters), "with_problems", r.Problems(), "seconds", now.Sub(start).Seconds())
+	h.lg.Info("fleet refreshed", "clusters", len(r.Clusters), "with_problems", r.Problems(), "full", full, "seconds", now.Sub(start).Seconds())
 	return nil
 }
 
@@ -142,7 +161,11 @@ func (h *Hub) drillRound(ctx context.Context, rep *Report) {
 		return
 	}
 	h.lg.Info("fleet drills starting", "clusters", len(due))
-	for _, r := range h.cfg.Drills.Run(ctx, h.cfg.Sources, due) {
+	results := h.cfg.Drills.Run(ctx, h.cfg.Sources, due)
+	for _, r := range results { // the reports it stored: read them at the next refresh
+		h.reader.Touch(r.Store, r.Cluster)
+	}
+	for _, r := range results {
 		result := "error"
 		switch {
 		case r.Outcome != nil && r.Outcome.Passed:

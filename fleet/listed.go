@@ -9,7 +9,6 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
@@ -36,53 +35,36 @@ type topLister interface {
 	Tops(ctx context.Context) ([]string, error)
 }
 
-// listers bounds the prefixes listed at once.
+// listers bounds the clusters a full read lists and reads at once: on
+// S3 every cluster's listing is its own request chain, so a fleet of
+// many clusters lists in the time of a few, not of one long chain of
+// 1000-key pages; and memory holds these clusters' documents, not the
+// store's.
 const listers = 8
 
-// listStore lists st once; docs, when not nil, serves and keeps the
-// small objects read through it. A store that names its top-level
-// directories (topLister) is listed a directory at a time, listers at
-// once: on S3 every cluster's listing is its own request chain, so a
-// fleet of many clusters lists in the time of a few, not of one long
-// chain of 1000-key pages. Keys at the root (no "/") are no cluster's.
+// listStore lists the whole of st at once (a store that cannot name
+// its top-level directories; the others are listed a cluster at a
+// time, listPrefix); docs, when not nil, serves and keeps the small
+// objects read through it. Keys at the root (no "/") are no cluster's.
 func listStore(ctx context.Context, st uploader.Store, docs *docCache) (*listedStore, error) {
-	ls := &listedStore{st: st, docs: docs}
-	tl, ok := st.(topLister)
-	if !ok {
-		err := st.List(ctx, "", func(o uploader.ObjectInfo) error {
-			ls.objs = append(ls.objs, o)
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", st, err)
-		}
-		sort.Slice(ls.objs, func(i, j int) bool { return ls.objs[i].Key < ls.objs[j].Key })
-		return ls, nil
-	}
-	tops, err := tl.Tops(ctx)
+	ls, err := listPrefix(ctx, st, docs, "")
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", st, err)
 	}
-	parts := make([][]uploader.ObjectInfo, len(tops))
-	errs := make([]error, len(tops))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, listers)
-	for i, top := range tops {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			errs[i] = st.List(ctx, top+"/", func(o uploader.ObjectInfo) error {
-				parts[i] = append(parts[i], o)
-				return nil
-			})
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("list %s: %w", st, err)
-	}
-	for _, p := range parts {
-		ls.objs = append(ls.objs, p...)
+	return ls, nil
+}
+
+// listPrefix lists the objects of st under prefix only (Refresh's
+// listing of one cluster, or of its agents/ area): a listedStore that
+// answers for that prefix alone.
+func listPrefix(ctx context.Context, st uploader.Store, docs *docCache, prefix string) (*listedStore, error) {
+	ls := &listedStore{st: st, docs: docs}
+	err := st.List(ctx, prefix, func(o uploader.ObjectInfo) error {
+		ls.objs = append(ls.objs, o)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list %s in %s: %w", prefix, st, err)
 	}
 	sort.Slice(ls.objs, func(i, j int) bool { return ls.objs[i].Key < ls.objs[j].Key })
 	return ls, nil
@@ -174,6 +156,20 @@ func (s *listedStore) String() string { return s.st.String() }
 // clusterAreas are the areas whose presence makes a top-level name a
 // cluster.
 var clusterAreas = []string{"snapshots", "agents", "drills", "changes", "progress", "kits"}
+
+// others returns the first path elements of the listing that are no
+// cluster's (clusters: no object in a cluster area), sorted.
+func (s *listedStore) others() []string {
+	clusters := setOf(s.clusters())
+	var out []string
+	for _, o := range s.objs {
+		name, _, ok := strings.Cut(o.Key, "/")
+		if ok && !clusters[name] && (len(out) == 0 || out[len(out)-1] != name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
 
 // clusters returns the cluster names the listing holds, sorted: every
 // first path element with an object in one of clusterAreas under it.

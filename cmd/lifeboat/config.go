@@ -93,6 +93,11 @@ type FleetConfig struct {
 	// CacheDir is where the fleet keeps the documents it read across
 	// runs and restarts (fleet.CacheFile); empty: in memory only.
 	CacheDir string `yaml:"cache_dir"`
+	// FullEvery is how often lifeboat fleet serve lists every store in
+	// full; the refreshes between list only what can have changed (each
+	// cluster's agents/ area, and in full the clusters whose agents did
+	// something, without agents, or new). 0: every refresh.
+	FullEvery time.Duration `yaml:"full_every"`
 	// Drills are the hub's drills of every cluster.
 	Drills FleetDrillsConfig `yaml:"drills"`
 }
@@ -114,6 +119,9 @@ type FleetDrillsConfig struct {
 
 // validate checks every fleet store's URL and the drills' settings.
 func (f FleetConfig) validate() error {
+	if f.FullEvery < 0 {
+		return cfgErr("fleet.full_every", "%s: must not be negative", f.FullEvery)
+	}
 	if f.Drills.Concurrency < 0 {
 		return cfgErr("fleet.drills.concurrency", "%d: must not be negative", f.Drills.Concurrency)
 	}

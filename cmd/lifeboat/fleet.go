@@ -84,7 +84,13 @@ func runFleetServe(ctx context.Context, cfg *Config, lg *slog.Logger, o fleetSer
 	if err != nil {
 		return err
 	}
-	hub := fleet.NewHub(fleet.HubConfig{Sources: sources, Interval: o.interval, Reader: fleetReader(cfg, lg), Drills: drills}, lg)
+	fullEvery := cfg.Fleet.FullEvery
+	if fullEvery == 0 {
+		fullEvery = o.interval // every refresh
+	}
+	reader, cleanup := fleetServeReader(cfg, lg)
+	defer cleanup()
+	hub := fleet.NewHub(fleet.HubConfig{Sources: sources, Interval: o.interval, FullEvery: fullEvery, Reader: reader, Drills: drills}, lg)
 	srv := &http.Server{Handler: hub.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(lg.Handler(), slog.LevelWarn)}
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -225,6 +231,35 @@ func fleetReader(cfg *Config, lg *slog.Logger) *fleet.Reader {
 		lg.Warn("the fleet cache cannot be used: reading the stores cold, the cache is rewritten", "err", err)
 	}
 	return r
+}
+
+// fleetServeReader is the hub's Reader: fleetReader's with
+// fleet.cache_dir; without, one keeping its documents in a private
+// temporary directory for this run (0700, removed by cleanup), so that
+// the hub's memory holds the clusters being read, not every document of
+// the fleet. Where no such directory can be made, in memory.
+func fleetServeReader(cfg *Config, lg *slog.Logger) (r *fleet.Reader, cleanup func()) {
+	if cfg.Fleet.CacheDir != "" {
+		return fleetReader(cfg, lg), func() {}
+	}
+	dir, err := os.MkdirTemp("", "lifeboat-fleet-cache-")
+	if err != nil {
+		lg.Warn("no fleet.cache_dir and no temporary directory: the hub keeps every document in memory", "err", err)
+		return fleet.NewReader(), func() {}
+	}
+	remove := func() {
+		if err := os.RemoveAll(dir); err != nil {
+			lg.Warn("cannot remove the hub's temporary document cache", "dir", dir, "err", err)
+		}
+	}
+	r, err = fleet.NewCachedReader(dir)
+	if err != nil { // a new directory: cannot happen but for the disk
+		lg.Warn("the hub's temporary document cache cannot be used: in memory", "err", err)
+		remove()
+		return fleet.NewReader(), func() {}
+	}
+	lg.Info("no fleet.cache_dir: the hub keeps its documents in a temporary directory until it stops", "dir", dir)
+	return r, remove
 }
 
 // fleetSources opens the fleet's stores, read-only: fleet.stores, or

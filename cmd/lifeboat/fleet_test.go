@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -94,8 +95,12 @@ func TestFleetStatusCommand(t *testing.T) {
 }
 
 // TestFleetServeCommand: fleet serve reads the store, serves the
-// clusters over HTTP and stops when its context ends.
+// clusters over HTTP and stops when its context ends. Without
+// fleet.cache_dir it keeps its documents in a temporary directory
+// (0700), removed when it stops.
 func TestFleetServeCommand(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
 	dir := t.TempDir()
 	st, err := uploader.NewDir(dir)
 	if err != nil {
@@ -139,6 +144,13 @@ func TestFleetServeCommand(t *testing.T) {
 	if len(r.Clusters) != 1 || r.Clusters[0].Name != "quiet" || len(r.Clusters[0].Problems) == 0 {
 		t.Errorf("served report: %+v", r.Clusters)
 	}
+	caches, _ := filepath.Glob(filepath.Join(tmp, "lifeboat-fleet-cache-*"))
+	if len(caches) != 1 {
+		t.Fatalf("temporary document caches while serving: %q, want one", caches)
+	}
+	if fi, err := os.Stat(caches[0]); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the temporary document cache: %v, %v; want mode 0700", fi, err)
+	}
 	cancel()
 	select {
 	case err := <-done:
@@ -147,6 +159,9 @@ func TestFleetServeCommand(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("fleet serve did not stop within 15s of cancel")
+	}
+	if _, err := os.Stat(caches[0]); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the temporary document cache after the hub stopped: %v, want it removed", err)
 	}
 }
 

@@ -377,7 +377,10 @@ var optionTable = []optionDef{
 
 	{Key: "fleet.cache_dir", Flag: "fleet-cache-dir", Groups: groupFleet,
 		Help: "directory where lifeboat fleet keeps the documents it read (manifests, drill reports, status documents) across runs and restarts; empty: none",
-		Doc:  "one file, fleet-cache.v1 (0600, the directory 0700), keyed by each object's key, size and time as listed: an object listed otherwise is read again, a missing one is never served. A corrupt or older cache is ignored and rewritten (a cold read). It holds no secret; losing it costs one cold read"},
+		Doc:  "fleet-cache.v2/: a file per cluster (0600, the directories 0700), loaded only while that cluster is read, so the hub's memory does not grow with every backup of the fleet (without it fleet serve uses a temporary directory removed when it stops, fleet status memory), keyed by each object's key, size and time as listed: an object listed otherwise is read again, a missing one is never served. A corrupt or older cache is ignored and rewritten (a cold read). It holds no secret; losing it costs one cold read"},
+	{Key: "fleet.full_every", Flag: "fleet-full-every", Default: "15m", Groups: groupFleet,
+		Help: "how often lifeboat fleet serve lists every store in full; the refreshes between list each cluster's agents/ area and, in full, only the clusters whose agents finished a job or captured, that have no status document, are new or were drilled by the hub (0: every refresh)",
+		Doc:  "a change no agent reports in its status document (a manual delete, `lifeboat snapshot` without an agent, damage to an object) shows within it; a full listing costs about 60 µs an object. See [fleet.md](fleet.md#cost-what-changed-not-the-fleets-history)"},
 	{Key: "fleet.drills.enabled", Flag: "fleet-drills", Default: "false", Groups: groupFleet,
 		Help: "lifeboat fleet serve drills every cluster itself (its newest backup; where capture runs, also a point-in-time replay to a later backup) and stores the reports as the clusters' own",
 		Doc:  "needs write access to <cluster>/drills/ only (s3:PutObject on prefix/*/drills/*); every other write is refused in code. Uses drill.scratch_dir, drill.etcd_binary and drill.timeout. See [fleet.md](fleet.md#drills-off-the-control-plane)"},
