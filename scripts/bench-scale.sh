@@ -10,7 +10,7 @@
 #   restore3  the user's (age -d | zstd -d once, `etcdutl snapshot restore` ×3) vs
 #             `lifeboat restore latest` of 3 members from one download
 #   inspect   the first `lifeboat ls` and `lifeboat get` of the backup
-#   capture   `lifeboat agent --capture` started on the database while
+#   capture   `lifeboat agent --capture` (BENCH_CAPTURE_ARGS: more agent flags) started on the database while
 #             `benchtool kube` writes 2 000 times a second: its anchor
 #             snapshot of the whole database taken under that burst, then
 #             60 s of capture at 1 s (peak RSS of the agent over all of it)
@@ -210,7 +210,7 @@ capture_burst() {
 	) >/dev/null 2>&1 &
 	exec "$LB" agent --endpoints "$ep" --store "s3://bench/burst-$(date +%s)" --s3-endpoint "http://127.0.0.1:$vport" --s3-path-style \
 		--recipient "$recipient" --identity-file "$DIR/age.key" --capture --capture-interval 1s --listen "127.0.0.1:$mport" \
-		--spool-dir "$DIR/spool" --scratch-dir "$DIR/scratch" --snapshot-schedule "@every 24h" --drill-schedule "" --log-format json
+		--spool-dir "$DIR/spool" --scratch-dir "$DIR/scratch" --snapshot-schedule "@every 24h" --drill-schedule "" --log-format json ${BENCH_CAPTURE_ARGS:-}
 }
 mport=$(free_port)
 kobjects=$((mb * 93))
