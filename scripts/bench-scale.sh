@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench-scale.sh: issue 31's big-cluster bench. One real etcd (the binary,
-# a 10 GiB quota) seeded with Kubernetes-like keys of 1–16 KiB, updated,
+# a 16 GiB quota: the capture section's burst adds revisions) seeded with Kubernetes-like keys of 1–16 KiB, updated,
 # partly deleted and compacted (so the file has free pages) to about SIZE,
 # then every command end to end beside what a user runs instead:
 #
@@ -10,6 +10,10 @@
 #   restore3  the user's (age -d | zstd -d once, `etcdutl snapshot restore` ×3) vs
 #             `lifeboat restore latest` of 3 members from one download
 #   inspect   the first `lifeboat ls` and `lifeboat get` of the backup
+#   capture   `lifeboat agent --capture` (BENCH_CAPTURE_ARGS: more agent flags) started on the database while
+#             `benchtool kube` writes 2 000 times a second: its anchor
+#             snapshot of the whole database taken under that burst, then
+#             60 s of capture at 1 s (peak RSS of the agent over all of it)
 #
 # Each under /usr/bin/time (wall, user+sys CPU, peak RSS), RUNS pairs, the
 # runs of a pair alternating. Results: bench-out/scale-SIZE.md (the table,
@@ -42,7 +46,7 @@ RUNS=${BENCH_RUNS:-1}
 DIR=${BENCH_DIR:-/var/tmp/lifeboat-scale}/$SIZE
 OUT=$PWD/bench-out
 LB=${LIFEBOAT_BENCH_BIN:-$BIN/lifeboat}
-SECTIONS=" ${BENCH_SECTIONS:-snapshot verify drill restore3 inspect} "
+SECTIONS=" ${BENCH_SECTIONS:-snapshot verify drill restore3 inspect capture} "
 want() { [[ $SECTIONS == *" $1 "* ]]; }
 mkdir -p "$DIR"
 # Disk, checked first (before the tools, a build or a seed), per section:
@@ -60,10 +64,11 @@ mkdir -p "$DIR"
 # step_of SECTION: its largest step's copies, in SIZEs: snapshot the
 # etcdctl copy (lifeboat's spool is smaller), verify its spool, drill the
 # user's decoded copy and its etcd's data dir, restore3 the user's decoded
-# copy and 3 restored members, inspect the cache's copy.
+# copy and 3 restored members, inspect the cache's copy, capture the
+# anchor snapshot's spool and what the burst adds to the database.
 step_of() {
 	case $1 in
-	drill) echo 2 ;;
+	drill | capture) echo 2 ;;
 	restore3) echo 4 ;;
 	*) echo 1 ;;
 	esac
@@ -111,7 +116,7 @@ read -r cport pport <"$DIR/ports"
 ep=http://127.0.0.1:$cport
 [ -f "$DIR/seeded" ] || rm -rf "$DIR/etcd"
 c=http://127.0.0.1:$cport p=http://127.0.0.1:$pport
-"$BIN/etcd" --name bench --data-dir "$DIR/etcd" --quota-backend-bytes $((10 << 30)) --snapshot-count 100 \
+"$BIN/etcd" --name bench --data-dir "$DIR/etcd" --quota-backend-bytes $((16 << 30)) --snapshot-count 100 \
 	--listen-client-urls "$c" --advertise-client-urls "$c" \
 	--listen-peer-urls "$p" --initial-advertise-peer-urls "$p" \
 	--initial-cluster "bench=$p" --log-level error >"$DIR/etcd.log" 2>&1 &
@@ -180,8 +185,37 @@ lifeboat_restore3() {
 # The first ls and get of the backup: each with an empty cache (fetch, check, index).
 lifeboat_ls() { rm -rf "$DIR/cache" && exec "$LB" ls latest / $S3ARGS --identity-file "$DIR/age.key" --cache-dir "$DIR/cache" --log-format json; }
 lifeboat_get() { rm -rf "$DIR/cache" && exec "$LB" get latest /registry/namespaces/default -o raw $S3ARGS --identity-file "$DIR/age.key" --cache-dir "$DIR/cache" --log-format json; }
-export -f etcdctl_save lifeboat_snapshot lifeboat_verify newest_object user_drill lifeboat_drill user_restore3 lifeboat_restore3 lifeboat_ls lifeboat_get
-export BIN LB DIR ep S3ARGS recipient bport bpeer peers
+# The agent with capture on a fresh prefix (so it takes its anchor
+# snapshot of the whole database) while benchtool kube writes 2 000 times
+# a second; a watcher stops the load and the agent (SIGTERM) 60 s after
+# the capture is up with a durable point. exec: the measured process is
+# the agent. The load's figures go to scale-capture-load.json.
+capture_burst() {
+	local me=$$ load m=http://127.0.0.1:$mport/metrics
+	"$BIN/benchtool" kube --endpoints "$ep" --objects "$kobjects" --rate 2000 --max-value 2048 --duration 2h --metrics "$m" \
+		>"$OUT/scale-capture-load.json" 2>"$OUT/scale-capture-load.err" &
+	load=$!
+	(
+		for _ in $(seq 3600); do
+			if "$BIN/benchtool" scrape --metrics "$m" 2>/dev/null | python3 -c 'import json,sys; m=json.load(sys.stdin); sys.exit(0 if m.get("lifeboat_capture_up")==1 and m.get("lifeboat_capture_revision",0)>0 and m.get("lifeboat_capture_recovery_point_timestamp_seconds",0)>0 else 1)' 2>/dev/null; then
+				echo "capture up at $(date -u +%T)" >>"$OUT/scale-capture-load.err"
+				sleep 60
+				break
+			fi
+			sleep 1
+		done
+		kill -TERM "$load"
+		wait "$load" 2>/dev/null
+		kill -TERM "$me"
+	) >/dev/null 2>&1 &
+	exec "$LB" agent --endpoints "$ep" --store "s3://bench/burst-$(date +%s)" --s3-endpoint "http://127.0.0.1:$vport" --s3-path-style \
+		--recipient "$recipient" --identity-file "$DIR/age.key" --capture --capture-interval 1s --listen "127.0.0.1:$mport" \
+		--spool-dir "$DIR/spool" --scratch-dir "$DIR/scratch" --snapshot-schedule "@every 24h" --drill-schedule "" --log-format json ${BENCH_CAPTURE_ARGS:-}
+}
+mport=$(free_port)
+kobjects=$((mb * 93))
+export -f etcdctl_save lifeboat_snapshot lifeboat_verify newest_object user_drill lifeboat_drill user_restore3 lifeboat_restore3 lifeboat_ls lifeboat_get capture_burst
+export BIN LB DIR ep S3ARGS recipient bport bpeer peers mport kobjects vport OUT
 
 runs=$OUT/scale-$SIZE-runs.txt
 : >"$runs"
@@ -226,6 +260,7 @@ for _ in $(seq "$RUNS"); do
 	if want drill; then timed user-drill bash -c user_drill && timed drill bash -c lifeboat_drill; fi
 	if want restore3; then timed user-restore3 bash -c user_restore3 && timed restore3 bash -c lifeboat_restore3; fi
 	if want inspect; then timed ls bash -c lifeboat_ls && timed get bash -c lifeboat_get; fi
+	if want capture; then timed capture bash -c capture_burst; fi
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -248,6 +283,7 @@ for name, label, base, blabel in [
     ("restore3", "restore latest, 3 members", "user-restore3", "age -d \\| zstd -d, etcdutl restore ×3"),
     ("ls", "first ls of the backup", None, ""),
     ("get", "first get of a key", None, ""),
+    ("capture", "agent: anchor snapshot under 2 000 writes/s, then 60 s of capture", None, ""),
 ]:
     if name not in rows:
         continue
