@@ -551,7 +551,8 @@ func (d *drill) freeSpool(spool string, inPlace bool) <-chan struct{} {
 }
 
 // etcdOptions are the throwaway etcd's options for member mb: its
-// backend quota is sized from the database it boots on (child.QuotaFor).
+// backend quota and how long it may take to boot are sized from the
+// database it boots on (child.QuotaFor, child.ReadyFor).
 func (d *drill) etcdOptions(mb drillMember, sockDir string) child.EtcdOptions {
 	db := d.m.DBSize
 	// A point-in-time drill's replay grew the file past the backup's size.
@@ -561,7 +562,7 @@ func (d *drill) etcdOptions(mb drillMember, sockDir string) child.EtcdOptions {
 	return child.EtcdOptions{
 		DataDir: mb.dataDir, Name: drillName, PeerURL: mb.peer, Token: mb.token,
 		SocketDir: sockDir, Binary: d.o.EtcdBinary, NoSync: true,
-		QuotaBytes: child.QuotaFor(db),
+		QuotaBytes: child.QuotaFor(db), ReadyTimeout: child.ReadyFor(db),
 	}
 }
 
