@@ -2,9 +2,7 @@ package fleet
 
 import (
 	"log/slog"
-	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -24,14 +22,7 @@ import (
 // FLEET_DRILL_OBJECTS sets the source's size (default 20 000
 // Kubernetes-like objects).
 func BenchmarkHubDrill(b *testing.B) {
-	objects := 20000
-	if v := os.Getenv("FLEET_DRILL_OBJECTS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			b.Fatalf("FLEET_DRILL_OBJECTS=%q: %v", v, err)
-		}
-		objects = n
-	}
+	objects := envInt("FLEET_DRILL_OBJECTS", 20000)
 	src := restoretest.StartSource(b, objects)
 	srv := s3test.Start(b)
 	repo := restoretest.S3Repo(b, srv)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/lifeboat-dev/lifeboat/repository"
@@ -161,23 +162,10 @@ func jobsWork(jobs map[string]repository.AgentJob) map[string]repository.AgentJo
 // agentOfKey is the agent's part of a status document's key
 // (<cluster>/agents/<agent>/<time>.json).
 func agentOfKey(key string) string {
-	dir := key
-	for i := len(key) - 1; i >= 0; i-- {
-		if key[i] == '/' {
-			dir = key[:i]
-			break
-		}
+	if i := strings.LastIndexByte(key, '/'); i >= 0 {
+		return key[:i]
 	}
-	return dir
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+	return key
 }
 
 // DefaultFullEvery is how often the hub lists every store in full when
