@@ -239,6 +239,9 @@ func TestRestoreRefusesNonEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if res.Members[0].Seconds <= 0 {
+		t.Errorf("member restored in %vs with a fixed naming clock: its time must come from the real clock", res.Members[0].Seconds)
+	}
 	aside := dir + ".lifeboat-old-20261201T030405Z"
 	if res.Members[0].MovedAside != aside {
 		t.Errorf("moved aside to %q, want %q", res.Members[0].MovedAside, aside)
