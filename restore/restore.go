@@ -404,12 +404,12 @@ func Restore(ctx context.Context, o RestoreOptions) (*RestoreResult, error) {
 			undo.rollback()
 			return nil, fmt.Errorf("member %s: %w", m.Name, err)
 		}
-		start := now()
+		start := time.Now()
 		if err := restoreMember(o, p, m); err != nil {
 			undo.rollback()
 			return nil, err
 		}
-		m.Seconds = now().Sub(start).Seconds()
+		m.Seconds = time.Since(start).Seconds()
 		res.Members = append(res.Members, m)
 		if o.OnMember != nil {
 			o.OnMember(m)
