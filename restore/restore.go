@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
@@ -366,14 +367,16 @@ func dirState(dir string) (exists, empty bool, err error) {
 }
 
 // Restore writes the snapshot into the data directory of each member the
-// options select, with etcdutl's snapshot restore, one member after the
-// other from the one file.
+// options select: the first with etcdutl's snapshot restore, the others
+// at once as clones of it (its database copied, their own raft log
+// written; see cloneMember).
 //
 // Every target is checked before anything is written: a non-empty data
 // or WAL directory is refused (ErrDataDirNotEmpty) unless Force, which
 // moves it aside. If a member fails, what this call wrote is removed and
 // the directories it moved aside are moved back. ctx is checked between
-// members (etcdutl's restore itself cannot be interrupted).
+// members and between the chunks of a clone's copy (etcdutl's restore
+// itself cannot be interrupted).
 func Restore(ctx context.Context, o RestoreOptions) (*RestoreResult, error) {
 	p, err := o.plan()
 	if err != nil {
@@ -392,24 +395,61 @@ func Restore(ctx context.Context, o RestoreOptions) (*RestoreResult, error) {
 		return nil, err
 	}
 	var undo undoList
-	res := &RestoreResult{}
 	stamp := now().UTC().Format("20060102T150405Z")
 	for i := range p.members {
-		m := p.members[i]
+		if err := undo.clear(&p.members[i], targets[i], stamp); err != nil {
+			undo.rollback()
+			return nil, fmt.Errorf("member %s: %w", p.members[i].Name, err)
+		}
+	}
+	res, err := restoreAll(ctx, o, p)
+	if err != nil {
+		undo.rollback()
+		return nil, err
+	}
+	return res, nil
+}
+
+// restoreAll writes the plan's members into their cleared directories:
+// the first with etcdutl, the others cloned from it at once (see
+// cloneMember), each then handed to o.Owner. ctx is checked between
+// members and between the clones' chunks.
+func restoreAll(ctx context.Context, o RestoreOptions, p *plan) (*RestoreResult, error) {
+	res := &RestoreResult{}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	first := p.members[0]
+	start := time.Now()
+	if err := restoreMember(o, p, first); err != nil {
+		return nil, err
+	}
+	first.Seconds = time.Since(start).Seconds()
+	res.Members = append(res.Members, first)
+	if o.OnMember != nil {
+		o.OnMember(first)
+	}
+	rest := p.members[1:]
+	errs := make([]error, len(rest))
+	var wg sync.WaitGroup
+	for i := range rest {
+		wg.Go(func() {
+			start := time.Now()
+			errs[i] = cloneMember(ctx, p, first, rest[i])
+			if errs[i] == nil {
+				errs[i] = chownMember(o, rest[i])
+			}
+			rest[i].Seconds = time.Since(start).Seconds()
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	for _, m := range rest {
 		if err := ctx.Err(); err != nil {
-			undo.rollback()
 			return nil, err
 		}
-		if err := undo.clear(&m, targets[i], stamp); err != nil {
-			undo.rollback()
-			return nil, fmt.Errorf("member %s: %w", m.Name, err)
-		}
-		start := time.Now()
-		if err := restoreMember(o, p, m); err != nil {
-			undo.rollback()
-			return nil, err
-		}
-		m.Seconds = time.Since(start).Seconds()
 		res.Members = append(res.Members, m)
 		if o.OnMember != nil {
 			o.OnMember(m)
@@ -513,6 +553,11 @@ func restoreMember(o RestoreOptions, p *plan, m RestoredMember) error {
 	if err != nil {
 		return fmt.Errorf("restore member %s into %s: %w", m.Name, m.DataDir, err)
 	}
+	return chownMember(o, m)
+}
+
+// chownMember hands member m's directories to o.Owner, if set.
+func chownMember(o RestoreOptions, m RestoredMember) error {
 	if o.Owner == nil {
 		return nil
 	}
