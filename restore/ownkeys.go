@@ -1,14 +1,21 @@
 package restore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
+	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/server/v3/lease"
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
+	"go.etcd.io/etcd/server/v3/storage/schema"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/lifeboat-dev/lifeboat/verify"
 )
 
 // OwnKeyPrefixes are the key prefixes lifeboat writes into a cluster it
@@ -40,6 +47,15 @@ type OwnKeys struct {
 func RemoveOwnKeys(ctx context.Context, dbPath string) (OwnKeys, error) {
 	if err := stripTrailer(dbPath); err != nil {
 		return OwnKeys{}, err
+	}
+	// Opening etcd's store rebuilds its index of every key (minutes at
+	// 8 GB): only when there is something to remove.
+	if live, err := anyLiveOwnKey(ctx, dbPath); err != nil || !live {
+		if err != nil {
+			return OwnKeys{}, err
+		}
+		rev, err := verify.Revision(ctx, dbPath)
+		return OwnKeys{Revision: rev}, err
 	}
 	r, err := openReplayer(dbPath, zap.NewNop())
 	if err != nil {
@@ -77,6 +93,66 @@ func RemoveOwnKeys(ctx context.Context, dbPath string) (OwnKeys, error) {
 		return OwnKeys{}, err
 	}
 	return res, nil
+}
+
+// anyLiveOwnKey reports whether a key under OwnKeyPrefixes is live in
+// the bbolt file dbPath (its newest record in the key bucket is not a
+// tombstone), reading the bucket once without decoding the values. A
+// record whose key it cannot read counts as live: the caller then takes
+// etcd's store, which reads it properly.
+func anyLiveOwnKey(ctx context.Context, dbPath string) (bool, error) {
+	db, err := bolt.Open(dbPath, 0o600, &bolt.Options{ReadOnly: true, Timeout: 10 * time.Second})
+	if err != nil {
+		return false, fmt.Errorf("read lifeboat's keys in %s: %w", dbPath, err)
+	}
+	defer db.Close()
+	live := map[string]bool{}
+	err = db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(schema.Key.Name())
+		if b == nil {
+			return nil
+		}
+		c := b.Cursor()
+		n := 0
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if n++; n%(1<<16) == 0 && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			key, ok := recordKey(v)
+			if !ok {
+				live["?"] = true
+				return nil
+			}
+			if hasOwnPrefix(key) {
+				live[string(key)] = !mvcc.IsTombstone(k)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("read lifeboat's keys in %s: %w", dbPath, err)
+	}
+	for _, l := range live {
+		if l {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// recordKey is the key of a key-bucket record, its KeyValue's first
+// field as etcd writes it (field 1, bytes), without decoding the rest.
+func recordKey(v []byte) ([]byte, bool) {
+	num, typ, n := protowire.ConsumeTag(v)
+	if n < 0 || num != 1 || typ != protowire.BytesType {
+		return nil, false
+	}
+	k, m := protowire.ConsumeBytes(v[n:])
+	return k, m >= 0
+}
+
+func hasOwnPrefix(k []byte) bool {
+	return slices.ContainsFunc(OwnKeyPrefixes, func(p string) bool { return bytes.HasPrefix(k, []byte(p)) })
 }
 
 func isOwnKey(k string) bool {

@@ -77,3 +77,51 @@ func TestRemoveOwnKeys(t *testing.T) {
 		t.Errorf("keys after (-want +got):\n%s", diff)
 	}
 }
+
+// TestRemoveOwnKeysNewestRecord: whether there is anything to remove is
+// decided by each key's newest record. A lock key deleted before the
+// snapshot leaves the file as it was (the revision and keys of the
+// snapshot); one deleted and written again is removed.
+func TestRemoveOwnKeysNewestRecord(t *testing.T) {
+	for _, again := range []bool{false, true} {
+		c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+		cli := c.Client(t)
+		ctx := t.Context()
+		for _, k := range []string{"/app/a", "/lifeboat/lock/c/1", "/lifeboatish"} {
+			if _, err := cli.Put(ctx, k, "v"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := cli.Delete(ctx, "/lifeboat/lock/c/1"); err != nil {
+			t.Fatal(err)
+		}
+		if again {
+			if _, err := cli.Put(ctx, "/lifeboat/lock/c/1", "again"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		snap := c.SaveSnapshot(t)
+		before, err := verify.File(ctx, snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		own, err := restore.RemoveOwnKeys(ctx, snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := restore.OwnKeys{Revision: before.Revision}
+		if again {
+			want = restore.OwnKeys{Keys: []string{"/lifeboat/lock/c/1"}, Revision: before.Revision + 1}
+		}
+		if diff := cmp.Diff(want, own); diff != "" {
+			t.Errorf("written again %v: RemoveOwnKeys (-want +got):\n%s", again, diff)
+		}
+		after, err := verify.File(ctx, snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.TotalKeys != 2 || after.Revision != want.Revision {
+			t.Errorf("written again %v: after: %d keys at revision %d, want 2 at %d", again, after.TotalKeys, after.Revision, want.Revision)
+		}
+	}
+}
