@@ -1,6 +1,10 @@
 package restore_test
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -124,4 +128,76 @@ func TestRemoveOwnKeysNewestRecord(t *testing.T) {
 			t.Errorf("written again %v: after: %d keys at revision %d, want 2 at %d", again, after.TotalKeys, after.Revision, want.Revision)
 		}
 	}
+}
+
+// TestRemoveOwnKeysAsTheStore: RemoveOwnKeys, which finds lifeboat's keys
+// by reading the records and writes their removal with etcd's backend,
+// leaves the file etcd's store leaves (its reference: the same removal
+// through the store, with its index and lessor) bucket by bucket, key by
+// key: the lock key under its own lease (revoked), a drill key under a
+// lease another key shares (kept), one without a lease, one deleted
+// before the snapshot, one deleted and written again, and a lease-held
+// key moved off its lease.
+func TestRemoveOwnKeysAsTheStore(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	cli := c.Client(t)
+	ctx := t.Context()
+	grant := func() clientv3.LeaseID {
+		l, err := cli.Grant(ctx, 600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.ID
+	}
+	lock, shared, moved := grant(), grant(), grant()
+	put := func(k string, l clientv3.LeaseID) {
+		if _, err := cli.Put(ctx, k, "v-"+k, clientv3.WithLease(l)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	del := func(k string) {
+		if _, err := cli.Delete(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 50 {
+		put(fmt.Sprintf("/app/%02d", i), 0)
+	}
+	put("/lifeboat/lock/c/1", lock)
+	put("/lifeboat/drill/ab", shared)
+	put("/app/leased", shared)
+	put("/lifeboat/drill/plain", 0)
+	put("/lifeboat/drill/gone", 0)
+	del("/lifeboat/drill/gone")
+	put("/lifeboat/lock/c/again", 0)
+	del("/lifeboat/lock/c/again")
+	put("/lifeboat/lock/c/again", lock)
+	put("/app/moved", moved)
+	put("/lifeboat/lock/c/moved", moved)
+	put("/app/moved", 0) // moved holds only lifeboat's key now
+	snap := c.SaveSnapshot(t)
+	ref := filepath.Join(t.TempDir(), "ref.db")
+	data, err := os.ReadFile(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ref, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := restore.RemoveOwnKeys(ctx, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := restore.RemoveThroughStore(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(want.Leases)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("RemoveOwnKeys (-store +records):\n%s", diff)
+	}
+	if len(got.Keys) != 5 || len(got.Leases) != 2 {
+		t.Errorf("removed %v, revoked %v: want 5 keys, 2 leases", got.Keys, got.Leases)
+	}
+	sameContent(t, ref, snap)
 }
