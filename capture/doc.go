@@ -110,8 +110,10 @@
 // is dropped and nothing goes to disk: a spill file would only move the
 // unbounded growth from memory to disk while etcd already keeps the
 // history. The one exception is a generation being born (see Start):
-// until its snapshot is committed the stream spills instead, and the
-// spilled bytes count against the bound until they are read back. The bound holds to within one watch response (etcd fragments
+// until its snapshot is committed the stream spills instead, past
+// HoldBytes (an eighth of the bound: the snapshot's buffers are in
+// memory meanwhile), and the spilled bytes count against the bound
+// until they are read back. The bound holds to within one watch response (etcd fragments
 // responses at its max request bytes + 512 KiB of gRPC overhead, 2 MiB by
 // default), one revision, and gRPC's own receive window (grpc-go grows it
 // up to 16 MiB per connection with its BDP estimator). Stats counts it.
