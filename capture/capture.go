@@ -35,10 +35,16 @@ type Job struct {
 	// stops reading the watch stream (see the package comment). Default
 	// 32 MiB.
 	MaxBufferBytes int64
+	// HoldBytes bounds the changes the watch opened before a new
+	// generation's snapshot holds in memory while the snapshot is stored
+	// (the snapshot's own buffers are in memory then too): beyond it
+	// they go to the spool file. Default MaxBufferBytes/8 (4 MiB), at
+	// most MaxBufferBytes.
+	HoldBytes int64
 	// SpoolDir is where the watch opened before a new generation's
-	// snapshot spills the changes it holds beyond MaxBufferBytes while
-	// the snapshot is stored (unnamed files, 0600, gone when the job
-	// ends). Default the system's temporary directory.
+	// snapshot spills the changes it holds beyond HoldBytes while the
+	// snapshot is stored (unnamed files, 0600, gone when the job ends).
+	// Default the system's temporary directory.
 	SpoolDir string
 	// Token returns the writer's fencing token now; false means the lock
 	// is lost and nothing more may be written.
@@ -56,7 +62,10 @@ type Job struct {
 	RolloverAfter time.Duration
 	// Compact is how the store's change segments are compacted while the
 	// job runs (no Levels: not at all). Compaction reads segments back:
-	// with age encryption it needs Identities.
+	// with age encryption it needs Identities. Its MaxBytes (what one
+	// compacted segment's sources hold in memory while it is made)
+	// defaults to the capture's memory budget: MaxBufferBytes/2, at
+	// least MaxSegmentBytes (16 MiB by default).
 	Compact repository.CompactPolicy
 	// Identities decrypt segments for compaction (nil without age).
 	Identities []age.Identity
@@ -104,22 +113,7 @@ const (
 var ErrLockLost = errors.New("capture: leader lock lost")
 
 func (j *Job) withDefaults() (Job, error) {
-	c := *j
-	if c.Interval <= 0 {
-		c.Interval = DefaultInterval
-	}
-	if c.MaxSegmentBytes <= 0 {
-		c.MaxSegmentBytes = DefaultMaxSegmentBytes
-	}
-	if c.MaxBufferBytes <= 0 {
-		c.MaxBufferBytes = DefaultMaxBufferBytes
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	if c.Stats == nil {
-		c.Stats = &Stats{}
-	}
+	c := j.filled()
 	switch {
 	case c.Session == nil:
 		return c, errors.New("capture: no etcd session")
@@ -135,6 +129,34 @@ func (j *Job) withDefaults() (Job, error) {
 		return c, fmt.Errorf("capture: segment bound %d bytes is above the buffer bound %d: the buffer must hold a whole segment", c.MaxSegmentBytes, c.MaxBufferBytes)
 	}
 	return c, nil
+}
+
+// filled returns the job with its defaults filled in.
+func (j *Job) filled() Job {
+	c := *j
+	if c.Interval <= 0 {
+		c.Interval = DefaultInterval
+	}
+	if c.MaxSegmentBytes <= 0 {
+		c.MaxSegmentBytes = DefaultMaxSegmentBytes
+	}
+	if c.MaxBufferBytes <= 0 {
+		c.MaxBufferBytes = DefaultMaxBufferBytes
+	}
+	if c.HoldBytes <= 0 {
+		c.HoldBytes = c.MaxBufferBytes / 8
+	}
+	c.HoldBytes = min(c.HoldBytes, c.MaxBufferBytes)
+	if c.Compact.MaxBytes <= 0 {
+		c.Compact.MaxBytes = max(c.MaxSegmentBytes, c.MaxBufferBytes/2)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Stats == nil {
+		c.Stats = &Stats{}
+	}
+	return c
 }
 
 // Run captures until ctx ends (then it returns nil, after storing what it

@@ -49,7 +49,8 @@
 // until etcd says it caught up (a progress notification: a synced
 // watcher is never canceled by compaction). While the snapshot is
 // uploaded, verified and committed, the stream is read without pause and
-// held: in memory up to MaxBufferBytes, beyond that in an unnamed spool
+// held: in memory up to HoldBytes (MaxBufferBytes/8 by default: the
+// snapshot's own buffers are in memory meanwhile), beyond that in an unnamed spool
 // file in Job.SpoolDir (0600, gone on every path). When the snapshot is
 // committed at S ≥ R0 the generation takes the stream over and drops the
 // events through S, so a generation never needs etcd's history to
@@ -109,8 +110,10 @@
 // is dropped and nothing goes to disk: a spill file would only move the
 // unbounded growth from memory to disk while etcd already keeps the
 // history. The one exception is a generation being born (see Start):
-// until its snapshot is committed the stream spills instead, and the
-// spilled bytes count against the bound until they are read back. The bound holds to within one watch response (etcd fragments
+// until its snapshot is committed the stream spills instead, past
+// HoldBytes (an eighth of the bound: the snapshot's buffers are in
+// memory meanwhile), and the spilled bytes count against the bound
+// until they are read back. The bound holds to within one watch response (etcd fragments
 // responses at its max request bytes + 512 KiB of gRPC overhead, 2 MiB by
 // default), one revision, and gRPC's own receive window (grpc-go grows it
 // up to 16 MiB per connection with its BDP estimator). Stats counts it.
@@ -224,7 +227,11 @@
 // compaction, so the writer's head and every marker stay valid. With age
 // encryption it needs Job.Identities; without them it logs that it does
 // not compact. A failed pass is counted (Stats.CompactErrors) and retried
-// at the next one. Proven damage of a segment is not a failed pass: it is
+// at the next one. One step holds its sources in memory (about their raw
+// size) up to Compact.MaxBytes, tied to the capture's budget
+// (MaxBufferBytes/2, at least MaxSegmentBytes): a larger run becomes
+// several compacted segments; the read-back of one is held after its
+// sources are let go. Proven damage of a segment is not a failed pass: it is
 // recorded (repository.RecordDamage), logged once as an error naming the
 // object, and left alone; the window ends before it (a window problem,
 // alert LifeboatCaptureWindowBroken) and what lies before it is still

@@ -21,8 +21,9 @@ import (
 // than etcd's compaction horizon would otherwise start every generation
 // compacted, in a loop. prewatch opens the stream at the cluster's
 // current revision R0 (a linearizable read) and holds what it receives:
-// in memory up to Job.MaxBufferBytes, beyond that in an unnamed spool
-// file (0600, gone on every path, SIGKILL included). The reader never
+// in memory up to Job.HoldBytes (an eighth of the buffer by default: the
+// snapshot's own buffers are in memory meanwhile), beyond that in an
+// unnamed spool file (0600, gone on every path, SIGKILL included). The reader never
 // stops while the generation is not started: etcd's history need not
 // outlive the upload. Once the snapshot is committed at S ≥ R0, the
 // generation's capture takes over the stream and what it holds, dropping
@@ -121,7 +122,7 @@ func (r *runner) captFor(g *generation) *capt {
 
 // divert notes the stream's first progress notification (waitSynced)
 // and writes it to the spool file instead of the memory queue
-// while the generation is not started and the memory bound is reached,
+// while the generation is not started and Job.HoldBytes is reached,
 // or while older items are spilled (their order is kept). It reports
 // whether it took the item. A failed write ends the stream: an error
 // item is queued (the loop reopens the watch from the last revision it
@@ -132,7 +133,7 @@ func (c *capt) divert(it item) bool {
 		c.syncSeen = true
 		close(c.synced)
 	}
-	if c.sp.n == 0 && !(c.hold.Load() && c.heldBytes()+it.size > c.job.MaxBufferBytes) {
+	if c.sp.n == 0 && !(c.hold.Load() && c.heldBytes()+it.size > c.job.HoldBytes) {
 		return false
 	}
 	n := c.sp.woff

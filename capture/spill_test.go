@@ -61,3 +61,37 @@ func TestSpill(t *testing.T) {
 		t.Errorf("spool dir after close: %v %v, want empty", es, err)
 	}
 }
+
+// TestHoldSpillsPastHoldBytes: while a new generation's snapshot is
+// stored (hold), the watch keeps at most Job.HoldBytes in memory, not
+// MaxBufferBytes: the rest goes to the spool file, and the loop takes
+// every item back in the order it came (memory first, then the spool).
+func TestHoldSpillsPastHoldBytes(t *testing.T) {
+	job := (&Job{}).filled()
+	if job.HoldBytes != 4<<20 || job.Compact.MaxBytes != 16<<20 {
+		t.Fatalf("HoldBytes %d, Compact.MaxBytes %d by default: want MaxBufferBytes/8 and /2, %d and %d", job.HoldBytes, job.Compact.MaxBytes, 4<<20, 16<<20)
+	}
+	job.HoldBytes, job.SpoolDir, job.Stats = 250, t.TempDir(), &Stats{}
+	c := &capt{job: &job, ready: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+	c.hold.Store(true)
+	defer c.closeSpill()
+	at := time.Date(2026, 12, 4, 23, 0, 0, 0, time.UTC)
+	for rev := range int64(6) {
+		c.push(item{resp: &pb.WatchResponse{Header: &pb.ResponseHeader{Revision: 10 + rev}}, at: at, size: 100})
+	}
+	if h := c.heldBytes(); h != 200 {
+		t.Errorf("%d bytes held in memory: want 200 (two items under HoldBytes 250)", h)
+	}
+	if n := job.Stats.SpilledBytes.Load(); n == 0 {
+		t.Errorf("nothing spilled: want the items past HoldBytes in the spool file")
+	}
+	for rev := int64(10); rev < 16; rev++ {
+		it, ok := c.next()
+		if !ok || it.resp.GetHeader().GetRevision() != rev {
+			t.Fatalf("item %d: %v %v, want revision %d (in order)", rev-10, it.resp, ok, rev)
+		}
+	}
+	if _, ok := c.next(); ok {
+		t.Errorf("an item after the six pushed")
+	}
+}

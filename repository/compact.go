@@ -3,8 +3,11 @@ package repository
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 
@@ -55,8 +58,11 @@ type CompactPolicy struct {
 	// alone (the writer may still be storing one). Default 2×Levels[0]/30,
 	// at least 1s.
 	Settle time.Duration
-	// MaxBytes bounds the raw bytes of one compacted segment (its
-	// revisions are held in memory while it is made). Default 64 MiB.
+	// MaxBytes bounds the raw bytes of one compacted segment: its
+	// sources are held in memory while it is made (then let go as it is
+	// encoded), so a step's heap grows with it (BenchmarkCompactMemory:
+	// about 3× it at its peak). Default 64 MiB; capture ties it to its
+	// own memory budget (capture.Job.Compact).
 	MaxBytes int64
 	// Grace is how long replaced segments stay after their replacement is
 	// stored (a restore may have listed them). Default 10 minutes.
@@ -205,10 +211,15 @@ var ErrCompactConflict = errors.New("compacted segment conflicts")
 // Compact runs one step: it reads the sources (each checked, and linked
 // to the one before), writes the compacted segments (read back and
 // checked), and returns them. The sources are not deleted (DeleteReplaced
-// does, after the grace period). Revisions are held in memory up to
-// MaxBytes per compacted segment; a run above it becomes several (one
-// source alone is rewritten at the level, so that the next plan does not
-// read it again).
+// does, after the grace period). Sources are held in memory up to
+// MaxBytes of raw changes per compacted segment, one more source beside
+// them while the group closes; a run above it becomes several (one source alone is
+// rewritten at the level, so that the next plan does not read it again).
+// The compacted segment's stored bytes are built in memory as its
+// sources are let go, stored and read back streaming: a segment this
+// call stored is checked by its stored bytes' sha256 (they are those it
+// encoded); one a killed run stored at its name, revision by revision
+// against the merge (CheckCompacted).
 //
 // Proven damage of a source or of a compacted segment already stored at
 // its name (a *DamageError: ErrBadSegment, a bad signature, a chain whose
@@ -241,12 +252,13 @@ func (b *Repo) compact(ctx context.Context, st CompactStep, p CompactPolicy, e E
 		if len(group) == 0 {
 			return nil
 		}
-		si, err := b.putCompacted(ctx, st, group, links, e, ids)
+		g, l := group, links
+		group, links, size = nil, nil, 0 // held by putCompacted only, which lets them go as it encodes
+		si, err := b.putCompacted(ctx, st, g, l, e, ids)
 		if err != nil {
 			return err
 		}
 		out = append(out, si)
-		group, links, size = nil, nil, 0
 		return nil
 	}
 	for i, si := range st.Sources {
@@ -314,30 +326,78 @@ func merge(st CompactStep, group []*Segment, links []ChainLink) *Segment {
 // putCompacted stores the compacted segment of group, never overwriting,
 // and reads it back. One already stored under its name (a killed run's)
 // is adopted when it holds the same chain position and revisions.
+//
+// Memory: the merge's revisions are let go as they are encoded (its
+// sources' values are then garbage as the stored bytes grow), and the
+// read-back is streamed: a step holds its sources, then their stored
+// form, not both whole and never a second parsed copy.
 func (b *Repo) putCompacted(ctx context.Context, st CompactStep, group []*Segment, links []ChainLink, e Encoding, ids []age.Identity) (SegmentInfo, error) {
 	m := merge(st, group, links)
 	key := b.CompactedKey(m.Generation, m.First, m.Last, m.Level, m.Bucket, e)
-	data, err := encodeStoredSegment(m, e, b.segmentSigner(key))
+	o, err := b.Store.Stat(ctx, key)
+	switch {
+	case err == nil:
+		si, err := b.compactedInfo(key, m.Generation, o)
+		if err == nil {
+			err = b.CheckCompacted(ctx, si, m, ids)
+		}
+		return si, err
+	case !errors.Is(err, uploader.ErrNotFound):
+		return SegmentInfo{}, fmt.Errorf("compact: %s: %w", key, err)
+	}
+	data, err := encodeStored(m, e, b.segmentSigner(key), true)
 	if err != nil {
 		return SegmentInfo{}, fmt.Errorf("compact %s: %w", key, err)
 	}
+	wantHash := storedHash(data)
 	_, err = b.Store.Put(ctx, key, bytes.NewReader(data), b.Lock.SegmentOptions(m.Level))
-	if err != nil && !errors.Is(err, uploader.ErrExists) {
+	if errors.Is(err, uploader.ErrExists) {
+		return SegmentInfo{}, fmt.Errorf("compact: store %s: %w: stored by another writer meanwhile; the next pass checks it", key, err)
+	}
+	if err != nil {
 		return SegmentInfo{}, fmt.Errorf("compact: store %s: %w", key, err)
 	}
-	o, err := b.Store.Stat(ctx, key)
-	if err != nil {
+	if err := b.checkStored(ctx, key, wantHash); err != nil {
+		return SegmentInfo{}, err
+	}
+	if o, err = b.Store.Stat(ctx, key); err != nil {
 		return SegmentInfo{}, fmt.Errorf("compact: %s: %w", key, err)
 	}
-	si, err := parseSegmentName(key[len(b.changesDir()+m.Generation+"/"):])
+	return b.compactedInfo(key, m.Generation, o)
+}
+
+// compactedInfo is the listing of the compacted segment stored at key.
+func (b *Repo) compactedInfo(key, gen string, o uploader.ObjectInfo) (SegmentInfo, error) {
+	si, err := parseSegmentName(key[len(b.changesDir()+gen+"/"):])
 	if err != nil {
 		return SegmentInfo{}, err
 	}
-	si.Generation, si.Object = m.Generation, o
-	if err := b.CheckCompacted(ctx, si, m, ids); err != nil {
-		return SegmentInfo{}, err
-	}
+	si.Generation, si.Object = gen, o
 	return si, nil
+}
+
+// checkStored reads a compacted segment this compaction has just stored
+// back, streaming, and checks that its stored bytes are the ones it
+// encoded (their sha256): the encoding of the checked merge of its
+// sources (encodeStored validates it first), so the same header,
+// revisions and leases. Nothing of it is held, and the merge need not be
+// (CheckCompacted compares revision by revision one that a killed run
+// stored). DeleteReplaced parses it whole once more before any source
+// goes.
+func (b *Repo) checkStored(ctx context.Context, key, wantHash string) error {
+	rc, err := b.Store.Get(ctx, key)
+	if err != nil {
+		return fmt.Errorf("compact: read back %s: %w", key, err)
+	}
+	defer rc.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, rc); err != nil {
+		return fmt.Errorf("compact: read back %s: %w", key, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != wantHash {
+		return damaged(key, fmt.Errorf("compact: read back %s: %w: its stored bytes (sha256 %.12s…) are not those written (%.12s…)", key, ErrBadSegment, got, wantHash))
+	}
+	return nil
 }
 
 // CheckCompacted reads a stored compacted segment back and checks it

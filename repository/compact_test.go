@@ -1,9 +1,14 @@
 package repository_test
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -172,4 +177,75 @@ func windows(t *testing.T, b *repository.Repo) []repository.Window {
 		t.Fatal(err)
 	}
 	return ws
+}
+
+// alteringStore stores compacted segments with one byte flipped (a
+// store that keeps other bytes than it was given), and can hide them
+// from Stat (another writer storing the name between Stat and Put).
+type alteringStore struct {
+	uploader.Store
+	flip, hide bool
+}
+
+func (s *alteringStore) Put(ctx context.Context, key string, r io.Reader, o uploader.PutOptions) (uploader.ObjectInfo, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return uploader.ObjectInfo{}, err
+	}
+	if s.flip && strings.Contains(key, ".L1-") {
+		data[len(data)/2] ^= 0xff
+	}
+	return s.Store.Put(ctx, key, bytes.NewReader(data), o)
+}
+
+func (s *alteringStore) Stat(ctx context.Context, key string) (uploader.ObjectInfo, error) {
+	if s.hide && strings.Contains(key, ".L1-") {
+		return uploader.ObjectInfo{}, fmt.Errorf("stat %s: %w", key, uploader.ErrNotFound)
+	}
+	return s.Store.Stat(ctx, key)
+}
+
+// TestCompactReadBack: the compacted segment is read back before it
+// counts: stored bytes other than those encoded are proven damage naming
+// it (not a compacted segment to build on), and one that appears at its
+// name between the check and the put is not adopted unchecked; the
+// next step adopts it only after comparing it with its sources.
+func TestCompactReadBack(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	b := dirBackups(t, dir)
+	st := &alteringStore{Store: b.Store, flip: true}
+	b.Store = st
+	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	m := jobtest.PutBackup(t, b, t0, uploader.PutOptions{}, true)
+	s := m.Revision
+	putChain(t, b, m.ID, s, [][2]int64{{s + 1, s + 2}, {s + 3, s + 4}, {s + 5, s + 6}})
+	w := windows(t, b)[0]
+	step := repository.CompactStep{Generation: m.ID, Level: 1, Bucket: t0, Sources: w.Segments[:2]}
+	p := repository.CompactPolicy{Levels: []time.Duration{time.Minute}}
+	enc := repository.Encoding{Compression: "zstd"}
+	_, err := b.Compact(ctx, step, p, enc, nil)
+	de := repository.AsDamage(err)
+	if !errors.Is(err, repository.ErrBadSegment) || de == nil || !strings.Contains(de.Key, ".L1-") {
+		t.Fatalf("Compact onto a store that alters it: %v, want ErrBadSegment naming the compacted segment", err)
+	}
+	// The altered object stays (evidence); stored again unaltered under
+	// another writer's hand, it is found at Put, not adopted blind.
+	key := b.CompactedKey(m.ID, s+1, s+4, 1, t0, enc)
+	if err := b.Store.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	st.flip = false
+	if _, err := b.Compact(ctx, step, p, enc, nil); err != nil {
+		t.Fatalf("Compact: %v", err)
+	}
+	st.hide = true
+	if _, err := b.Compact(ctx, step, p, enc, nil); !errors.Is(err, uploader.ErrExists) {
+		t.Fatalf("Compact with its name stored meanwhile: %v, want ErrExists (the next pass checks it)", err)
+	}
+	st.hide = false
+	out, err := b.Compact(ctx, step, p, enc, nil)
+	if err != nil || len(out) != 1 || out[0].Object.Key != key {
+		t.Fatalf("Compact again: %+v, %v; want %s adopted", out, err, key)
+	}
 }

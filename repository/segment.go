@@ -353,12 +353,14 @@ func encodeSegmentSigned(w io.Writer, s *Segment, g *segmentSigner) error {
 	if err := s.Validate(); err != nil {
 		return fmt.Errorf("encode segment: %w", err)
 	}
-	return encodeSegment(w, s, g)
+	return encodeSegment(w, s, g, false)
 }
 
 // encodeSegment writes s without checking it, signed by g unless g is
-// nil.
-func encodeSegment(w io.Writer, s *Segment, g *segmentSigner) error {
+// nil. With consume, each revision is let go (zeroed in s.Revisions) once
+// written: a segment made only to be stored (a compacted one) then holds
+// its values no longer than its stored bytes need them.
+func encodeSegment(w io.Writer, s *Segment, g *segmentSigner, consume bool) error {
 	h := sha256.New()
 	bw := bufio.NewWriterSize(io.MultiWriter(w, h), 64<<10)
 	e := &segWriter{w: bw}
@@ -387,7 +389,10 @@ func encodeSegment(w io.Writer, s *Segment, g *segmentSigner) error {
 		e.varint(unixNano(hd.Bucket))
 		e.str([]byte(hd.EndHash))
 	}
-	for _, r := range s.Revisions {
+	for i, r := range s.Revisions {
+		if consume {
+			s.Revisions[i] = Revision{}
+		}
 		e.raw([]byte{'R'})
 		e.uvarint(uint64(r.Revision))
 		e.varint(unixNano(r.Received))
@@ -756,12 +761,21 @@ func EncodeStoredSegment(s *Segment, e Encoding) ([]byte, error) {
 // encodeStoredSegment is EncodeStoredSegment, signed by g unless g is
 // nil.
 func encodeStoredSegment(s *Segment, e Encoding, g *segmentSigner) ([]byte, error) {
+	return encodeStored(s, e, g, false)
+}
+
+// encodeStored is encodeStoredSegment, letting s's revisions go as they
+// are written when consume is set (encodeSegment): s is checked first.
+func encodeStored(s *Segment, e Encoding, g *segmentSigner, consume bool) ([]byte, error) {
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("encode segment: %w", err)
+	}
 	var buf bytes.Buffer
 	w, err := NewEncoder(&buf, e.segmentEncoding())
 	if err != nil {
 		return nil, fmt.Errorf("encode segment: %w", err)
 	}
-	if err := encodeSegmentSigned(w, s, g); err != nil {
+	if err := encodeSegment(w, s, g, consume); err != nil {
 		return nil, err
 	}
 	if err := w.Close(); err != nil {

@@ -190,7 +190,7 @@ var optionTable = []optionDef{
 
 	{Key: "snapshot.spool_dir", Flag: "spool-dir", Default: "/var/lib/lifeboat/spool", Groups: groupSpool,
 		Help: "directory for the raw snapshot during verification",
-		Doc:  "needs the db's size free; put it on another disk than etcd's data dir when write latency matters (see [benchmarks.md](benchmarks.md)); the spool is written back as it fills and freed in 32 MiB steps, so neither its writing nor its removal holds etcd's WAL syncs on a shared disk. Capture also holds here, beyond capture.max_buffer_bytes, the changes it receives while a new generation's snapshot is stored (unnamed files, gone when done)"},
+		Doc:  "needs the db's size free; put it on another disk than etcd's data dir when write latency matters (see [benchmarks.md](benchmarks.md)); the spool is written back as it fills and freed in 32 MiB steps, so neither its writing nor its removal holds etcd's WAL syncs on a shared disk. Capture also holds here, beyond an eighth of capture.max_buffer_bytes, the changes it receives while a new generation's snapshot is stored (unnamed files, gone when done)"},
 	{Key: "snapshot.stall_timeout", Flag: "stall-timeout", Default: "30s", Groups: groupSnapshot,
 		Help: "fail when the snapshot stream stalls this long"},
 	{Key: "snapshot.timeout", Flag: "timeout", Default: "30m", Groups: groupSnapshot,
@@ -338,7 +338,8 @@ var optionTable = []optionDef{
 	{Key: "capture.max_segment_bytes", Flag: "capture-max-segment-bytes", Default: "8MiB", Groups: groupCapture,
 		Help: "raw size at which a change segment is flushed before its interval (64KiB to 256MiB)"},
 	{Key: "capture.max_buffer_bytes", Flag: "capture-max-buffer-bytes", Default: "32MiB", Groups: groupCapture,
-		Help: "memory bound of changes not yet durable (at least capture.max_segment_bytes, at most 4GiB)"},
+		Help: "memory bound of changes not yet durable (at least capture.max_segment_bytes, at most 4GiB)",
+		Doc:  "while a new generation's snapshot is stored, the changes received meanwhile are held in memory up to an eighth of it (4 MiB by default; the rest in snapshot.spool_dir); a compacted segment holds at most half of it (16 MiB by default) of raw changes, so that compaction's memory stays within the capture's"},
 	{Key: "capture.rollover", Flag: "capture-rollover", Default: "24h", Groups: groupCapture,
 		Help: "a capture generation at least this old rolls over to the next scheduled snapshot, so that retention.changes_within drops older ones whole (0: at every scheduled snapshot)",
 		Doc:  "each retained generation keeps its anchor snapshot: shorter means more snapshots kept for the same changes_within, longer means up to this much more changes kept beyond it"},
