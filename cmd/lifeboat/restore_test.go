@@ -25,6 +25,23 @@ func TestRestoreCommand(t *testing.T) {
 		return append(append([]string{"restore"}, extra...), e.args...)
 	}
 
+	// A data dir whose file system cannot hold the member is refused
+	// before the download, naming it and the free space (issue 31: not a
+	// full disk after minutes of fetching).
+	t.Run("no room for the member", func(t *testing.T) {
+		dir := filepath.Join(smallTmpfs(t), "etcd")
+		code, out, errOut := runCLI(t, nil, restoreArgs("latest", "--data-dir", dir, "--name", "m1", "--initial-advertise-peer-urls", "http://10.0.0.1:2380")...)
+		if code != 1 || !strings.Contains(errOut, "not enough free space") || !strings.Contains(errOut, dir) {
+			t.Fatalf("restore into a full file system: exit %d\n%s\n%s", code, out, errOut)
+		}
+		if strings.Contains(out, "fetched") {
+			t.Errorf("the backup was fetched before the refusal:\n%s", out)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("the refused data dir was made: %v", err)
+		}
+	})
+
 	t.Run("one member", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "etcd")
 		code, out, errOut := runCLI(t, nil, restoreArgs("latest", "--data-dir", dir, "--name", "m1", "--initial-advertise-peer-urls", "http://10.0.0.1:2380")...)

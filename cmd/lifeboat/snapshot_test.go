@@ -158,7 +158,7 @@ func TestSnapshotBadInput(t *testing.T) {
 		{name: "wrong password", args: good, env: map[string]string{"ETCDCTL_PASSWORD": "not-the-password"}, wantCode: 1, wantErr: "password"},
 		{name: "missing CA file", args: []string{"--endpoints", ep, "--cacert", "/nonexistent/ca.pem"}, wantCode: 1, wantErr: "/nonexistent/ca.pem"},
 		{name: "spool dir not writable", args: good, env: goodEnv, spool: func(*testing.T) string { return filepath.Join(notADir, "spool") }, wantCode: 1, wantErr: "spool"},
-		{name: "spool disk full", args: good, env: goodEnv, spool: smallTmpfs, wantCode: 1, wantErr: "no space left"},
+		{name: "spool disk full", args: good, env: goodEnv, spool: smallTmpfs, wantCode: 1, wantErr: "not enough free space"},
 		{name: "invalid config", args: []string{"--endpoints", "ftp://localhost:2379"}, wantCode: 2, wantErr: "etcd.endpoints"},
 		{name: "bad flag", args: []string{"--no-such-flag"}, wantCode: 2, wantErr: "no-such-flag"},
 	}
