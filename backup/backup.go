@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lifeboat-dev/lifeboat/internal/diskspace"
 	"github.com/lifeboat-dev/lifeboat/internal/logfield"
 	"github.com/lifeboat-dev/lifeboat/internal/writeback"
 	"github.com/lifeboat-dev/lifeboat/repository"
@@ -280,6 +281,17 @@ func begin(parent context.Context, sess *snapshot.Session, job Job, lg *slog.Log
 		} else if !errors.Is(err, uploader.ErrNotFound) {
 			return nil, fmt.Errorf("check store for backup %s: %w", a.id, err)
 		}
+	}
+	// Room for the whole database in the spool, checked before etcd
+	// sends a byte (not a full disk minutes into the stream).
+	var db int64
+	for _, m := range members {
+		if m.Err == nil {
+			db = max(db, m.DBSize)
+		}
+	}
+	if err := diskspace.Check([]diskspace.Need{{Dir: job.SpoolDir, Bytes: db, What: "the snapshot's spool file (the database's size)"}}); err != nil {
+		return nil, fmt.Errorf("spool directory: %w", err)
 	}
 	// The spool file has no name in the spool dir: a process killed
 	// mid-snapshot (SIGKILL, the OOM killer) leaves nothing behind. The

@@ -190,7 +190,7 @@ var optionTable = []optionDef{
 
 	{Key: "snapshot.spool_dir", Flag: "spool-dir", Default: "/var/lib/lifeboat/spool", Groups: groupSpool,
 		Help: "directory for the raw snapshot during verification",
-		Doc:  "needs the db's size free; put it on another disk than etcd's data dir when write latency matters (see [benchmarks.md](benchmarks.md)); the spool is written back as it fills and freed in 32 MiB steps, so neither its writing nor its removal holds etcd's WAL syncs on a shared disk. Capture also holds here, beyond an eighth of capture.max_buffer_bytes, the changes it receives while a new generation's snapshot is stored (unnamed files, gone when done)"},
+		Doc:  "needs the db's size free (checked before a snapshot or restore starts); put it on another disk than etcd's data dir when write latency matters (see [benchmarks.md](benchmarks.md)); the spool is written back as it fills and freed in 32 MiB steps, so neither its writing nor its removal holds etcd's WAL syncs on a shared disk. Capture also holds here, beyond an eighth of capture.max_buffer_bytes, the changes it receives while a new generation's snapshot is stored (unnamed files, gone when done)"},
 	{Key: "snapshot.stall_timeout", Flag: "stall-timeout", Default: "30s", Groups: groupSnapshot,
 		Help: "fail when the snapshot stream stalls this long"},
 	{Key: "snapshot.timeout", Flag: "timeout", Default: "30m", Groups: groupSnapshot,

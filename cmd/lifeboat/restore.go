@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/lifeboat-dev/lifeboat/internal/diskspace"
 	"github.com/lifeboat-dev/lifeboat/internal/logfield"
 	"github.com/lifeboat-dev/lifeboat/internal/units"
 	"github.com/lifeboat-dev/lifeboat/internal/writeback"
@@ -270,6 +271,9 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 	if o.dryRun && plan == nil {
 		return runRestoreDryRun(ctx, a, cfg, lg, o, backups, ids, m, planned)
 	}
+	if err := checkRestoreSpace(cfg, m, planned); err != nil {
+		return err
+	}
 	spool, err := fetchVerified(ctx, a, cfg, lg, backups, ids, m)
 	if spool != "" {
 		defer writeback.Remove(spool) // in steps: other members may share the disk
@@ -418,6 +422,30 @@ func planRestore(ropts restore.RestoreOptions, o restoreOptions) ([]restore.Plan
 		return nil, fmt.Errorf("%s: %w: nothing was changed (use --force to move it aside)", strings.Join(refused, ", "), restore.ErrDataDirNotEmpty)
 	}
 	return planned, nil
+}
+
+// walSegment is what etcd's WAL takes in a restored member: one
+// preallocated segment.
+const walSegment = 64 << 20
+
+// checkRestoreSpace refuses a restore of backup m whose spool or members'
+// directories lack the room, before anything is fetched: the spool holds
+// the database, each member a copy of it and a WAL segment, summed per
+// file system. A moved-aside directory is renamed, and takes no room.
+func checkRestoreSpace(cfg *Config, m *repository.Manifest, planned []restore.PlannedMember) error {
+	needs := []diskspace.Need{{Dir: cfg.Snapshot.SpoolDir, Bytes: m.DBSize, What: "the spool (the backup's database)"}}
+	for _, p := range planned {
+		if p.WALDir == "" {
+			needs = append(needs, diskspace.Need{Dir: p.DataDir, Bytes: m.DBSize + walSegment, What: "member " + p.Name})
+			continue
+		}
+		needs = append(needs, diskspace.Need{Dir: p.DataDir, Bytes: m.DBSize, What: "member " + p.Name},
+			diskspace.Need{Dir: p.WALDir, Bytes: walSegment, What: "member " + p.Name + "'s WAL"})
+	}
+	if err := diskspace.Check(needs); err != nil {
+		return fmt.Errorf("%w: nothing was fetched or changed", err)
+	}
+	return nil
 }
 
 // fetchVerified fetches backup m into the spool directory and verifies
