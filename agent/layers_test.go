@@ -72,7 +72,7 @@ func TestJobsDoNotImportTheDaemon(t *testing.T) {
 // tool) lives under internal/test/ and nowhere else: no shipped package
 // imports it outside its _test files.
 var layers = map[string]int{
-	"verify": 0, "retention": 0, "signing": 0, "internal/writeback": 0, "internal/syncbuf": 0, "internal/seed": 0, "internal/units": 0, "internal/sysfilter": 0, "internal/logfield": 0,
+	"verify": 0, "retention": 0, "signing": 0, "internal/writeback": 0, "internal/diskspace": 1, "internal/syncbuf": 0, "internal/seed": 0, "internal/units": 0, "internal/sysfilter": 0, "internal/logfield": 0,
 	"snapshot": 1, "uploader": 1, "kubeobjects": 1,
 	"repository": 2, "kit": 2, "restore/child": 2,
 	"backup": 3, "retention/prune": 3, "restore": 3, "capture": 3, "inspect": 3, "replica": 3, "scrub": 3,
