@@ -1,7 +1,6 @@
 package restore
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -289,8 +288,9 @@ func recordKeyLease(v []byte) (key []byte, lease int64, ok bool) {
 	return key, lease, key != nil
 }
 
+// hasOwnPrefix is isOwnKey for a record's key bytes, without a copy.
 func hasOwnPrefix(k []byte) bool {
-	return slices.ContainsFunc(OwnKeyPrefixes, func(p string) bool { return bytes.HasPrefix(k, []byte(p)) })
+	return slices.ContainsFunc(OwnKeyPrefixes, func(p string) bool { return len(k) >= len(p) && string(k[:len(p)]) == p })
 }
 
 func isOwnKey(k string) bool {

@@ -69,6 +69,13 @@ func Check(needs []Need) error {
 	return nil
 }
 
+// Free is the bytes available to this user in dir's file system (known
+// false where the platform cannot tell).
+func Free(dir string) (free uint64, known bool, err error) {
+	_, free, known, err = stat(dir)
+	return free, known, err
+}
+
 // existing is dir or its nearest existing parent.
 func existing(dir string) (string, error) {
 	d, err := filepath.Abs(dir)

@@ -18,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/lifeboat-dev/lifeboat/internal/diskspace"
 	"github.com/lifeboat-dev/lifeboat/internal/units"
 	"github.com/lifeboat-dev/lifeboat/internal/writeback"
 	"github.com/lifeboat-dev/lifeboat/repository"
@@ -423,7 +424,7 @@ func (d *drill) checkSpace(work string, inPlace bool) error {
 	if d.o.PointInTime != nil {
 		need += pointInTimeSpace(d.o.PointInTime.Plan)
 	}
-	if free, known, err := freeBytes(work); err != nil {
+	if free, known, err := diskspace.Free(work); err != nil {
 		return err
 	} else if known && free < need {
 		return fmt.Errorf("%w in scratch directory %s: need %s (the %s database restored beside its snapshot, etcd's 64 MiB WAL segment and a margin), have %s free",
