@@ -19,12 +19,14 @@ const restoreErrorPrefix = "lifeboat-restore-error: "
 // RunRestore is the child side of a drill's restore: it restores the
 // single member described by args (--snapshot, --data-dir, --name,
 // --peer-url, --initial-cluster-token, --skip-hash-check,
-// --bump-revision, --mark-compacted) with Restore; --no-sync first makes
+// --bump-revision, --mark-compacted) with Restore, or with --in-place
+// (StartInPlace) in place, told on in when to write the database;
+// --no-sync first makes
 // the process's fsync-like calls no-ops (child.SkipSyncsIf), for a drill's
 // throwaway copy. On failure it writes
 // the error to stderr on one line that the parent reads back, and
 // returns it.
-func RunRestore(ctx context.Context, args []string, stderr io.Writer) error {
+func RunRestore(ctx context.Context, args []string, in io.Reader, stderr io.Writer) error {
 	fs := flag.NewFlagSet(child.RestoreCommand, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o RestoreOptions
@@ -37,6 +39,7 @@ func RunRestore(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.BoolVar(&o.SkipHashCheck, "skip-hash-check", false, "skip etcdutl's hash check")
 	fs.Uint64Var(&o.RevisionBump, "bump-revision", 0, "revision bump")
 	fs.BoolVar(&o.MarkCompacted, "mark-compacted", false, "mark compacted")
+	inPlace := fs.Bool("in-place", false, "restore the snapshot where it lies, its database written on \""+inPlaceCommit+"\" on stdin")
 	noSync := child.NoSyncFlag(fs)
 	err := fs.Parse(args)
 	if err == nil && fs.NArg() > 0 {
@@ -49,7 +52,11 @@ func RunRestore(ctx context.Context, args []string, stderr io.Writer) error {
 			o.PeerURLs = []string{peer}
 		}
 		child.SkipSyncsIf(*noSync, stderr, "restore")
-		_, err = Restore(ctx, o)
+		if *inPlace {
+			err = restoreInPlace(o, in)
+		} else {
+			_, err = Restore(ctx, o)
+		}
 	}
 	if err != nil {
 		child.WriteErrorLine(stderr, restoreErrorPrefix, err)

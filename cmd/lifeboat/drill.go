@@ -36,8 +36,8 @@ func newDrillCmd(a *app) *cobra.Command {
 		Use:   "drill [ID|latest|latest-proven|random] | drill --to-revision R | --to-time T",
 		Short: "Rehearse a restore end to end, record the report beside the backup; exit 1 if any check fails",
 		Long: `drill fetches a backup, decrypts and decompresses it, verifies it, restores
-it with etcdutl into a scratch dir (drill.scratch_dir; about twice the
-database size must be free), boots a throwaway etcd on it in a process of
+it where it lies in a scratch dir (drill.scratch_dir; the database size must
+be free, twice that for a point-in-time drill), boots a throwaway etcd on it in a process of
 its own (unix sockets in the scratch dir, no TCP port, a fresh cluster
 token; --etcd-binary to match your cluster's etcd) and checks revision, key
 count and HashKV against the manifest, the --check-prefix prefixes and a

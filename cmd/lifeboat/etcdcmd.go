@@ -24,12 +24,13 @@ func newEtcdCmd(a *app) *cobra.Command {
 }
 
 // newRestoreChildCmd restores a drill's member (child.RestoreCommand):
-// etcdutl writes the restored database and WAL. It prints its error on a
+// etcdutl writes the restored database and WAL (or, --in-place, the
+// database is written where it lies when stdin says so). It prints its error on a
 // line the parent reads back (and, as every command, once more as
 // lifeboat's error) and exits 1.
 func newRestoreChildCmd(a *app) *cobra.Command {
 	return hiddenChildCmd(child.RestoreCommand, "Restore a drill's member (internal)", func(cmd *cobra.Command, args []string) error {
-		return restore.RunRestore(cmd.Context(), args, a.stderr)
+		return restore.RunRestore(cmd.Context(), args, cmd.InOrStdin(), a.stderr)
 	})
 }
 

@@ -283,7 +283,7 @@ var optionTable = []optionDef{
 		Help: "age before orphaned objects and incomplete uploads are removed"},
 
 	{Key: "drill.scratch_dir", Flag: "scratch-dir", Default: "/var/lib/lifeboat/scratch", Groups: groupDrill,
-		Help: "drill scratch directory (needs about twice the db size free; emptied after every drill, its large files freed in 32 MiB steps)"},
+		Help: "drill scratch directory (needs the db size free, twice for a point-in-time drill; emptied after every drill, its large files freed in 32 MiB steps)"},
 	{Key: "drill.etcd_binary", Flag: "etcd-binary", Groups: groupDrill,
 		Help: "run drills with this etcd binary instead of the embedded server",
 		Doc:  "to match the cluster's version; default: lifeboat's own (`lifeboat __etcd`, a child process)"},

@@ -141,7 +141,7 @@ func IsCommand(name string) bool {
 // package, which restore builds its children on, needs nothing of it.
 // Each writes its own error on its error line.
 type Work struct {
-	Restore func(ctx context.Context, args []string, stderr io.Writer) error
+	Restore func(ctx context.Context, args []string, in io.Reader, stderr io.Writer) error
 	Replay  func(ctx context.Context, args []string, in io.Reader, out io.Writer) error
 }
 
@@ -161,7 +161,7 @@ func Main(args []string, stderr io.Writer, w Work) (ran bool, code int) {
 	// Restore and Replay write their error themselves.
 	switch args[1] {
 	case RestoreCommand:
-		if err := w.Restore(ctx, args[2:], stderr); err != nil {
+		if err := w.Restore(ctx, args[2:], os.Stdin, stderr); err != nil {
 			return true, 1
 		}
 		return true, 0

@@ -122,12 +122,13 @@ const walSegment = 64 << 20
 
 // spaceNeeded is the free space a drill of a dbSize database needs in
 // its scratch directory: the decoded snapshot and the restored data dir
-// (the snapshot alone when it is restored in place), etcd's preallocated
+// (one copy when the store's own file is read in place or the fetched
+// file becomes the member's database), etcd's preallocated
 // WAL segment, and a margin proportionate to the database (a sixteenth:
 // the test write, bbolt's growth, the restore's own files).
-func spaceNeeded(dbSize int64, inPlace bool) uint64 {
+func spaceNeeded(dbSize int64, oneCopy bool) uint64 {
 	copies := int64(2)
-	if inPlace {
+	if oneCopy {
 		copies = 1
 	}
 	return uint64(copies*dbSize + walSegment + dbSize/16)
@@ -135,7 +136,8 @@ func spaceNeeded(dbSize int64, inPlace bool) uint64 {
 
 // Drill rehearses a restore of o.Manifest end to end: fetch the stored
 // object, decrypt and decompress it into the scratch directory while
-// checking its sha256 and etcd's trailer; then restore it with etcdutl
+// checking its sha256 and etcd's trailer; then restore it (in place, see
+// restoreInPlace; with etcdutl for a point in time or a revision bump)
 // while verify.File checks the file read-only; boot a throwaway etcd on
 // the restored data in a child process (unix sockets in the drill's 0700
 // directory, no TCP port, a fresh cluster token, so it can never reach or
@@ -280,6 +282,8 @@ type drill struct {
 	// requestFailed is set when a request to the restored etcd failed:
 	// then a crash may be on its way.
 	requestFailed bool
+	// moveSpool: the fetched file is restored in place (restoreInPlace).
+	moveSpool bool
 }
 
 func round3(s float64) float64 {
@@ -360,16 +364,19 @@ func (d *drill) run(ctx context.Context) error {
 	// itself: checked and restored in place, read-only, with no copy into
 	// the scratch directory (not for a point-in-time drill, whose replay
 	// writes to its copy).
-	spool, inPlace := filepath.Join(work, "snapshot.db"), false
+	spool, storeFile := filepath.Join(work, "snapshot.db"), false
 	if !pitr {
 		if local, ok := o.Backups.PlainLocalFile(d.m); ok {
-			spool, inPlace = local, true
+			spool, storeFile = local, true
 		}
 	}
-	if err := d.checkSpace(work, inPlace); err != nil {
+	// A plain drill's fetched file becomes its member's database where it
+	// lies (restoreInPlace): no copy of it.
+	d.moveSpool = !pitr && !storeFile && o.RevisionBump == 0 && !o.MarkCompacted
+	if err := d.checkSpace(work, storeFile || d.moveSpool); err != nil {
 		return err
 	}
-	if err := d.fetch(ctx, spool, inPlace); err != nil {
+	if err := d.fetch(ctx, spool, storeFile); err != nil {
 		return err
 	}
 	if pitr {
@@ -384,7 +391,7 @@ func (d *drill) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	removed := d.freeSpool(spool, inPlace)
+	removed := d.freeSpool(spool, storeFile || d.moveSpool)
 	srv, err := d.boot(ctx, mb, filepath.Join(work, "sock"), removed)
 	if err != nil {
 		return err
@@ -416,11 +423,11 @@ func (d *drill) removeWork(work string) {
 }
 
 // checkSpace refuses a drill whose scratch directory work cannot hold
-// it: the fetched snapshot (none when inPlace), the restored copy, the
+// it: the fetched snapshot (none when oneCopy), the restored copy, the
 // point-in-time replay's segments, and a margin.
-func (d *drill) checkSpace(work string, inPlace bool) error {
+func (d *drill) checkSpace(work string, oneCopy bool) error {
 	m := d.m
-	need := spaceNeeded(m.DBSize, inPlace)
+	need := spaceNeeded(m.DBSize, oneCopy)
 	if d.o.PointInTime != nil {
 		need += pointInTimeSpace(d.o.PointInTime.Plan)
 	}
@@ -434,15 +441,15 @@ func (d *drill) checkSpace(work string, inPlace bool) error {
 }
 
 // fetch fetches and decodes the backup into spool in one overlapped
-// stream (or, inPlace, checks the store's own file spool) and records
+// stream (or, storeFile, checks the store's own file spool) and records
 // the object's and the snapshot's checks: a mismatch is a failed
 // verdict, any other error an error of the run.
-func (d *drill) fetch(ctx context.Context, spool string, inPlace bool) error {
+func (d *drill) fetch(ctx context.Context, spool string, storeFile bool) error {
 	m, o := d.m, d.o
 	fopts := repository.FetchOptions{Identities: o.Identities, Progress: o.Progress, Now: d.now}
 	var fr *repository.FetchResult
 	var ferr error
-	if inPlace {
+	if storeFile {
 		fr, ferr = repository.CheckInPlace(ctx, spool, m, fopts)
 	} else {
 		fr, ferr = repository.Fetch(ctx, o.Backups, m, spool, fopts)
@@ -496,6 +503,9 @@ type drillMember struct {
 // failed verdict, even when the restore succeeded: a file that failed it
 // is never booted.
 func (d *drill) restore(ctx context.Context, spool string, mb drillMember) (verify.Status, error) {
+	if d.moveSpool {
+		return d.restoreInPlace(ctx, spool, mb)
+	}
 	pitr := d.o.PointInTime != nil
 	var (
 		wg   sync.WaitGroup
@@ -536,15 +546,54 @@ func (d *drill) restore(ctx context.Context, spool string, mb drillMember) (veri
 	return st, rErr
 }
 
+// restoreInPlace restores spool into mb's data directory where it lies
+// (restore.MoveIntoMember, restore.StartInPlace), without etcdutl's copy
+// of the file: a child process opens the database (bbolt's walk of its
+// pages) and writes the member's raft log while the structural check
+// reads the file, and writes the database's steps (members, consistent
+// index) only after the check ended and passed; a file that failed it is
+// never written to, nor booted. Its phases: verify (the check, the child's
+// open beside it), then restore (the rest of the child's work).
+func (d *drill) restoreInPlace(ctx context.Context, spool string, mb drillMember) (verify.Status, error) {
+	t := d.now()
+	db, err := restore.MoveIntoMember(spool, mb.dataDir)
+	if err != nil {
+		return verify.Status{}, err
+	}
+	p, err := restore.StartInPlace(ctx, restore.RestoreOptions{
+		SnapshotPath: db, DataDir: mb.dataDir, Name: drillName, PeerURLs: []string{mb.peer}, InitialClusterToken: mb.token,
+	})
+	if err != nil {
+		return verify.Status{}, err
+	}
+	st, vErr := verify.File(ctx, db)
+	vEnd := d.now()
+	err = d.structureChecks(st, vErr)
+	if err == nil {
+		err = d.failed()
+	}
+	if err != nil {
+		p.Abort()
+		d.phase(PhaseRestore, d.now().Sub(vEnd))
+		d.phase(PhaseVerify, vEnd.Sub(t))
+		return st, err
+	}
+	rErr := p.Commit()
+	d.phase(PhaseRestore, d.now().Sub(vEnd))
+	d.phase(PhaseVerify, vEnd.Sub(t))
+	return st, rErr
+}
+
 // freeSpool frees the fetched snapshot's space before etcd grows its
 // files, in steps (about 0.35 s for a gigabyte), beside the boot, which
 // grows nothing before it has loaded the data; the store's own file
-// (inPlace) is never removed. The channel is closed when it is done.
-func (d *drill) freeSpool(spool string, inPlace bool) <-chan struct{} {
+// (keep: or the one moved into the member) is never removed. The channel
+// is closed when it is done.
+func (d *drill) freeSpool(spool string, keep bool) <-chan struct{} {
 	removed := make(chan struct{})
 	go func() {
 		defer close(removed)
-		if !inPlace {
+		if !keep {
 			writeback.Remove(spool)
 		}
 	}()

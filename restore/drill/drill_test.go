@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -200,6 +201,14 @@ func TestDrillFails(t *testing.T) {
 		{name: "manifest hashkv edited", m: plain, damage: func(t *testing.T, b *repository.Repo, root string, m *repository.Manifest) *repository.Manifest {
 			return restoretest.RewriteManifest(t, b, m, func(m *repository.Manifest) { m.HashKV ^= 0x10 })
 		}, wantCheck: "hashkv"},
+		// The structural check runs while the file is restored in place:
+		// a file that fails it is neither written to nor booted.
+		{name: "manifest bolt hash edited", m: plain, damage: func(t *testing.T, b *repository.Repo, root string, m *repository.Manifest) *repository.Manifest {
+			return restoretest.RewriteManifest(t, b, m, func(m *repository.Manifest) { m.BoltHash ^= 0x10 })
+		}, wantCheck: "bolt hash"},
+		{name: "manifest db size edited", m: plain, damage: func(t *testing.T, b *repository.Repo, root string, m *repository.Manifest) *repository.Manifest {
+			return restoretest.RewriteManifest(t, b, m, func(m *repository.Manifest) { m.DBSize -= 4096 })
+		}, wantCheck: "db size"},
 		{name: "manifest key count edited", m: plain, damage: func(t *testing.T, b *repository.Repo, root string, m *repository.Manifest) *repository.Manifest {
 			return restoretest.RewriteManifest(t, b, m, func(m *repository.Manifest) { m.TotalKeys-- })
 		}, wantCheck: "total keys"},
@@ -282,6 +291,9 @@ func TestDrillFails(t *testing.T) {
 					t.Errorf("failed checks %+v, want first %q", failed, tt.wantCheck)
 				} else if failed[0].Expected == failed[0].Actual {
 					t.Errorf("failed check %+v has expected == actual", failed[0])
+				}
+				if slices.Contains([]string{"bbolt structure", "db size", "bolt hash"}, tt.wantCheck) && slices.Contains(phaseNames(rep), drill.PhaseBoot) {
+					t.Errorf("a file that failed its structural check was booted: phases %v", phaseNames(rep))
 				}
 			}
 			// A failed drill still makes a storable report.
