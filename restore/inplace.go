@@ -10,7 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
+	"github.com/lifeboat-dev/lifeboat/internal/writeback"
 	"github.com/lifeboat-dev/lifeboat/restore/child"
 	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/client/pkg/v3/types"
@@ -127,9 +129,8 @@ func (p *InPlace) wait() error {
 }
 
 // restoreInPlace is the child's side of StartInPlace: o's member, its
-// database at DataDir/member/snap/db (o.SnapshotPath), opened, its raft
-// log written, then the database's steps in one transaction once in says
-// commit.
+// database at DataDir/member/snap/db (o.SnapshotPath), made a member
+// (writeInPlace) once in says commit.
 func restoreInPlace(o RestoreOptions, in io.Reader) error {
 	p, err := o.plan()
 	if err != nil {
@@ -139,12 +140,28 @@ func restoreInPlace(o RestoreOptions, in io.Reader) error {
 		return badOptions("a restore in place is of one member")
 	}
 	m := p.members[0]
-	snapDir := filepath.Join(m.DataDir, "member", "snap")
-	dbPath := filepath.Join(snapDir, "db")
+	dbPath := filepath.Join(m.DataDir, "member", "snap", "db")
 	if abs, err := filepath.Abs(o.SnapshotPath); err != nil || abs != dbPath {
 		return badOptions("a restore in place needs the snapshot at %s, not %s", dbPath, o.SnapshotPath)
 	}
-	walDir := filepath.Join(m.DataDir, "member", "wal")
+	return writeInPlace(p, m, func() bool {
+		line, _ := bufio.NewReader(in).ReadString('\n')
+		return strings.TrimSpace(line) == inPlaceCommit
+	})
+}
+
+// writeInPlace makes the database at m's DataDir/member/snap/db member
+// m's of plan p: it opens the database (etcd keeps no free list on disk:
+// bbolt walks every page), writes m's raft log (writeMemberLog), and,
+// when proceed says so (else ErrInPlaceAborted, the database untouched),
+// the database's steps in one transaction (memberSteps), synced.
+func writeInPlace(p *plan, m RestoredMember, proceed func() bool) error {
+	snapDir := filepath.Join(m.DataDir, "member", "snap")
+	dbPath := filepath.Join(snapDir, "db")
+	walDir := m.WALDir
+	if walDir == "" {
+		walDir = filepath.Join(m.DataDir, "member", "wal")
+	}
 	if _, err := os.Stat(walDir); !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("wal-dir %q exists", walDir)
 	}
@@ -158,18 +175,49 @@ func restoreInPlace(o RestoreOptions, in io.Reader) error {
 	if err := writeMemberLog(p, m.Name, snapDir, walDir); err != nil {
 		return fmt.Errorf("write the raft log: %w", err)
 	}
-	line, _ := bufio.NewReader(in).ReadString('\n')
-	if strings.TrimSpace(line) != inPlaceCommit {
+	if !proceed() {
 		return ErrInPlaceAborted
 	}
 	cl, err := restoredCluster(p)
 	if err != nil {
 		return err
 	}
+	// bbolt's commit syncs the file (every page of it not yet on disk).
 	if err := db.Update(func(tx *bolt.Tx) error { return memberSteps(tx, cl) }); err != nil {
 		return fmt.Errorf("write the database %s: %w", dbPath, err)
 	}
-	return db.Close()
+	if err := db.Close(); err != nil {
+		return err
+	}
+	return writeback.SyncDir(snapDir)
+}
+
+// restoreFirstInPlace restores member m, the first of plan p, from the
+// snapshot at o.SnapshotPath where it lies (o.MoveSnapshot): the file is
+// moved into m's directory and made its database (writeInPlace), then m's
+// directories handed to o.Owner. It reports false, having changed
+// nothing, when the snapshot is on another file system than m's data
+// directory: then etcdutl copies it.
+func restoreFirstInPlace(o RestoreOptions, p *plan, m RestoredMember) (bool, error) {
+	snapDir := filepath.Join(m.DataDir, "member", "snap")
+	if err := os.MkdirAll(snapDir, 0o700); err != nil {
+		return false, fmt.Errorf("member %s: %w", m.Name, err)
+	}
+	err := os.Rename(o.SnapshotPath, filepath.Join(snapDir, "db"))
+	if errors.Is(err, syscall.EXDEV) {
+		// etcdutl wants the data directory as it found it.
+		return false, os.RemoveAll(filepath.Join(m.DataDir, "member"))
+	}
+	if err != nil {
+		return false, fmt.Errorf("member %s: move the snapshot into its directory: %w", m.Name, err)
+	}
+	if err := cutTrailer(filepath.Join(snapDir, "db")); err != nil {
+		return true, fmt.Errorf("member %s: %w", m.Name, err)
+	}
+	if err := writeInPlace(p, m, func() bool { return true }); err != nil {
+		return true, fmt.Errorf("restore member %s into %s: %w", m.Name, m.DataDir, err)
+	}
+	return true, chownMember(o, m)
 }
 
 // restoredCluster is the plan's cluster, as etcdutl builds it.

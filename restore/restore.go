@@ -80,6 +80,12 @@ type RestoreOptions struct {
 	// SkipHashCheck skips etcdutl's second sha256 pass over the copied
 	// database; only for a snapshot whose trailer was just checked.
 	SkipHashCheck bool
+	// MoveSnapshot gives the snapshot file to the restore: with
+	// SkipHashCheck and no RevisionBump, the first member's database is
+	// made from it where it lies (moved into the member's directory,
+	// written in place, see restoreFirstInPlace) instead of copied, when
+	// it is on that member's file system. The file is gone afterwards.
+	MoveSnapshot bool
 	// Now is the clock that names moved-aside directories (time.Now when nil).
 	Now func() time.Time
 	// Owner, when set, gets every restored file and directory (chown -R
@@ -421,8 +427,17 @@ func restoreAll(ctx context.Context, o RestoreOptions, p *plan) (*RestoreResult,
 	}
 	first := p.members[0]
 	start := time.Now()
-	if err := restoreMember(o, p, first); err != nil {
-		return nil, err
+	moved := false
+	if o.MoveSnapshot && o.SkipHashCheck && o.RevisionBump == 0 {
+		var err error
+		if moved, err = restoreFirstInPlace(o, p, first); err != nil {
+			return nil, err
+		}
+	}
+	if !moved {
+		if err := restoreMember(o, p, first); err != nil {
+			return nil, err
+		}
 	}
 	first.Seconds = time.Since(start).Seconds()
 	res.Members = append(res.Members, first)

@@ -271,7 +271,7 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 	if o.dryRun && plan == nil {
 		return runRestoreDryRun(ctx, a, cfg, lg, o, backups, ids, m, planned)
 	}
-	if err := checkRestoreSpace(cfg, m, planned); err != nil {
+	if err := checkRestoreSpace(cfg, m, planned, o.bumpRevision == 0); err != nil {
 		return err
 	}
 	spool, err := fetchVerified(ctx, a, cfg, lg, backups, ids, m)
@@ -303,8 +303,10 @@ func runRestore(ctx context.Context, a *app, cfg *Config, lg *slog.Logger, o res
 	if _, err := removeOwnKeys(ctx, out, spool, o.keepLifeboatKeys); err != nil {
 		return err
 	}
-	// The file changed (its trailer at least), checked by fetchVerified.
-	ropts.SkipHashCheck = ropts.SkipHashCheck || !o.keepLifeboatKeys
+	// fetchVerified checked the file (its trailer among the rest; the key
+	// removal changed it since): etcdutl need not read it again, and it is
+	// the restore's to make the first member's database where it lies.
+	ropts.SkipHashCheck, ropts.MoveSnapshot = true, true
 	ropts.SnapshotPath = spool
 	return restoreMembers(ctx, out, ropts, m, o)
 }
@@ -431,15 +433,22 @@ const walSegment = 64 << 20
 // checkRestoreSpace refuses a restore of backup m whose spool or members'
 // directories lack the room, before anything is fetched: the spool holds
 // the database, each member a copy of it and a WAL segment, summed per
-// file system. A moved-aside directory is renamed, and takes no room.
-func checkRestoreSpace(cfg *Config, m *repository.Manifest, planned []restore.PlannedMember) error {
+// file system; the first member's database is the spool itself when it
+// is moved there (moves: restore.RestoreOptions.MoveSnapshot, no revision
+// bump; on one file system). A moved-aside directory is renamed, and takes no
+// room.
+func checkRestoreSpace(cfg *Config, m *repository.Manifest, planned []restore.PlannedMember, moves bool) error {
 	needs := []diskspace.Need{{Dir: cfg.Snapshot.SpoolDir, Bytes: m.DBSize, What: "the spool (the backup's database)"}}
-	for _, p := range planned {
+	for i, p := range planned {
+		db := m.DBSize
+		if i == 0 && moves && diskspace.SameFileSystem(cfg.Snapshot.SpoolDir, p.DataDir) {
+			db = 0 // the spool, moved into it
+		}
 		if p.WALDir == "" {
-			needs = append(needs, diskspace.Need{Dir: p.DataDir, Bytes: m.DBSize + walSegment, What: "member " + p.Name})
+			needs = append(needs, diskspace.Need{Dir: p.DataDir, Bytes: db + walSegment, What: "member " + p.Name})
 			continue
 		}
-		needs = append(needs, diskspace.Need{Dir: p.DataDir, Bytes: m.DBSize, What: "member " + p.Name},
+		needs = append(needs, diskspace.Need{Dir: p.DataDir, Bytes: db, What: "member " + p.Name},
 			diskspace.Need{Dir: p.WALDir, Bytes: walSegment, What: "member " + p.Name + "'s WAL"})
 	}
 	if err := diskspace.Check(needs); err != nil {

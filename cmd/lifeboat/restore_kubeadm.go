@@ -378,7 +378,7 @@ func writeKubeadmMember(ctx context.Context, a *app, cfg *Config, lg *slog.Logge
 		printPlan(a.stdout, plan)
 	}
 	pm := restore.PlannedMember{RestoredMember: restore.RestoredMember{Name: j.Name, DataDir: j.NewDataDir}}
-	if err := checkRestoreSpace(cfg, m, []restore.PlannedMember{pm}); err != nil {
+	if err := checkRestoreSpace(cfg, m, []restore.PlannedMember{pm}, false); err != nil {
 		return kubeadm.Written{}, err
 	}
 	spool, err := fetchVerified(ctx, a, cfg, lg, backups, ids, m)

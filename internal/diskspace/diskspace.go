@@ -95,3 +95,22 @@ func existing(dir string) (string, error) {
 		d = parent
 	}
 }
+
+// SameFileSystem reports whether dirs a and b (each, when not made yet,
+// its nearest existing parent) are on one file system: a rename between
+// them moves no data. False when it cannot tell.
+func SameFileSystem(a, b string) bool {
+	var devs [2]uint64
+	for i, dir := range []string{a, b} {
+		d, err := existing(dir)
+		if err != nil {
+			return false
+		}
+		fs, _, known, err := stat(d)
+		if err != nil || !known {
+			return false
+		}
+		devs[i] = fs
+	}
+	return devs[0] == devs[1]
+}

@@ -2,6 +2,7 @@ package diskspace_test
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -42,5 +43,25 @@ func TestCheck(t *testing.T) {
 	}
 	if err := diskspace.Check([]diskspace.Need{{Dir: a, Bytes: 0}, {Dir: b, Bytes: 1 << 20, What: "x"}}); err != nil {
 		t.Errorf("small needs: %v", err)
+	}
+}
+
+// TestSameFileSystem: two directories of one file system (one not made
+// yet) are; a tmpfs mounted beside them is not.
+func TestSameFileSystem(t *testing.T) {
+	dir := t.TempDir()
+	if !diskspace.SameFileSystem(filepath.Join(dir, "spool"), filepath.Join(dir, "data", "m0")) {
+		t.Error("two directories of one file system are not on one file system")
+	}
+	mnt := t.TempDir()
+	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=1m"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("mount tmpfs: %v", err)
+		}
+		t.Skipf("mount tmpfs: %v; run as root or set CI=true to make this fail", err)
+	}
+	t.Cleanup(func() { unix.Unmount(mnt, 0) })
+	if diskspace.SameFileSystem(dir, filepath.Join(mnt, "m0")) {
+		t.Error("a tmpfs and the disk are on one file system")
 	}
 }
