@@ -1,0 +1,6 @@
+//go:build !linux
+
+package restore
+
+// dropCache does nothing where the kernel takes no advice.
+func dropCache(string) {}
