@@ -7,8 +7,12 @@
 // etcdutl's snapshot restore: one member, or every member of an initial
 // cluster from a data-dir template such as /restore/{name}. It never
 // touches a non-empty directory unless told to move it aside, and it
-// undoes its own writes when a member fails. Restore itself (lifeboat
-// restore) runs in-process. repository.Select picks the backup (latest,
+// undoes its own writes when a member fails. With
+// RestoreOptions.MoveSnapshot the first member's database is the snapshot
+// file itself, moved into its directory and written where it lies (what
+// etcdutl writes into its copy, see inplace.go); members after the first
+// are clones of the first (clone.go). Restore itself (lifeboat restore)
+// runs in-process. repository.Select picks the backup (latest,
 // random or an id).
 //
 // Point-in-time restore: PlanPointInTime resolves a target (a revision,
@@ -32,7 +36,9 @@
 // instead: RestoreInChild restores one member in this binary run with
 // child.RestoreCommand (RunRestore), so that etcdutl writes the restored
 // database and WAL without the caller's soft memory limit, and a failure
-// there comes back with its own text. ReplayInChild splits a replay
+// there comes back with its own text; StartInPlace restores it in place
+// there, writing the database only on InPlace.Commit (after the caller's
+// check of the file). ReplayInChild splits a replay
 // across a process boundary: this process reads the segments from the
 // store, decrypts and decompresses them and checks their chain as Replay
 // does (from their headers: repository.ReadSegmentRaw), and streams their

@@ -144,10 +144,14 @@ func restoreInPlace(o RestoreOptions, in io.Reader) error {
 	if abs, err := filepath.Abs(o.SnapshotPath); err != nil || abs != dbPath {
 		return badOptions("a restore in place needs the snapshot at %s, not %s", dbPath, o.SnapshotPath)
 	}
-	return writeInPlace(p, m, func() bool {
+	err = writeInPlace(p, m, func() bool {
 		line, _ := bufio.NewReader(in).ReadString('\n')
 		return strings.TrimSpace(line) == inPlaceCommit
 	})
+	if err == nil {
+		dropCache(dbPath)
+	}
+	return err
 }
 
 // writeInPlace makes the database at m's DataDir/member/snap/db member
@@ -189,16 +193,6 @@ func writeInPlace(p *plan, m RestoredMember, proceed func() bool) error {
 	if err := db.Close(); err != nil {
 		return err
 	}
-	// The file's cached pages were made by the fetch's writes and read by
-	// the check: an etcd that maps such pages read them 3 to 7 times
-	// slower than pages it faults in itself (Linux 6.18: its HashKV of
-	// an 8.3 GB database took 10.6-12.4 s against 2.3-4.1 s on etcdutl's
-	// copy; a file written and read back, then mapped, read 7 times
-	// slower than one only written). They are clean (written back as
-	// fetched; the commit synced the rest), so they are dropped, and etcd
-	// reads the file from the disk: the 8 GB drill's boot and checks went
-	// from 30 and 12 s to 18 and 2.5 s.
-	dropCache(dbPath)
 	return writeback.SyncDir(snapDir)
 }
 

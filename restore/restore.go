@@ -461,6 +461,9 @@ func restoreAll(ctx context.Context, o RestoreOptions, p *plan) (*RestoreResult,
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	if moved {
+		dropCache(filepath.Join(first.DataDir, "member", "snap", "db"))
+	}
 	for _, m := range rest {
 		if err := ctx.Err(); err != nil {
 			return nil, err
