@@ -99,14 +99,16 @@ func TestRestoreMovesSnapshot(t *testing.T) {
 	f := fetchBackup(t, 200)
 	cluster := "m0=http://127.0.0.1:2380,m1=http://127.0.0.1:2381,m2=http://127.0.0.1:2382"
 	for _, tc := range []struct {
-		name  string
-		spool func(t *testing.T) string
-		bump  uint64
-		moved bool
+		name   string
+		spool  func(t *testing.T) string
+		bump   uint64
+		walDir string
+		moved  bool
 	}{
-		{"same file system", func(t *testing.T) string { return t.TempDir() }, 0, true},
-		{"another file system", mountTmpfs, 0, false},
-		{"revision bump", func(t *testing.T) string { return t.TempDir() }, 1000, false},
+		{"same file system", func(t *testing.T) string { return t.TempDir() }, 0, "", true},
+		{"wal dir", func(t *testing.T) string { return t.TempDir() }, 0, "wal-{name}", true},
+		{"another file system", mountTmpfs, 0, "", false},
+		{"revision bump", func(t *testing.T) string { return t.TempDir() }, 1000, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
@@ -118,6 +120,9 @@ func TestRestoreMovesSnapshot(t *testing.T) {
 			}
 			all := o
 			all.DataDir = filepath.Join(root, "all", "{name}")
+			if tc.walDir != "" {
+				all.WALDir = filepath.Join(root, "all", tc.walDir)
+			}
 			res, err := restore.Restore(t.Context(), all)
 			if err != nil {
 				t.Fatalf("Restore: %v", err)
@@ -130,6 +135,9 @@ func TestRestoreMovesSnapshot(t *testing.T) {
 				one := o
 				one.SnapshotPath, one.MoveSnapshot, one.Name = f.path, false, m.Name
 				one.DataDir = filepath.Join(root, "one", "{name}")
+				if tc.walDir != "" {
+					one.WALDir = filepath.Join(root, "one", tc.walDir)
+				}
 				ref, err := restore.Restore(t.Context(), one)
 				if err != nil {
 					t.Fatalf("etcdutl's restore of %s alone: %v", m.Name, err)
@@ -140,6 +148,11 @@ func TestRestoreMovesSnapshot(t *testing.T) {
 				sameContent(t, filepath.Join(r.DataDir, "member", "snap", "db"), filepath.Join(m.DataDir, "member", "snap", "db"))
 				if fi, err := os.Stat(filepath.Join(m.DataDir, "member", "snap", "db")); err != nil || fi.Mode().Perm() != 0o600 {
 					t.Errorf("db of %s: %v %v", m.Name, fi.Mode(), err)
+				}
+				if tc.walDir != "" {
+					if _, err := os.Stat(filepath.Join(m.DataDir, "member", "wal")); !errors.Is(err, os.ErrNotExist) {
+						t.Errorf("member %s has a WAL in its data dir beside --wal-dir: %v", m.Name, err)
+					}
 				}
 			}
 		})
