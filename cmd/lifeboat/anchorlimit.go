@@ -49,6 +49,13 @@ func anchorLimited(snap func(context.Context) (*repository.Manifest, error), buf
 		debug.SetMemoryLimit(min(prev, memoryHeadroom+bufferBytes))
 		memoryLimitMu.Unlock()
 		defer func() {
+			// The heap's goal was set while the snapshot's buffers were
+			// live (about twice them): under the agent's higher limit the
+			// heap would grow to it before the next collection (the 1 GB
+			// burst went from 98 to 124 MiB of RSS there). A collection
+			// now sets it from what capture holds, and returns the
+			// snapshot's pages.
+			debug.FreeOSMemory()
 			memoryLimitMu.Lock()
 			debug.SetMemoryLimit(prev)
 			memoryLimitMu.Unlock()
