@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"maps"
 	"os"
 	"runtime/debug"
 	"testing"
 
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
@@ -72,5 +75,50 @@ func TestUploadBuffersCapture(t *testing.T) {
 				t.Errorf("uploadBuffers = %d MiB, want %d MiB", got>>20, tc.want>>20)
 			}
 		})
+	}
+}
+
+// TestAnchorLimitAboveBuffers: while capture stores a generation's
+// anchor snapshot, the soft limit is the headroom plus the part buffers
+// and the watch's hold (61 MiB by default, against the daemon's 105 MiB),
+// never below what those bounded buffers may hold plus the headroom (a
+// limit under what is live makes the GC run without end), and the
+// agent's limit is back when the snapshot ends, failed or not.
+func TestAnchorLimitAboveBuffers(t *testing.T) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		t.Fatal("GOMEMLIMIT is set: the soft limit is not lifeboat's to choose")
+	}
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	env := map[string]string{"LIFEBOAT_STORE_URL": "s3://bucket/etcd", "LIFEBOAT_STORE_S3_REGION": "us-east-1",
+		"LIFEBOAT_CAPTURE_ENABLED": "true"}
+	cfg, err := LoadConfig("", func(k string) string { return env[k] }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := int64(uploader.DefaultS3Concurrency+2) * uploader.DefaultS3PartSize
+	if got, want := anchorBuffers(cfg), parts+cfg.Capture.MaxBufferBytes/8; got != want {
+		t.Fatalf("anchorBuffers = %d MiB, want %d MiB", got>>20, want>>20)
+	}
+	daemon := memoryHeadroom + uploadBuffers(cfg, true)
+	for _, fail := range []bool{false, true} {
+		debug.SetMemoryLimit(daemon)
+		var during int64
+		snap := anchorLimited(func(context.Context) (*repository.Manifest, error) {
+			during = debug.SetMemoryLimit(-1)
+			if fail {
+				return nil, errors.New("store down")
+			}
+			return &repository.Manifest{}, nil
+		}, anchorBuffers(cfg))
+		_, _ = snap(t.Context())
+		if want := memoryHeadroom + parts + holdBytes(cfg); during != want {
+			t.Errorf("fail=%v: limit during the anchor %d MiB, want %d MiB", fail, during>>20, want>>20)
+		}
+		if during < memoryHeadroom+parts+holdBytes(cfg) {
+			t.Errorf("fail=%v: limit during the anchor %d MiB under the buffers in use plus the headroom", fail, during>>20)
+		}
+		if got := debug.SetMemoryLimit(-1); got != daemon {
+			t.Errorf("fail=%v: limit after the anchor %d MiB, want the agent's %d MiB", fail, got>>20, daemon>>20)
+		}
 	}
 }

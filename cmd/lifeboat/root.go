@@ -93,15 +93,22 @@ func uploadBuffers(cfg *Config, uploads bool) int64 {
 	if !uploads {
 		return 0
 	}
+	buffers := partBuffers(cfg)
+	if cfg.Capture.Enabled {
+		buffers += cfg.Capture.MaxBufferBytes + 2*cfg.Capture.MaxSegmentBytes
+	}
+	return buffers
+}
+
+// partBuffers is what the S3 uploads of a backup and of its copies hold
+// in part buffers.
+func partBuffers(cfg *Config) int64 {
 	buffers := storeBuffers(cfg.Store.URL, cfg.Store.S3)
 	// A copy uploads after the backup it copies has committed: the
 	// largest one's buffers, not their sum (the heap's headroom covers
 	// a copy that overlaps the next backup; the GC works harder then).
 	for _, cc := range cfg.Copies {
 		buffers = max(buffers, storeBuffers(cc.URL, cfg.copyS3(cc)))
-	}
-	if cfg.Capture.Enabled {
-		buffers += cfg.Capture.MaxBufferBytes + 2*cfg.Capture.MaxSegmentBytes
 	}
 	return buffers
 }
