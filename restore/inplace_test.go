@@ -3,13 +3,13 @@ package restore_test
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lifeboat-dev/lifeboat/internal/test/restoretest"
 	"github.com/lifeboat-dev/lifeboat/restore"
 )
 
@@ -37,7 +37,7 @@ func TestInPlaceMatchesEtcdutl(t *testing.T) {
 	for _, commit := range []bool{true, false} {
 		dir := filepath.Join(root, map[bool]string{true: "committed", false: "aborted"}[commit])
 		spool := filepath.Join(root, "spool-"+filepath.Base(dir))
-		copyFile(t, f.path, spool)
+		restoretest.CopyFile(t, f.path, spool)
 		db, err := restore.MoveIntoMember(spool, dir)
 		if err != nil {
 			t.Fatalf("MoveIntoMember: %v", err)
@@ -68,25 +68,6 @@ func TestInPlaceMatchesEtcdutl(t *testing.T) {
 	}
 }
 
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	in, err := os.Open(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestRestoreMovesSnapshot: with MoveSnapshot, the first member's
 // database is the snapshot file itself, moved into its directory and
 // written in place, and every member is what etcdutl writes for it, file
@@ -113,7 +94,7 @@ func TestRestoreMovesSnapshot(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
 			spool := filepath.Join(tc.spool(t), "spool.db")
-			copyFile(t, f.path, spool)
+			restoretest.CopyFile(t, f.path, spool)
 			o := restore.RestoreOptions{
 				SnapshotPath: spool, InitialCluster: cluster, InitialClusterToken: "move-test",
 				SkipHashCheck: true, MoveSnapshot: true, RevisionBump: tc.bump, MarkCompacted: tc.bump > 0,
