@@ -3,6 +3,8 @@ package fleet
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -245,6 +247,65 @@ func TestAgentWork(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := agentWork(tc.es) == base; got != tc.same {
 				t.Errorf("same signal = %v, want %v", got, tc.same)
+			}
+		})
+	}
+}
+
+// TestRefreshNameBecomesCluster: a top-level name that held no cluster
+// at the last read (on S3 an object outside the cluster areas; in a
+// directory store the directory an agent's first upload made, its
+// object not yet committed) and then gets a backup is a cluster at the
+// next Refresh, not at the next full read 15 minutes later. Found by
+// TestFleetAlertInPrometheus in CI: an agent's first backup was under
+// way at the hub's first refresh, and its cluster stayed missing.
+func TestRefreshNameBecomesCluster(t *testing.T) {
+	fs := newFleetStores(t)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	for _, c := range []struct {
+		name  string
+		store uploader.Store
+		early func(t *testing.T)
+	}{
+		{"s3", fs.s3, func(t *testing.T) {
+			if _, err := fs.s3.Put(t.Context(), "late/notes.txt", strings.NewReader("not a cluster area"), uploader.PutOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"dir", fs.dir, func(t *testing.T) {
+			// An upload under way: the directory is there, its object a
+			// temporary file that List skips.
+			d := filepath.Join(fs.dir.(*uploader.Dir).Root(), "late", "snapshots")
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(d, ".tmp-x-1"), []byte("partial"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synthetic(t, c.store, "a1", "aa01", now.Add(-time.Hour))
+			agentDone(t, c.store, "a1", now.Add(-time.Hour+time.Second), now.Add(-time.Hour))
+			c.early(t)
+			r := NewReader()
+			src := []Source{{Name: "store", Store: c.store}}
+			cs, err := r.Read(t.Context(), src, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := byName(cs)["late"]; ok {
+				t.Fatalf("the full read lists %q before it holds a cluster: %+v", "late", cs)
+			}
+			synthetic(t, c.store, "late", "aa02", now)
+			for i := range 2 {
+				cs, err := r.Refresh(t.Context(), src, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if l, ok := byName(cs)["late"]; !ok || l.Backups != 1 {
+					t.Errorf("refresh %d after its first backup: cluster late %+v (present %v), want it with 1 backup", i+1, l, ok)
+				}
 			}
 		})
 	}
