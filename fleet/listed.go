@@ -157,20 +157,6 @@ func (s *listedStore) String() string { return s.st.String() }
 // cluster.
 var clusterAreas = []string{"snapshots", "agents", "drills", "changes", "progress", "kits"}
 
-// others returns the first path elements of the listing that are no
-// cluster's (clusters: no object in a cluster area), sorted.
-func (s *listedStore) others() []string {
-	clusters := setOf(s.clusters())
-	var out []string
-	for _, o := range s.objs {
-		name, _, ok := strings.Cut(o.Key, "/")
-		if ok && !clusters[name] && (len(out) == 0 || out[len(out)-1] != name) {
-			out = append(out, name)
-		}
-	}
-	return out
-}
-
 // clusters returns the cluster names the listing holds, sorted: every
 // first path element with an object in one of clusterAreas under it.
 func (s *listedStore) clusters() []string {

@@ -44,8 +44,7 @@ type Reader struct {
 	mu   sync.Mutex
 	rows map[[2]string]cachedRow
 	docs map[string]*docCache // by source name
-	// names are each source's top-level names as last read (clusters
-	// and others), for Refresh.
+	// names are each source's clusters as last read, for Refresh.
 	names map[string]*sourceNames
 	// touched are the clusters written to since the last read of them
 	// (Touch): Refresh lists them in full.
@@ -56,12 +55,13 @@ type Reader struct {
 	lastSave time.Time
 }
 
-// sourceNames are a store's top-level names at its last read: its
-// clusters, and names that hold no cluster area (not listed again until
-// the next full read).
+// sourceNames are a store's clusters at its last read. A top-level
+// name that held no cluster then is not remembered: Refresh lists it
+// again, as a cluster's first backup may have been under way (its
+// directory made, its object not committed) or may come after objects
+// outside the cluster areas.
 type sourceNames struct {
 	clusters map[string]bool
-	others   map[string]bool
 }
 
 // saveEvery spaces the saves of the cache file by Read: the first read
@@ -261,7 +261,7 @@ func (r *Reader) readSource(ctx context.Context, src Source, lg *slog.Logger) ([
 		return r.readWhole(ctx, src, lg)
 	}
 	docs := r.docCache(src.Name)
-	return r.readTops(ctx, src, lg, tl, nil, listers, func(top string) *Cluster {
+	return r.readTops(ctx, src, lg, tl, listers, func(top string) *Cluster {
 		return r.relist(ctx, src, docs, top)
 	})
 }
@@ -269,7 +269,7 @@ func (r *Reader) readSource(ctx context.Context, src Source, lg *slog.Logger) ([
 // readTops lists the store's top-level names and returns the rows read
 // of each, n at a time, by row (nil: top holds no cluster). Names in
 // skip are not read (and stay names of no cluster).
-func (r *Reader) readTops(ctx context.Context, src Source, lg *slog.Logger, tl topLister, skip map[string]bool, n int, row func(top string) *Cluster) ([]Cluster, error) {
+func (r *Reader) readTops(ctx context.Context, src Source, lg *slog.Logger, tl topLister, n int, row func(top string) *Cluster) ([]Cluster, error) {
 	tops, err := tl.Tops(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -282,9 +282,6 @@ func (r *Reader) readTops(ctx context.Context, src Source, lg *slog.Logger, tl t
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, n)
 	for i, top := range tops {
-		if skip[top] {
-			continue
-		}
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
@@ -295,11 +292,10 @@ func (r *Reader) readTops(ctx context.Context, src Source, lg *slog.Logger, tl t
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	next := &sourceNames{clusters: map[string]bool{}, others: map[string]bool{}}
+	next := &sourceNames{clusters: map[string]bool{}}
 	var out []Cluster
 	for i, c := range rows {
 		if c == nil {
-			next.others[tops[i]] = true
 			continue
 		}
 		next.clusters[tops[i]] = true
@@ -345,7 +341,7 @@ func (r *Reader) readWhole(ctx context.Context, src Source, lg *slog.Logger) ([]
 	}
 	docs.prune(ls)
 	logCacheErrors(lg, docs)
-	r.setNames(src.Name, &sourceNames{clusters: setOf(names), others: setOf(ls.others())})
+	r.setNames(src.Name, &sourceNames{clusters: setOf(names)})
 	r.forget(src.Name, setOf(names))
 	logReadErrors(lg, src, rows)
 	return rows, nil

@@ -56,7 +56,7 @@ func (r *Reader) refreshSource(ctx context.Context, src Source, lg *slog.Logger)
 	}
 	touched := r.takeTouched(src.Name)
 	docs := r.docCache(src.Name)
-	return r.readTops(ctx, src, lg, tl, known.others, signals, func(top string) *Cluster {
+	return r.readTops(ctx, src, lg, tl, signals, func(top string) *Cluster {
 		return r.refreshCluster(ctx, src, docs, top, touched[top])
 	})
 }
