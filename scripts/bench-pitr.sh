@@ -22,6 +22,8 @@
 # BENCH_PITR_PARTS (default "lag cost mem") picks parts of pitr;
 # BENCH_PITR_COST_INTERVAL (default 1s) is the cost runs' capture.interval
 # and BENCH_PITR_AGENT_ARGS more agent flags (e.g. --capture-compaction-levels none);
+# BENCH_PITR_AGENT_NICE runs the agent at that nice value (10: as the
+# systemd unit deploys it, Nice=10; nice execs, so the pid is the agent's);
 # BENCH_PITR_SECS (default 60) is each run's length, RUNS the pairs;
 # LIFEBOAT_BENCH_AGENT_BIN runs the agent from another binary than restore.
 #
@@ -67,7 +69,7 @@ agent_start() {
       --recipient "$precipient" --interval "$interval" --spool-dir "$DIR/spool" --listen "127.0.0.1:$pmport" \
       >>"$OUT/agent-$prefix.log" 2>&1 &
   else
-    "$LBA" agent --endpoints "$aep" --store "s3://bench/$prefix" --s3-endpoint "$ps3" --s3-path-style --s3-create-bucket \
+    ${BENCH_PITR_AGENT_NICE:+nice -n "$BENCH_PITR_AGENT_NICE"} "$LBA" agent --endpoints "$aep" --store "s3://bench/$prefix" --s3-endpoint "$ps3" --s3-path-style --s3-create-bucket \
       --recipient "$precipient" --identity-file "$DIR/age.key" --capture --capture-interval "$interval" --listen "127.0.0.1:$pmport" \
       --spool-dir "$DIR/spool" --scratch-dir "$DIR/scratch" --snapshot-schedule "@every 1h" --drill-schedule "" \
       --log-format json ${BENCH_PITR_AGENT_ARGS:-} >>"$OUT/agent-$prefix.log" 2>&1 &
