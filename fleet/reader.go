@@ -44,8 +44,9 @@ type Reader struct {
 	mu   sync.Mutex
 	rows map[[2]string]cachedRow
 	docs map[string]*docCache // by source name
-	// names are each source's clusters as last read, for Refresh.
-	names map[string]*sourceNames
+	// listed are the sources read with their names listed at the last
+	// read (Refresh lists the others in full).
+	listed map[string]bool
 	// touched are the clusters written to since the last read of them
 	// (Touch): Refresh lists them in full.
 	touched map[[2]string]bool
@@ -53,15 +54,6 @@ type Reader struct {
 	// only).
 	cacheDir string
 	lastSave time.Time
-}
-
-// sourceNames are a store's clusters at its last read. A top-level
-// name that held no cluster then is not remembered: Refresh lists it
-// again, as a cluster's first backup may have been under way (its
-// directory made, its object not committed) or may come after objects
-// outside the cluster areas.
-type sourceNames struct {
-	clusters map[string]bool
 }
 
 // saveEvery spaces the saves of the cache file by Read: the first read
@@ -79,7 +71,7 @@ type cachedRow struct {
 // NewReader returns a Reader with nothing cached.
 func NewReader() *Reader {
 	return &Reader{rows: map[[2]string]cachedRow{}, docs: map[string]*docCache{},
-		names: map[string]*sourceNames{}, touched: map[[2]string]bool{}}
+		listed: map[string]bool{}, touched: map[[2]string]bool{}}
 }
 
 // NewCachedReader returns a Reader whose document cache is kept in the
@@ -267,15 +259,18 @@ func (r *Reader) readSource(ctx context.Context, src Source, lg *slog.Logger) ([
 }
 
 // readTops lists the store's top-level names and returns the rows read
-// of each, n at a time, by row (nil: top holds no cluster). Names in
-// skip are not read (and stay names of no cluster).
+// of each, n at a time, by row (nil: top holds no cluster). Every name
+// is read, those that held no cluster at the last read too: a
+// cluster's first backup may have been under way then (its directory
+// made, its object not committed), or come after objects outside the
+// cluster areas.
 func (r *Reader) readTops(ctx context.Context, src Source, lg *slog.Logger, tl topLister, n int, row func(top string) *Cluster) ([]Cluster, error) {
 	tops, err := tl.Tops(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		r.setNames(src.Name, nil)
+		r.setListed(src.Name, false)
 		return []Cluster{{Store: src.Name, Name: "*", ReadError: fmt.Sprintf("list %s: %v", src.Store, err)}}, nil
 	}
 	rows := make([]*Cluster, len(tops))
@@ -292,19 +287,19 @@ func (r *Reader) readTops(ctx context.Context, src Source, lg *slog.Logger, tl t
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	next := &sourceNames{clusters: map[string]bool{}}
+	clusters := map[string]bool{}
 	var out []Cluster
 	for i, c := range rows {
 		if c == nil {
 			continue
 		}
-		next.clusters[tops[i]] = true
+		clusters[tops[i]] = true
 		out = append(out, *c)
 	}
-	r.setNames(src.Name, next)
-	r.forget(src.Name, next.clusters)
+	r.setListed(src.Name, true)
+	r.forget(src.Name, clusters)
 	docs := r.docCache(src.Name)
-	docs.forget(next.clusters)
+	docs.forget(clusters)
 	logCacheErrors(lg, docs)
 	logReadErrors(lg, src, out)
 	return out, nil
@@ -319,7 +314,7 @@ func (r *Reader) readWhole(ctx context.Context, src Source, lg *slog.Logger) ([]
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		r.setNames(src.Name, nil)
+		r.setListed(src.Name, false)
 		return []Cluster{{Store: src.Name, Name: "*", ReadError: err.Error()}}, nil
 	}
 	names := ls.clusters()
@@ -341,7 +336,7 @@ func (r *Reader) readWhole(ctx context.Context, src Source, lg *slog.Logger) ([]
 	}
 	docs.prune(ls)
 	logCacheErrors(lg, docs)
-	r.setNames(src.Name, &sourceNames{clusters: setOf(names)})
+	r.setListed(src.Name, true)
 	r.forget(src.Name, setOf(names))
 	logReadErrors(lg, src, rows)
 	return rows, nil
@@ -402,16 +397,16 @@ func setOf(names []string) map[string]bool {
 	return m
 }
 
-// setNames records the source's top-level names (nil: unknown, the
-// next Refresh of it lists it in full).
-func (r *Reader) setNames(source string, n *sourceNames) {
+// setListed records whether the source's names were listed at its last
+// read (false: the next Refresh of it lists it in full).
+func (r *Reader) setListed(source string, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if n == nil {
-		delete(r.names, source)
+	if !ok {
+		delete(r.listed, source)
 		return
 	}
-	r.names[source] = n
+	r.listed[source] = true
 }
 
 // forget drops the rows of the source's clusters that are no longer

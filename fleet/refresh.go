@@ -50,8 +50,7 @@ func (r *Reader) Refresh(ctx context.Context, sources []Source, lg *slog.Logger)
 // by refreshCluster, signals at a time.
 func (r *Reader) refreshSource(ctx context.Context, src Source, lg *slog.Logger) ([]Cluster, error) {
 	tl, ok := src.Store.(topLister)
-	known := r.sourceNames(src.Name)
-	if !ok || known == nil {
+	if !ok || !r.wasListed(src.Name) {
 		return r.readSource(ctx, src, lg)
 	}
 	touched := r.takeTouched(src.Name)
@@ -109,12 +108,12 @@ func (r *Reader) relist(ctx context.Context, src Source, docs *docCache, top str
 	return &row
 }
 
-// sourceNames are the source's top-level names as last read (nil:
-// never read in full, or its last listing failed).
-func (r *Reader) sourceNames(source string) *sourceNames {
+// wasListed reports whether the source was read with its names listed
+// (false: never read in full, or its last listing failed).
+func (r *Reader) wasListed(source string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.names[source]
+	return r.listed[source]
 }
 
 // resetAgents clears what readAgents fills.
