@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -33,6 +34,9 @@ type listedStore struct {
 // listing every object (uploader.S3 and uploader.Dir).
 type topLister interface {
 	Tops(ctx context.Context) ([]string, error)
+	// Dirs names the directories under a prefix ending in "/" the same
+	// way (one request, whatever they hold).
+	Dirs(ctx context.Context, under string) ([]string, error)
 }
 
 // listers bounds the clusters a full read lists and reads at once: on
@@ -157,6 +161,9 @@ func (s *listedStore) String() string { return s.st.String() }
 // cluster.
 var clusterAreas = []string{"snapshots", "agents", "drills", "changes", "progress", "kits"}
 
+// isClusterArea reports whether area is one of clusterAreas.
+func isClusterArea(area string) bool { return slices.Contains(clusterAreas, area) }
+
 // clusters returns the cluster names the listing holds, sorted: every
 // first path element with an object in one of clusterAreas under it.
 func (s *listedStore) clusters() []string {
@@ -168,12 +175,9 @@ func (s *listedStore) clusters() []string {
 			continue
 		}
 		area, _, _ := strings.Cut(rest, "/")
-		for _, a := range clusterAreas {
-			if area == a {
-				seen[name] = true
-				out = append(out, name)
-				break
-			}
+		if isClusterArea(area) {
+			seen[name] = true
+			out = append(out, name)
 		}
 	}
 	return out

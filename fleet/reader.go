@@ -44,9 +44,10 @@ type Reader struct {
 	mu   sync.Mutex
 	rows map[[2]string]cachedRow
 	docs map[string]*docCache // by source name
-	// listed are the sources read with their names listed at the last
-	// read (Refresh lists the others in full).
-	listed map[string]bool
+	// others are the sources read with their names listed at the last
+	// read (Refresh lists the rest in full), each with the names that
+	// held no cluster then.
+	others map[string]map[string]bool
 	// touched are the clusters written to since the last read of them
 	// (Touch): Refresh lists them in full.
 	touched map[[2]string]bool
@@ -71,7 +72,7 @@ type cachedRow struct {
 // NewReader returns a Reader with nothing cached.
 func NewReader() *Reader {
 	return &Reader{rows: map[[2]string]cachedRow{}, docs: map[string]*docCache{},
-		listed: map[string]bool{}, touched: map[[2]string]bool{}}
+		others: map[string]map[string]bool{}, touched: map[[2]string]bool{}}
 }
 
 // NewCachedReader returns a Reader whose document cache is kept in the
@@ -260,17 +261,15 @@ func (r *Reader) readSource(ctx context.Context, src Source, lg *slog.Logger) ([
 
 // readTops lists the store's top-level names and returns the rows read
 // of each, n at a time, by row (nil: top holds no cluster). Every name
-// is read, those that held no cluster at the last read too: a
-// cluster's first backup may have been under way then (its directory
-// made, its object not committed), or come after objects outside the
-// cluster areas.
+// goes to row, those that held no cluster at the last read too
+// (Refresh's row checks them with one request: refreshCluster).
 func (r *Reader) readTops(ctx context.Context, src Source, lg *slog.Logger, tl topLister, n int, row func(top string) *Cluster) ([]Cluster, error) {
 	tops, err := tl.Tops(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		r.setListed(src.Name, false)
+		r.setOthers(src.Name, nil)
 		return []Cluster{{Store: src.Name, Name: "*", ReadError: fmt.Sprintf("list %s: %v", src.Store, err)}}, nil
 	}
 	rows := make([]*Cluster, len(tops))
@@ -287,16 +286,17 @@ func (r *Reader) readTops(ctx context.Context, src Source, lg *slog.Logger, tl t
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	clusters := map[string]bool{}
+	clusters, others := map[string]bool{}, map[string]bool{}
 	var out []Cluster
 	for i, c := range rows {
 		if c == nil {
+			others[tops[i]] = true
 			continue
 		}
 		clusters[tops[i]] = true
 		out = append(out, *c)
 	}
-	r.setListed(src.Name, true)
+	r.setOthers(src.Name, others)
 	r.forget(src.Name, clusters)
 	docs := r.docCache(src.Name)
 	docs.forget(clusters)
@@ -314,7 +314,7 @@ func (r *Reader) readWhole(ctx context.Context, src Source, lg *slog.Logger) ([]
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		r.setListed(src.Name, false)
+		r.setOthers(src.Name, nil)
 		return []Cluster{{Store: src.Name, Name: "*", ReadError: err.Error()}}, nil
 	}
 	names := ls.clusters()
@@ -336,7 +336,7 @@ func (r *Reader) readWhole(ctx context.Context, src Source, lg *slog.Logger) ([]
 	}
 	docs.prune(ls)
 	logCacheErrors(lg, docs)
-	r.setListed(src.Name, true)
+	r.setOthers(src.Name, map[string]bool{}) // Refresh reads such a store in full
 	r.forget(src.Name, setOf(names))
 	logReadErrors(lg, src, rows)
 	return rows, nil
@@ -397,16 +397,17 @@ func setOf(names []string) map[string]bool {
 	return m
 }
 
-// setListed records whether the source's names were listed at its last
-// read (false: the next Refresh of it lists it in full).
-func (r *Reader) setListed(source string, ok bool) {
+// setOthers records the source's names that held no cluster at its
+// last read (nil: its names could not be listed, the next Refresh of it
+// lists it in full).
+func (r *Reader) setOthers(source string, others map[string]bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !ok {
-		delete(r.listed, source)
+	if others == nil {
+		delete(r.others, source)
 		return
 	}
-	r.listed[source] = true
+	r.others[source] = others
 }
 
 // forget drops the rows of the source's clusters that are no longer

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -50,20 +51,31 @@ func (r *Reader) Refresh(ctx context.Context, sources []Source, lg *slog.Logger)
 // by refreshCluster, signals at a time.
 func (r *Reader) refreshSource(ctx context.Context, src Source, lg *slog.Logger) ([]Cluster, error) {
 	tl, ok := src.Store.(topLister)
-	if !ok || !r.wasListed(src.Name) {
+	others, listed := r.othersOf(src.Name)
+	if !ok || !listed {
 		return r.readSource(ctx, src, lg)
 	}
 	touched := r.takeTouched(src.Name)
 	docs := r.docCache(src.Name)
 	return r.readTops(ctx, src, lg, tl, signals, func(top string) *Cluster {
-		return r.refreshCluster(ctx, src, docs, top, touched[top])
+		return r.refreshCluster(ctx, src, tl, docs, top, touched[top], others[top])
 	})
 }
 
 // refreshCluster is the row of the top-level name top: the last one
 // when its signal says nothing changed, else top listed and read in
-// full (nil when it holds no cluster).
-func (r *Reader) refreshCluster(ctx context.Context, src Source, docs *docCache, top string, touched bool) *Cluster {
+// full (nil when it holds no cluster). A name that held no cluster at
+// the last read (other) is listed in full only once a cluster area is
+// under it: a cluster's first backup may have been under way then, and
+// other objects under a name the store shares cost one request a
+// refresh, whatever they hold.
+func (r *Reader) refreshCluster(ctx context.Context, src Source, tl topLister, docs *docCache, top string, touched, other bool) *Cluster {
+	if other {
+		if dirs, err := tl.Dirs(ctx, top+"/"); err == nil && !slices.ContainsFunc(dirs, isClusterArea) {
+			return nil
+		}
+		return r.relist(ctx, src, docs, top) // an error: it says what cannot be read
+	}
 	k := [2]string{src.Name, top}
 	cr, ok := r.cached(k)
 	if !ok || touched || cr.row.Agents == 0 {
@@ -108,12 +120,14 @@ func (r *Reader) relist(ctx context.Context, src Source, docs *docCache, top str
 	return &row
 }
 
-// wasListed reports whether the source was read with its names listed
-// (false: never read in full, or its last listing failed).
-func (r *Reader) wasListed(source string) bool {
+// othersOf returns the source's names that held no cluster at its last
+// read, and whether its names were listed then (false: never read in
+// full, or its last listing failed).
+func (r *Reader) othersOf(source string) (map[string]bool, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.listed[source]
+	o, ok := r.others[source]
+	return o, ok
 }
 
 // resetAgents clears what readAgents fills.

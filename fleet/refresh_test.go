@@ -297,6 +297,18 @@ func TestRefreshNameBecomesCluster(t *testing.T) {
 			if _, ok := byName(cs)["late"]; ok {
 				t.Fatalf("the full read lists %q before it holds a cluster: %+v", "late", cs)
 			}
+			if c.name == "s3" {
+				// Before its backup, the name costs one listing of its
+				// directories, not of what it holds.
+				lists := recordLists(fs.proxy, "fleet/")
+				if _, err := r.Refresh(t.Context(), src, nil); err != nil {
+					t.Fatal(err)
+				}
+				if got, want := lists.take(), []string{"/", "/", "a1/agents/"}; !slices.Equal(got, want) {
+					t.Errorf("refresh before late's backup listed %q, want %q", got, want)
+				}
+				fs.proxy.SetFault(nil)
+			}
 			synthetic(t, c.store, "late", "aa02", now)
 			for i := range 2 {
 				cs, err := r.Refresh(t.Context(), src, nil)

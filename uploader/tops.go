@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -18,10 +19,16 @@ import (
 // sorted: one ListObjectsV2 with the delimiter "/" per thousand names,
 // not a listing of every object. A reader of many clusters lists each
 // one's prefix from it, several at once.
-func (s *S3) Tops(ctx context.Context) ([]string, error) {
+func (s *S3) Tops(ctx context.Context) ([]string, error) { return s.Dirs(ctx, "") }
+
+// Dirs is Tops of the directory under (a key prefix ending in "/", or ""
+// for the root): the first path elements below it that have more below
+// them, sorted, without listing what they hold.
+func (s *S3) Dirs(ctx context.Context, under string) ([]string, error) {
+	prefix := s.prefix + under
 	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{
 		Bucket:    aws.String(s.cfg.Bucket),
-		Prefix:    aws.String(s.prefix),
+		Prefix:    aws.String(prefix),
 		Delimiter: aws.String("/"),
 		MaxKeys:   aws.Int32(1000),
 	})
@@ -29,10 +36,10 @@ func (s *S3) Tops(ctx context.Context) ([]string, error) {
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", s.name(s.prefix), err)
+			return nil, fmt.Errorf("list %s: %w", s.name(prefix), err)
 		}
 		for _, cp := range page.CommonPrefixes {
-			name := strings.TrimSuffix(strings.TrimPrefix(aws.ToString(cp.Prefix), s.prefix), "/")
+			name := strings.TrimSuffix(strings.TrimPrefix(aws.ToString(cp.Prefix), prefix), "/")
 			if name != "" {
 				out = append(out, name)
 			}
@@ -44,13 +51,18 @@ func (s *S3) Tops(ctx context.Context) ([]string, error) {
 
 // Tops returns the directories at the store's root, sorted (temporary
 // directories of unfinished Puts skipped); a missing root has none.
-func (d *Dir) Tops(ctx context.Context) ([]string, error) {
-	es, err := os.ReadDir(d.root)
+func (d *Dir) Tops(ctx context.Context) ([]string, error) { return d.Dirs(ctx, "") }
+
+// Dirs is Tops of the directory under (a key prefix ending in "/", or ""
+// for the root); a missing directory has none.
+func (d *Dir) Dirs(ctx context.Context, under string) ([]string, error) {
+	p := filepath.Join(d.root, filepath.FromSlash(under))
+	es, err := os.ReadDir(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", d.root, err)
+		return nil, fmt.Errorf("list %s: %w", p, err)
 	}
 	var out []string
 	for _, e := range es {
