@@ -158,6 +158,10 @@ type Agent struct {
 	once bool
 	// statusKick asks the status loop for a write (a job ended).
 	statusKick chan struct{}
+	// indexDue is set when a job ended: the next status write writes the
+	// cluster's index first (indexer; statusdoc.go).
+	indexDue atomic.Bool
+	indexer  *repository.Indexer
 
 	copiers []*copier
 	cm      *copyMetrics

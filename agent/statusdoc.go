@@ -34,9 +34,17 @@ func (a *Agent) statusLoop(ctx context.Context) {
 	}
 }
 
-// jobEnded has the status document written: at once under agent
-// --once, by the status loop under the daemon.
+// The index (repository.Index) is the cluster's backups and drill
+// reports as this agent lists them after a job, for the fleet's cold
+// reads: written after every job's end, before the status document
+// that says the job ended (the fleet's change signal), so a reader that
+// sees the signal finds the index of that job. A failure to write is
+// logged and changes nothing else: readers then list in full.
+
+// jobEnded has the index and the status document written: at once
+// under agent --once, by the status loop under the daemon.
 func (a *Agent) jobEnded(ctx context.Context) {
+	a.indexDue.Store(true)
 	if a.once {
 		a.writeStatus(ctx)
 		return
@@ -52,6 +60,9 @@ func (a *Agent) writeStatus(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
+	if a.indexDue.Swap(false) {
+		a.writeIndex(ctx)
+	}
 	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
 	s := a.statusDocument(ctx)
@@ -65,6 +76,26 @@ func (a *Agent) writeStatus(ctx context.Context) {
 	}
 	if err != nil && ctx.Err() == nil {
 		a.lg.Warn("cannot write the agent status document; the fleet may call this agent silent", "err", err)
+	}
+}
+
+// indexTimeout bounds one write of the index.
+const indexTimeout = 2 * time.Minute
+
+// writeIndex stores the cluster's index; a failure is logged.
+func (a *Agent) writeIndex(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, indexTimeout)
+	defer cancel()
+	if a.indexer == nil {
+		a.indexer = &repository.Indexer{Repo: a.cfg.Backups, Writer: a.cfg.Identity}
+	}
+	key, err := a.indexer.Write(ctx, a.clock.Now())
+	switch {
+	case err == nil || ctx.Err() != nil:
+	case key != "":
+		a.lg.Warn("cannot delete the cluster's superseded backup indexes (a bucket default retention?); they stay until a later write can", "index", key, "err", err)
+	default:
+		a.lg.Warn("cannot write the cluster's backup index; the fleet lists this cluster in full until the next one", "err", err)
 	}
 }
 

@@ -122,3 +122,58 @@ func readKey(t *testing.T, b *repository.Repo, key string) string {
 	}
 	return buf.String()
 }
+
+// TestIndexAfterJobs: every job's end leaves the cluster's index
+// (repository.Index) listing what the job stored, written before the
+// status document that says the job ended; the agent keeps only the
+// newest IndexKeep of its indexes.
+func TestIndexAfterJobs(t *testing.T) {
+	lg, _ := testLogger(t)
+	f := newFixture(t, nil, 20)
+	cfg := f.config(t, lg)
+	cfg.Listen, cfg.Drill, cfg.Prune = "", nil, nil
+	cfg.Schedules = Schedules{Snapshot: "@every 10m", Drill: ""}
+	for cycle := 1; cycle <= 3; cycle++ {
+		a, err := New(cfg, lg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.etcd.Client(t).Put(t.Context(), "/cycle", "x"); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.RunOnce(t.Context()); err != nil {
+			t.Fatalf("cycle %d: RunOnce: %v", cycle, err)
+		}
+	}
+	var idxKeys []uploader.ObjectInfo
+	f.backups.Store.List(t.Context(), testCluster+"/index/", func(o uploader.ObjectInfo) error {
+		idxKeys = append(idxKeys, o)
+		return nil
+	})
+	if len(idxKeys) != repository.IndexKeep {
+		t.Fatalf("%d indexes stored, want the newest %d", len(idxKeys), repository.IndexKeep)
+	}
+	idx, err := f.backups.ReadIndex(t.Context(), f.backups.NewestIndexKey(idxKeys))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := manifests(t, f.backups)
+	var carried []string
+	for _, d := range idx.Docs {
+		carried = append(carried, d.Key)
+	}
+	want := make([]string, len(ids))
+	for i, id := range ids {
+		want[i] = f.backups.ManifestKey(id)
+	}
+	if len(ids) != 3 || strings.Join(carried, " ") != strings.Join(want, " ") {
+		t.Errorf("the newest index carries %v; the store's manifests are %v", carried, want)
+	}
+	st, err := f.backups.AgentStatuses(t.Context())
+	if err != nil || len(st) != 1 || st[0].Status == nil {
+		t.Fatalf("AgentStatuses: %v %+v", err, st)
+	}
+	if idx.WrittenAt.After(st[0].Status.WrittenAt) || idx.Writer != cfg.Identity {
+		t.Errorf("index written %s by %q; the status document %s: want the index first, by the agent", idx.WrittenAt, idx.Writer, st[0].Status.WrittenAt)
+	}
+}

@@ -24,7 +24,8 @@ import (
 
 // BenchmarkFleetRead reads a fleet in versitygw: FLEET_CLUSTERS
 // clusters (default 20), each with FLEET_HOURS hourly backups (default
-// 48), a daily drill report and an agent status document. One
+// 48), a daily drill report, an agent status document and the index
+// its agent writes after its jobs. One
 // iteration is one read of the whole fleet; hub reports the hub's peak
 // RSS over its first three refreshes. FLEET_BENCH=hub,cold,... runs
 // only those sub-benchmarks (all by default; the seeding is the long
@@ -54,6 +55,7 @@ func BenchmarkFleetRead(b *testing.B) {
 				}
 			}
 			status(b, st, name, "@hourly", now)
+			writeIndex(b, st, name, nil, now) // as the agent does after its jobs
 		})
 	}
 	wg.Wait()
@@ -91,10 +93,20 @@ func BenchmarkFleetRead(b *testing.B) {
 		"--s3-region", srv.Region, "--s3-path-style", "--listen", "127.0.0.1:0", "--interval", "1s", "--log-format", "json"}
 	run("serve", func(b *testing.B) { serveRSS(b, append(serve, "--fleet-cache-dir", b.TempDir())) })
 	run("serve-nocache", func(b *testing.B) { serveRSS(b, serve) })
-	// cold: what one `fleet status` costs.
+	// cold: what one `fleet status` costs (each cluster read through its
+	// agent's index); cold-full: the same listing every object and
+	// reading every document (`fleet status --full`, and what cold cost
+	// before the index), side by side.
 	run("cold", func(b *testing.B) {
 		for b.Loop() {
 			read(b, NewReader())
+		}
+	})
+	run("cold-full", func(b *testing.B) {
+		for b.Loop() {
+			r := NewReader()
+			r.NoIndex = true
+			read(b, r)
 		}
 	})
 	// restart: a new hub process with fleet.cache_dir, the cache file

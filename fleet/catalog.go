@@ -35,6 +35,12 @@ type Cluster struct {
 	// read; the fields below are then what could be read before.
 	ReadError string `json:"read_error,omitempty"`
 
+	// IndexedAt is set when the cluster's backups were listed as its
+	// agent's index written then says (plus what was stored after it):
+	// damage or deletions behind the agent's back since are not seen by
+	// this read (indexed.go); zero when every object was listed.
+	IndexedAt time.Time `json:"indexed_at,omitzero"`
+
 	// Backups counts intact backups; Broken those whose data object is
 	// missing or of the wrong size; Unreadable the manifests that do not
 	// parse; Untrusted the manifests not signed by a trusted key.

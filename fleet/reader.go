@@ -41,6 +41,10 @@ import (
 // restarts. Safe for one Read or Refresh at a time; Touch may be called
 // at any time.
 type Reader struct {
+	// NoIndex has every read list every object: no cluster is read
+	// through its agent's index (indexed.go), not even the first.
+	NoIndex bool
+
 	mu   sync.Mutex
 	rows map[[2]string]cachedRow
 	docs map[string]*docCache // by source name
@@ -254,8 +258,15 @@ func (r *Reader) readSource(ctx context.Context, src Source, lg *slog.Logger) ([
 		return r.readWhole(ctx, src, lg)
 	}
 	docs := r.docCache(src.Name)
+	// The store's first read (nothing of it cached) reads through the
+	// agents' indexes; every later one lists every object.
+	_, listed := r.othersOf(src.Name)
+	var idx topLister
+	if !listed && !r.NoIndex {
+		idx = tl
+	}
 	return r.readTops(ctx, src, lg, tl, listers, func(top string) *Cluster {
-		return r.relist(ctx, src, docs, top)
+		return r.relist(ctx, src, docs, top, idx)
 	})
 }
 
@@ -325,7 +336,7 @@ func (r *Reader) readWhole(ctx context.Context, src Source, lg *slog.Logger) ([]
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			rows[i] = r.readListed(ctx, ls, src, name)
+			rows[i] = r.readListed(ctx, ls, src, name, time.Time{})
 			docs.pruneUnder(ls, name+"/")
 			docs.release(name)
 		})
@@ -345,15 +356,21 @@ func (r *Reader) readWhole(ctx context.Context, src Source, lg *slog.Logger) ([]
 // readListed is the row of cluster from ls, a listing that holds all of
 // its objects: the row of the last read when they are listed as then,
 // else the cluster read again (and kept when clean).
-func (r *Reader) readListed(ctx context.Context, ls *listedStore, src Source, name string) Cluster {
+//
+// indexed is the time of the index ls was listed through (zero: listed
+// in full): the row says it, and a row kept from a read through an
+// index and now listed in full as it said no longer does.
+func (r *Reader) readListed(ctx context.Context, ls *listedStore, src Source, name string, indexed time.Time) Cluster {
 	k := [2]string{src.Name, name}
 	cr := cachedRow{fp: ls.fingerprint(name + "/"), agentsFP: ls.fingerprint(agentsPrefix(name))}
 	if row, ok := r.row(k, cr.fp); ok {
+		row.IndexedAt = indexed
 		cr.row = row
 		r.keepRow(k, cr) // the agents' fingerprint as listed now
 		return row
 	}
 	cr.row = readCluster(ctx, ls, src, name, r.newRepo(ls, src, name))
+	cr.row.IndexedAt = indexed
 	if ctx.Err() == nil {
 		r.keepRow(k, cr)
 	}

@@ -74,16 +74,16 @@ func (r *Reader) refreshCluster(ctx context.Context, src Source, tl topLister, d
 		if dirs, err := tl.Dirs(ctx, top+"/"); err == nil && !slices.ContainsFunc(dirs, isClusterArea) {
 			return nil
 		}
-		return r.relist(ctx, src, docs, top) // an error: it says what cannot be read
+		return r.relist(ctx, src, docs, top, nil) // an error: it says what cannot be read
 	}
 	k := [2]string{src.Name, top}
 	cr, ok := r.cached(k)
 	if !ok || touched || cr.row.Agents == 0 {
-		return r.relist(ctx, src, docs, top)
+		return r.relist(ctx, src, docs, top, nil)
 	}
 	agents, err := listPrefix(ctx, src.Store, docs, agentsPrefix(top))
 	if err != nil {
-		return r.relist(ctx, src, docs, top) // it says what cannot be read
+		return r.relist(ctx, src, docs, top, nil) // it says what cannot be read
 	}
 	fp := agents.fingerprint(agentsPrefix(top))
 	if fp == cr.agentsFP {
@@ -92,7 +92,7 @@ func (r *Reader) refreshCluster(ctx context.Context, src Source, tl topLister, d
 	row := cr.row
 	row.resetAgents()
 	if err := row.readAgents(ctx, r.newRepo(agents, src, top)); err != nil || !row.clean() || row.work != cr.row.work {
-		return r.relist(ctx, src, docs, top)
+		return r.relist(ctx, src, docs, top, nil)
 	}
 	docs.pruneUnder(agents, agentsPrefix(top))
 	// The cluster's own fingerprint is that of the last full listing:
@@ -102,17 +102,25 @@ func (r *Reader) refreshCluster(ctx context.Context, src Source, tl topLister, d
 }
 
 // relist lists top in full and reads it as Read would; nil when it
-// holds no cluster.
-func (r *Reader) relist(ctx context.Context, src Source, docs *docCache, top string) *Cluster {
-	ls, err := listPrefix(ctx, src.Store, docs, top+"/")
-	if err != nil {
-		r.dropRow([2]string{src.Name, top})
-		return &Cluster{Store: src.Name, Name: top, ReadError: err.Error()}
+// holds no cluster. With idx (the store's first read) a cluster with
+// an index is listed through it instead (listIndexed).
+func (r *Reader) relist(ctx context.Context, src Source, docs *docCache, top string, idx topLister) *Cluster {
+	var ls *listedStore
+	var indexed time.Time
+	if idx != nil {
+		ls, indexed = r.listIndexed(ctx, src, docs, idx, top)
+	}
+	if ls == nil {
+		var err error
+		if ls, err = listPrefix(ctx, src.Store, docs, top+"/"); err != nil {
+			r.dropRow([2]string{src.Name, top})
+			return &Cluster{Store: src.Name, Name: top, ReadError: err.Error()}
+		}
 	}
 	if len(ls.clusters()) == 0 {
 		return nil
 	}
-	row := r.readListed(ctx, ls, src, top)
+	row := r.readListed(ctx, ls, src, top, indexed)
 	if ctx.Err() == nil {
 		docs.pruneUnder(ls, top+"/")
 	}

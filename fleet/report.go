@@ -88,10 +88,22 @@ func (r *Report) Row(s Status) []string {
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(Columns, "\t"))
+	indexed := 0
 	for _, s := range r.Clusters {
 		fmt.Fprintln(tw, strings.Join(r.Row(s), "\t"))
+		if !s.IndexedAt.IsZero() {
+			indexed++
+		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if indexed > 0 {
+		_, err := fmt.Fprintf(w, "\n%d of %d clusters read through their agents' indexes: backups as each agent last listed them, "+
+			"not checked against the store by this read (--full lists every object).\n", indexed, len(r.Clusters))
+		return err
+	}
+	return nil
 }
 
 func (r *Report) ago(t time.Time) string { return human(r.Now.Sub(t)) + " ago" }

@@ -283,21 +283,9 @@ const drillReaders = 8
 // that cannot be read gives a LastDrill with Err set (state unknown); only
 // a failed listing or the end of ctx fails the call.
 func (b *Repo) LastDrills(ctx context.Context) (map[string]*LastDrill, error) {
-	newest := map[string]uploader.ObjectInfo{}
-	dir := b.drillDir()
-	err := b.Store.List(ctx, dir, func(o uploader.ObjectInfo) error {
-		rest := strings.TrimPrefix(o.Key, dir)
-		id, name, ok := strings.Cut(rest, "/")
-		if !ok || !ValidID(id) || strings.Contains(name, "/") || !strings.HasSuffix(name, ".json") {
-			return nil
-		}
-		if cur, ok := newest[id]; !ok || reportAfter(o.Key, cur.Key) {
-			newest[id] = o
-		}
-		return nil
-	})
+	newest, err := b.listNewestReports(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list drill reports: %w", err)
+		return nil, err
 	}
 	out := make(map[string]*LastDrill, len(newest))
 	ids := make([]string, 0, len(newest))
@@ -321,6 +309,28 @@ func (b *Repo) LastDrills(ctx context.Context) (map[string]*LastDrill, error) {
 		out[id].DrillReport = &r
 	}
 	return out, nil
+}
+
+// listNewestReports lists the drills area and returns each backup's
+// newest report, by backup id.
+func (b *Repo) listNewestReports(ctx context.Context) (map[string]uploader.ObjectInfo, error) {
+	newest := map[string]uploader.ObjectInfo{}
+	dir := b.drillDir()
+	err := b.Store.List(ctx, dir, func(o uploader.ObjectInfo) error {
+		rest := strings.TrimPrefix(o.Key, dir)
+		id, name, ok := strings.Cut(rest, "/")
+		if !ok || !ValidID(id) || strings.Contains(name, "/") || !strings.HasSuffix(name, ".json") {
+			return nil
+		}
+		if cur, ok := newest[id]; !ok || reportAfter(o.Key, cur.Key) {
+			newest[id] = o
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list drill reports: %w", err)
+	}
+	return newest, nil
 }
 
 // reportAfter reports whether report key a is newer than b: by the start

@@ -818,28 +818,7 @@ func (s *S3) Stat(ctx context.Context, key string) (ObjectInfo, error) {
 // List calls fn for each object under prefix in key order, 1000 keys a
 // page; see Store. The ObjectInfo has Key, Size and ModTime.
 func (s *S3) List(ctx context.Context, prefix string, fn func(ObjectInfo) error) error {
-	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{
-		Bucket:  aws.String(s.cfg.Bucket),
-		Prefix:  aws.String(s.prefix + prefix),
-		MaxKeys: aws.Int32(1000),
-	})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return fmt.Errorf("list %s: %w", s.name(s.prefix+prefix), err)
-		}
-		for _, o := range page.Contents {
-			info := ObjectInfo{
-				Key:     strings.TrimPrefix(aws.ToString(o.Key), s.prefix),
-				Size:    aws.ToInt64(o.Size),
-				ModTime: aws.ToTime(o.LastModified),
-			}
-			if err := fn(info); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return s.ListAfter(ctx, prefix, "", fn)
 }
 
 // Delete removes key; a missing key is not an error. In a versioned bucket

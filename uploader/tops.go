@@ -72,3 +72,47 @@ func (d *Dir) Dirs(ctx context.Context, under string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// ListAfter is List of the keys under prefix that sort after the key
+// after: S3's StartAfter, so that only what was added after a known key
+// is transferred (keys that sort by time: what is new). after "" lists
+// everything under prefix.
+func (s *S3) ListAfter(ctx context.Context, prefix, after string, fn func(ObjectInfo) error) error {
+	in := &s3.ListObjectsV2Input{
+		Bucket:  aws.String(s.cfg.Bucket),
+		Prefix:  aws.String(s.prefix + prefix),
+		MaxKeys: aws.Int32(1000),
+	}
+	if after != "" {
+		in.StartAfter = aws.String(s.prefix + after)
+	}
+	p := s3.NewListObjectsV2Paginator(s.client, in)
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("list %s: %w", s.name(s.prefix+prefix), err)
+		}
+		for _, o := range page.Contents {
+			info := ObjectInfo{
+				Key:     strings.TrimPrefix(aws.ToString(o.Key), s.prefix),
+				Size:    aws.ToInt64(o.Size),
+				ModTime: aws.ToTime(o.LastModified),
+			}
+			if err := fn(info); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ListAfter is List of the keys under prefix that sort after the key
+// after (a directory is listed whole and filtered).
+func (d *Dir) ListAfter(ctx context.Context, prefix, after string, fn func(ObjectInfo) error) error {
+	return d.List(ctx, prefix, func(o ObjectInfo) error {
+		if o.Key <= after {
+			return nil
+		}
+		return fn(o)
+	})
+}

@@ -26,6 +26,8 @@ import (
 type fleetStatusOptions struct {
 	output   string
 	problems bool
+	// full: list every object, no cluster read through its index.
+	full bool
 	// storeOnly: --store was given, which shows that store alone.
 	storeOnly bool
 }
@@ -130,6 +132,7 @@ func newFleetStatusCmd(a *app) *cobra.Command {
 	}
 	addOutputFlag(c, &o.output, "table or json")
 	c.Flags().BoolVar(&o.problems, "problems", false, "show only the clusters with a problem")
+	c.Flags().BoolVar(&o.full, "full", false, "list every object and read every document instead of reading each cluster through its agent's index")
 	return c
 }
 
@@ -143,7 +146,9 @@ func runFleetStatus(ctx context.Context, cfg *Config, lg *slog.Logger, o fleetSt
 	if err != nil {
 		return err
 	}
-	cs, err := fleetReader(cfg, lg).Read(ctx, sources, lg)
+	reader := fleetReader(cfg, lg)
+	reader.NoIndex = o.full
+	cs, err := reader.Read(ctx, sources, lg)
 	if err != nil {
 		return err
 	}

@@ -76,8 +76,14 @@ func TestFleetStatusCommand(t *testing.T) {
 
 	out = cli(1, "fleet", "status", "--fleet-store", "file://"+one, "--fleet-store", "file://"+two)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 4 || !strings.HasPrefix(lines[0], "STORE") || !strings.Contains(lines[1], "quiet") || !strings.Contains(lines[1], "stale: the newest backup") {
-		t.Errorf("table: want the header, the quiet cluster first with its problem, then the others:\n%s", out)
+	if len(lines) != 6 || !strings.HasPrefix(lines[0], "STORE") || !strings.Contains(lines[1], "quiet") || !strings.Contains(lines[1], "stale: the newest backup") ||
+		!strings.HasPrefix(lines[5], "1 of 3 clusters read through their agents' indexes") {
+		t.Errorf("table: want the header, the quiet cluster first with its problem, then the others, and a note that the agent's cluster (cron) was read through its index:\n%s", out)
+	}
+	// --full: every object listed, no note.
+	out = cli(1, "fleet", "status", "--fleet-store", "file://"+one, "--fleet-store", "file://"+two, "--full")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 4 || strings.Contains(out, "indexes") {
+		t.Errorf("--full: want the header and three rows, no note:\n%s", out)
 	}
 	out = cli(1, "fleet", "status", "--fleet-store", "file://"+one, "--fleet-store", "file://"+two, "--problems", "-o", "json")
 	r = fleet.Report{}

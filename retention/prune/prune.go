@@ -279,6 +279,9 @@ func Run(ctx context.Context, job Job, lg *slog.Logger) (*Result, error) {
 	if !job.DryRun {
 		p.apply(ctx, res, lg)
 		res.Errors = p.errs
+		if len(res.Deleted) > 0 {
+			p.reindex(ctx, lg)
+		}
 	}
 	res.LockPending = p.pending
 	if len(res.Errors) > 0 {
@@ -291,6 +294,21 @@ func Run(ctx context.Context, job Job, lg *slog.Logger) (*Result, error) {
 		"deleted", len(res.Deleted), "locked", len(res.Locked), "orphans_removed", res.OrphansRemoved,
 		"uploads_aborted", res.UploadsAborted, "broken", res.Broken, "untrusted", res.Untrusted)
 	return res, nil
+}
+
+// reindex writes a new index of the cluster when it has one (its
+// agent keeps it, repository.Index): the one listing the deleted
+// backups would otherwise stand until the agent's next job. A failure
+// is logged: the index is a reader's shortcut, prune's work is done.
+func (p *pruner) reindex(ctx context.Context, lg *slog.Logger) {
+	has, err := p.b.HasIndex(ctx)
+	if err == nil && has {
+		_, err = (&repository.Indexer{Repo: p.b, Writer: "lifeboat prune"}).Write(ctx, p.now)
+	}
+	if err != nil {
+		lg.Warn("cannot write the cluster's backup index after prune; a fleet reading it cold may count deleted backups until the agent's next job",
+			"cluster", p.b.Cluster, "err", err)
+	}
 }
 
 type pruner struct {
