@@ -65,6 +65,14 @@ type Cluster struct {
 	// capture).
 	Window *Window `json:"window,omitempty"`
 
+	// History is every backup as listed (the newest historyBackups),
+	// newest first, each with its newest drill; Windows every change
+	// window of the current lineage, oldest first. The cluster's page
+	// shows them; JSON leaves them out (a row per backup of every
+	// cluster is not a status).
+	History []BackupRow `json:"-"`
+	Windows []Window    `json:"-"`
+
 	// Drill is the newest drill of any backup; DrillStarts the start
 	// times of the newest drills (up to recentBackups), newest first.
 	Drill       *Drill      `json:"drill,omitempty"`
@@ -103,6 +111,22 @@ type Backup struct {
 	// RevisionTime is the time from which its state is the cluster's.
 	RevisionTime time.Time `json:"revision_time"`
 }
+
+// BackupRow is one backup in a cluster's history.
+type BackupRow struct {
+	ID        string
+	CreatedAt time.Time
+	Revision  int64
+	// State is repository.StateOK, StateBroken or StateUntrusted;
+	// Problem says why when it is not ok.
+	State, Problem string
+	Lineage        string
+	// Drill is the backup's newest drill (nil: none).
+	Drill *Drill
+}
+
+// historyBackups bounds a cluster's History.
+const historyBackups = 500
 
 // Window is a generation's window in the catalog.
 type Window struct {
@@ -200,6 +224,10 @@ func (c *Cluster) readBackups(ctx context.Context, repo *repository.Repo) error 
 		lineage = cur.ID
 	}
 	for _, e := range l.Backups {
+		if len(c.History) < historyBackups {
+			m := e.Manifest
+			c.History = append(c.History, BackupRow{ID: m.ID, CreatedAt: m.CreatedAt, Revision: m.Revision, State: e.State, Problem: e.Problem, Lineage: m.LineageID()})
+		}
 		switch e.State {
 		case repository.StateBroken:
 			c.Broken++
@@ -222,12 +250,14 @@ func (c *Cluster) readBackups(ctx context.Context, repo *repository.Repo) error 
 	if err != nil {
 		return fmt.Errorf("read the change windows of %s: %w", c.Name, err)
 	}
-	ws = repository.OfLineage(ws, lineage)
-	if len(ws) > 0 {
-		w := ws[len(ws)-1] // oldest first
-		c.Window = &Window{Generation: w.Generation, From: w.From, Through: w.Through, FromTime: w.FromTime, ThroughTime: w.ThroughTime,
+	for _, w := range repository.OfLineage(ws, lineage) { // oldest first
+		c.Windows = append(c.Windows, Window{Generation: w.Generation, From: w.From, Through: w.Through, FromTime: w.FromTime, ThroughTime: w.ThroughTime,
 			Recoverable: w.Recoverable(), Sealed: w.Sealed, Problem: w.Problem,
-			AnchorNewest: c.Newest != nil && w.Generation == c.Newest.ID}
+			AnchorNewest: c.Newest != nil && w.Generation == c.Newest.ID})
+	}
+	if len(c.Windows) > 0 {
+		w := c.Windows[len(c.Windows)-1]
+		c.Window = &w
 	}
 	return nil
 }
@@ -253,15 +283,25 @@ func (c *Cluster) readDrills(ctx context.Context, repo *repository.Repo) error {
 		c.DrillStarts = c.DrillStarts[:recentBackups]
 	}
 	if newest != nil {
-		d := &Drill{State: newest.State(), Started: newest.Started}
-		if newest.DrillReport != nil {
-			d.BackupID, d.Finished, d.RTO, d.Error = newest.BackupID, newest.FinishedAt, repository.Seconds(newest.RecoverySeconds), newest.DrillReport.Error
-		} else {
-			d.Error = newest.Err.Error()
+		c.Drill = drillOf(newest)
+	}
+	for i, b := range c.History {
+		if d, ok := drills[b.ID]; ok {
+			c.History[i].Drill = drillOf(d)
 		}
-		c.Drill = d
 	}
 	return nil
+}
+
+// drillOf is a backup's newest drill in the catalog.
+func drillOf(l *repository.LastDrill) *Drill {
+	d := &Drill{State: l.State(), Started: l.Started}
+	if l.DrillReport != nil {
+		d.BackupID, d.Finished, d.RTO, d.Error = l.BackupID, l.FinishedAt, repository.Seconds(l.RecoverySeconds), l.DrillReport.Error
+	} else {
+		d.Error = l.Err.Error()
+	}
+	return d
 }
 
 // readAgents reads the newest status document of each agent.

@@ -38,7 +38,10 @@ import (
 // fleet. The agents' status documents, rewritten every minute, stay in
 // memory and go to one file per store at Save. The files are under
 // CacheFile in the directory, one subdirectory per store: each written
-// to a temporary name, fsynced and renamed, 0600 in 0700 directories,
+// to a temporary name and renamed (not fsynced: a file a crash tore
+// fails its trailer and is read cold, so durability buys nothing a
+// cache needs, and the hub's cold read writes a file per cluster),
+// 0600 in 0700 directories,
 // with a version line and a sha256 trailer. A file that is missing, of
 // another format version, truncated, corrupt or of another store or
 // cluster is ignored and rebuilt from the stores: it costs a cold read
@@ -370,8 +373,8 @@ func loadState(path string) (*fileState, error) {
 }
 
 // saveFile writes st to path: a temporary file in the same directory
-// (0600), fsynced, renamed over path, the directory fsynced. The
-// directory is created 0700 when missing.
+// (0600), renamed over path (no fsync: above). The directory is created
+// 0700 when missing.
 func saveFile(path string, st fileState) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -393,15 +396,11 @@ func saveFile(path string, st fileState) error {
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("write the fleet cache %s: %w", path, err)
 	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
 	return nil
 }
 
 // writeCache writes the magic, the gob of st and the sha256 of both to
-// f, then fsyncs it.
+// f.
 func writeCache(f *os.File, st fileState) error {
 	if err := f.Chmod(0o600); err != nil {
 		return err
@@ -417,8 +416,6 @@ func writeCache(f *os.File, st fileState) error {
 	if err := bw.Flush(); err != nil {
 		return err
 	}
-	if _, err := f.Write(h.Sum(nil)); err != nil {
-		return err
-	}
-	return f.Sync()
+	_, err := f.Write(h.Sum(nil))
+	return err
 }

@@ -294,6 +294,9 @@ type clusterView struct {
 	Now string
 }
 
+// Listed is how many backups were listed (intact, broken, untrusted).
+func (v clusterView) Listed() int { return v.Backups + v.Broken + v.Untrusted }
+
 // clusterPage is one cluster's page: everything the fleet read and
 // decided about it, no JavaScript.
 var clusterPage = template.Must(template.New("cluster").Funcs(template.FuncMap{
@@ -331,14 +334,15 @@ var clusterPage = template.Must(template.New("cluster").Funcs(template.FuncMap{
 <tr><th>next due</th><td>{{t .NextExpected}} by {{.ExpectedBy}}; late after {{t .StaleAt}}</td></tr>
 <tr><th>recovery point</th><td>{{t .RecoveryPoint}} ({{.RecoverySource}})</td></tr>
 </table>
-<h2>Change window</h2>
-{{with .Window}}<table>
-<tr><th>generation</th><td>{{.Generation}}</td></tr>
-<tr><th>revisions</th><td>{{.From}} to {{.Through}}</td></tr>
-<tr><th>time</th><td>{{t .FromTime}} to {{t .ThroughTime}}</td></tr>
-<tr><th>recoverable / sealed</th><td>{{.Recoverable}} / {{.Sealed}}</td></tr>
-{{if .Problem}}<tr><th>problem</th><td class="bad">{{.Problem}}</td></tr>{{end}}
-</table>{{else}}<p>No capture.</p>{{end}}
+{{if not .IndexedAt.IsZero}}<p>Listed as its agent's index of {{t .IndexedAt}} says: objects not checked against the store by this read (the next full read lists every one).</p>{{end}}
+{{if .History}}<h3>Every backup{{if lt (len .History) .Listed}} (the newest {{len .History}} of {{.Listed}}){{end}}</h3>
+<table><tr><th>backup</th><th>created</th><th>revision</th><th>state</th><th>newest drill</th></tr>
+{{range .History}}<tr><td>{{.ID}}</td><td>{{t .CreatedAt}}</td><td>{{.Revision}}</td><td{{if ne .State "ok"}} class="bad"{{end}}>{{.State}}{{if .Problem}}: {{.Problem}}{{end}}</td><td>{{with .Drill}}<span{{if ne .State "passed"}} class="bad"{{end}}>{{.State}}</span> {{t .Started}}{{if .RTO}}, RTO {{.RTO}} s{{end}}{{if .Error}}: {{.Error}}{{end}}{{else}}-{{end}}</td></tr>
+{{end}}</table>{{end}}
+<h2>Change windows</h2>
+{{if .Windows}}<table><tr><th>generation</th><th>revisions</th><th>time</th><th>recoverable</th><th>sealed</th><th>problem</th></tr>
+{{range .Windows}}<tr><td>{{.Generation}}</td><td>{{.From}} to {{.Through}}</td><td>{{t .FromTime}} to {{t .ThroughTime}}</td><td>{{.Recoverable}}</td><td>{{.Sealed}}</td><td class="bad">{{.Problem}}</td></tr>
+{{end}}</table>{{else}}<p>No capture.</p>{{end}}
 <h2>Drill</h2>
 {{with .Drill}}<table>
 <tr><th>backup</th><td>{{.BackupID}}</td></tr>

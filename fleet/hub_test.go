@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/lifeboat-dev/lifeboat/internal/test/jobtest"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
@@ -47,6 +50,7 @@ func TestHub(t *testing.T) {
 	synthetic(t, st, "fresh", "aa01", now.Add(-30*time.Minute), now.Add(-20*time.Minute), now.Add(-10*time.Minute))
 	synthetic(t, st, "quiet", "aa02", now.Add(-5*time.Hour), now.Add(-4*time.Hour), now.Add(-3*time.Hour))
 	status(t, st, "fresh", "@every 10m", now)
+	putDrill(t, st, "fresh", now.Add(-5*time.Minute), true)
 
 	h := NewHub(HubConfig{Sources: []Source{{Name: "dir", Store: st}}}, nil)
 	srv := httptest.NewServer(h.Handler())
@@ -120,6 +124,22 @@ func TestHub(t *testing.T) {
 			"quiet": {"<b>stale</b>", "No status document"},
 			"fresh": {"fresh-node/1", `snapshot "@every 10m"`, "<p>None.</p>"},
 		}[l[2]]
+		// Every backup listed, newest first, the newest with its drill.
+		ids := jobtest.Manifests(t, repository.New(st, l[2]))
+		slices.Reverse(ids)
+		for i, id := range ids {
+			row := "<tr><td>" + id + "</td>"
+			if l[2] == "fresh" && i == 0 {
+				row += `<td>` + now.Add(-10*time.Minute).UTC().Format(time.RFC3339) + `</td><td>`
+			}
+			want = append(want, row)
+		}
+		if l[2] == "fresh" {
+			want = append(want, `<span>passed</span> `+now.Add(-5*time.Minute).UTC().Format(time.RFC3339)+", RTO 9 s")
+		}
+		if i := strings.Index(page, "<tr><td>"+ids[0]); i < 0 || i > strings.Index(page, "<tr><td>"+ids[len(ids)-1]) {
+			t.Errorf("page of %s: backups not newest first", l[2])
+		}
 		for _, w := range want {
 			if code != http.StatusOK || !strings.Contains(page, w) || strings.Contains(page, "<script") {
 				t.Errorf("page of %s (%d) lacks %q:\n%s", l[2], code, w, page)
