@@ -12,6 +12,7 @@ import (
 
 	"github.com/lifeboat-dev/lifeboat/internal/logfield"
 	"github.com/lifeboat-dev/lifeboat/replica"
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/restore/drill"
 	"github.com/lifeboat-dev/lifeboat/retention/prune"
 	"github.com/lifeboat-dev/lifeboat/scrub"
@@ -51,6 +52,9 @@ type copier struct {
 	c       Copy
 	kick    chan struct{} // a backup committed: copy now
 	running atomic.Bool
+	// indexer writes the copy's index after a run that copied something
+	// (the fleet reads a copy store's clusters cold through it too).
+	indexer *repository.Indexer
 
 	mu   sync.Mutex
 	last CopyStatus
@@ -243,8 +247,23 @@ func (a *Agent) copyOnce(ctx context.Context, c *copier) error {
 	}
 	if n := len(res.Copied); n > 0 {
 		a.lg.Info("copy caught up", "store", c.c.Name, "objects", n, "bytes", res.Bytes, "backups", res.Backups)
+		a.indexCopy(jctx, c)
 	}
 	return nil
+}
+
+// indexCopy writes the copy's index, signed with the agent's key; a
+// failure is logged.
+func (a *Agent) indexCopy(ctx context.Context, c *copier) {
+	if c.indexer == nil {
+		to := c.c.Job.To
+		c.indexer = &repository.Indexer{Repo: &repository.Repo{Store: to.Store, Cluster: to.Cluster, Signer: a.cfg.Backups.Signer}, Writer: a.cfg.Identity}
+	}
+	ctx, cancel := context.WithTimeout(ctx, indexTimeout)
+	defer cancel()
+	if _, err := c.indexer.Write(ctx, a.clock.Now()); err != nil && ctx.Err() == nil {
+		a.lg.Warn("cannot write the copy's backup index; the fleet lists it in full", "store", c.c.Name, "err", err)
+	}
 }
 
 // copyAll runs every copy once, in turn (agent --once).

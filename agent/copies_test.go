@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -82,5 +83,22 @@ func TestAgentCopies(t *testing.T) {
 		})
 		proxy.SetFault(nil)
 		waitFor(t, "the copy caught up", 2*time.Minute, func() bool { return behind() <= 0 })
+	})
+
+	// The copy's index (the fleet's cold read of the copy store) lists
+	// what the copy holds once a run copied it.
+	waitFor(t, "the copy's index lists its newest backup", time.Minute, func() bool {
+		var objs []uploader.ObjectInfo
+		if err := st.List(t.Context(), testCluster+"/index/", func(o uploader.ObjectInfo) error {
+			objs = append(objs, o)
+			return nil
+		}); err != nil || len(objs) == 0 {
+			return false
+		}
+		idx, err := dr.ReadIndex(t.Context(), dr.NewestIndexKey(objs))
+		ids := manifests(t, dr)
+		return err == nil && len(ids) > 0 && len(idx.Docs) > 0 && slices.ContainsFunc(idx.Docs, func(d repository.IndexDoc) bool {
+			return d.Key == dr.ManifestKey(ids[len(ids)-1])
+		})
 	})
 }
