@@ -24,14 +24,16 @@ import (
 
 // BenchmarkFleetRead reads a fleet in versitygw: FLEET_CLUSTERS
 // clusters (default 20), each with FLEET_HOURS hourly backups (default
-// 48), a daily drill report, an agent status document and the index
-// its agent writes after its jobs. One
+// 48), a daily drill report, an agent status document, the index its
+// agent writes after its jobs and, unless FLEET_CAPTURE=0, what a week
+// of capture at 1 s leaves (jobtest.SevenDaysOfCapture: 8 generations,
+// 262 change objects, 8 markers). One
 // iteration is one read of the whole fleet; hub reports the hub's peak
 // RSS over its first three refreshes. FLEET_BENCH=hub,cold,... runs
 // only those sub-benchmarks (all by default; the seeding is the long
 // part).
 func BenchmarkFleetRead(b *testing.B) {
-	clusters, hours := envInt("FLEET_CLUSTERS", 20), envInt("FLEET_HOURS", 48)
+	clusters, hours, capture := envInt("FLEET_CLUSTERS", 20), envInt("FLEET_HOURS", 48), envInt("FLEET_CAPTURE", 1) == 1
 	srv := s3test.Start(b)
 	st, bucket := jobtest.NewS3Store(b, srv, false)
 	now := time.Now().UTC()
@@ -53,6 +55,10 @@ func BenchmarkFleetRead(b *testing.B) {
 						b.Error(err)
 					}
 				}
+			}
+			if capture {
+				// A week of capture at 1 s, compacted, rolled over daily.
+				jobtest.SevenDaysOfCapture(b, repo, now.Add(-7*24*time.Hour-13*time.Hour))
 			}
 			status(b, st, name, "@hourly", now)
 			writeIndex(b, st, name, nil, now) // as the agent does after its jobs

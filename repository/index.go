@@ -28,8 +28,9 @@ import (
 //
 // <time> is when it was written (UTC, millisecond, fixed width: names
 // sort by time). It holds every object listed under snapshots/ (key,
-// size, time) and the bytes of the small documents a reader would read
-// there: every manifest, and each backup's newest drill report. The
+// size, time) and the bytes of the small documents a reader would read:
+// every manifest, each backup's newest drill report and every progress
+// marker. The
 // agent writes one after every job that adds or deletes backups or
 // drill reports (Indexer), and prune writes one when it deleted a
 // backup of a cluster that has an index; the writer then deletes its
@@ -87,8 +88,8 @@ type Index struct {
 	WrittenAt time.Time `json:"written_at"`
 	// Snapshots are the objects listed under snapshots/, sorted by key.
 	Snapshots []IndexObject `json:"snapshots"`
-	// Docs are the manifests and each backup's newest drill report,
-	// with their bytes as stored, sorted by key. A document that could
+	// Docs are the manifests, each backup's newest drill report and
+	// the progress markers, with their bytes as stored, sorted by key. A document that could
 	// not be read is left out: a reader reads it from the store.
 	Docs []IndexDoc `json:"docs"`
 }
@@ -171,6 +172,16 @@ func (x *Indexer) Write(ctx context.Context, now time.Time) (string, error) {
 		return "", fmt.Errorf("index %s: %w", b.Cluster, err)
 	}
 	want = append(want, reports...)
+	// The progress markers: a sealed generation's never change, and a
+	// reader of its window reads its sealing one.
+	if err := b.Store.List(ctx, b.progressDir(), func(o uploader.ObjectInfo) error {
+		if strings.HasSuffix(o.Key, ".json") {
+			want = append(want, o)
+		}
+		return nil
+	}); err != nil {
+		return "", fmt.Errorf("index %s: list progress markers: %w", b.Cluster, err)
+	}
 	docs := make(map[string]IndexDoc, len(want))
 	for _, o := range want {
 		d, ok := x.docs[o.Key]
@@ -335,7 +346,7 @@ func (b *Repo) ReadIndex(ctx context.Context, key string) (*Index, error) {
 		}
 	}
 	for _, d := range idx.Docs {
-		if (!strings.HasPrefix(d.Key, b.dir()) && !strings.HasPrefix(d.Key, b.drillDir())) || int64(len(d.Data)) != d.Size {
+		if (!strings.HasPrefix(d.Key, b.dir()) && !strings.HasPrefix(d.Key, b.drillDir()) && !strings.HasPrefix(d.Key, b.progressDir())) || int64(len(d.Data)) != d.Size {
 			return nil, fmt.Errorf("index %s: %w: document %s is outside its areas or not of its size", key, ErrBadIndex, d.Key)
 		}
 	}

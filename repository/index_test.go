@@ -90,21 +90,30 @@ func TestIndexWriteRead(t *testing.T) {
 	}
 
 	m3 := putBackupOf(t, b, "20261130T133800Z-r60", "c1")
+	marker, err := b.PutProgress(ctx, &Progress{Format: ProgressFormat, Generation: m3.ID, ClusterID: "c1", SnapshotID: m3.ID, SnapshotRevision: m3.Revision,
+		Through: m3.Revision, At: t0, Token: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cs.gets.Store(0)
 	for i := range 3 {
 		if key, err = x.Write(ctx, t0.Add(time.Duration(i+1)*time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got := cs.gets.Load(); got != 1 {
-		t.Errorf("three more writes read %d documents, want 1 (the new manifest)", got)
+	if got := cs.gets.Load(); got != 2 {
+		t.Errorf("three more writes read %d documents, want 2 (the new manifest and the progress marker)", got)
 	}
 	idx, err = b.ReadIndex(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(idx.Docs); n != 4 || idx.Docs[len(idx.Docs)-1].Key != b.ManifestKey(m3.ID) {
-		t.Errorf("index carries %d documents, the last %s", n, idx.Docs[len(idx.Docs)-1].Key)
+	carried := map[string]bool{}
+	for _, d := range idx.Docs {
+		carried[d.Key] = true
+	}
+	if len(idx.Docs) != 5 || !carried[marker] || !carried[b.ManifestKey(m3.ID)] {
+		t.Errorf("index carries %v; want 5 documents, the new manifest and the marker %s among them", carried, marker)
 	}
 	var keys []string
 	if err := b.Store.List(ctx, b.indexDir(), func(o uploader.ObjectInfo) error {
