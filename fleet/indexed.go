@@ -4,8 +4,10 @@ import (
 	"context"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
+	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/uploader"
 )
 
@@ -16,7 +18,9 @@ import (
 // index is read instead from its newest index: the cluster's areas
 // other than snapshots/ listed as usual, snapshots/ as the index lists
 // it plus what sorts after the index's newest key there (backup ids
-// sort by time: what was stored since), and the documents the index
+// sort by time: what was stored since), the change objects of the
+// generations it lists as sealed as it lists them (the live one's from
+// the store), and the documents the index
 // carries served from the document cache, where they stay for the next
 // read. Every manifest and drill report is still parsed and checked
 // against its own signature; the index's own signature vouches for
@@ -64,7 +68,13 @@ func (r *Reader) listIndexed(ctx context.Context, src Source, docs *docCache, tl
 		return nil, time.Time{}
 	}
 	for _, area := range areas {
-		if area == "snapshots" || area == "index" {
+		switch area {
+		case "snapshots", "index":
+			continue
+		case "changes":
+			if err := listChanges(ctx, src.Store, tl, idx, top, add); err != nil {
+				return nil, time.Time{}
+			}
 			continue
 		}
 		if err := src.Store.List(ctx, top+"/"+area+"/", add); err != nil {
@@ -90,4 +100,38 @@ func (r *Reader) listIndexed(ctx context.Context, src Source, docs *docCache, tl
 		}
 	}
 	return ls, idx.WrittenAt
+}
+
+// listChanges lists cluster top's change objects: a generation the index
+// lists as sealed as the index lists it, every other one (the live one)
+// from the store; a generation no longer stored is not listed.
+func listChanges(ctx context.Context, st uploader.Store, tl topLister, idx *repository.Index, top string, add func(uploader.ObjectInfo) error) error {
+	dir := top + "/changes/"
+	gens, err := tl.Dirs(ctx, dir)
+	if err != nil {
+		return err
+	}
+	sealed := map[string][]repository.IndexObject{}
+	for _, g := range idx.Sealed {
+		sealed[g] = nil
+	}
+	for _, o := range idx.Changes {
+		g, _, _ := strings.Cut(strings.TrimPrefix(o.Key, dir), "/")
+		sealed[g] = append(sealed[g], o)
+	}
+	for _, g := range gens {
+		objs, ok := sealed[g]
+		if !ok {
+			if err := st.List(ctx, dir+g+"/", add); err != nil {
+				return err
+			}
+			continue
+		}
+		for _, o := range objs {
+			if err := add(o.Info()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/lifeboat-dev/lifeboat/internal/test/jobtest"
+	"github.com/lifeboat-dev/lifeboat/internal/test/s3test"
 	"github.com/lifeboat-dev/lifeboat/repository"
 	"github.com/lifeboat-dev/lifeboat/signing"
 	"github.com/lifeboat-dev/lifeboat/uploader"
@@ -136,4 +138,60 @@ func putSigned(t *testing.T, repo *repository.Repo, at time.Time) *repository.Ma
 		t.Fatal(err)
 	}
 	return m
+}
+
+// TestReadThroughIndexCapture: a cluster with a week of capture (seven
+// sealed generations and a live one) read through its index: the same
+// row and windows as a read that lists every object, with the sealed
+// generations' change objects taken from the index (only the live
+// generation's directory listed) and every progress marker served from
+// it (two GETs: the index and the agent's document).
+func TestReadThroughIndexCapture(t *testing.T) {
+	srv := s3test.Start(t)
+	_, bucket := jobtest.NewS3Store(t, srv, false)
+	proxy := s3test.NewProxy(t, srv.Endpoint)
+	st, err := uploader.NewS3(t.Context(), uploader.S3Config{Bucket: bucket, Prefix: "fleet", Endpoint: proxy.URL, Region: srv.Region, PathStyle: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	repo := repository.New(st, "captured")
+	live := jobtest.SevenDaysOfCapture(t, repo, now.Add(-7*24*time.Hour-13*time.Hour))
+	status(t, st, "captured", "@daily", now)
+	writeIndex(t, st, "captured", nil, now)
+
+	src := []Source{{Name: "bucket", Store: st}}
+	full := NewReader()
+	full.NoIndex = true
+	want, err := full.Read(t.Context(), src, nil)
+	if err != nil || len(want) != 1 {
+		t.Fatalf("full read: %v %+v", err, want)
+	}
+	if w := want[0].Windows; len(w) != 8 || want[0].Window == nil || want[0].Window.Generation != live {
+		t.Fatalf("full read: %d windows, newest %+v; want 8, the live generation %s", len(w), want[0].Window, live)
+	}
+	lists := recordLists(proxy, "fleet/")
+	proxy.ResetCounts()
+	got, err := NewReader().Read(t.Context(), src, nil)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("read through the index: %v %+v", err, got)
+	}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(Cluster{}), cmpopts.IgnoreFields(Cluster{}, "IndexedAt")); diff != "" {
+		t.Errorf("read through the index differs from the full read (-full +indexed):\n%s", diff)
+	}
+	if got[0].IndexedAt.IsZero() {
+		t.Error("the row does not say it was read through the index")
+	}
+	if n := proxy.Count("GetObject"); n != 2 {
+		t.Errorf("%d GETs, want 2 (the index and the agent's document)", n)
+	}
+	var changes []string
+	for _, p := range lists.take() {
+		if strings.HasPrefix(p, "captured/changes/") {
+			changes = append(changes, p)
+		}
+	}
+	if len(changes) != 1 || changes[0] != "captured/changes/"+live+"/" {
+		t.Errorf("change directories listed: %v, want only the live generation's", changes)
+	}
 }

@@ -28,7 +28,9 @@ import (
 //
 // <time> is when it was written (UTC, millisecond, fixed width: names
 // sort by time). It holds every object listed under snapshots/ (key,
-// size, time) and the bytes of the small documents a reader would read:
+// size, time), every object under changes/ of the capture generations
+// sealed then (a sealed generation's objects change no more once
+// compacted), and the bytes of the small documents a reader would read:
 // every manifest, each backup's newest drill report and every progress
 // marker. The
 // agent writes one after every job that adds or deletes backups or
@@ -88,6 +90,11 @@ type Index struct {
 	WrittenAt time.Time `json:"written_at"`
 	// Snapshots are the objects listed under snapshots/, sorted by key.
 	Snapshots []IndexObject `json:"snapshots"`
+	// Sealed are the capture generations with a sealed progress marker
+	// when it was written, sorted; Changes every object listed under
+	// their changes/ directories then, sorted by key.
+	Sealed  []string      `json:"sealed,omitempty"`
+	Changes []IndexObject `json:"changes,omitempty"`
 	// Docs are the manifests, each backup's newest drill report and
 	// the progress markers, with their bytes as stored, sorted by key. A document that could
 	// not be read is left out: a reader reads it from the store.
@@ -172,16 +179,34 @@ func (x *Indexer) Write(ctx context.Context, now time.Time) (string, error) {
 		return "", fmt.Errorf("index %s: %w", b.Cluster, err)
 	}
 	want = append(want, reports...)
-	// The progress markers: a sealed generation's never change, and a
-	// reader of its window reads its sealing one.
-	if err := b.Store.List(ctx, b.progressDir(), func(o uploader.ObjectInfo) error {
-		if strings.HasSuffix(o.Key, ".json") {
-			want = append(want, o)
-		}
-		return nil
-	}); err != nil {
-		return "", fmt.Errorf("index %s: list progress markers: %w", b.Cluster, err)
+	// The progress markers (a sealed generation's never change, and a
+	// reader of its window reads its sealing one), and the change
+	// objects of the sealed generations (theirs change no more once
+	// compacted, and a live generation's every few seconds: a reader
+	// lists those).
+	markers, _, err := b.ListProgress(ctx)
+	if err != nil {
+		return "", fmt.Errorf("index %s: %w", b.Cluster, err)
 	}
+	for gen, ms := range markers {
+		sealed := false
+		for _, m := range ms {
+			want = append(want, m.Object)
+			sealed = sealed || m.Sealed
+		}
+		if !sealed {
+			continue
+		}
+		idx.Sealed = append(idx.Sealed, gen)
+		if err := b.Store.List(ctx, b.changesDir()+gen+"/", func(o uploader.ObjectInfo) error {
+			idx.Changes = append(idx.Changes, IndexObject{Key: o.Key, Size: o.Size, ModTime: o.ModTime})
+			return nil
+		}); err != nil {
+			return "", fmt.Errorf("index %s: list the changes of generation %s: %w", b.Cluster, gen, err)
+		}
+	}
+	sort.Strings(idx.Sealed)
+	sort.Slice(idx.Changes, func(i, j int) bool { return idx.Changes[i].Key < idx.Changes[j].Key })
 	docs := make(map[string]IndexDoc, len(want))
 	for _, o := range want {
 		d, ok := x.docs[o.Key]
@@ -343,6 +368,16 @@ func (b *Repo) ReadIndex(ctx context.Context, key string) (*Index, error) {
 	for _, o := range idx.Snapshots {
 		if !strings.HasPrefix(o.Key, b.dir()) {
 			return nil, fmt.Errorf("index %s: %w: it lists %s, outside %s", key, ErrBadIndex, o.Key, b.dir())
+		}
+	}
+	sealed := map[string]bool{}
+	for _, g := range idx.Sealed {
+		sealed[g] = true
+	}
+	for _, o := range idx.Changes {
+		gen, _, _ := strings.Cut(strings.TrimPrefix(o.Key, b.changesDir()), "/")
+		if !strings.HasPrefix(o.Key, b.changesDir()) || !sealed[gen] {
+			return nil, fmt.Errorf("index %s: %w: it lists %s, not in a sealed generation's changes", key, ErrBadIndex, o.Key)
 		}
 	}
 	for _, d := range idx.Docs {
