@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -98,6 +99,13 @@ func BenchmarkFleetRead(b *testing.B) {
 	serve := []string{"fleet", "serve", "--store", "s3://" + bucket + "/team", "--s3-endpoint", srv.Endpoint,
 		"--s3-region", srv.Region, "--s3-path-style", "--listen", "127.0.0.1:0", "--interval", "1s", "--log-format", "json"}
 	run("serve", func(b *testing.B) { serveRSS(b, append(serve, "--fleet-cache-dir", b.TempDir())) })
+	// status-bin, status-bin-full: `lifeboat fleet status` (LIFEBOAT_BIN)
+	// as a user runs it, cold (through the agents' indexes) and with
+	// --full, side by side: the whole process's wall time and peak RSS.
+	status := []string{"fleet", "status", "--store", "s3://" + bucket + "/team", "--s3-endpoint", srv.Endpoint,
+		"--s3-region", srv.Region, "--s3-path-style", "-o", "json"}
+	run("status-bin", func(b *testing.B) { statusRun(b, status) })
+	run("status-bin-full", func(b *testing.B) { statusRun(b, append(status, "--full")) })
 	run("serve-nocache", func(b *testing.B) { serveRSS(b, serve) })
 	// cold: what one `fleet status` costs (each cluster read through its
 	// agent's index); cold-full: the same listing every object and
@@ -340,4 +348,30 @@ func serveRSS(b *testing.B, args []string) {
 		b.ReportMetric(sum/float64(len(rest)), "refresh-mean-s")
 		b.ReportMetric(slices.Max(rest), "refresh-max-s")
 	}
+}
+
+// statusRun runs `lifeboat fleet status` (LIFEBOAT_BIN) with args and
+// reports its wall time and peak RSS (the child's Maxrss).
+func statusRun(b *testing.B, args []string) {
+	bin := os.Getenv("LIFEBOAT_BIN")
+	if bin == "" {
+		b.Skip("LIFEBOAT_BIN is not set")
+	}
+	var wall time.Duration
+	var rss int64
+	for b.Loop() {
+		cmd := exec.CommandContext(b.Context(), bin, args...)
+		var out, errOut strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		start := time.Now()
+		if err := cmd.Run(); err != nil || !strings.Contains(out.String(), `"clusters"`) {
+			b.Fatalf("lifeboat fleet status: %v\n%.2000s", err, errOut.String())
+		}
+		wall += time.Since(start)
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			rss = max(rss, ru.Maxrss)
+		}
+	}
+	b.ReportMetric(wall.Seconds()/float64(b.N), "wall-s")
+	b.ReportMetric(float64(rss)/1024, "peak-RSS-MiB")
 }
