@@ -87,6 +87,9 @@ type docCache struct {
 	// loadErrs are the files that could not be used or written since
 	// the last takeErrors.
 	loadErrs []error
+	// forgetRead: without a directory, release lets a cluster's documents
+	// go instead of keeping them (Reader.ForgetDocs).
+	forgetRead bool
 }
 
 // clusterDocs are one cluster's documents other than its agents'.
@@ -252,6 +255,10 @@ func (c *docCache) release(cluster string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cd := c.clusters[cluster]
+	if cd != nil && c.dir == "" && c.forgetRead {
+		delete(c.clusters, cluster)
+		return
+	}
 	if c.dir == "" || cd == nil || cd.docs == nil {
 		return
 	}

@@ -128,6 +128,16 @@ func TestReadThroughIndex(t *testing.T) {
 	if c := read(r)["plain"]; !c.IndexedAt.IsZero() {
 		t.Error("plain: indexed")
 	}
+
+	// A single read (fleet status) keeps no cluster's documents after it.
+	once := NewReader()
+	once.ForgetDocs = true
+	if c := read(once)["indexed"]; c.Broken != 0 || c.IndexedAt.IsZero() {
+		t.Errorf("ForgetDocs: %+v", c)
+	}
+	if n := len(once.docs["bucket"].clusters); n != 0 {
+		t.Errorf("ForgetDocs: %d clusters' documents kept after the read", n)
+	}
 }
 
 // putSigned stores a backup at at with repo's signer.

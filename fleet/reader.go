@@ -44,6 +44,11 @@ type Reader struct {
 	// NoIndex has every read list every object: no cluster is read
 	// through its agent's index (indexed.go), not even the first.
 	NoIndex bool
+	// ForgetDocs lets each cluster's documents go once it is read
+	// (without a cache directory): for a single read (fleet status),
+	// whose memory then holds the clusters being read, not every
+	// backup of the fleet.
+	ForgetDocs bool
 
 	mu   sync.Mutex
 	rows map[[2]string]cachedRow
@@ -164,6 +169,7 @@ func (r *Reader) docCache(name string) *docCache {
 		if r.cacheDir != "" {
 			c.dir, c.source = filepath.Join(r.cacheDir, CacheFile, hashName(name)), name
 		}
+		c.forgetRead = r.ForgetDocs
 		r.docs[name] = c
 	}
 	return c

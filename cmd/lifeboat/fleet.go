@@ -147,7 +147,7 @@ func runFleetStatus(ctx context.Context, cfg *Config, lg *slog.Logger, o fleetSt
 		return err
 	}
 	reader := fleetReader(cfg, lg)
-	reader.NoIndex = o.full
+	reader.NoIndex, reader.ForgetDocs = o.full, true // one read: nothing kept for a next
 	cs, err := reader.Read(ctx, sources, lg)
 	if err != nil {
 		return err
