@@ -116,6 +116,26 @@ func BenchmarkFleetRead(b *testing.B) {
 			read(b, NewReader())
 		}
 	})
+	// cold-once: the read `fleet status` makes (each cluster's documents
+	// let go once it is read), with the heap in use sampled every 5 ms:
+	// its peak, and what stays after the read.
+	run("cold-once", func(b *testing.B) {
+		for b.Loop() {
+			r := NewReader()
+			r.ForgetDocs = true
+			runtime.GC()
+			stop, peak := sampleHeap()
+			read(b, r)
+			p := peak()
+			stop()
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			b.ReportMetric(float64(p)/(1<<20), "peak-heap-MiB")
+			b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "after-heap-MiB")
+			runtime.KeepAlive(r)
+		}
+	})
 	run("cold-full", func(b *testing.B) {
 		for b.Loop() {
 			r := NewReader()
@@ -374,4 +394,29 @@ func statusRun(b *testing.B, args []string) {
 	}
 	b.ReportMetric(wall.Seconds()/float64(b.N), "wall-s")
 	b.ReportMetric(float64(rss)/1024, "peak-RSS-MiB")
+}
+
+// sampleHeap samples the heap in use every 5 ms until stop; peak is the
+// largest sample so far.
+func sampleHeap() (stop func(), peak func() uint64) {
+	var mu sync.Mutex
+	var top uint64
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				mu.Lock()
+				top = max(top, ms.HeapInuse)
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() { close(done) }, func() uint64 { mu.Lock(); defer mu.Unlock(); return top }
 }
