@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -35,7 +34,9 @@ import (
 // part).
 func BenchmarkFleetRead(b *testing.B) {
 	clusters, hours, capture := envInt("FLEET_CLUSTERS", 20), envInt("FLEET_HOURS", 48), envInt("FLEET_CAPTURE", 1) == 1
-	srv := s3test.Start(b)
+	// FLEET_S3=fast: versitygw as S3 serves (connections kept alive, no
+	// request log); by default as the tests start it.
+	srv := s3test.StartWith(b, s3test.Options{KeepAlive: os.Getenv("FLEET_S3") == "fast", Quiet: os.Getenv("FLEET_S3") == "fast"})
 	st, bucket := jobtest.NewS3Store(b, srv, false)
 	now := time.Now().UTC()
 	var wg sync.WaitGroup
@@ -114,26 +115,6 @@ func BenchmarkFleetRead(b *testing.B) {
 	run("cold", func(b *testing.B) {
 		for b.Loop() {
 			read(b, NewReader())
-		}
-	})
-	// cold-once: the read `fleet status` makes (each cluster's documents
-	// let go once it is read), with the heap in use sampled every 5 ms:
-	// its peak, and what stays after the read.
-	run("cold-once", func(b *testing.B) {
-		for b.Loop() {
-			r := NewReader()
-			r.ForgetDocs = true
-			runtime.GC()
-			stop, peak := sampleHeap()
-			read(b, r)
-			p := peak()
-			stop()
-			runtime.GC()
-			var ms runtime.MemStats
-			runtime.ReadMemStats(&ms)
-			b.ReportMetric(float64(p)/(1<<20), "peak-heap-MiB")
-			b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "after-heap-MiB")
-			runtime.KeepAlive(r)
 		}
 	})
 	run("cold-full", func(b *testing.B) {
@@ -371,7 +352,8 @@ func serveRSS(b *testing.B, args []string) {
 }
 
 // statusRun runs `lifeboat fleet status` (LIFEBOAT_BIN) with args and
-// reports its wall time and peak RSS (the child's Maxrss).
+// reports its wall time and peak RSS: its VmHWM, read every 10 ms while
+// it runs (the rusage of a child counts the parent's pages at the fork).
 func statusRun(b *testing.B, args []string) {
 	bin := os.Getenv("LIFEBOAT_BIN")
 	if bin == "" {
@@ -384,39 +366,33 @@ func statusRun(b *testing.B, args []string) {
 		var out, errOut strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &errOut
 		start := time.Now()
-		if err := cmd.Run(); err != nil || !strings.Contains(out.String(), `"clusters"`) {
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		exited, done := make(chan struct{}), make(chan struct{})
+		var hwm int64
+		go func() {
+			defer close(done)
+			for {
+				if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)); err == nil && strings.Contains(string(data), "VmHWM") {
+					hwm = max(hwm, statusKiB(b, string(data), "VmHWM"))
+				}
+				select {
+				case <-exited:
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+		}()
+		err := cmd.Wait()
+		wall += time.Since(start)
+		close(exited)
+		<-done
+		if err != nil || !strings.Contains(out.String(), `"clusters"`) {
 			b.Fatalf("lifeboat fleet status: %v\n%.2000s", err, errOut.String())
 		}
-		wall += time.Since(start)
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			rss = max(rss, ru.Maxrss)
-		}
+		rss = max(rss, hwm)
 	}
 	b.ReportMetric(wall.Seconds()/float64(b.N), "wall-s")
 	b.ReportMetric(float64(rss)/1024, "peak-RSS-MiB")
-}
-
-// sampleHeap samples the heap in use every 5 ms until stop; peak is the
-// largest sample so far.
-func sampleHeap() (stop func(), peak func() uint64) {
-	var mu sync.Mutex
-	var top uint64
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(5 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				var ms runtime.MemStats
-				runtime.ReadMemStats(&ms)
-				mu.Lock()
-				top = max(top, ms.HeapInuse)
-				mu.Unlock()
-			}
-		}
-	}()
-	return func() { close(done) }, func() uint64 { mu.Lock(); defer mu.Unlock(); return top }
 }

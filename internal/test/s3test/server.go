@@ -85,14 +85,26 @@ func Env(t testing.TB, accessKey, secretKey string) {
 const startTimeout = 30 * time.Second
 
 // Start launches versitygw on a free loopback port and stops it at cleanup.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB) *Server { return StartWith(t, Options{}) }
+
+// Options are how a benchmark may start versitygw.
+type Options struct {
+	// KeepAlive keeps connections open between requests, as S3 does
+	// (versitygw closes each by default: a TCP connection per request);
+	// Quiet drops its log line per request. Tests keep both off (the
+	// log is printed when a test fails).
+	KeepAlive, Quiet bool
+}
+
+// StartWith is Start with o.
+func StartWith(t testing.TB, o Options) *Server {
 	t.Helper()
 	bin := findBinary(t)
 	var lastErr error
 	// The port is chosen by binding :0 and releasing it, so another process
 	// may grab it in between: try a few ports.
 	for range 3 {
-		s, err := start(t, bin)
+		s, err := start(t, bin, o)
 		if err == nil {
 			return s
 		}
@@ -102,7 +114,7 @@ func Start(t testing.TB) *Server {
 	return nil
 }
 
-func start(t testing.TB, bin string) (*Server, error) {
+func start(t testing.TB, bin string, o Options) (*Server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -128,8 +140,14 @@ func start(t testing.TB, bin string) (*Server, error) {
 		"--port", "127.0.0.1:" + strconv.Itoa(port),
 		"--access", s.AccessKey, "--secret", s.SecretKey,
 		"--region", s.Region,
-		"--health", "/health",
-		"posix", "--versioning-dir", versions, data}
+		"--health", "/health"}
+	if o.KeepAlive {
+		s.args = append(s.args, "--keep-alive")
+	}
+	if o.Quiet {
+		s.args = append(s.args, "--quiet")
+	}
+	s.args = append(s.args, "posix", "--versioning-dir", versions, data)
 	s.bin = bin
 	if err := s.launch(); err != nil {
 		return nil, err
