@@ -63,6 +63,10 @@ const IndexKeep = 2
 // backups is about 20 MiB).
 const maxIndexBytes = 256 << 20
 
+// maxIndexDocs bounds the bytes of the documents an index carries
+// (about 8 000 manifests).
+var maxIndexDocs int64 = 16 << 20
+
 // kindIndex is what an index's signature says it is.
 const kindIndex = "index"
 
@@ -95,8 +99,9 @@ type Index struct {
 	// their changes/ directories then, sorted by key.
 	Sealed  []string      `json:"sealed,omitempty"`
 	Changes []IndexObject `json:"changes,omitempty"`
-	// Docs are the manifests, each backup's newest drill report and
-	// the progress markers, with their bytes as stored, sorted by key. A document that could
+	// Docs are the manifests (the newest, within maxIndexDocs), each
+	// backup's newest drill report and the progress markers, with their
+	// bytes as stored, sorted by key. A document that could
 	// not be read is left out: a reader reads it from the store.
 	Docs []IndexDoc `json:"docs"`
 }
@@ -163,11 +168,11 @@ type Indexer struct {
 func (x *Indexer) Write(ctx context.Context, now time.Time) (string, error) {
 	b := x.Repo
 	idx := &Index{Format: IndexFormat, Cluster: b.Cluster, Writer: x.Writer, WrittenAt: now.UTC()}
-	var want []uploader.ObjectInfo
+	var manifests []uploader.ObjectInfo
 	err := b.Store.List(ctx, b.dir(), func(o uploader.ObjectInfo) error {
 		idx.Snapshots = append(idx.Snapshots, IndexObject{Key: o.Key, Size: o.Size, ModTime: o.ModTime})
 		if strings.HasSuffix(o.Key, ".json") {
-			want = append(want, o)
+			manifests = append(manifests, o)
 		}
 		return nil
 	})
@@ -178,7 +183,7 @@ func (x *Indexer) Write(ctx context.Context, now time.Time) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("index %s: %w", b.Cluster, err)
 	}
-	want = append(want, reports...)
+	want := reports
 	// The progress markers (a sealed generation's never change, and a
 	// reader of its window reads its sealing one), and the change
 	// objects of the sealed generations (theirs change no more once
@@ -207,8 +212,17 @@ func (x *Indexer) Write(ctx context.Context, now time.Time) (string, error) {
 	}
 	sort.Strings(idx.Sealed)
 	sort.Slice(idx.Changes, func(i, j int) bool { return idx.Changes[i].Key < idx.Changes[j].Key })
+	// The manifests newest first, as long as the documents carried stay
+	// within maxIndexDocs: the writer's memory and the index stay
+	// bounded however many backups are kept (readers read the rest).
+	sort.Slice(manifests, func(i, j int) bool { return manifests[i].Key > manifests[j].Key })
+	want = append(want, manifests...)
 	docs := make(map[string]IndexDoc, len(want))
+	var carried int64
 	for _, o := range want {
+		if carried += o.Size; carried > maxIndexDocs {
+			break
+		}
 		d, ok := x.docs[o.Key]
 		if !ok || d.Size != o.Size || !d.ModTime.Equal(o.ModTime) {
 			data, err := readSmall(ctx, b.Store, o.Key)

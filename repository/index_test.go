@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync/atomic"
@@ -175,5 +176,44 @@ func TestIndexTrust(t *testing.T) {
 		if _, err := b.ReadIndex(ctx, bad); !errors.Is(err, ErrBadIndex) {
 			t.Errorf("index of %q: %v, want ErrBadIndex", data, err)
 		}
+	}
+}
+
+// TestIndexBounded: however many backups a cluster keeps, an index
+// carries documents up to maxIndexDocs, the newest manifests first: the
+// writer's memory stays bounded, and readers read the older ones.
+func TestIndexBounded(t *testing.T) {
+	ctx := t.Context()
+	b := newDirRepo(t)
+	var ids []string
+	for i := range 6 {
+		ids = append(ids, putBackupOf(t, b, fmt.Sprintf("20261130T1%d3800Z-r%d", i, 40+i), "c1").ID)
+	}
+	var one int64
+	if err := b.Store.List(ctx, b.dir(), func(o uploader.ObjectInfo) error {
+		if strings.HasSuffix(o.Key, ".json") {
+			one = max(one, o.Size)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer func(v int64) { maxIndexDocs = v }(maxIndexDocs)
+	maxIndexDocs = 3*one + one/2 // three manifests fit, not four
+	key, err := (&Indexer{Repo: b, Writer: "a"}).Write(ctx, time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := b.ReadIndex(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var carried []string
+	for _, d := range idx.Docs {
+		carried = append(carried, d.Key)
+	}
+	want := []string{b.ManifestKey(ids[3]), b.ManifestKey(ids[4]), b.ManifestKey(ids[5])}
+	if strings.Join(carried, " ") != strings.Join(want, " ") || len(idx.Snapshots) != 12 {
+		t.Errorf("carried %v of %d listed objects; want the newest three manifests %v of 12", carried, len(idx.Snapshots), want)
 	}
 }
