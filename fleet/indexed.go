@@ -15,19 +15,24 @@ import (
 // read of a store by a Reader (a `fleet status`, a hub's start) has
 // nothing cached, and listing every backup and reading every manifest
 // of a fleet costs a request per object. A cluster whose agent keeps an
-// index is read instead from its newest index: the cluster's areas
-// other than snapshots/ listed as usual, snapshots/ as the index lists
-// it plus what sorts after the index's newest key there (backup ids
-// sort by time: what was stored since), the change objects of the
-// generations it lists as sealed as it lists them (the live one's from
-// the store), and the documents the index
-// carries served from the document cache, where they stay for the next
-// read. Every manifest and drill report is still parsed and checked
-// against its own signature; the index's own signature vouches for
-// which objects exist. The row says so (Cluster.IndexedAt): damage or a
-// deletion behind the agent's back since it wrote the index is not seen
-// by this read. Every later full read of the store lists every object
-// (a cluster listed as its index said keeps its row, now checked), and
+// index is read instead from its newest index:
+//
+//   - the cluster's areas other than snapshots/ and changes/ listed as
+//     usual;
+//   - snapshots/ as the index lists it, plus what sorts after the
+//     index's newest key there (backup ids sort by time: what was stored
+//     since);
+//   - the change objects of the generations the index lists as sealed as
+//     it lists them, the others' (the live one) from the store;
+//   - the documents the index carries served from the document cache,
+//     where they stay for the next read.
+//
+// Every manifest and drill report is still parsed and checked against
+// its own signature; the index's own signature vouches for which objects
+// exist. The row says so (Cluster.IndexedAt): damage or a deletion
+// behind the agent's back since it wrote the index is not seen by this
+// read. Every later full read of the store lists every object (a
+// cluster listed as its index said keeps its row, now checked), and
 // `fleet status --full` reads so from the start.
 
 // afterLister is a store that lists the keys after a given one without
