@@ -22,8 +22,11 @@ import (
 //   - snapshots/ as the index lists it, plus what sorts after the
 //     index's newest key there (backup ids sort by time: what was stored
 //     since);
-//   - the change objects of the generations the index lists as sealed as
-//     it lists them, the others' (the live one) from the store;
+//   - the change objects of the generations the index lists as it lists
+//     them, and of a generation it lists as open (the live one) what
+//     sorts after its newest there (segment names sort by revision: what
+//     was stored since; compaction since is not seen); a generation it
+//     does not list, from the store;
 //   - the documents the index carries served from the document cache,
 //     where they stay for the next read.
 //
@@ -116,24 +119,37 @@ func listChanges(ctx context.Context, st uploader.Store, tl topLister, idx *repo
 	if err != nil {
 		return err
 	}
-	sealed := map[string][]repository.IndexObject{}
+	listed := map[string][]repository.IndexObject{}
 	for _, g := range idx.Sealed {
-		sealed[g] = nil
+		listed[g] = nil
+	}
+	open := map[string]bool{}
+	for _, g := range idx.Open {
+		listed[g], open[g] = nil, true
 	}
 	for _, o := range idx.Changes {
 		g, _, _ := strings.Cut(strings.TrimPrefix(o.Key, dir), "/")
-		sealed[g] = append(sealed[g], o)
+		listed[g] = append(listed[g], o)
 	}
+	al, _ := st.(afterLister)
 	for _, g := range gens {
-		objs, ok := sealed[g]
-		if !ok {
+		objs, ok := listed[g]
+		if !ok || (open[g] && al == nil) {
 			if err := st.List(ctx, dir+g+"/", add); err != nil {
 				return err
 			}
 			continue
 		}
+		last := dir + g + "/"
 		for _, o := range objs {
 			if err := add(o.Info()); err != nil {
+				return err
+			}
+			last = max(last, o.Key)
+		}
+		if open[g] {
+			// Its segments since the index: names sort by revision.
+			if err := al.ListAfter(ctx, dir+g+"/", last, add); err != nil {
 				return err
 			}
 		}

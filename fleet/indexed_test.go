@@ -1,7 +1,10 @@
 package fleet
 
 import (
+	"net/http"
+	"path"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -153,8 +156,9 @@ func putSigned(t *testing.T, repo *repository.Repo, at time.Time) *repository.Ma
 // TestReadThroughIndexCapture: a cluster with a week of capture (seven
 // sealed generations and a live one) read through its index: the same
 // row and windows as a read that lists every object, with the sealed
-// generations' change objects taken from the index (only the live
-// generation's directory listed) and every progress marker served from
+// generations' change objects taken from the index, the live
+// generation's listed only after the newest segment the index lists (a
+// segment stored since is seen), and every progress marker served from
 // it (two GETs: the index and the agent's document).
 func TestReadThroughIndexCapture(t *testing.T) {
 	srv := s3test.Start(t)
@@ -169,6 +173,12 @@ func TestReadThroughIndexCapture(t *testing.T) {
 	live := jobtest.SevenDaysOfCapture(t, repo, now.Add(-7*24*time.Hour-13*time.Hour))
 	status(t, st, "captured", "@daily", now)
 	writeIndex(t, st, "captured", nil, now)
+	// A segment of the live generation stored after the index (its name
+	// sorts after the rest: a higher revision): both reads must see it.
+	after := repo.SegmentKey(live, 1<<40, 1<<40, repository.Encoding{Compression: "zstd"})
+	if _, err := st.Put(t.Context(), after, strings.NewReader("not read by a listing"), uploader.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	src := []Source{{Name: "bucket", Store: st}}
 	full := NewReader()
@@ -180,7 +190,16 @@ func TestReadThroughIndexCapture(t *testing.T) {
 	if w := want[0].Windows; len(w) != 8 || want[0].Window == nil || want[0].Window.Generation != live {
 		t.Fatalf("full read: %d windows, newest %+v; want 8, the live generation %s", len(w), want[0].Window, live)
 	}
-	lists := recordLists(proxy, "fleet/")
+	var mu sync.Mutex
+	var changes []string // the change listings: prefix and start-after
+	proxy.SetFault(func(r *http.Request, _ int) s3test.Fault {
+		if q := r.URL.Query(); s3test.Op(r) == "ListObjectsV2" && strings.HasPrefix(q.Get("prefix"), "fleet/captured/changes/") && q.Get("delimiter") == "" {
+			mu.Lock()
+			changes = append(changes, strings.TrimPrefix(q.Get("prefix"), "fleet/")+" after "+path.Base(q.Get("start-after")))
+			mu.Unlock()
+		}
+		return s3test.None
+	})
 	proxy.ResetCounts()
 	got, err := NewReader().Read(t.Context(), src, nil)
 	if err != nil || len(got) != 1 {
@@ -195,13 +214,12 @@ func TestReadThroughIndexCapture(t *testing.T) {
 	if n := proxy.Count("GetObject"); n != 2 {
 		t.Errorf("%d GETs, want 2 (the index and the agent's document)", n)
 	}
-	var changes []string
-	for _, p := range lists.take() {
-		if strings.HasPrefix(p, "captured/changes/") {
-			changes = append(changes, p)
-		}
+	if len(changes) != 1 || !strings.HasPrefix(changes[0], "captured/changes/"+live+"/ after ") || strings.HasSuffix(changes[0], " after .") {
+		t.Errorf("change directories listed: %v, want only the live generation's, after the newest segment its index lists", changes)
 	}
-	if len(changes) != 1 || changes[0] != "captured/changes/"+live+"/" {
-		t.Errorf("change directories listed: %v, want only the live generation's", changes)
+	// The segment after the index leaves a gap the full read reports; the
+	// read through the index (equal, above) saw it too.
+	if w := want[0].Window; w == nil || w.Problem == "" {
+		t.Errorf("the full read's window %+v: want the gap before the segment stored after the index", w)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -29,8 +30,9 @@ import (
 // <time> is when it was written (UTC, millisecond, fixed width: names
 // sort by time). It holds every object listed under snapshots/ (key,
 // size, time), every object under changes/ of the capture generations
-// sealed then (a sealed generation's objects change no more once
-// compacted), and the bytes of the small documents a reader would read:
+// with progress markers then (a sealed generation's objects change no
+// more once compacted; an open one's names sort by revision, so a
+// reader lists only what was added since), and the bytes of the small documents a reader would read:
 // every manifest, each backup's newest drill report and every progress
 // marker. The
 // agent writes one after every job that adds or deletes backups or
@@ -95,9 +97,14 @@ type Index struct {
 	// Snapshots are the objects listed under snapshots/, sorted by key.
 	Snapshots []IndexObject `json:"snapshots"`
 	// Sealed are the capture generations with a sealed progress marker
-	// when it was written, sorted; Changes every object listed under
-	// their changes/ directories then, sorted by key.
+	// when it was written, Open those with markers but none sealed (the
+	// live one), each sorted; Changes every object listed under their
+	// changes/ directories then, sorted by key. A sealed generation's
+	// objects change no more once compacted; an open one's segment
+	// names sort by revision, so a reader lists only what sorts after
+	// the newest the index lists (compaction since is not seen).
 	Sealed  []string      `json:"sealed,omitempty"`
+	Open    []string      `json:"open,omitempty"`
 	Changes []IndexObject `json:"changes,omitempty"`
 	// Docs are the manifests (the newest, within maxIndexDocs), each
 	// backup's newest drill report and the progress markers, with their
@@ -199,10 +206,11 @@ func (x *Indexer) Write(ctx context.Context, now time.Time) (string, error) {
 			want = append(want, m.Object)
 			sealed = sealed || m.Sealed
 		}
-		if !sealed {
-			continue
+		if sealed {
+			idx.Sealed = append(idx.Sealed, gen)
+		} else {
+			idx.Open = append(idx.Open, gen)
 		}
-		idx.Sealed = append(idx.Sealed, gen)
 		if err := b.Store.List(ctx, b.changesDir()+gen+"/", func(o uploader.ObjectInfo) error {
 			idx.Changes = append(idx.Changes, IndexObject{Key: o.Key, Size: o.Size, ModTime: o.ModTime})
 			return nil
@@ -211,6 +219,7 @@ func (x *Indexer) Write(ctx context.Context, now time.Time) (string, error) {
 		}
 	}
 	sort.Strings(idx.Sealed)
+	sort.Strings(idx.Open)
 	sort.Slice(idx.Changes, func(i, j int) bool { return idx.Changes[i].Key < idx.Changes[j].Key })
 	// The manifests newest first, as long as the documents carried stay
 	// within maxIndexDocs: the writer's memory and the index stay
@@ -385,13 +394,13 @@ func (b *Repo) ReadIndex(ctx context.Context, key string) (*Index, error) {
 		}
 	}
 	sealed := map[string]bool{}
-	for _, g := range idx.Sealed {
+	for _, g := range append(slices.Clone(idx.Sealed), idx.Open...) {
 		sealed[g] = true
 	}
 	for _, o := range idx.Changes {
 		gen, _, _ := strings.Cut(strings.TrimPrefix(o.Key, b.changesDir()), "/")
 		if !strings.HasPrefix(o.Key, b.changesDir()) || !sealed[gen] {
-			return nil, fmt.Errorf("index %s: %w: it lists %s, not in a sealed generation's changes", key, ErrBadIndex, o.Key)
+			return nil, fmt.Errorf("index %s: %w: it lists %s, not in a generation it names", key, ErrBadIndex, o.Key)
 		}
 	}
 	for _, d := range idx.Docs {
