@@ -105,8 +105,8 @@ func BenchmarkFleetRead(b *testing.B) {
 	// --full, side by side: the whole process's wall time and peak RSS.
 	status := []string{"fleet", "status", "--store", "s3://" + bucket + "/team", "--s3-endpoint", srv.Endpoint,
 		"--s3-region", srv.Region, "--s3-path-style", "-o", "json"}
-	run("status-bin", func(b *testing.B) { statusRun(b, status) })
-	run("status-bin-full", func(b *testing.B) { statusRun(b, append(status, "--full")) })
+	run("status-bin", func(b *testing.B) { statusRun(b, srv.Pid(), status) })
+	run("status-bin-full", func(b *testing.B) { statusRun(b, srv.Pid(), append(status, "--full")) })
 	run("serve-nocache", func(b *testing.B) { serveRSS(b, serve) })
 	// cold: what one `fleet status` costs (each cluster read through its
 	// agent's index); cold-full: the same listing every object and
@@ -352,16 +352,18 @@ func serveRSS(b *testing.B, args []string) {
 }
 
 // statusRun runs `lifeboat fleet status` (LIFEBOAT_BIN) with args and
-// reports its wall time and peak RSS: its VmHWM, read every 10 ms while
-// it runs (the rusage of a child counts the parent's pages at the fork).
-func statusRun(b *testing.B, args []string) {
+// reports its wall time, its peak RSS (its VmHWM, read every 10 ms while
+// it runs: the rusage of a child counts the parent's pages at the fork),
+// and the CPU seconds it and the S3 server (process s3pid) spent.
+func statusRun(b *testing.B, s3pid int, args []string) {
 	bin := os.Getenv("LIFEBOAT_BIN")
 	if bin == "" {
 		b.Skip("LIFEBOAT_BIN is not set")
 	}
-	var wall time.Duration
+	var wall, cpu, s3cpu time.Duration
 	var rss int64
 	for b.Loop() {
+		s3before := procCPU(b, s3pid)
 		cmd := exec.CommandContext(b.Context(), bin, args...)
 		var out, errOut strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -392,7 +394,28 @@ func statusRun(b *testing.B, args []string) {
 			b.Fatalf("lifeboat fleet status: %v\n%.2000s", err, errOut.String())
 		}
 		rss = max(rss, hwm)
+		cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		s3cpu += procCPU(b, s3pid) - s3before
 	}
 	b.ReportMetric(wall.Seconds()/float64(b.N), "wall-s")
 	b.ReportMetric(float64(rss)/1024, "peak-RSS-MiB")
+	b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s")
+	b.ReportMetric(s3cpu.Seconds()/float64(b.N), "s3-cpu-s")
+}
+
+// procCPU is the user and system CPU time process pid has used.
+func procCPU(b *testing.B, pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Fields after the command's closing parenthesis; utime and stime
+	// are the 14th and 15th of the line, in clock ticks (100 a second).
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("/proc/%d/stat: %q", pid, data)
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }

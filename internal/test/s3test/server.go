@@ -84,6 +84,9 @@ func Env(t testing.TB, accessKey, secretKey string) {
 // ready in well under a second; the machine may be busy.
 const startTimeout = 30 * time.Second
 
+// Pid is the server process's id (a benchmark reads its CPU time).
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
 // Start launches versitygw on a free loopback port and stops it at cleanup.
 func Start(t testing.TB) *Server { return StartWith(t, Options{}) }
 
