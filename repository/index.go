@@ -191,31 +191,15 @@ func (x *Indexer) Write(ctx context.Context, now time.Time) (string, error) {
 		return "", fmt.Errorf("index %s: %w", b.Cluster, err)
 	}
 	want := reports
-	// The progress markers (a sealed generation's never change, and a
-	// reader of its window reads its sealing one), and the change
-	// objects of the sealed generations (theirs change no more once
-	// compacted, and a live generation's every few seconds: a reader
-	// lists those).
-	markers, _, err := b.ListProgress(ctx)
+	// The progress markers (a reader of a generation's window reads
+	// them) and the generations' change objects.
+	markers, err := b.indexChanges(ctx, idx)
 	if err != nil {
-		return "", fmt.Errorf("index %s: %w", b.Cluster, err)
+		return "", err
 	}
-	for gen, ms := range markers {
-		sealed := false
+	for _, ms := range markers {
 		for _, m := range ms {
 			want = append(want, m.Object)
-			sealed = sealed || m.Sealed
-		}
-		if sealed {
-			idx.Sealed = append(idx.Sealed, gen)
-		} else {
-			idx.Open = append(idx.Open, gen)
-		}
-		if err := b.Store.List(ctx, b.changesDir()+gen+"/", func(o uploader.ObjectInfo) error {
-			idx.Changes = append(idx.Changes, IndexObject{Key: o.Key, Size: o.Size, ModTime: o.ModTime})
-			return nil
-		}); err != nil {
-			return "", fmt.Errorf("index %s: list the changes of generation %s: %w", b.Cluster, gen, err)
 		}
 	}
 	sort.Strings(idx.Sealed)
@@ -226,30 +210,9 @@ func (x *Indexer) Write(ctx context.Context, now time.Time) (string, error) {
 	// bounded however many backups are kept (readers read the rest).
 	sort.Slice(manifests, func(i, j int) bool { return manifests[i].Key > manifests[j].Key })
 	want = append(want, manifests...)
-	docs := make(map[string]IndexDoc, len(want))
-	var carried int64
-	for _, o := range want {
-		if carried += o.Size; carried > maxIndexDocs {
-			break
-		}
-		d, ok := x.docs[o.Key]
-		if !ok || d.Size != o.Size || !d.ModTime.Equal(o.ModTime) {
-			data, err := readSmall(ctx, b.Store, o.Key)
-			if errors.Is(err, uploader.ErrNotFound) {
-				continue // deleted since the listing
-			}
-			if err != nil {
-				return "", fmt.Errorf("index %s: %w", b.Cluster, err)
-			}
-			if int64(len(data)) != o.Size || !utf8.Valid(data) {
-				continue // replaced since the listing, or not text: readers read it
-			}
-			d = IndexDoc{IndexObject: IndexObject{Key: o.Key, Size: o.Size, ModTime: o.ModTime}, Data: string(data)}
-		}
-		docs[o.Key] = d
-		idx.Docs = append(idx.Docs, d)
+	if err := x.carry(ctx, idx, want); err != nil {
+		return "", err
 	}
-	x.docs = docs
 	sort.Slice(idx.Snapshots, func(i, j int) bool { return idx.Snapshots[i].Key < idx.Snapshots[j].Key })
 	sort.Slice(idx.Docs, func(i, j int) bool { return idx.Docs[i].Key < idx.Docs[j].Key })
 	var key string
@@ -264,6 +227,62 @@ func (x *Indexer) Write(ctx context.Context, now time.Time) (string, error) {
 		return "", err
 	}
 	return key, b.sweepIndexes(ctx, key)
+}
+
+// indexChanges lists the progress markers and puts each generation
+// with markers in idx (Sealed or Open) with its change objects.
+func (b *Repo) indexChanges(ctx context.Context, idx *Index) (map[string][]ProgressInfo, error) {
+	markers, _, err := b.ListProgress(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("index %s: %w", b.Cluster, err)
+	}
+	for gen, ms := range markers {
+		if slices.ContainsFunc(ms, func(m ProgressInfo) bool { return m.Sealed }) {
+			idx.Sealed = append(idx.Sealed, gen)
+		} else {
+			idx.Open = append(idx.Open, gen)
+		}
+		if err := b.Store.List(ctx, b.changesDir()+gen+"/", func(o uploader.ObjectInfo) error {
+			idx.Changes = append(idx.Changes, IndexObject{Key: o.Key, Size: o.Size, ModTime: o.ModTime})
+			return nil
+		}); err != nil {
+			return nil, fmt.Errorf("index %s: list the changes of generation %s: %w", b.Cluster, gen, err)
+		}
+	}
+	return markers, nil
+}
+
+// carry puts the documents of want in idx, in order, until they would
+// exceed maxIndexDocs: from the last write's when listed as then, else
+// read. A document deleted, replaced or not text since the listing is
+// left out (readers read it).
+func (x *Indexer) carry(ctx context.Context, idx *Index, want []uploader.ObjectInfo) error {
+	b := x.Repo
+	docs := make(map[string]IndexDoc, len(want))
+	var carried int64
+	for _, o := range want {
+		if carried += o.Size; carried > maxIndexDocs {
+			break
+		}
+		d, ok := x.docs[o.Key]
+		if !ok || d.Size != o.Size || !d.ModTime.Equal(o.ModTime) {
+			data, err := readSmall(ctx, b.Store, o.Key)
+			if errors.Is(err, uploader.ErrNotFound) {
+				continue // deleted since the listing
+			}
+			if err != nil {
+				return fmt.Errorf("index %s: %w", b.Cluster, err)
+			}
+			if int64(len(data)) != o.Size || !utf8.Valid(data) {
+				continue // replaced since the listing, or not text: readers read it
+			}
+			d = IndexDoc{IndexObject: IndexObject{Key: o.Key, Size: o.Size, ModTime: o.ModTime}, Data: string(data)}
+		}
+		docs[o.Key] = d
+		idx.Docs = append(idx.Docs, d)
+	}
+	x.docs = docs
+	return nil
 }
 
 // readSmall reads a document of at most 1 MiB.
