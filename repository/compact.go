@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"slices"
 	"time"
@@ -211,15 +212,17 @@ var ErrCompactConflict = errors.New("compacted segment conflicts")
 // Compact runs one step: it reads the sources (each checked, and linked
 // to the one before), writes the compacted segments (read back and
 // checked), and returns them. The sources are not deleted (DeleteReplaced
-// does, after the grace period). Sources are held in memory up to
-// MaxBytes of raw changes per compacted segment, one more source beside
-// them while the group closes; a run above it becomes several (one source alone is
-// rewritten at the level, so that the next plan does not read it again).
-// The compacted segment's stored bytes are built in memory as its
-// sources are let go, stored and read back streaming: a segment this
-// call stored is checked by its stored bytes' sha256 (they are those it
-// encoded); one a killed run stored at its name, revision by revision
-// against the merge (CheckCompacted).
+// does, after the grace period). A compacted segment takes up to
+// MaxBytes of raw changes of its sources; a run above it becomes several
+// (one source alone is rewritten at the level, so that the next plan
+// does not read it again). Sources are read one at a time and their
+// records compressed into the segment as they come (compactBuild): a
+// step holds one parsed source (two while a segment closes) and the
+// compressed records, then their stored bytes, which are stored and read
+// back streaming: a segment this call stored is checked by its stored
+// bytes' sha256 (they are those it encoded); one a killed run stored at
+// its name, revision by revision against the merge of its sources, read
+// again (adopt).
 //
 // Proven damage of a source or of a compacted segment already stored at
 // its name (a *DamageError: ErrBadSegment, a bad signature, a chain whose
@@ -242,19 +245,17 @@ func (b *Repo) Compact(ctx context.Context, st CompactStep, p CompactPolicy, e E
 func (b *Repo) compact(ctx context.Context, st CompactStep, p CompactPolicy, e Encoding, ids []age.Identity) ([]SegmentInfo, error) {
 	p = p.WithDefaults()
 	var (
-		out   []SegmentInfo
-		group []*Segment
-		links []ChainLink
-		size  int64
-		prev  *ChainLink
+		out  []SegmentInfo
+		cur  *compactBuild
+		prev *ChainLink
 	)
 	emit := func() error {
-		if len(group) == 0 {
+		if cur == nil {
 			return nil
 		}
-		g, l := group, links
-		group, links, size = nil, nil, 0 // held by putCompacted only, which lets them go as it encodes
-		si, err := b.putCompacted(ctx, st, g, l, e, ids)
+		c := cur
+		cur = nil
+		si, err := b.putCompacted(ctx, st, c, e, ids)
 		if err != nil {
 			return err
 		}
@@ -276,12 +277,19 @@ func (b *Repo) compact(ctx context.Context, st CompactStep, p CompactPolicy, e E
 			return out, fmt.Errorf("compact generation %s: %s vouches for revisions after its last (%d-%d): not merged", st.Generation, si.Object.Key, s.Last+1, s.CapturedThrough)
 		}
 		n := rawSize(s)
-		if len(group) > 0 && size+n > p.MaxBytes {
+		if cur != nil && cur.size+n > p.MaxBytes {
 			if err := emit(); err != nil {
 				return out, err
 			}
 		}
-		group, links, size = append(group, s), append(links, link), size+n
+		if cur == nil {
+			if cur, err = newCompactBuild(e); err != nil {
+				return out, fmt.Errorf("compact generation %s: %w", st.Generation, err)
+			}
+		}
+		if err := cur.add(si, s, link, n); err != nil {
+			return out, fmt.Errorf("compact generation %s: %w", st.Generation, err)
+		}
 		prev = &link
 	}
 	return out, emit()
@@ -323,47 +331,91 @@ func merge(st CompactStep, group []*Segment, links []ChainLink) *Segment {
 	return m
 }
 
-// putCompacted stores the compacted segment of group, never overwriting,
+// putCompacted stores the compacted segment c built, never overwriting,
 // and reads it back. One already stored under its name (a killed run's)
-// is adopted when it holds the same chain position and revisions.
+// is adopted when it holds the same chain position and revisions
+// (adopt).
 //
-// Memory: the merge's revisions are let go as they are encoded (its
-// sources' values are then garbage as the stored bytes grow), and the
-// read-back is streamed: a step holds its sources, then their stored
-// form, not both whole and never a second parsed copy.
-func (b *Repo) putCompacted(ctx context.Context, st CompactStep, group []*Segment, links []ChainLink, e Encoding, ids []age.Identity) (SegmentInfo, error) {
-	m := merge(st, group, links)
-	key := b.CompactedKey(m.Generation, m.First, m.Last, m.Level, m.Bucket, e)
+// Memory: c holds its sources' records compressed, the stored bytes are
+// made from them at the end, and the read-back is streamed: a step holds
+// one parsed source, then the compressed records and their stored form,
+// never its sources whole nor a second parsed copy.
+func (b *Repo) putCompacted(ctx context.Context, st CompactStep, c *compactBuild, e Encoding, ids []age.Identity) (SegmentInfo, error) {
+	h := c.header(st)
+	key := b.CompactedKey(h.Generation, h.First, h.Last, h.Level, h.Bucket, e)
 	o, err := b.Store.Stat(ctx, key)
 	switch {
 	case err == nil:
-		si, err := b.compactedInfo(key, m.Generation, o)
+		si, err := b.compactedInfo(key, h.Generation, o)
 		if err == nil {
-			err = b.CheckCompacted(ctx, si, m, ids)
+			err = b.adopt(ctx, st, si, c.sources, c.links, ids)
 		}
 		return si, err
 	case !errors.Is(err, uploader.ErrNotFound):
 		return SegmentInfo{}, fmt.Errorf("compact: %s: %w", key, err)
 	}
-	data, err := encodeStored(m, e, b.segmentSigner(key), true)
+	if err := c.finish(h, b.segmentSigner(key)); err != nil {
+		return SegmentInfo{}, fmt.Errorf("compact %s: %w", key, err)
+	}
+	rc, err := c.reader(e)
 	if err != nil {
 		return SegmentInfo{}, fmt.Errorf("compact %s: %w", key, err)
 	}
-	wantHash := storedHash(data)
-	_, err = b.Store.Put(ctx, key, bytes.NewReader(data), b.Lock.SegmentOptions(m.Level))
+	defer rc.Close()
+	body := &hashReader{r: rc, h: sha256.New()}
+	_, err = b.Store.Put(ctx, key, body, b.Lock.SegmentOptions(h.Level))
 	if errors.Is(err, uploader.ErrExists) {
 		return SegmentInfo{}, fmt.Errorf("compact: store %s: %w: stored by another writer meanwhile; the next pass checks it", key, err)
 	}
 	if err != nil {
 		return SegmentInfo{}, fmt.Errorf("compact: store %s: %w", key, err)
 	}
+	if !body.eof {
+		return SegmentInfo{}, fmt.Errorf("compact: store %s: the store took the object before its end", key)
+	}
+	wantHash := hex.EncodeToString(body.h.Sum(nil))
 	if err := b.checkStored(ctx, key, wantHash); err != nil {
 		return SegmentInfo{}, err
 	}
 	if o, err = b.Store.Stat(ctx, key); err != nil {
 		return SegmentInfo{}, fmt.Errorf("compact: %s: %w", key, err)
 	}
-	return b.compactedInfo(key, m.Generation, o)
+	return b.compactedInfo(key, h.Generation, o)
+}
+
+// adopt checks a compacted segment that a killed run stored at si's name
+// against its sources (read again: the build let them go), revision by
+// revision (CheckCompacted). This is the rare path, after a crash: it
+// holds the sources whole, as compaction did before its build streamed.
+func (b *Repo) adopt(ctx context.Context, st CompactStep, si SegmentInfo, sources []SegmentInfo, links []ChainLink, ids []age.Identity) error {
+	group := make([]*Segment, len(sources))
+	for i, src := range sources {
+		s, hash, err := b.ReadSegment(ctx, src, ids)
+		if err != nil {
+			return fmt.Errorf("compact generation %s: %w", st.Generation, err)
+		}
+		if hash != links[i].Hash {
+			return fmt.Errorf("compact generation %s: %s changed while it was compacted (sha256 %.12s…, then %.12s…)", st.Generation, src.Object.Key, links[i].Hash, hash)
+		}
+		group[i] = s
+	}
+	return b.CheckCompacted(ctx, si, merge(st, group, links), ids)
+}
+
+// hashReader hashes what is read through it, and notes its end.
+type hashReader struct {
+	r   io.Reader
+	h   hash.Hash
+	eof bool
+}
+
+func (r *hashReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	r.h.Write(p[:n])
+	if err == io.EOF {
+		r.eof = true
+	}
+	return n, err
 }
 
 // compactedInfo is the listing of the compacted segment stored at key.

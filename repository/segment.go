@@ -353,23 +353,54 @@ func encodeSegmentSigned(w io.Writer, s *Segment, g *segmentSigner) error {
 	if err := s.Validate(); err != nil {
 		return fmt.Errorf("encode segment: %w", err)
 	}
-	return encodeSegment(w, s, g, false)
+	return encodeSegment(w, s, g)
 }
 
 // encodeSegment writes s without checking it, signed by g unless g is
-// nil. With consume, each revision is let go (zeroed in s.Revisions) once
-// written: a segment made only to be stored (a compacted one) then holds
-// its values no longer than its stored bytes need them.
-func encodeSegment(w io.Writer, s *Segment, g *segmentSigner, consume bool) error {
+// nil.
+func encodeSegment(w io.Writer, s *Segment, g *segmentSigner) error {
 	h := sha256.New()
 	bw := bufio.NewWriterSize(io.MultiWriter(w, h), 64<<10)
 	e := &segWriter{w: bw}
-	hd := &s.SegmentHeader
+	e.head(&s.SegmentHeader, g != nil)
+	for i := range s.Revisions {
+		e.revision(&s.Revisions[i])
+	}
+	e.leasesAndEnd(s.Leases)
+	if e.err == nil {
+		e.err = bw.Flush()
+	}
+	if e.err != nil {
+		return fmt.Errorf("encode segment: %w", e.err)
+	}
+	return writeSeal(w, h.Sum(nil), g)
+}
+
+// writeSeal writes what follows a raw form's 'E': its sha256 sum and, with
+// g, the signature over it.
+func writeSeal(w io.Writer, sum []byte, g *segmentSigner) error {
+	if _, err := w.Write(sum); err != nil {
+		return fmt.Errorf("encode segment: %w", err)
+	}
+	if g != nil {
+		sig, err := g.trailer(sum)
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(sig); err != nil {
+			return fmt.Errorf("encode segment: %w", err)
+		}
+	}
+	return nil
+}
+
+// head writes the magic (signed or not) and the header.
+func (e *segWriter) head(hd *SegmentHeader, signed bool) {
 	magic := segmentMagic
 	if hd.Format == CompactedFormat {
 		magic = compactedMagic
 	}
-	if g != nil {
+	if signed {
 		magic = bytes.Clone(magic)
 		magic[len(magic)-1] += signedFormat
 	}
@@ -389,55 +420,38 @@ func encodeSegment(w io.Writer, s *Segment, g *segmentSigner, consume bool) erro
 		e.varint(unixNano(hd.Bucket))
 		e.str([]byte(hd.EndHash))
 	}
-	for i, r := range s.Revisions {
-		if consume {
-			s.Revisions[i] = Revision{}
-		}
-		e.raw([]byte{'R'})
-		e.uvarint(uint64(r.Revision))
-		e.varint(unixNano(r.Received))
-		e.uvarint(uint64(len(r.Ops)))
-		for _, op := range r.Ops {
-			if op.Delete {
-				e.raw([]byte{'D'})
-				e.str(op.Key)
-				continue
-			}
-			e.raw([]byte{'P'})
+}
+
+// revision writes one 'R' record with its ops.
+func (e *segWriter) revision(r *Revision) {
+	e.raw([]byte{'R'})
+	e.uvarint(uint64(r.Revision))
+	e.varint(unixNano(r.Received))
+	e.uvarint(uint64(len(r.Ops)))
+	for _, op := range r.Ops {
+		if op.Delete {
+			e.raw([]byte{'D'})
 			e.str(op.Key)
-			e.str(op.Value)
-			e.varint(op.Lease)
-			e.uvarint(uint64(op.CreateRevision))
-			e.uvarint(uint64(op.Version))
+			continue
 		}
+		e.raw([]byte{'P'})
+		e.str(op.Key)
+		e.str(op.Value)
+		e.varint(op.Lease)
+		e.uvarint(uint64(op.CreateRevision))
+		e.uvarint(uint64(op.Version))
 	}
-	for _, l := range s.Leases {
+}
+
+// leasesAndEnd writes the 'L' records and the 'E' that ends the records.
+func (e *segWriter) leasesAndEnd(ls []Lease) {
+	for _, l := range ls {
 		e.raw([]byte{'L'})
 		e.varint(l.ID)
 		e.varint(l.TTL)
 		e.uvarint(uint64(l.Revision))
 	}
 	e.raw([]byte{'E'})
-	if e.err == nil {
-		e.err = bw.Flush()
-	}
-	if e.err != nil {
-		return fmt.Errorf("encode segment: %w", e.err)
-	}
-	sum := h.Sum(nil)
-	if _, err := w.Write(sum); err != nil {
-		return fmt.Errorf("encode segment: %w", err)
-	}
-	if g != nil {
-		sig, err := g.trailer(sum)
-		if err != nil {
-			return err
-		}
-		if _, err := w.Write(sig); err != nil {
-			return fmt.Errorf("encode segment: %w", err)
-		}
-	}
-	return nil
 }
 
 func unixNano(t time.Time) int64 {
@@ -761,12 +775,6 @@ func EncodeStoredSegment(s *Segment, e Encoding) ([]byte, error) {
 // encodeStoredSegment is EncodeStoredSegment, signed by g unless g is
 // nil.
 func encodeStoredSegment(s *Segment, e Encoding, g *segmentSigner) ([]byte, error) {
-	return encodeStored(s, e, g, false)
-}
-
-// encodeStored is encodeStoredSegment, letting s's revisions go as they
-// are written when consume is set (encodeSegment): s is checked first.
-func encodeStored(s *Segment, e Encoding, g *segmentSigner, consume bool) ([]byte, error) {
 	if err := s.Validate(); err != nil {
 		return nil, fmt.Errorf("encode segment: %w", err)
 	}
@@ -775,7 +783,7 @@ func encodeStored(s *Segment, e Encoding, g *segmentSigner, consume bool) ([]byt
 	if err != nil {
 		return nil, fmt.Errorf("encode segment: %w", err)
 	}
-	if err := encodeSegment(w, s, g, consume); err != nil {
+	if err := encodeSegment(w, s, g); err != nil {
 		return nil, err
 	}
 	if err := w.Close(); err != nil {

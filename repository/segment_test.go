@@ -257,7 +257,7 @@ func TestSegmentInvalid(t *testing.T) {
 func encodeUnchecked(t *testing.T, s *Segment) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := encodeSegment(&buf, s, nil, false); err != nil {
+	if err := encodeSegment(&buf, s, nil); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
