@@ -227,11 +227,11 @@
 // compaction, so the writer's head and every marker stay valid. With age
 // encryption it needs Job.Identities; without them it logs that it does
 // not compact. A failed pass is counted (Stats.CompactErrors) and retried
-// at the next one. One step holds its sources in memory (about their raw
-// size) up to Compact.MaxBytes, tied to the capture's budget
-// (MaxBufferBytes/2, at least MaxSegmentBytes): a larger run becomes
-// several compacted segments; the read-back of one is held after its
-// sources are let go. Proven damage of a segment is not a failed pass: it is
+// at the next one. A compacted segment takes up to Compact.MaxBytes of
+// raw changes, tied to the capture's budget (MaxBufferBytes/2, at least
+// MaxSegmentBytes): a larger run becomes several compacted segments. A
+// step reads its sources one at a time and holds their records
+// compressed, then their stored form, which it streams to the store. Proven damage of a segment is not a failed pass: it is
 // recorded (repository.RecordDamage), logged once as an error naming the
 // object, and left alone; the window ends before it (a window problem,
 // alert LifeboatCaptureWindowBroken) and what lies before it is still
