@@ -359,10 +359,7 @@ func (b *Repo) putCompacted(ctx context.Context, st CompactStep, c *compactBuild
 	if err := c.finish(h, b.segmentSigner(key)); err != nil {
 		return SegmentInfo{}, fmt.Errorf("compact %s: %w", key, err)
 	}
-	rc, err := c.reader(e)
-	if err != nil {
-		return SegmentInfo{}, fmt.Errorf("compact %s: %w", key, err)
-	}
+	rc := c.reader(e)
 	defer rc.Close()
 	body := &hashReader{r: rc, h: sha256.New()}
 	_, err = b.Store.Put(ctx, key, body, b.Lock.SegmentOptions(h.Level))

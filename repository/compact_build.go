@@ -155,10 +155,10 @@ func (c *compactBuild) finish(h SegmentHeader, g *segmentSigner) error {
 // recipients: its parts one after the other, never copied into one
 // buffer (with age, encrypted as they are read). Close it when done: an
 // encryption not read to its end then stops.
-func (c *compactBuild) reader(e Encoding) (io.ReadCloser, error) {
+func (c *compactBuild) reader(e Encoding) io.ReadCloser {
 	parts := io.MultiReader(bytes.NewReader(c.head), c.body.reader(), bytes.NewReader(c.tail))
 	if len(e.Recipients) == 0 {
-		return io.NopCloser(parts), nil
+		return io.NopCloser(parts)
 	}
 	pr, pw := io.Pipe()
 	go func() {
@@ -173,7 +173,7 @@ func (c *compactBuild) reader(e Encoding) (io.ReadCloser, error) {
 		}
 		pw.CloseWithError(err)
 	}()
-	return pr, nil
+	return pr
 }
 
 // close ends the records' frame.

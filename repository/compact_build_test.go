@@ -95,10 +95,7 @@ func TestCompactBuildIsTheMerge(t *testing.T) {
 			if err := c.finish(h, g); err != nil {
 				t.Fatal(err)
 			}
-			rc, err := c.reader(tc.e)
-			if err != nil {
-				t.Fatal(err)
-			}
+			rc := c.reader(tc.e)
 			stored, err := io.ReadAll(rc)
 			rc.Close()
 			if err != nil {
