@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"slices"
 	"time"
@@ -311,17 +310,13 @@ func rawSize(s *Segment) int64 {
 
 // merge makes the compacted segment of group (linked, in order).
 func merge(st CompactStep, group []*Segment, links []ChainLink) *Segment {
-	first, last := group[0].SegmentHeader, group[len(group)-1].SegmentHeader
-	h := SegmentHeader{
-		Format: CompactedFormat, ClusterID: first.ClusterID, Generation: first.Generation,
-		SnapshotID: first.SnapshotID, SnapshotRevision: first.SnapshotRevision,
-		First: first.First, Last: last.Last, CapturedThrough: last.CapturedThrough, CapturedAt: last.CapturedAt,
-		PrevHash: first.PrevHash, Level: st.Level, Bucket: st.Bucket, EndHash: links[len(links)-1].ChainHash(),
+	var token int64
+	for _, s := range group {
+		token = max(token, s.Token)
 	}
-	m := &Segment{SegmentHeader: h}
+	m := &Segment{SegmentHeader: compactedHeader(st, group[0].SegmentHeader, group[len(group)-1].SegmentHeader, token, links[len(links)-1])}
 	seen := map[int64]bool{}
 	for _, s := range group {
-		m.Token = max(m.Token, s.Token)
 		m.Revisions = append(m.Revisions, s.Revisions...)
 		for _, l := range s.Leases {
 			if !seen[l.ID] {
@@ -331,6 +326,18 @@ func merge(st CompactStep, group []*Segment, links []ChainLink) *Segment {
 		}
 	}
 	return m
+}
+
+// compactedHeader is the header of the compacted segment of step st
+// whose sources run from first to last (linked as lastLink), with the
+// highest token among them.
+func compactedHeader(st CompactStep, first, last SegmentHeader, token int64, lastLink ChainLink) SegmentHeader {
+	return SegmentHeader{
+		Format: CompactedFormat, ClusterID: first.ClusterID, Generation: first.Generation,
+		SnapshotID: first.SnapshotID, SnapshotRevision: first.SnapshotRevision,
+		First: first.First, Last: last.Last, CapturedThrough: last.CapturedThrough, CapturedAt: last.CapturedAt,
+		PrevHash: first.PrevHash, Token: token, Level: st.Level, Bucket: st.Bucket, EndHash: lastLink.ChainHash(),
+	}
 }
 
 // putCompacted stores the compacted segment c built, never overwriting,
@@ -361,7 +368,8 @@ func (b *Repo) putCompacted(ctx context.Context, st CompactStep, c *compactBuild
 	}
 	rc := c.reader(e)
 	defer rc.Close()
-	body := &hashReader{r: rc, h: sha256.New()}
+	sum := sha256.New()
+	body := io.TeeReader(rc, sum)
 	_, err = b.Store.Put(ctx, key, body, b.Lock.SegmentOptions(h.Level))
 	if errors.Is(err, uploader.ErrExists) {
 		return SegmentInfo{}, fmt.Errorf("compact: store %s: %w: stored by another writer meanwhile; the next pass checks it", key, err)
@@ -369,10 +377,10 @@ func (b *Repo) putCompacted(ctx context.Context, st CompactStep, c *compactBuild
 	if err != nil {
 		return SegmentInfo{}, fmt.Errorf("compact: store %s: %w", key, err)
 	}
-	if !body.eof {
+	if n, err := io.Copy(io.Discard, body); n != 0 || err != nil {
 		return SegmentInfo{}, fmt.Errorf("compact: store %s: the store took the object before its end", key)
 	}
-	wantHash := hex.EncodeToString(body.h.Sum(nil))
+	wantHash := hex.EncodeToString(sum.Sum(nil))
 	if err := b.checkStored(ctx, key, wantHash); err != nil {
 		return SegmentInfo{}, err
 	}
@@ -399,22 +407,6 @@ func (b *Repo) adopt(ctx context.Context, st CompactStep, si SegmentInfo, source
 		group[i] = s
 	}
 	return b.CheckCompacted(ctx, si, merge(st, group, links), ids)
-}
-
-// hashReader hashes what is read through it, and notes its end.
-type hashReader struct {
-	r   io.Reader
-	h   hash.Hash
-	eof bool
-}
-
-func (r *hashReader) Read(p []byte) (int, error) {
-	n, err := r.r.Read(p)
-	r.h.Write(p[:n])
-	if err == io.EOF {
-		r.eof = true
-	}
-	return n, err
 }
 
 // compactedInfo is the listing of the compacted segment stored at key.

@@ -96,12 +96,7 @@ func (c *compactBuild) add(si SegmentInfo, s *Segment, link ChainLink, n int64) 
 
 // header is the compacted segment's header (as merge makes it).
 func (c *compactBuild) header(st CompactStep) SegmentHeader {
-	return SegmentHeader{
-		Format: CompactedFormat, ClusterID: c.first.ClusterID, Generation: c.first.Generation,
-		SnapshotID: c.first.SnapshotID, SnapshotRevision: c.first.SnapshotRevision,
-		First: c.first.First, Last: c.last.Last, CapturedThrough: c.last.CapturedThrough, CapturedAt: c.last.CapturedAt,
-		PrevHash: c.first.PrevHash, Token: c.token, Level: st.Level, Bucket: st.Bucket, EndHash: c.links[len(c.links)-1].ChainHash(),
-	}
+	return compactedHeader(st, c.first, c.last, c.token, c.links[len(c.links)-1])
 }
 
 // validate checks what Segment.Validate checks of the merge: the header,
@@ -192,16 +187,16 @@ func (c *compactBuild) close() error {
 
 // decodeBody writes the records' raw bytes to w.
 func (c *compactBuild) decodeBody(w io.Writer) error {
-	if !c.compress {
-		_, err := io.Copy(w, c.body.reader())
-		return err
+	compression := "none"
+	if c.compress {
+		compression = "zstd"
 	}
-	zr, err := zstd.NewReader(c.body.reader(), zstd.WithDecoderConcurrency(1))
+	dr, err := NewDecoder(c.body.reader(), compression, "none", nil)
 	if err != nil {
 		return err
 	}
-	defer zr.Close()
-	_, err = io.Copy(w, zr)
+	defer dr.Close()
+	_, err = io.Copy(w, dr)
 	return err
 }
 
